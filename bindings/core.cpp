@@ -1,0 +1,205 @@
+// kir._core: the nanobind module over libkir.
+//
+// Bindings stay thin: one Python class per C++ type, the same names, and one
+// place (raise_if_error) where a kir::Error becomes a Python kir.KirError.
+// Long-running calls release the GIL.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/array.h>
+#include <nanobind/stl/function.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/string_view.h>
+#include <nanobind/stl/vector.h>
+
+#include "kir/binary.hpp"
+#include "kir/kir.h"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace {
+
+PyObject* kir_error_type = nullptr;  // kir.errors.KirError, kept for the process
+
+[[noreturn]] void raise(const kir::Error& e) {
+  PyErr_SetString(kir_error_type, e.message().c_str());
+  throw nb::python_error();
+}
+
+template <class T>
+T value_or_raise(kir::Expected<T>&& x) {
+  if (!x) raise(x.error());
+  return std::move(*x);
+}
+
+nb::bytes to_bytes(const std::vector<uint8_t>& v) {
+  return nb::bytes(reinterpret_cast<const char*>(v.data()), v.size());
+}
+
+void bind_device_code(nb::module_& m) {
+  nb::class_<kir::KernelParam>(m, "KernelParam", "One kernel parameter's place in the parameter buffer.")
+      .def_ro("ordinal", &kir::KernelParam::ordinal, "0-based position in the signature.")
+      .def_ro("offset", &kir::KernelParam::offset, "Byte offset in the parameter buffer.")
+      .def_ro("size", &kir::KernelParam::size, "Size in bytes.")
+      .def("__repr__", [](const kir::KernelParam& p) {
+        return "KernelParam(ordinal=" + std::to_string(p.ordinal) + ", offset=" +
+               std::to_string(p.offset) + ", size=" + std::to_string(p.size) + ")";
+      });
+
+  nb::class_<kir::Kernel>(m, "Kernel", "A kernel (entry point) of a device image.")
+      .def_ro("name", &kir::Kernel::name, "Mangled name.")
+      .def_prop_ro("demangled", [](const kir::Kernel& k) { return kir::demangle(k.name); },
+                   "Demangled C++ name (the name itself when not mangled).")
+      .def_ro("params", &kir::Kernel::params)
+      .def_ro("param_bytes", &kir::Kernel::param_bytes, "Total parameter buffer size, if known.")
+      .def_ro("registers", &kir::Kernel::registers, "Registers per thread, if recorded.")
+      .def_ro("shared_bytes", &kir::Kernel::shared_bytes, "Static shared memory, if known.")
+      .def_ro("frame_bytes", &kir::Kernel::frame_bytes, "Per-thread stack frame, if recorded.")
+      .def_ro("max_threads", &kir::Kernel::max_threads, "__launch_bounds__ block size (x, y, z).")
+      .def_ro("required_threads", &kir::Kernel::required_threads, "Required block size (x, y, z).")
+      .def_ro("cluster_dims", &kir::Kernel::cluster_dims, "__cluster_dims__ (x, y, z).")
+      .def_ro("code_bytes", &kir::Kernel::code_bytes, "Size of the kernel's machine code.")
+      .def("__repr__", [](const kir::Kernel& k) { return "Kernel('" + k.name + "')"; });
+
+  nb::class_<kir::DeviceGlobal>(m, "DeviceGlobal", "A global variable of a device image.")
+      .def_ro("name", &kir::DeviceGlobal::name)
+      .def_ro("section", &kir::DeviceGlobal::section, "Cubin section ('' for PTX).")
+      .def_ro("size", &kir::DeviceGlobal::size)
+      .def("__repr__", [](const kir::DeviceGlobal& g) { return "DeviceGlobal('" + g.name + "')"; });
+
+  nb::class_<kir::DeviceCode>(m, "DeviceCode", "Kernels, functions and globals of one image.")
+      .def_ro("kernels", &kir::DeviceCode::kernels)
+      .def_ro("functions", &kir::DeviceCode::functions, "Defined functions that are not kernels.")
+      .def_ro("globals", &kir::DeviceCode::globals);
+
+  m.def("demangle", &kir::demangle, "name"_a, "Itanium C++ demangling.");
+  m.def("parse_cubin", [](nb::bytes data) {
+    return value_or_raise(kir::parse_cubin(kir::ByteView(
+        reinterpret_cast<const uint8_t*>(data.c_str()), data.size())));
+  }, "data"_a, "Kernels and globals of a cubin given as bytes.");
+  m.def("parse_ptx", [](nb::bytes data) {
+    return value_or_raise(kir::parse_ptx(kir::ByteView(
+        reinterpret_cast<const uint8_t*>(data.c_str()), data.size())));
+  }, "data"_a, "Kernels and globals of PTX text given as bytes.");
+}
+
+void bind_fatbin(nb::module_& m) {
+  nb::class_<kir::FatbinEntry>(m, "FatbinEntry", "One device image's header; a view into the file.")
+      .def_ro("index", &kir::FatbinEntry::index)
+      .def_ro("offset", &kir::FatbinEntry::offset, "Offset from the container start.")
+      .def_ro("kind", &kir::FatbinEntry::kind, "1 PTX, 2 cubin, 4 old cubin, 8 LTO-IR.")
+      .def_prop_ro("kind_name", [](const kir::FatbinEntry& e) { return kir::image_kind_name(e.kind); })
+      .def_ro("format_version", &kir::FatbinEntry::format_version)
+      .def_ro("header_size", &kir::FatbinEntry::header_size)
+      .def_ro("payload_size", &kir::FatbinEntry::payload_size, "Padded payload size.")
+      .def_ro("compressed_size", &kir::FatbinEntry::compressed_size)
+      .def_ro("uncompressed_size", &kir::FatbinEntry::uncompressed_size)
+      .def_ro("options_offset", &kir::FatbinEntry::options_offset)
+      .def_ro("major", &kir::FatbinEntry::major)
+      .def_ro("minor", &kir::FatbinEntry::minor)
+      .def_ro("arch", &kir::FatbinEntry::arch)
+      .def_ro("flags", &kir::FatbinEntry::flags)
+      .def_prop_ro("flag_names", [](const kir::FatbinEntry& e) { return kir::fatbin_flag_names(e.flags); })
+      .def_ro("obfuscation_key", &kir::FatbinEntry::obfuscation_key)
+      .def_prop_ro("obfuscated", &kir::FatbinEntry::obfuscated)
+      .def_prop_ro("compression", [](const kir::FatbinEntry& e) {
+        return kir::compression_name(e.compression());
+      }, "'none', 'lz4', 'zstd' or 'unknown'.")
+      .def_prop_ro("identifier", [](const kir::FatbinEntry& e) { return std::string(e.identifier); })
+      .def_prop_ro("options", [](const kir::FatbinEntry& e) {
+        return nb::bytes(e.options.data(), e.options.size());
+      }, "Raw options text (binary on sm_100+ cubins).")
+      .def_prop_ro("payload_file_offset", [](const kir::FatbinEntry& e) { return e.payload.origin(); })
+      .def_prop_ro("stored_size", [](const kir::FatbinEntry& e) { return e.payload.size(); },
+                   "Bytes stored (the compressed size when compressed).")
+      .def_prop_ro("image_size", &kir::FatbinEntry::image_size, "Bytes once decompressed.")
+      .def("read", [](const kir::FatbinEntry& e) {
+        kir::Expected<std::vector<uint8_t>> bytes = [&] {
+          nb::gil_scoped_release release;
+          return kir::read_image(e);
+        }();
+        return to_bytes(value_or_raise(std::move(bytes)));
+      }, "The image bytes, decompressed.");
+
+  nb::class_<kir::FatbinWrapper>(m, "FatbinWrapper", "A __fatBinC_Wrapper_t from .nvFatBinSegment.")
+      .def_ro("member", &kir::FatbinWrapper::member)
+      .def_ro("file_offset", &kir::FatbinWrapper::file_offset)
+      .def_ro("version", &kir::FatbinWrapper::version)
+      .def_ro("container_offset", &kir::FatbinWrapper::container_offset)
+      .def_ro("prelinked_offsets", &kir::FatbinWrapper::prelinked_offsets);
+
+  nb::class_<kir::ContainerSite>(m, "Container", "A fatbin container and where it was found.")
+      .def_ro("member", &kir::ContainerSite::member, "Archive member ('' outside archives).")
+      .def_ro("section", &kir::ContainerSite::section)
+      .def_ro("file_offset", &kir::ContainerSite::file_offset)
+      .def_prop_ro("found_by", [](const kir::ContainerSite& c) { return kir::found_by_name(c.found_by); },
+                   "'section', 'wrapper' or 'scan'.")
+      .def_ro("wrapper", &kir::ContainerSite::wrapper, "Index of the wrapper pointing here.")
+      .def_prop_ro("version", [](const kir::ContainerSite& c) { return c.fatbin.version(); })
+      .def_prop_ro("header_size", [](const kir::ContainerSite& c) { return c.fatbin.header_size(); })
+      .def_prop_ro("total_size", [](const kir::ContainerSite& c) { return c.fatbin.total_size(); })
+      .def_prop_ro("entries", [](const kir::ContainerSite& c) -> const std::vector<kir::FatbinEntry>& {
+        return c.fatbin.entries();
+      }, nb::rv_policy::reference_internal);
+}
+
+void bind_binary(nb::module_& m) {
+  nb::class_<kir::Binary>(m, "Binary", "Every device-code container of one file.")
+      .def_static("open", [](const std::string& path, bool scan) {
+        kir::BinaryOptions options;
+        options.scan = scan;
+        kir::Expected<kir::Binary> b = [&] {
+          nb::gil_scoped_release release;
+          return kir::Binary::open(path, options);
+        }();
+        return value_or_raise(std::move(b));
+      }, "path"_a, "scan"_a = false)
+      .def_prop_ro("path", &kir::Binary::path)
+      .def_prop_ro("format", &kir::Binary::format, "'elf', 'archive' or 'fatbin'.")
+      .def_prop_ro("members", &kir::Binary::members)
+      .def_prop_ro("containers", &kir::Binary::containers, nb::rv_policy::reference_internal)
+      .def_prop_ro("wrappers", &kir::Binary::wrappers, nb::rv_policy::reference_internal)
+      .def("device_code", [](const kir::Binary& b, uint32_t c, uint32_t e) {
+        kir::Expected<kir::DeviceCode> code = [&] {
+          nb::gil_scoped_release release;
+          return b.device_code(c, e);
+        }();
+        return value_or_raise(std::move(code));
+      }, "container"_a, "entry"_a)
+      .def("all_device_code", [](const kir::Binary& b, unsigned threads,
+                                 std::function<void(size_t, size_t)> progress) {
+        // The callback runs on a worker thread: take the GIL around it.
+        std::function<void(size_t, size_t)> guarded;
+        if (progress)
+          guarded = [&progress](size_t done, size_t total) {
+            nb::gil_scoped_acquire acquire;
+            progress(done, total);
+          };
+        std::vector<kir::Expected<kir::DeviceCode>> all;
+        {
+          nb::gil_scoped_release release;
+          all = b.all_device_code(threads, guarded);
+        }
+        nb::list out;
+        for (auto& x : all) {
+          if (x) out.append(nb::cast(std::move(*x)));
+          else out.append(nb::str(x.error().message().c_str()));
+        }
+        return out;
+      }, "threads"_a = 0, "progress"_a.none() = nb::none(),
+      "Device code of every image in container/entry order; an image that fails gives "
+      "its error message (str) instead.");
+}
+
+}  // namespace
+
+NB_MODULE(_core, m) {
+  m.doc() = "kir core bindings (libkir)";
+  m.attr("__version__") = kir_version();
+  nb::object error = nb::module_::import_("kir.errors").attr("KirError");
+  kir_error_type = error.inc_ref().ptr();
+  bind_device_code(m);
+  bind_fatbin(m);
+  bind_binary(m);
+}

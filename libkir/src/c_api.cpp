@@ -1,0 +1,164 @@
+// The C ABI (kir/kir.h) over the C++ core.
+#include "kir/kir.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kir/binary.hpp"
+
+namespace {
+
+thread_local std::string last_error;
+
+int fail(const std::string& message) {
+  last_error = message;
+  return -1;
+}
+
+/// Copy `src` into the caller's struct, no more than the caller's struct_size.
+template <class T>
+void copy_out(const T& src, T* dst) {
+  uint32_t n = std::min<uint32_t>(dst->struct_size, sizeof(T));
+  std::memcpy(dst, &src, n);
+  dst->struct_size = n;
+}
+
+}  // namespace
+
+struct kir_binary {
+  explicit kir_binary(kir::Binary b) : binary(std::move(b)) {
+    for (uint32_t c = 0; c < binary.containers().size(); ++c)
+      for (uint32_t e = 0; e < binary.containers()[c].fatbin.entries().size(); ++e)
+        images.emplace_back(c, e);
+  }
+
+  const kir::FatbinEntry& entry(size_t i) const {
+    return binary.containers()[images[i].first].fatbin.entries()[images[i].second];
+  }
+
+  /// Decoded device code of image `i`, cached; nullptr with last_error set.
+  const kir::DeviceCode* code(size_t i) const {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = codes.find(i);
+    if (it != codes.end()) return &it->second;
+    kir::Expected<kir::DeviceCode> c = binary.device_code(images[i].first, images[i].second);
+    if (!c) {
+      fail(c.error().message());
+      return nullptr;
+    }
+    return &codes.emplace(i, std::move(*c)).first->second;
+  }
+
+  kir::Binary binary;
+  std::vector<std::pair<uint32_t, uint32_t>> images;
+  mutable std::mutex mutex;
+  mutable std::map<size_t, kir::DeviceCode> codes;
+};
+
+extern "C" {
+
+const char* kir_version(void) { return "0.1.0"; }
+
+const char* kir_last_error(void) { return last_error.c_str(); }
+
+kir_binary* kir_binary_open(const char* path, unsigned flags) {
+  if (!path) return fail("kir_binary_open: path is NULL"), nullptr;
+  kir::BinaryOptions options;
+  options.scan = (flags & KIR_OPEN_SCAN) != 0;
+  kir::Expected<kir::Binary> b = kir::Binary::open(path, options);
+  if (!b) return fail(b.error().message()), nullptr;
+  return new kir_binary(std::move(*b));
+}
+
+void kir_binary_close(kir_binary* binary) { delete binary; }
+
+size_t kir_binary_image_count(const kir_binary* binary) {
+  return binary ? binary->images.size() : 0;
+}
+
+static bool check_image(const kir_binary* binary, size_t index) {
+  if (!binary) return fail("binary handle is NULL"), false;
+  if (index >= binary->images.size())
+    return fail("image index " + std::to_string(index) + " out of range (" +
+                std::to_string(binary->images.size()) + " images)"),
+           false;
+  return true;
+}
+
+int kir_binary_image_info(const kir_binary* binary, size_t index, kir_image_info* out) {
+  if (!check_image(binary, index) || !out) return -1;
+  const kir::FatbinEntry& e = binary->entry(index);
+  kir_image_info info{};
+  info.struct_size = sizeof info;
+  info.container = binary->images[index].first;
+  info.entry = binary->images[index].second;
+  info.kind = e.kind;
+  info.major = e.major;
+  info.minor = e.minor;
+  info.arch = e.arch;
+  info.compression = static_cast<uint32_t>(e.compression());
+  info.flags = e.flags;
+  info.file_offset = e.payload.origin();
+  info.stored_size = e.payload.size();
+  info.image_size = e.image_size();
+  info.obfuscated = e.obfuscated() ? 1 : 0;
+  copy_out(info, out);
+  return 0;
+}
+
+int64_t kir_binary_read_image(const kir_binary* binary, size_t index, void* buffer,
+                              size_t capacity) {
+  if (!check_image(binary, index)) return -1;
+  kir::Expected<std::vector<uint8_t>> bytes = kir::read_image(binary->entry(index));
+  if (!bytes) return fail(bytes.error().message());
+  if (buffer) std::memcpy(buffer, bytes->data(), std::min<size_t>(capacity, bytes->size()));
+  return static_cast<int64_t>(bytes->size());
+}
+
+int64_t kir_binary_kernel_count(const kir_binary* binary, size_t index) {
+  if (!check_image(binary, index)) return -1;
+  const kir::DeviceCode* code = binary->code(index);
+  return code ? static_cast<int64_t>(code->kernels.size()) : -1;
+}
+
+static const kir::Kernel* find_kernel(const kir_binary* binary, size_t index, size_t kernel) {
+  if (!check_image(binary, index)) return nullptr;
+  const kir::DeviceCode* code = binary->code(index);
+  if (!code) return nullptr;
+  if (kernel >= code->kernels.size())
+    return fail("kernel index " + std::to_string(kernel) + " out of range"), nullptr;
+  return &code->kernels[kernel];
+}
+
+int kir_binary_kernel_info(const kir_binary* binary, size_t index, size_t kernel,
+                           kir_kernel_info* out) {
+  const kir::Kernel* k = find_kernel(binary, index, kernel);
+  if (!k || !out) return -1;
+  kir_kernel_info info{};
+  info.struct_size = sizeof info;
+  info.name = k->name.c_str();
+  info.param_count = static_cast<uint32_t>(k->params.size());
+  info.param_bytes = k->param_bytes ? int64_t(*k->param_bytes) : -1;
+  info.registers = k->registers ? int32_t(*k->registers) : -1;
+  info.shared_bytes = k->shared_bytes ? int64_t(*k->shared_bytes) : -1;
+  copy_out(info, out);
+  return 0;
+}
+
+int kir_binary_kernel_param(const kir_binary* binary, size_t index, size_t kernel, size_t param,
+                            kir_kernel_param* out) {
+  const kir::Kernel* k = find_kernel(binary, index, kernel);
+  if (!k || !out) return -1;
+  if (param >= k->params.size()) return fail("parameter index out of range");
+  kir_kernel_param p{sizeof(kir_kernel_param), k->params[param].ordinal, k->params[param].offset,
+                     k->params[param].size};
+  copy_out(p, out);
+  return 0;
+}
+
+}  // extern "C"

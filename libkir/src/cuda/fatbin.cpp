@@ -1,0 +1,189 @@
+#include "kir/cuda/fatbin.hpp"
+
+#include "kir/support/compression.hpp"
+
+namespace kir {
+
+namespace {
+
+constexpr uint64_t kContainerHeaderSize = 16;
+constexpr uint64_t kMinEntryHeaderSize = 64;
+constexpr uint64_t kMaxEntryHeaderSize = 4096;  // strict mode only; seen 64..128
+
+std::string entry_label(uint32_t index, ByteView at) {
+  return "entry #" + std::to_string(index) + " at file offset " + hex(at.origin());
+}
+
+bool is_known_kind(uint16_t kind) { return kind == 1 || kind == 2 || kind == 4 || kind == 8; }
+
+Status read_options(FatbinEntry& e) {
+  if (e.options_offset == 0) return {};
+  if (!e.header.contains(e.options_offset, 8))
+    return Error("options descriptor at entry offset " + hex(e.options_offset) +
+                 " lies outside the entry header (size " + hex(e.header_size) + ")");
+  uint32_t text_off = e.header.read<uint32_t>(e.options_offset);
+  uint32_t text_len = e.header.read<uint32_t>(e.options_offset + 4);
+  if (text_len == 0) return {};
+  if (!e.header.contains(text_off, text_len))
+    return Error("options text at entry offset " + hex(text_off) + " (length " + hex(text_len) +
+                 ") lies outside the entry header (size " + hex(e.header_size) + ")");
+  e.options = e.header.sub(text_off, text_len).chars();
+  return {};
+}
+
+/// Decode and check one entry header at `at` (which extends to the container end).
+Status read_entry(ByteView at, FatbinEntry& e, const FatbinParseOptions& options) {
+  if (!at.contains(0, kMinEntryHeaderSize))
+    return Error("entry header needs 0x40 bytes, only " + hex(at.size()) +
+                 " are left in the container");
+  e.kind = at.read<uint16_t>(0x00);
+  e.format_version = at.read<uint16_t>(0x02);
+  e.header_size = at.read<uint32_t>(0x04);
+  e.payload_size = at.read<uint64_t>(0x08);
+  e.compressed_size = at.read<uint32_t>(0x10);
+  e.options_offset = at.read<uint32_t>(0x14);
+  e.minor = at.read<uint16_t>(0x18);
+  e.major = at.read<uint16_t>(0x1A);
+  e.arch = at.read<uint32_t>(0x1C);
+  uint32_t id_off = at.read<uint32_t>(0x20), id_len = at.read<uint32_t>(0x24);
+  e.flags = at.read<uint64_t>(0x28);
+  e.obfuscation_key = at.read<uint64_t>(0x30);
+  e.uncompressed_size = at.read<uint64_t>(0x38);
+
+  if (e.header_size < kMinEntryHeaderSize || !at.contains(0, e.header_size))
+    return Error("header size " + hex(e.header_size) + " (at offset " + hex(at.origin(4)) +
+                 ") is not between 0x40 and the " + hex(at.size()) +
+                 " bytes left in the container");
+  if (options.known_kinds_only) {
+    if (!is_known_kind(e.kind)) return Error("unknown entry kind " + std::to_string(e.kind));
+    if (e.format_version != 0x0101 || e.header_size > kMaxEntryHeaderSize ||
+        e.header_size % 8 != 0 || e.arch < 10 || e.arch >= 10000)
+      return Error("implausible entry header");
+  }
+  if (!at.contains(e.header_size, e.payload_size))
+    return Error("payload size " + hex(e.payload_size) + " (at offset " + hex(at.origin(8)) +
+                 ") runs past the end of the container (" + hex(at.size() - e.header_size) +
+                 " bytes left after the header)");
+  if (e.compressed_size > e.payload_size)
+    return Error("compressed size " + hex(e.compressed_size) + " (at offset " +
+                 hex(at.origin(0x10)) + ") exceeds the payload size " + hex(e.payload_size));
+  if (e.compressed_size != 0 && e.uncompressed_size == 0)
+    return Error("entry is compressed (" + hex(e.compressed_size) +
+                 " bytes) but its uncompressed size (at offset " + hex(at.origin(0x38)) +
+                 ") is 0");
+  e.header = at.sub(0, e.header_size);
+  e.payload = at.sub(e.header_size, e.compressed_size ? e.compressed_size : e.payload_size);
+  if (id_len != 0) {
+    if (!at.contains(id_off, id_len) || uint64_t(id_off) + id_len > e.header_size + e.payload_size)
+      return Error("identifier at entry offset " + hex(id_off) + " (length " + hex(id_len) +
+                   ") lies outside the entry");
+    e.identifier = at.sub(id_off, id_len).c_string(0);
+  }
+  return read_options(e);
+}
+
+}  // namespace
+
+std::string image_kind_name(uint16_t kind) {
+  switch (kind) {
+    case 1: return "ptx";
+    case 2: return "cubin";
+    case 4: return "old-cubin";
+    case 8: return "lto-ir";
+    default: return "unknown-" + std::to_string(kind);
+  }
+}
+
+std::vector<std::string> fatbin_flag_names(uint64_t flags) {
+  static const std::pair<uint64_t, const char*> known[] = {
+      {fatbin_flag::k64Bit, "64bit"},        {fatbin_flag::kDebug, "debug"},
+      {fatbin_flag::kProducerCuda, "cuda"},  {fatbin_flag::kHostLinux, "linux"},
+      {fatbin_flag::kHostMac, "mac"},        {fatbin_flag::kHostWindows, "windows"},
+      {fatbin_flag::kLz4, "lz4"},            {fatbin_flag::kZstd, "zstd"},
+      {fatbin_flag::kObfuscated, "obfuscated"}};
+  std::vector<std::string> names;
+  for (const auto& [bit, name] : known)
+    if (flags & bit) {
+      names.emplace_back(name);
+      flags &= ~bit;
+    }
+  for (uint64_t bit = 1; bit != 0; bit <<= 1)
+    if (flags & bit) names.push_back(hex(bit));
+  return names;
+}
+
+const char* compression_name(Compression c) {
+  switch (c) {
+    case Compression::none: return "none";
+    case Compression::lz4: return "lz4";
+    case Compression::zstd: return "zstd";
+    default: return "unknown";
+  }
+}
+
+Compression FatbinEntry::compression() const {
+  if (compressed_size == 0) return Compression::none;
+  if (flags & fatbin_flag::kZstd) return Compression::zstd;
+  if (flags & fatbin_flag::kLz4) return Compression::lz4;
+  return Compression::unknown;
+}
+
+Expected<FatbinContainer> FatbinContainer::create(ByteView bytes, FatbinParseOptions options) {
+  if (!bytes.contains(0, kContainerHeaderSize))
+    return Error("fatbin container header needs 0x10 bytes, only " + hex(bytes.size()) +
+                 " are left");
+  if (!has_magic(bytes))
+    return Error("expected fatbin container magic 0xba55ed50, found " +
+                 hex(bytes.read<uint32_t>(0)));
+  FatbinContainer c;
+  c.version_ = bytes.read<uint16_t>(4);
+  c.header_size_ = bytes.read<uint16_t>(6);
+  c.entries_size_ = bytes.read<uint64_t>(8);
+  if (c.version_ != 1)
+    return Error("unsupported fatbin container version " + std::to_string(c.version_) +
+                 " at offset " + hex(bytes.origin(4)) + ": expected 1");
+  if (c.header_size_ < kContainerHeaderSize || !bytes.contains(0, c.header_size_))
+    return Error("fatbin container header size " + std::to_string(c.header_size_) +
+                 " at offset " + hex(bytes.origin(6)) + " is invalid: expected 16");
+  if (!bytes.contains(c.header_size_, c.entries_size_))
+    return Error("fatbin container size " + hex(c.entries_size_) + " (at offset " +
+                 hex(bytes.origin(8)) + ") runs past the end of its section (" +
+                 hex(bytes.size() - c.header_size_) + " bytes left)");
+  if (options.known_kinds_only && c.entries_size_ == 0) return Error("empty container");
+  c.bytes_ = bytes.sub(0, c.header_size_ + c.entries_size_);
+
+  ByteView entries = c.bytes_.sub(c.header_size_, c.entries_size_);
+  uint64_t off = 0;
+  while (off < entries.size()) {
+    FatbinEntry e;
+    e.index = static_cast<uint32_t>(c.entries_.size());
+    e.offset = c.header_size_ + off;
+    ByteView at = entries.from(off);
+    if (Status s = read_entry(at, e, options); !s)
+      return s.error().within(entry_label(e.index, at));
+    off += e.header_size + e.payload_size;
+    c.entries_.push_back(e);
+  }
+  return c;
+}
+
+Expected<std::vector<uint8_t>> read_image(const FatbinEntry& e, uint64_t max_size) {
+  Compression c = e.compression();
+  if (e.obfuscated())
+    return Error("image is obfuscated LTO-IR (flag 0x10000): it cannot be decoded without "
+                 "NVIDIA's key");
+  if (c == Compression::none) return std::vector<uint8_t>(e.payload.data(), e.payload.data() + e.payload.size());
+  if (e.uncompressed_size > max_size)
+    return Error("claimed uncompressed size " + hex(e.uncompressed_size) + " exceeds the limit " +
+                 hex(max_size) + " (compressed size " + hex(e.compressed_size) + ")");
+  Expected<std::vector<uint8_t>> out =
+      c == Compression::lz4  ? decompress_lz4_block(e.payload, e.uncompressed_size)
+      : c == Compression::zstd ? decompress_zstd(e.payload, e.uncompressed_size)
+                               : Expected<std::vector<uint8_t>>(Error(
+                                     "image is compressed but its flags " + hex(e.flags) +
+                                     " name no known method (lz4 0x2000, zstd 0x8000)"));
+  if (!out) out.error().within("payload at file offset " + hex(e.payload.origin()));
+  return out;
+}
+
+}  // namespace kir

@@ -1,0 +1,166 @@
+// parse_ptx: kernels and globals of PTX text.
+//
+// Kernels are `.entry NAME ( .param ... )` declarations. Each parameter is
+// `.param [.align A] .TYPE NAME[N]`; its size is the type's size times N and
+// it is placed at the next multiple of its alignment (A, else the type size),
+// as ptxas lays out the parameter buffer.
+#include <cctype>
+#include <string_view>
+
+#include "kir/cuda/device_code.hpp"
+
+namespace kir {
+
+namespace {
+
+using std::string_view;
+
+bool is_space(char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; }
+bool is_ident(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '$' || c == '.' ||
+         c == '%';
+}
+
+/// Size in bytes of a PTX fundamental type (".u32" -> 4), 0 when not one.
+uint32_t type_size(string_view t) {
+  if (t.size() < 3 || t[0] != '.') return 0;
+  char c = t[1];
+  if (c != 'b' && c != 'u' && c != 's' && c != 'f') return 0;
+  string_view bits = t.substr(2);
+  if (bits == "8") return 1;
+  if (bits == "16") return 2;
+  if (bits == "32") return 4;
+  if (bits == "64") return 8;
+  if (bits == "128") return 16;
+  return 0;
+}
+
+uint64_t parse_uint(string_view s) {
+  uint64_t v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9' || v > UINT64_MAX / 10 - 1) break;
+    v = v * 10 + uint64_t(c - '0');
+  }
+  return v;
+}
+
+/// Split into whitespace-separated tokens, with "[N]" kept on its own.
+std::vector<string_view> tokens(string_view s) {
+  std::vector<string_view> out;
+  size_t i = 0;
+  while (i < s.size()) {
+    while (i < s.size() && is_space(s[i])) ++i;
+    size_t b = i;
+    if (i < s.size() && s[i] == '[') {
+      while (i < s.size() && s[i] != ']') ++i;
+      if (i < s.size()) ++i;
+    } else {
+      while (i < s.size() && !is_space(s[i]) && s[i] != '[') ++i;
+    }
+    if (i > b) out.push_back(s.substr(b, i - b));
+  }
+  return out;
+}
+
+struct Declared {
+  string_view name;
+  uint32_t align = 0;
+  uint64_t size = 0;
+};
+
+/// ".align 8 .b8 name[24]" -> {name, 8, 24}. Size 0 when no type was found.
+Declared parse_declaration(string_view text) {
+  Declared d;
+  uint32_t elem = 0;
+  uint64_t count = 1;
+  std::vector<string_view> t = tokens(text);
+  for (size_t i = 0; i < t.size(); ++i) {
+    if (t[i] == ".align" && i + 1 < t.size() && elem == 0) {
+      d.align = static_cast<uint32_t>(parse_uint(t[++i]));
+    } else if (elem == 0 && type_size(t[i])) {
+      elem = type_size(t[i]);
+    } else if (t[i][0] == '[') {
+      count *= parse_uint(t[i].substr(1));
+    } else if (t[i][0] != '.' && elem != 0 && d.name.empty()) {
+      d.name = t[i];
+    }
+  }
+  d.size = elem * count;
+  if (d.align == 0) d.align = elem ? elem : 1;
+  return d;
+}
+
+/// The kernel declared by the `.entry` at `pos`, if its text is well formed.
+bool parse_entry(string_view text, size_t pos, Kernel& k) {
+  size_t i = pos + 6;  // past ".entry"
+  while (i < text.size() && is_space(text[i])) ++i;
+  size_t b = i;
+  while (i < text.size() && is_ident(text[i])) ++i;
+  if (i == b) return false;
+  k.name = std::string(text.substr(b, i - b));
+  while (i < text.size() && is_space(text[i])) ++i;
+  if (i >= text.size() || text[i] != '(') return true;  // no parameters
+  size_t close = text.find(')', i);
+  if (close == string_view::npos) return false;
+  string_view list = text.substr(i + 1, close - i - 1);
+  uint64_t offset = 0;
+  uint32_t ordinal = 0;
+  while (!list.empty()) {
+    size_t comma = list.find(',');
+    string_view one = list.substr(0, comma);
+    list = comma == string_view::npos ? string_view() : list.substr(comma + 1);
+    Declared d = parse_declaration(one);
+    if (d.size == 0) continue;
+    offset = align_up(offset, d.align);
+    k.params.push_back({ordinal++, static_cast<uint32_t>(offset), static_cast<uint32_t>(d.size)});
+    offset += d.size;
+  }
+  k.param_bytes = static_cast<uint32_t>(offset);
+  return true;
+}
+
+bool starts_token(string_view text, size_t pos) { return pos == 0 || is_space(text[pos - 1]); }
+
+/// Top-level `.global` / `.const` variable definitions (not `.extern`).
+void parse_globals(string_view text, DeviceCode& code) {
+  size_t line_start = 0;
+  int depth = 0;
+  while (line_start < text.size()) {
+    size_t end = text.find('\n', line_start);
+    if (end == string_view::npos) end = text.size();
+    string_view line = text.substr(line_start, end - line_start);
+    line_start = end + 1;
+    for (char c : line) depth += (c == '{') - (c == '}');
+    if (depth != 0) continue;
+    std::vector<string_view> t = tokens(line.substr(0, line.find('=')));
+    size_t i = 0;
+    if (i < t.size() && (t[i] == ".visible" || t[i] == ".weak")) ++i;
+    if (i >= t.size() || (t[i] != ".global" && t[i] != ".const")) continue;
+    string_view space = t[i];
+    size_t decl_start = line.find(space) + space.size();
+    string_view rest = line.substr(decl_start, line.find('=') - decl_start);
+    if (!rest.empty() && rest.back() == ';') rest.remove_suffix(1);
+    Declared d = parse_declaration(rest);
+    if (!d.name.empty() && d.name.back() == ';') d.name.remove_suffix(1);
+    if (!d.name.empty()) code.globals.push_back({std::string(d.name), "", d.size});
+  }
+}
+
+}  // namespace
+
+Expected<DeviceCode> parse_ptx(ByteView ptx) {
+  string_view text = ptx.c_string(0);
+  if (text.find(".version") == string_view::npos)
+    return Error("PTX text has no .version directive");
+  DeviceCode code;
+  for (size_t pos = text.find(".entry"); pos != string_view::npos;
+       pos = text.find(".entry", pos + 6)) {
+    if (!starts_token(text, pos) || pos + 6 >= text.size() || !is_space(text[pos + 6])) continue;
+    Kernel k;
+    if (parse_entry(text, pos, k)) code.kernels.push_back(std::move(k));
+  }
+  parse_globals(text, code);
+  return code;
+}
+
+}  // namespace kir

@@ -1,0 +1,19 @@
+"""kir — find, hash and hook the GPU code inside binaries.
+
+Open a binary and walk what it holds::
+
+    import kir
+    binary = kir.open("app")
+    for image in binary.images:
+        print(image.kind, image.arch, image.size)
+        for kernel in image.kernels:
+            print(kernel.name, [(p.offset, p.size) for p in kernel.params])
+"""
+from kir.errors import KirError
+from kir.binary import Binary, Container, Image, open
+from kir._core import DeviceCode, DeviceGlobal, Kernel, KernelParam, __version__, demangle
+
+__all__ = [
+    "Binary", "Container", "DeviceCode", "DeviceGlobal", "Image", "Kernel", "KernelParam",
+    "KirError", "__version__", "demangle", "open",
+]

@@ -1,0 +1,5 @@
+import sys
+
+from kir.cli import main
+
+sys.exit(main())

@@ -1,0 +1,43 @@
+"""The `kir` command line. Exit status: 0 success, 2 bad input or usage."""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Optional, Sequence
+
+from kir.commands import extract, inspect
+
+COMMANDS = {
+    "inspect": (inspect, "show the device code a binary holds"),
+    "extract": (extract, "write each device image to a directory"),
+}
+
+
+def make_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kir", description="Find the GPU code inside binaries.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (module, help_text) in COMMANDS.items():
+        module.add_arguments(sub.add_parser(name, help=help_text, description=help_text))
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = make_parser().parse_args(argv)
+    module = COMMANDS[args.command][0]
+    try:
+        return module.run(args)
+    except ValueError as error:  # bad option values
+        print(f"kir: error: {error}", file=sys.stderr)
+        return 2
+    except Exception as error:  # KirError and OS errors writing output
+        from kir.errors import KirError
+        if isinstance(error, (KirError, OSError)):
+            print(f"kir: error: {error}", file=sys.stderr)
+            return 2
+        raise
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""The `kir` subcommands, one module each."""

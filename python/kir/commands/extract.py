@@ -1,0 +1,55 @@
+"""`kir extract BINARY -o DIR`: write each device image, decompressed.
+
+Names follow cuobjdump's `-xelf all` / `-xptx all`: `<binary>.<n>.sm_<arch>.cubin`
+and `<binary>.<n>.sm_<arch>.ptx`, numbered from 1 per kind in file order; LTO-IR
+goes to `<binary>.<n>.sm_<arch>.ltoir`. PTX is written without its NUL terminator,
+as cuobjdump does.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+from kir.binary import Binary
+from kir.report import parse_arch_filter, selected_images
+
+SUFFIX = {"cubin": "cubin", "old-cubin": "cubin", "ptx": "ptx", "lto-ir": "ltoir"}
+COUNTER = {"cubin": "elf", "old-cubin": "elf", "ptx": "ptx", "lto-ir": "ltoir"}
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("binary")
+    parser.add_argument("-o", "--output", required=True, metavar="DIR", help="output directory")
+    parser.add_argument("--arch", metavar="LIST", help="only these architectures")
+    parser.add_argument("--kind", metavar="LIST", default="cubin,ptx,lto-ir",
+                        help="kinds to write (default: cubin,ptx,lto-ir)")
+    parser.add_argument("--scan", action="store_true", help="also find containers by magic")
+
+
+def run(args) -> int:
+    kinds = {k.strip() for k in args.kind.split(",")}
+    archs = parse_arch_filter(args.arch)
+    binary = Binary.open(args.binary, scan=args.scan)
+    wanted = {image.index for image in selected_images(binary, archs) if image.kind in kinds}
+    os.makedirs(args.output, exist_ok=True)
+    base = os.path.basename(args.binary)
+    counters: dict[str, int] = {}
+    for image in binary.images:
+        counter = COUNTER.get(image.kind)
+        if counter is None:
+            continue
+        counters[counter] = counters.get(counter, 0) + 1
+        if image.index not in wanted:
+            continue
+        if image.obfuscated:
+            print(f"kir: skipping image #{image.index}: obfuscated LTO-IR cannot be decoded",
+                  file=sys.stderr)
+            continue
+        data = image.read()
+        if image.kind == "ptx":
+            data = data.split(b"\0", 1)[0]
+        path = os.path.join(args.output, f"{base}.{counters[counter]}.{image.arch}.{SUFFIX[image.kind]}")
+        with open(path, "wb") as f:
+            f.write(data)
+        print(path)
+    return 0

@@ -1,0 +1,125 @@
+"""`kir inspect BINARY`: what device code a binary holds."""
+from __future__ import annotations
+
+import sys
+from typing import Any, TextIO
+
+from kir.binary import Binary
+from kir.report import build_report, parse_arch_filter, selected_images
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("binary", help="executable, shared library, object, archive or fatbin")
+    parser.add_argument("--kernels", action="store_true",
+                        help="also list each image's kernels and parameter layout "
+                             "(decompresses images, in parallel)")
+    parser.add_argument("--arch", metavar="LIST",
+                        help="only images for these architectures, e.g. sm_90,sm_80")
+    parser.add_argument("--scan", action="store_true",
+                        help="also find containers by magic anywhere in the file")
+    parser.add_argument("--json", action="store_true",
+                        help="print JSON (schema kir.inspect/1, see docs/json-schema.md)")
+    parser.add_argument("-j", "--threads", type=int, default=0,
+                        help="threads for --kernels (default: all cores)")
+
+
+def run(args, out: TextIO = sys.stdout) -> int:
+    archs = parse_arch_filter(args.arch)
+    binary = Binary.open(args.binary, scan=args.scan)
+    images = selected_images(binary, archs)
+    errors: list[str] = []
+    if args.kernels:
+        errors = load_code(binary, images, args.threads)
+    report = build_report(binary, images, args.kernels, errors)
+    if args.json:
+        import json
+        json.dump(report, out, indent=1)
+        out.write("\n")
+    else:
+        render_table(report, out)
+    for message in errors:
+        print(f"kir: error: {message}", file=sys.stderr)
+    return 2 if errors else 0
+
+
+def load_code(binary: Binary, images, threads: int) -> list[str]:
+    """Decode the selected images in parallel, with progress on a terminal."""
+    wanted = {id(i) for i in images}
+    if len(wanted) == len(binary.images):
+        return binary.load_code(threads, progress_printer())
+    errors = []
+    for image in images:  # a filtered subset: decode just those
+        try:
+            image.code
+        except Exception as error:  # KirError
+            errors.append(str(error))
+    return errors
+
+
+def progress_printer():
+    if not sys.stderr.isatty() or not sys.stdout.isatty():
+        return None
+
+    def show(done: int, total: int) -> None:
+        end = "\n" if done == total else ""
+        sys.stderr.write(f"\rkir: decoding images {done}/{total}{end}")
+        sys.stderr.flush()
+    return show
+
+
+def human(n: int) -> str:
+    return str(n)
+
+
+def render_table(report: dict[str, Any], out: TextIO) -> None:
+    images = report["images"]
+    kinds: dict[str, int] = {}
+    for i in images:
+        kinds[i["kind"]] = kinds.get(i["kind"], 0) + 1
+    summary = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))
+    out.write(f"{report['path']}: {report['format']}, {len(report['containers'])} containers, "
+              f"{len(images)} images" + (f" ({summary})" if summary else "") + "\n")
+    by_container: dict[int, list] = {}
+    for i in images:
+        by_container.setdefault(i["container"], []).append(i)
+    lines = []
+    for c in report["containers"]:
+        lines.append(container_line(c))
+        lines.append("  image  kind       arch    version  compression  stored      size        identifier")
+        for i in by_container.get(c["index"], []):
+            lines.append(image_line(i))
+            if "kernels" in i:
+                lines.extend(kernel_lines(i))
+    out.write("\n".join(lines) + ("\n" if lines else ""))
+
+
+def container_line(c: dict[str, Any]) -> str:
+    where = f"{c['member']}:" if c["member"] else ""
+    where += c["section"] or "(no section)"
+    wrapper = ""
+    if c["wrapper"]:
+        wrapper = f", wrapper v{c['wrapper']['version']} at {c['wrapper']['file_offset']:#x}"
+    return (f"container {c['index']}: {where} at {c['file_offset']:#x}, {c['size']} bytes, "
+            f"found by {c['found_by']}{wrapper}")
+
+
+def image_line(i: dict[str, Any]) -> str:
+    version = f"{i['version'][0]}.{i['version'][1]}"
+    kind = i["kind"] + (" (obf)" if i["obfuscated"] else "")
+    return (f"  {i['index']:<6} {kind:<10} {i['arch']:<7} {version:<8} {i['compression']:<12} "
+            f"{i['stored_size']:<11} {i['size']:<11} {i['identifier']}")
+
+
+def kernel_lines(i: dict[str, Any]) -> list[str]:
+    lines = []
+    for k in i["kernels"]:
+        params = " ".join(f"{p['offset']}:{p['size']}" for p in k["params"])
+        extra = []
+        if k["registers"] is not None:
+            extra.append(f"regs {k['registers']}")
+        if k["shared_bytes"]:
+            extra.append(f"shared {k['shared_bytes']}")
+        lines.append(f"           kernel {k['demangled']}")
+        lines.append(f"             {k['name']}  params[{len(k['params'])}] {params}"
+                     + (f"  ({', '.join(extra)})" if extra else ""))
+    return lines
