@@ -74,6 +74,8 @@ void bind_device_code(nb::module_& m) {
       .def_ro("globals", &kir::DeviceCode::globals);
 
   m.def("demangle", &kir::demangle, "name"_a, "Itanium C++ demangling.");
+  m.def("fatbin_flag_names", &kir::fatbin_flag_names, "flags"_a,
+        "Names of the set bits of a fatbin entry's flags.");
   m.def("parse_cubin", [](nb::bytes data) {
     return value_or_raise(kir::parse_cubin(kir::ByteView(
         reinterpret_cast<const uint8_t*>(data.c_str()), data.size())));
@@ -144,6 +146,21 @@ void bind_fatbin(nb::module_& m) {
       }, nb::rv_policy::reference_internal);
 }
 
+/// Every image's summary fields in one call: the fast path of `kir inspect`.
+nb::list image_rows(const kir::Binary& b) {
+  nb::list rows;
+  for (uint32_t c = 0; c < b.containers().size(); ++c) {
+    for (const kir::FatbinEntry& e : b.containers()[c].fatbin.entries()) {
+      rows.append(nb::make_tuple(
+          c, e.index, kir::image_kind_name(e.kind), e.arch, e.major, e.minor,
+          kir::compression_name(e.compression()), e.image_size(), e.payload.size(),
+          e.payload.origin(), e.flags, e.obfuscated(), e.identifier,
+          nb::bytes(e.options.data(), e.options.size())));
+    }
+  }
+  return rows;
+}
+
 void bind_binary(nb::module_& m) {
   nb::class_<kir::Binary>(m, "Binary", "Every device-code container of one file.")
       .def_static("open", [](const std::string& path, bool scan) {
@@ -160,6 +177,9 @@ void bind_binary(nb::module_& m) {
       .def_prop_ro("members", &kir::Binary::members)
       .def_prop_ro("containers", &kir::Binary::containers, nb::rv_policy::reference_internal)
       .def_prop_ro("wrappers", &kir::Binary::wrappers, nb::rv_policy::reference_internal)
+      .def("image_rows", &image_rows,
+           "One tuple per image, in order: (container, entry, kind, arch, major, minor, "
+           "compression, size, stored_size, file_offset, flags, obfuscated, identifier, options).")
       .def("device_code", [](const kir::Binary& b, uint32_t c, uint32_t e) {
         kir::Expected<kir::DeviceCode> code = [&] {
           nb::gil_scoped_release release;

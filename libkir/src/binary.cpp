@@ -37,6 +37,10 @@ class BinaryReader {
  public:
   BinaryReader(Binary& out, BinaryOptions options) : out_(out), options_(options) {}
 
+  /// Drop the pages a parsed container's headers were read from: everything
+  /// needed later is decoded, and a library can hold thousands of containers.
+  void release(const FatbinContainer& c) const { out_.file_->release(c.bytes()); }
+
   Status read_file(ByteView bytes) {
     if (Archive::is_archive(bytes)) return read_archive(bytes);
     if (FatbinContainer::has_magic(bytes)) {
@@ -97,6 +101,7 @@ class BinaryReader {
                                 std::to_string(out_.containers_.size()) + " at file offset " +
                                 hex(at.origin()));
       uint64_t size = c->total_size();
+      release(*c);
       add(member, section, at.origin(), FoundBy::section, std::move(*c));
       off = align_up(off + size, 8);
     }

@@ -119,12 +119,20 @@ class Binary:
 
     def __init__(self, core: _core.Binary) -> None:
         self._core = core
-        self.containers: list[Container] = []
-        count = 0
-        for i, site in enumerate(core.containers):
-            container = Container(self, site, i, count)
-            self.containers.append(container)
-            count += len(container.images)
+        self.wrappers: list[_core.FatbinWrapper] = core.wrappers  #: .nvFatBinSegment wrappers
+        self._containers: Optional[list[Container]] = None
+
+    @property
+    def containers(self) -> list[Container]:
+        """The fatbin containers, in file order (built on first use)."""
+        if self._containers is None:
+            self._containers = []
+            count = 0
+            for i, site in enumerate(self._core.containers):
+                container = Container(self, site, i, count)
+                self._containers.append(container)
+                count += len(container.images)
+        return self._containers
 
     @classmethod
     def open(cls, path: str, scan: bool = False) -> "Binary":
@@ -144,10 +152,6 @@ class Binary:
     def members(self) -> list[str]:
         """Archive member names."""
         return self._core.members
-
-    @property
-    def wrappers(self) -> list[_core.FatbinWrapper]:
-        return self._core.wrappers
 
     @property
     def images(self) -> list[Image]:

@@ -30,15 +30,15 @@ def selected_images(binary: Binary, archs: Optional[set[int]]) -> list[Image]:
     return [i for i in binary.images if archs is None or i.entry.arch in archs]
 
 
-def container_record(container) -> dict[str, Any]:
-    site = container.site
+def container_record(index: int, site: _core.Container,
+                     wrappers: list[_core.FatbinWrapper]) -> dict[str, Any]:
     wrapper = None
     if site.wrapper is not None:
-        w = container.binary.wrappers[site.wrapper]
+        w = wrappers[site.wrapper]
         wrapper = {"file_offset": w.file_offset, "version": w.version,
                    "prelinked": len(w.prelinked_offsets)}
     return {
-        "index": container.index,
+        "index": index,
         "member": site.member,
         "section": site.section,
         "file_offset": site.file_offset,
@@ -57,24 +57,33 @@ def options_text(raw: bytes) -> str:
     return "hex:" + raw.hex()
 
 
-def image_record(image: Image) -> dict[str, Any]:
-    e = image.entry
-    return {
-        "index": image.index,
-        "container": image.container.index,
-        "entry": e.index,
-        "kind": image.kind,
-        "arch": image.arch,
-        "version": [e.major, e.minor],
-        "compression": image.compression,
-        "size": image.size,
-        "stored_size": image.stored_size,
-        "file_offset": e.payload_file_offset,
-        "flags": e.flag_names,
-        "obfuscated": e.obfuscated,
-        "identifier": e.identifier,
-        "options": options_text(e.options),
-    }
+ROW_KEYS = ("container", "entry", "kind", "arch", "version_major", "version_minor",
+            "compression", "size", "stored_size", "file_offset", "flags", "obfuscated",
+            "identifier", "options")
+
+
+def image_records(binary: Binary) -> list[dict[str, Any]]:
+    """One record per image, from a single call into the core (the fast path)."""
+    flag_names: dict[int, list[str]] = {}
+    options: dict[bytes, str] = {}
+    records = []
+    for index, row in enumerate(binary._core.image_rows()):
+        r = dict(zip(ROW_KEYS, row))
+        flags = r["flags"]
+        if flags not in flag_names:
+            flag_names[flags] = _core.fatbin_flag_names(flags)
+        if r["options"] not in options:
+            options[r["options"]] = options_text(r["options"])
+        records.append({
+            "index": index, "container": r["container"], "entry": r["entry"],
+            "kind": r["kind"], "arch": f"sm_{r['arch']}",
+            "version": [r["version_major"], r["version_minor"]],
+            "compression": r["compression"], "size": r["size"],
+            "stored_size": r["stored_size"], "file_offset": r["file_offset"],
+            "flags": flag_names[flags], "obfuscated": r["obfuscated"],
+            "identifier": r["identifier"], "options": options[r["options"]],
+        })
+    return records
 
 
 def kernel_record(kernel: _core.Kernel) -> dict[str, Any]:
@@ -100,25 +109,27 @@ def code_records(code: _core.DeviceCode) -> dict[str, Any]:
     }
 
 
-def build_report(binary: Binary, images: Iterable[Image], with_kernels: bool,
+def build_report(binary: Binary, archs: Optional[set[int]], with_kernels: bool,
                  errors: Iterable[str] = ()) -> dict[str, Any]:
-    images = list(images)
-    used = sorted({i.container.index for i in images})
-    report: dict[str, Any] = {
+    """The inspect report; with_kernels expects binary.load_code() to have run."""
+    records = [r for r in image_records(binary)
+               if archs is None or int(r["arch"][3:]) in archs]
+    sites = binary._core.containers
+    wrappers = binary.wrappers
+    used = sorted({r["container"] for r in records})
+    if with_kernels:
+        images = binary.images
+        for r in records:
+            code = images[r["index"]]._code
+            r.update(code_records(code) if code is not None
+                     else {"kernels": [], "functions": [], "globals": []})
+    return {
         "schema": SCHEMA,
         "kir_version": _core.__version__,
         "path": binary.path,
         "format": binary.format,
         "members": binary.members,
-        "containers": [container_record(binary.containers[i]) for i in used],
-        "images": [],
+        "containers": [container_record(i, sites[i], wrappers) for i in used],
+        "images": records,
+        "errors": list(errors),
     }
-    for image in images:
-        record = image_record(image)
-        if with_kernels and image._code is not None:
-            record.update(code_records(image._code))
-        elif with_kernels:
-            record.update({"kernels": [], "functions": [], "globals": []})
-        report["images"].append(record)
-    report["errors"] = list(errors)
-    return report

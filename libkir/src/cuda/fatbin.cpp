@@ -27,7 +27,7 @@ Status read_options(FatbinEntry& e) {
   if (!e.header.contains(text_off, text_len))
     return Error("options text at entry offset " + hex(text_off) + " (length " + hex(text_len) +
                  ") lies outside the entry header (size " + hex(e.header_size) + ")");
-  e.options = e.header.sub(text_off, text_len).chars();
+  e.options = std::string(e.header.sub(text_off, text_len).chars());
   return {};
 }
 
@@ -77,7 +77,7 @@ Status read_entry(ByteView at, FatbinEntry& e, const FatbinParseOptions& options
     if (!at.contains(id_off, id_len) || uint64_t(id_off) + id_len > e.header_size + e.payload_size)
       return Error("identifier at entry offset " + hex(id_off) + " (length " + hex(id_len) +
                    ") lies outside the entry");
-    e.identifier = at.sub(id_off, id_len).c_string(0);
+    e.identifier = std::string(at.sub(id_off, id_len).c_string(0));
   }
   return read_options(e);
 }

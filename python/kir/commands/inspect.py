@@ -26,14 +26,13 @@ def add_arguments(parser) -> None:
 def run(args, out: TextIO = sys.stdout) -> int:
     archs = parse_arch_filter(args.arch)
     binary = Binary.open(args.binary, scan=args.scan)
-    images = selected_images(binary, archs)
     errors: list[str] = []
     if args.kernels:
-        errors = load_code(binary, images, args.threads)
-    report = build_report(binary, images, args.kernels, errors)
+        errors = load_code(binary, selected_images(binary, archs), args.threads)
+    report = build_report(binary, archs, args.kernels, errors)
     if args.json:
         import json
-        json.dump(report, out, indent=1)
+        json.dump(report, out, separators=(",", ":"))  # the C encoder; indent is pure Python
         out.write("\n")
     else:
         render_table(report, out)
@@ -65,10 +64,6 @@ def progress_printer():
         sys.stderr.write(f"\rkir: decoding images {done}/{total}{end}")
         sys.stderr.flush()
     return show
-
-
-def human(n: int) -> str:
-    return str(n)
 
 
 def render_table(report: dict[str, Any], out: TextIO) -> None:

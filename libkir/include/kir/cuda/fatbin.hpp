@@ -77,8 +77,8 @@ struct FatbinEntry {
   uint64_t flags = 0;
   uint64_t obfuscation_key = 0;  // header word 0x30
   uint64_t uncompressed_size = 0;
-  std::string_view identifier;
-  std::string_view options;
+  std::string identifier;  // copied: small, and read without touching the file again
+  std::string options;
   ByteView header;   // header_size bytes
   ByteView payload;  // the stored bytes: compressed_size bytes when compressed
 
