@@ -14,6 +14,7 @@
 
 #include "kir/binary.hpp"
 #include "kir/kir.h"
+#include "kir/object/elf.hpp"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -212,6 +213,47 @@ void bind_binary(nb::module_& m) {
       "its error message (str) instead.");
 }
 
+/// An ELF file read by kir's own reader, as plain tuples (for tools and tests).
+struct ElfListing {
+  std::shared_ptr<const kir::MappedFile> file;
+  kir::ElfFile elf;
+};
+
+ElfListing open_elf(const std::string& path) {
+  auto file = value_or_raise(kir::MappedFile::open(path));
+  kir::Expected<kir::ElfFile> elf = kir::ElfFile::create(file->bytes());
+  if (!elf) elf.error().within(path);
+  return {file, value_or_raise(std::move(elf))};
+}
+
+void bind_elf(nb::module_& m) {
+  nb::class_<ElfListing>(m, "ElfFile", "kir's ELF64 reader over a mapped file.")
+      .def_static("open", &open_elf, "path"_a)
+      .def_prop_ro("type", [](const ElfListing& f) { return f.elf.type(); })
+      .def_prop_ro("machine", [](const ElfListing& f) { return f.elf.machine(); })
+      .def("sections", [](const ElfListing& f) {
+        nb::list out;
+        for (const kir::ElfSection& s : f.elf.sections())
+          out.append(nb::make_tuple(s.index, s.name, s.type, s.flags, s.addr, s.offset, s.size,
+                                    s.link, s.info, s.addralign, s.entsize));
+        return out;
+      }, "(index, name, type, flags, addr, offset, size, link, info, addralign, entsize) tuples.")
+      .def("segments", [](const ElfListing& f) {
+        nb::list out;
+        for (const kir::ElfSegment& p : f.elf.segments())
+          out.append(nb::make_tuple(p.type, p.flags, p.offset, p.vaddr, p.filesz, p.memsz));
+        return out;
+      }, "(type, flags, offset, vaddr, filesz, memsz) tuples.")
+      .def("symbols", [](const ElfListing& f, bool dynamic) {
+        nb::list out;
+        const kir::ElfSection* table = f.elf.symbol_table(dynamic);
+        if (!table) return out;
+        for (const kir::ElfSymbol& s : value_or_raise(f.elf.symbols(*table)))
+          out.append(nb::make_tuple(s.name, s.value, s.size, s.type, s.binding, s.other, s.section));
+        return out;
+      }, "dynamic"_a = false, "(name, value, size, type, binding, other, section) tuples.");
+}
+
 }  // namespace
 
 NB_MODULE(_core, m) {
@@ -222,4 +264,5 @@ NB_MODULE(_core, m) {
   bind_device_code(m);
   bind_fatbin(m);
   bind_binary(m);
+  bind_elf(m);
 }

@@ -17,3 +17,9 @@ __all__ = [
     "Binary", "Container", "DeviceCode", "DeviceGlobal", "Image", "Kernel", "KernelParam",
     "KirError", "__version__", "demangle", "open",
 ]
+
+
+def cmake_dir() -> str:
+    """Directory holding kir's CMake package (for -Dkir_DIR=...), inside this installation."""
+    import os
+    return os.path.join(os.path.dirname(__file__), "lib", "cmake", "kir")

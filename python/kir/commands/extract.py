@@ -1,8 +1,9 @@
 """`kir extract BINARY -o DIR`: write each device image, decompressed.
 
-Names follow cuobjdump's `-xelf all` / `-xptx all`: `<binary>.<n>.sm_<arch>.cubin`
-and `<binary>.<n>.sm_<arch>.ptx`, numbered from 1 per kind in file order; LTO-IR
-goes to `<binary>.<n>.sm_<arch>.ltoir`. PTX is written without its NUL terminator,
+Names follow cuobjdump's `-all -xelf all -xptx all`: `<stem>.<n>.sm_<arch>.cubin`
+and `<stem>.<n>.sm_<arch>.ptx`, where <stem> is the file name up to its first dot
+and images are numbered from 1 per kind in file order; LTO-IR goes to
+`<stem>.<n>.sm_<arch>.ltoir`. PTX is written without its NUL terminator,
 as cuobjdump does.
 """
 from __future__ import annotations
@@ -32,7 +33,7 @@ def run(args) -> int:
     binary = Binary.open(args.binary, scan=args.scan)
     wanted = {image.index for image in selected_images(binary, archs) if image.kind in kinds}
     os.makedirs(args.output, exist_ok=True)
-    base = os.path.basename(args.binary)
+    base = os.path.basename(args.binary).split(".")[0]
     counters: dict[str, int] = {}
     for image in binary.images:
         counter = COUNTER.get(image.kind)

@@ -1,0 +1,59 @@
+"""Shared test fixtures: the binaries built by nvcc, the oracles, and a CLI runner."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent / "fixtures"))
+
+import build as fixture_build  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def built() -> dict[str, Path]:
+    """Every fixture binary (tests/fixtures/build.py), built once and cached under build/."""
+    return fixture_build.build_all(ROOT / "build" / "test-fixtures")
+
+
+def find_cuobjdump() -> str:
+    found = shutil.which("cuobjdump")
+    if found:
+        return found
+    try:
+        import nvidia  # the nvidia-cuda-cuobjdump wheel
+    except ImportError:
+        nvidia = None
+    for base in getattr(nvidia, "__path__", []):
+        for candidate in Path(base).glob("cu*/bin/cuobjdump"):
+            return str(candidate)
+    pytest.fail("cuobjdump not found: pip install nvidia-cuda-cuobjdump")
+
+
+@pytest.fixture(scope="session")
+def cuobjdump() -> str:
+    return find_cuobjdump()
+
+
+class Result:
+    def __init__(self, proc: subprocess.CompletedProcess) -> None:
+        self.returncode = proc.returncode
+        self.stdout = proc.stdout
+        self.stderr = proc.stderr
+
+
+def run_kir(*args: str, cwd=None) -> Result:
+    """Run the installed `kir` CLI as a user would (a fresh process)."""
+    proc = subprocess.run([sys.executable, "-m", "kir", *map(str, args)], capture_output=True,
+                          text=True, cwd=cwd, timeout=300)
+    return Result(proc)
+
+
+@pytest.fixture
+def kir_cli():
+    return run_kir
