@@ -136,6 +136,7 @@ Expected<DeviceCode> parse_cubin(ByteView cubin) {
         if (Status s = read_kernel_info(*info, k); !s) return s.error().within("cubin");
       std::sort(k.params.begin(), k.params.end(),
                 [](const KernelParam& a, const KernelParam& b) { return a.ordinal < b.ordinal; });
+      if (!k.param_bytes && k.params.empty()) k.param_bytes = 0;  // no parameters recorded
       if (auto it = module->registers.find(sym.index); it != module->registers.end())
         k.registers = it->second;
       if (auto it = module->frame.find(sym.index); it != module->frame.end())
