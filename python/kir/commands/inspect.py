@@ -80,7 +80,7 @@ def render_table(report: dict[str, Any], out: TextIO) -> None:
     lines = []
     for c in report["containers"]:
         lines.append(container_line(c))
-        lines.append("  image  kind       arch    version  compression  stored      size        identifier")
+        lines.append(IMAGE_HEADER)
         for i in by_container.get(c["index"], []):
             lines.append(image_line(i))
             if "kernels" in i:
@@ -98,11 +98,15 @@ def container_line(c: dict[str, Any]) -> str:
             f"found by {c['found_by']}{wrapper}")
 
 
+IMAGE_HEADER = ("  image  kind       arch    version  compression  stored      size        "
+                "identifier")
+
+
 def image_line(i: dict[str, Any]) -> str:
     version = f"{i['version'][0]}.{i['version'][1]}"
-    kind = i["kind"] + (" (obf)" if i["obfuscated"] else "")
-    return (f"  {i['index']:<6} {kind:<10} {i['arch']:<7} {version:<8} {i['compression']:<12} "
-            f"{i['stored_size']:<11} {i['size']:<11} {i['identifier']}")
+    notes = " ".join(filter(None, [i["identifier"], "(obfuscated)" if i["obfuscated"] else ""]))
+    return (f"  {i['index']:<6} {i['kind']:<10} {i['arch']:<7} {version:<8} "
+            f"{i['compression']:<12} {i['stored_size']:<11} {i['size']:<11} {notes}").rstrip()
 
 
 def kernel_lines(i: dict[str, Any]) -> list[str]:

@@ -1,0 +1,113 @@
+"""The `kir` command line: inspect (table, JSON, filters, scan), extract, exit codes."""
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+import kir
+
+
+def inspect_json(kir_cli, *args):
+    result = kir_cli("inspect", "--json", *args)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_json_schema_fields(built, kir_cli):
+    report = inspect_json(kir_cli, built["app"])
+    assert report["schema"] == "kir.inspect/1"
+    assert report["kir_version"] == kir.__version__
+    assert report["format"] == "elf"
+    containers = {c["index"]: c for c in report["containers"]}
+    for image in report["images"]:
+        assert {"container", "kind", "arch", "size", "stored_size", "compression",
+                "file_offset", "version", "flags", "identifier"} <= set(image)
+        assert image["container"] in containers
+        assert "kernels" not in image
+    # The JSON and the Python API agree.
+    b = kir.open(built["app"])
+    assert [(i["kind"], i["arch"], i["size"]) for i in report["images"]] == \
+           [(i.kind, i.arch, i.size) for i in b.images]
+
+
+def test_json_kernels_by_mangled_name(built, kir_cli):
+    report = inspect_json(kir_cli, "--kernels", built["app"])
+    b = kir.open(built["app"])
+    for record, image in zip(report["images"], b.images):
+        assert [k["name"] for k in record["kernels"]] == [k.name for k in image.kernels]
+        for k, ours in zip(record["kernels"], image.kernels):
+            assert [(p["offset"], p["size"]) for p in k["params"]] == \
+                   [(p.offset, p.size) for p in ours.params]
+    assert any(k["name"] == "_Z4axpyfPKfPfi" for i in report["images"] for k in i["kernels"])
+
+
+def test_table_lists_every_image(built, kir_cli):
+    result = kir_cli("inspect", built["app"])
+    assert result.returncode == 0
+    b = kir.open(built["app"])
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith(f"{built['app']}: elf, {len(b.containers)} containers, "
+                               f"{len(b.images)} images")
+    for image in b.images:
+        assert any(l.split()[:3] == [str(image.index), image.kind, image.arch] for l in lines)
+
+
+def test_table_kernels(built, kir_cli):
+    result = kir_cli("inspect", "--kernels", "--arch", "sm_90", built["app"])
+    assert result.returncode == 0
+    assert "axpy(float, float const*, float*, int)" in result.stdout
+    assert "_Z4axpyfPKfPfi  params[4] 0:4 8:8 16:8 24:4" in result.stdout
+    assert "sm_75" not in result.stdout
+
+
+@pytest.mark.parametrize("spec,expected", [("sm_90", {"sm_90"}), ("75,80", {"sm_75", "sm_80"}),
+                                           ("compute_80", {"sm_80"})])
+def test_arch_filter(built, kir_cli, spec, expected):
+    report = inspect_json(kir_cli, "--arch", spec, built["app"])
+    assert {i["arch"] for i in report["images"]} == expected
+
+
+def test_bad_arch_is_a_usage_error(built, kir_cli):
+    result = kir_cli("inspect", "--arch", "hopper", built["app"])
+    assert result.returncode == 2 and "invalid architecture 'hopper'" in result.stderr
+
+
+def test_scan_finds_containers_outside_fatbin_sections(built, kir_cli, cuobjdump):
+    path = built["embedded_fatbin"]
+    # cuobjdump sees nothing; kir without --scan neither.
+    proc = subprocess.run([cuobjdump, "-lelf", path], capture_output=True, text=True)
+    assert "does not contain device code" in proc.stdout + proc.stderr
+    assert inspect_json(kir_cli, path)["images"] == []
+    report = inspect_json(kir_cli, "--scan", path)
+    # Exactly the embedded container: the decoys (magic + nonsense) are not reported.
+    assert len(report["containers"]) == 1
+    assert report["containers"][0]["section"] == ".data"
+    assert report["containers"][0]["found_by"] == "scan"
+    reference = kir.open(built["kernels.fatbin"])
+    assert [(i["kind"], i["arch"], i["size"]) for i in report["images"]] == \
+           [(i.kind, i.arch, i.size) for i in reference.images]
+
+
+def test_scan_adds_nothing_to_ordinary_binaries(built, kir_cli):
+    for name in ("app", "librdc.a", "host_only"):
+        assert inspect_json(kir_cli, "--scan", built[name]) == inspect_json(kir_cli, built[name])
+
+
+def test_no_progress_when_piped(built, kir_cli):
+    result = kir_cli("inspect", "--kernels", built["app"])
+    assert "decoding images" not in result.stderr and result.stderr == ""
+
+
+def test_extract_filters(built, kir_cli, tmp_path):
+    result = kir_cli("extract", built["app"], "-o", tmp_path, "--arch", "sm_90", "--kind", "ptx")
+    assert result.returncode == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["app.1.sm_90.ptx"]
+    text = (tmp_path / "app.1.sm_90.ptx").read_text()
+    assert ".entry _Z4axpyfPKfPfi" in text
+
+
+def test_usage_errors_exit_2(kir_cli):
+    assert kir_cli().returncode == 2
+    assert kir_cli("frobnicate").returncode == 2
