@@ -1,0 +1,61 @@
+// Fuzz target for kir's parsers: every reader that takes untrusted bytes.
+//
+// Built two ways: with clang's -fsanitize=fuzzer (libFuzzer supplies main), or
+// with any compiler plus standalone_driver.cpp (a small mutation loop), under
+// AddressSanitizer and UndefinedBehaviorSanitizer either way. The only
+// acceptable outcomes for any input are a value or a kir::Error.
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+#include "kir/binary.hpp"
+#include "kir/object/archive.hpp"
+#include "kir/object/elf.hpp"
+
+namespace {
+
+void parse_as_elf(kir::ByteView bytes) {
+  kir::Expected<kir::ElfFile> elf = kir::ElfFile::create(bytes);
+  if (!elf) return;
+  for (bool dynamic : {false, true})
+    if (const kir::ElfSection* table = elf->symbol_table(dynamic)) (void)elf->symbols(*table);
+  for (const kir::ElfSection& s : elf->sections())
+    if (s.type == kir::elf::SHT_RELA) (void)elf->relocations(s);
+  (void)elf->file_offset_of(0x1000, 16);
+}
+
+void parse_as_fatbin(kir::ByteView bytes) {
+  kir::Expected<kir::FatbinContainer> c = kir::FatbinContainer::create(bytes);
+  if (!c) return;
+  for (const kir::FatbinEntry& e : c->entries()) (void)kir::read_image(e, 1 << 24);
+}
+
+/// The whole pipeline, through a memory file, as `kir inspect --scan --kernels` runs it.
+void open_as_binary(const uint8_t* data, size_t size) {
+  int fd = memfd_create("kir-fuzz", 0);
+  if (fd < 0) return;
+  if (write(fd, data, size) == static_cast<ssize_t>(size)) {
+    kir::BinaryOptions options;
+    options.scan = true;
+    kir::Expected<kir::Binary> b =
+        kir::Binary::open("/proc/self/fd/" + std::to_string(fd), options);
+    if (b) (void)b->all_device_code(1);
+  }
+  close(fd);
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  kir::ByteView bytes(data, size);
+  parse_as_elf(bytes);
+  parse_as_fatbin(bytes);
+  (void)kir::Archive::create(bytes);
+  (void)kir::parse_cubin(bytes);
+  (void)kir::parse_ptx(bytes);
+  open_as_binary(data, size);
+  return 0;
+}

@@ -1,0 +1,92 @@
+"""The C++ side: unit tests and the parser fuzz target under AddressSanitizer and
+UndefinedBehaviorSanitizer, and a downstream CMake project that consumes the
+installed package (find_package(kir CONFIG) -> kir::kir) through the C API."""
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import kir
+
+ROOT = Path(__file__).resolve().parent.parent
+FUZZ_SECONDS = os.environ.get("KIR_FUZZ_SECONDS", "60")
+
+
+def run(*args, **kwargs) -> subprocess.CompletedProcess:
+    proc = subprocess.run([str(a) for a in args], capture_output=True, text=True, **kwargs)
+    assert proc.returncode == 0, f"{' '.join(map(str, args))}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    return proc
+
+
+@pytest.fixture(scope="module")
+def sanitized_build() -> Path:
+    build = ROOT / "build" / "native-asan"
+    run("cmake", "-S", ROOT, "-B", build, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Debug",
+        "-DKIR_BUILD_TESTS=ON", "-DKIR_SANITIZE=ON")
+    run("cmake", "--build", build)
+    return build
+
+
+def test_unit_tests_under_sanitizers(sanitized_build):
+    proc = run("ctest", "--test-dir", sanitized_build, "--output-on-failure")
+    assert "100% tests passed" in proc.stdout
+
+
+def test_fuzz_parsers_under_sanitizers(sanitized_build, built):
+    seeds = [built[n] for n in ("kernels.fatbin", "kernels_dc.o", "librdc.a", "app_compress_speed")]
+    proc = run(sanitized_build / "tests" / "cpp" / "kir_fuzz_parsers",
+               f"-seconds={FUZZ_SECONDS}", *seeds,
+               env={**os.environ, "ASAN_OPTIONS": "detect_leaks=1:abort_on_error=1"})
+    assert "no failures" in proc.stdout
+
+
+@pytest.fixture(scope="module")
+def installed_prefix(tmp_path_factory) -> Path:
+    build = tmp_path_factory.mktemp("kir-build")
+    prefix = tmp_path_factory.mktemp("kir-prefix")
+    run("cmake", "-S", ROOT, "-B", build, "-G", "Ninja", f"-DCMAKE_INSTALL_PREFIX={prefix}")
+    run("cmake", "--build", build)
+    run("cmake", "--install", build)
+    return prefix
+
+
+def test_install_layout(installed_prefix):
+    assert (installed_prefix / "include" / "kir" / "kir.h").is_file()
+    assert (installed_prefix / "include" / "kir" / "binary.hpp").is_file()
+    libdir = next(p for p in (installed_prefix / "lib", installed_prefix / "lib64") if p.exists())
+    assert (libdir / "libkir.a").is_file() and (libdir / "libkir.so").exists()
+    assert (libdir / "cmake" / "kir" / "kirConfig.cmake").is_file()
+
+
+@pytest.mark.parametrize("target", ["list_kernels", "list_kernels_static"])
+def test_downstream_project(installed_prefix, built, tmp_path, target):
+    build = tmp_path / "downstream"
+    run("cmake", "-S", ROOT / "tests" / "downstream", "-B", build, "-G", "Ninja",
+        f"-DCMAKE_PREFIX_PATH={installed_prefix}")
+    run("cmake", "--build", build)
+    out = run(build / target, built["app"]).stdout.splitlines()
+    binary = kir.open(built["app"])
+    expected = []
+    for image in binary.images:
+        expected.append(f"image {image.index} {image.entry.kind} {image.arch} {image.size}")
+        if image.kind in ("cubin", "ptx"):
+            expected += [f"kernel {image.index} {k.name} {len(k.params)} {k.param_bytes}"
+                         for k in image.kernels]
+    expected.append(f"read {binary.images[0].size}")
+    assert out == expected
+
+
+def test_downstream_reports_errors(installed_prefix, tmp_path):
+    build = tmp_path / "downstream"
+    run("cmake", "-S", ROOT / "tests" / "downstream", "-B", build, "-G", "Ninja",
+        f"-DCMAKE_PREFIX_PATH={installed_prefix}")
+    run("cmake", "--build", build)
+    proc = subprocess.run([build / "list_kernels", tmp_path], capture_output=True, text=True)
+    assert proc.returncode == 2 and "is a directory" in proc.stderr
+
+
+def test_python_package_ships_the_cmake_package():
+    assert (Path(kir.cmake_dir()) / "kirConfig.cmake").is_file()
