@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Install kir, build the example CUDA program with nvcc, and show what GPU code it holds.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-system-deps.sh
+python3 -m pip install -q .
+mkdir -p build/examples
+nvcc -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=[sm_90,compute_90] \
+  --compress-mode=size examples/saxpy.cu -o build/examples/saxpy
+kir inspect --kernels build/examples/saxpy

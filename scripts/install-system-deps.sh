@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# The system packages kir builds against (Debian/Ubuntu): the libzstd and
+# liblz4 headers, a C++17 compiler. Installs only what is missing.
+set -euo pipefail
+packages=(libzstd-dev liblz4-dev g++)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}"
+fi

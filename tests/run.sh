@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Install everything the tests need (system packages, the oracles, kir itself)
+# and run the whole suite: Python, C++ under sanitizers, fuzzing, downstream CMake.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-system-deps.sh
+python3 -m pip install -q cmake ninja
+python3 -m pip install -q ".[test]"
+python3 -m pytest tests "$@"
