@@ -12,6 +12,8 @@
 #include <nanobind/stl/string_view.h>
 #include <nanobind/stl/vector.h>
 
+#include <unordered_map>
+
 #include "kir/binary.hpp"
 #include "kir/kir.h"
 #include "kir/object/elf.hpp"
@@ -38,6 +40,59 @@ nb::bytes to_bytes(const std::vector<uint8_t>& v) {
   return nb::bytes(reinterpret_cast<const char*>(v.data()), v.size());
 }
 
+template <class T>
+nb::object optional(const std::optional<T>& v) {
+  return v ? nb::cast(*v) : nb::none();
+}
+
+nb::object dims(const std::optional<std::array<uint32_t, 3>>& v) {
+  if (!v) return nb::none();
+  nb::list out;
+  for (uint32_t x : *v) out.append(x);
+  return out;
+}
+
+/// A kernel as the dict `kir inspect --json` prints (docs/json-schema.md).
+nb::dict kernel_record(const kir::Kernel& k) {
+  nb::list params;
+  for (const kir::KernelParam& p : k.params) {
+    nb::dict d;
+    d["ordinal"] = p.ordinal;
+    d["offset"] = p.offset;
+    d["size"] = p.size;
+    params.append(d);
+  }
+  nb::dict d;
+  d["name"] = k.name;
+  d["demangled"] = k.demangled;
+  d["params"] = params;
+  d["param_bytes"] = optional(k.param_bytes);
+  d["registers"] = optional(k.registers);
+  d["shared_bytes"] = optional(k.shared_bytes);
+  d["frame_bytes"] = optional(k.frame_bytes);
+  d["max_threads"] = dims(k.max_threads);
+  d["cluster_dims"] = dims(k.cluster_dims);
+  return d;
+}
+
+nb::dict code_records(const kir::DeviceCode& code) {
+  nb::list kernels, functions, globals;
+  for (const kir::Kernel& k : code.kernels) kernels.append(kernel_record(k));
+  for (const std::string& f : code.functions) functions.append(f);
+  for (const kir::DeviceGlobal& g : code.globals) {
+    nb::dict d;
+    d["name"] = g.name;
+    d["section"] = g.section;
+    d["size"] = g.size;
+    globals.append(d);
+  }
+  nb::dict d;
+  d["kernels"] = kernels;
+  d["functions"] = functions;
+  d["globals"] = globals;
+  return d;
+}
+
 void bind_device_code(nb::module_& m) {
   nb::class_<kir::KernelParam>(m, "KernelParam", "One kernel parameter's place in the parameter buffer.")
       .def_ro("ordinal", &kir::KernelParam::ordinal, "0-based position in the signature.")
@@ -50,8 +105,8 @@ void bind_device_code(nb::module_& m) {
 
   nb::class_<kir::Kernel>(m, "Kernel", "A kernel (entry point) of a device image.")
       .def_ro("name", &kir::Kernel::name, "Mangled name.")
-      .def_prop_ro("demangled", [](const kir::Kernel& k) { return kir::demangle(k.name); },
-                   "Demangled C++ name (the name itself when not mangled).")
+      .def_ro("demangled", &kir::Kernel::demangled,
+              "Demangled C++ name (the name itself when not mangled).")
       .def_ro("params", &kir::Kernel::params)
       .def_ro("param_bytes", &kir::Kernel::param_bytes, "Total parameter buffer size, if known.")
       .def_ro("registers", &kir::Kernel::registers, "Registers per thread, if recorded.")
@@ -70,6 +125,8 @@ void bind_device_code(nb::module_& m) {
       .def("__repr__", [](const kir::DeviceGlobal& g) { return "DeviceGlobal('" + g.name + "')"; });
 
   nb::class_<kir::DeviceCode>(m, "DeviceCode", "Kernels, functions and globals of one image.")
+      .def("records", &code_records,
+           "The same content as plain dicts and lists (the `kir inspect --json` form).")
       .def_ro("kernels", &kir::DeviceCode::kernels)
       .def_ro("functions", &kir::DeviceCode::functions, "Defined functions that are not kernels.")
       .def_ro("globals", &kir::DeviceCode::globals);
@@ -147,19 +204,82 @@ void bind_fatbin(nb::module_& m) {
       }, nb::rv_policy::reference_internal);
 }
 
-/// Every image's summary fields in one call: the fast path of `kir inspect`.
-nb::list image_rows(const kir::Binary& b) {
-  nb::list rows;
+/// Options as text when they are printable, else "hex:..." (sm_100+ blobs).
+std::string options_text(const std::string& raw) {
+  std::string text = raw.substr(0, raw.find_last_not_of('\0') + 1);
+  bool printable = true;
+  for (unsigned char c : text) printable = printable && c >= 32 && c < 127;
+  if (printable) {
+    size_t b = text.find_first_not_of(' '), e = text.find_last_not_of(' ');
+    return b == std::string::npos ? std::string() : text.substr(b, e - b + 1);
+  }
+  static const char digits[] = "0123456789abcdef";
+  std::string out = "hex:";
+  for (unsigned char c : raw) out += {digits[c >> 4], digits[c & 15]};
+  return out;
+}
+
+/// Every image as the dict `kir inspect --json` prints (docs/json-schema.md),
+/// in one call: the fast path of `kir inspect`.
+nb::list image_records(const kir::Binary& b) {
+  nb::list records;
+  std::unordered_map<uint64_t, nb::object> flag_names;  // few distinct values
+  uint32_t index = 0;
   for (uint32_t c = 0; c < b.containers().size(); ++c) {
     for (const kir::FatbinEntry& e : b.containers()[c].fatbin.entries()) {
-      rows.append(nb::make_tuple(
-          c, e.index, kir::image_kind_name(e.kind), e.arch, e.major, e.minor,
-          kir::compression_name(e.compression()), e.image_size(), e.payload.size(),
-          e.payload.origin(), e.flags, e.obfuscated(), e.identifier,
-          nb::bytes(e.options.data(), e.options.size())));
+      auto flags = flag_names.find(e.flags);
+      if (flags == flag_names.end())
+        flags = flag_names.emplace(e.flags, nb::cast(kir::fatbin_flag_names(e.flags))).first;
+      nb::list version;
+      version.append(e.major);
+      version.append(e.minor);
+      nb::dict d;
+      d["index"] = index++;
+      d["container"] = c;
+      d["entry"] = e.index;
+      d["kind"] = kir::image_kind_name(e.kind);
+      d["arch"] = "sm_" + std::to_string(e.arch);
+      d["version"] = version;
+      d["compression"] = kir::compression_name(e.compression());
+      d["size"] = e.image_size();
+      d["stored_size"] = e.payload.size();
+      d["file_offset"] = e.payload.origin();
+      d["flags"] = flags->second;
+      d["obfuscated"] = e.obfuscated();
+      d["identifier"] = e.identifier;
+      d["options"] = options_text(e.options);
+      records.append(d);
     }
   }
-  return rows;
+  return records;
+}
+
+/// Every container as the dict `kir inspect --json` prints.
+nb::list container_records(const kir::Binary& b) {
+  nb::list records;
+  for (uint32_t c = 0; c < b.containers().size(); ++c) {
+    const kir::ContainerSite& site = b.containers()[c];
+    nb::object wrapper = nb::none();
+    if (site.wrapper) {
+      const kir::FatbinWrapper& w = b.wrappers()[*site.wrapper];
+      nb::dict wd;
+      wd["file_offset"] = w.file_offset;
+      wd["version"] = w.version;
+      wd["prelinked"] = w.prelinked_offsets.size();
+      wrapper = wd;
+    }
+    nb::dict d;
+    d["index"] = c;
+    d["member"] = site.member;
+    d["section"] = site.section;
+    d["file_offset"] = site.file_offset;
+    d["size"] = site.fatbin.total_size();
+    d["version"] = site.fatbin.version();
+    d["found_by"] = kir::found_by_name(site.found_by);
+    d["wrapper"] = wrapper;
+    records.append(d);
+  }
+  return records;
 }
 
 void bind_binary(nb::module_& m) {
@@ -178,9 +298,10 @@ void bind_binary(nb::module_& m) {
       .def_prop_ro("members", &kir::Binary::members)
       .def_prop_ro("containers", &kir::Binary::containers, nb::rv_policy::reference_internal)
       .def_prop_ro("wrappers", &kir::Binary::wrappers, nb::rv_policy::reference_internal)
-      .def("image_rows", &image_rows,
-           "One tuple per image, in order: (container, entry, kind, arch, major, minor, "
-           "compression, size, stored_size, file_offset, flags, obfuscated, identifier, options).")
+      .def("container_records", &container_records,
+           "Every container as a dict of the kir.inspect/1 JSON schema, in file order.")
+      .def("image_records", &image_records,
+           "Every image as a dict of the kir.inspect/1 JSON schema, in file order.")
       .def("device_code", [](const kir::Binary& b, uint32_t c, uint32_t e) {
         kir::Expected<kir::DeviceCode> code = [&] {
           nb::gil_scoped_release release;

@@ -218,6 +218,6 @@ def test_random_mutations_never_crash(built, tmp_path):
             try:
                 binary = _core.Binary.open(str(path), round_ % 2 == 0)
                 binary.all_device_code(1)
-                binary.image_rows()
+                binary.image_records()
             except kir.KirError as error:
                 assert str(error)

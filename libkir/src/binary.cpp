@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <map>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -76,13 +77,12 @@ class BinaryReader {
   Status read_object(ByteView bytes, const std::string& member) {
     Expected<ElfFile> elf = ElfFile::create(bytes);
     if (!elf) return elf.error().within(member_prefix(member) + "ELF");
-    size_t first = out_.containers_.size();
     for (const char* name : kFatbinSections)
       for (const ElfSection& s : elf->sections())
         if (s.name == name && s.type != elf::SHT_NOBITS)
           if (Status st = walk_containers(s.data, member, name); !st) return st;
-    if (Status st = read_wrappers(*elf, member, first); !st) return st;
-    if (options_.scan) scan_sections(*elf, member, first);
+    if (Status st = read_wrappers(*elf, member); !st) return st;
+    if (options_.scan) scan_sections(*elf, member);
     return {};
   }
 
@@ -117,10 +117,19 @@ class BinaryReader {
 
   void add(const std::string& member, const std::string& section, uint64_t offset, FoundBy how,
            FatbinContainer c) {
+    known_.emplace(offset, std::make_pair(offset + c.total_size(), out_.containers_.size()));
     out_.containers_.push_back({member, section, offset, how, std::move(c), std::nullopt});
   }
 
-  Status read_wrappers(const ElfFile& elf, const std::string& member, size_t first) {
+  /// The known container whose bytes hold file offset `offset`, or nullptr.
+  ContainerSite* container_at(uint64_t offset) {
+    auto it = known_.upper_bound(offset);
+    if (it == known_.begin()) return nullptr;
+    --it;
+    return offset < it->second.first ? &out_.containers_[it->second.second] : nullptr;
+  }
+
+  Status read_wrappers(const ElfFile& elf, const std::string& member) {
     const ElfSection* seg = elf.section_by_name(kWrapperSection);
     if (!seg || seg->type == elf::SHT_NOBITS) return {};
     std::vector<ElfRelocation> relocs;
@@ -142,7 +151,7 @@ class BinaryReader {
       wrapper.version = w.read<uint32_t>(4);
       wrapper.container_offset = resolve_pointer(elf, *seg, off + 8, relocs, symbols);
       if (wrapper.version == 2) wrapper.prelinked_offsets = read_prelinked(elf, w.read<uint64_t>(16));
-      if (Status s = link_wrapper(elf, wrapper, member, first); !s) return s;
+      if (Status s = link_wrapper(elf, wrapper, member); !s) return s;
     }
     return {};
   }
@@ -204,17 +213,15 @@ class BinaryReader {
   }
 
   /// Point the wrapper at its container, parsing it when no section walk found it.
-  Status link_wrapper(const ElfFile& elf, FatbinWrapper& wrapper, const std::string& member,
-                      size_t first) {
+  Status link_wrapper(const ElfFile& elf, FatbinWrapper& wrapper, const std::string& member) {
     uint32_t index = static_cast<uint32_t>(out_.wrappers_.size());
     out_.wrappers_.push_back(wrapper);
     if (!wrapper.container_offset) return {};
     uint64_t target = *wrapper.container_offset;
-    for (size_t i = first; i < out_.containers_.size(); ++i)
-      if (out_.containers_[i].file_offset == target) {
-        if (!out_.containers_[i].wrapper) out_.containers_[i].wrapper = index;
-        return {};
-      }
+    if (ContainerSite* known = container_at(target); known && known->file_offset == target) {
+      if (!known->wrapper) known->wrapper = index;
+      return {};
+    }
     uint64_t local = target - elf.bytes().origin();
     const ElfSection* s = elf.section_at_offset(local);
     ByteView at = s ? s->data.from(local - s->offset) : elf.bytes().from(local);
@@ -228,7 +235,7 @@ class BinaryReader {
   }
 
   /// Strictly validated containers anywhere in the object's sections.
-  void scan_sections(const ElfFile& elf, const std::string& member, size_t first) {
+  void scan_sections(const ElfFile& elf, const std::string& member) {
     for (const ElfSection& s : elf.sections()) {
       ByteView d = s.data;
       uint64_t off = 0;
@@ -236,7 +243,7 @@ class BinaryReader {
         const void* hit = find_magic(d.data() + off, d.size() - off);
         if (!hit) break;
         off = static_cast<const uint8_t*>(hit) - d.data();
-        uint64_t skip = try_scanned(d.from(off), member, std::string(s.name), first);
+        uint64_t skip = try_scanned(d.from(off), member, std::string(s.name));
         off += skip ? skip : 1;
       }
     }
@@ -248,13 +255,9 @@ class BinaryReader {
   }
 
   /// Bytes to skip past a valid, new container at `at`, or 0.
-  uint64_t try_scanned(ByteView at, const std::string& member, const std::string& section,
-                       size_t first) {
-    for (size_t i = first; i < out_.containers_.size(); ++i) {
-      const ContainerSite& c = out_.containers_[i];
-      if (at.origin() >= c.file_offset && at.origin() - c.file_offset < c.fatbin.total_size())
-        return c.file_offset + c.fatbin.total_size() - at.origin();
-    }
+  uint64_t try_scanned(ByteView at, const std::string& member, const std::string& section) {
+    if (const ContainerSite* c = container_at(at.origin()))
+      return c->file_offset + c->fatbin.total_size() - at.origin();
     Expected<FatbinContainer> c = FatbinContainer::create(at, {/*known_kinds_only=*/true});
     if (!c) return 0;
     uint64_t size = c->total_size();
@@ -264,6 +267,7 @@ class BinaryReader {
 
   Binary& out_;
   BinaryOptions options_;
+  std::map<uint64_t, std::pair<uint64_t, size_t>> known_;  // start -> (end, container index)
 };
 
 Expected<Binary> Binary::open(const std::string& path, BinaryOptions options) {
@@ -287,19 +291,21 @@ std::string Binary::image_label(uint32_t container, uint32_t entry) const {
 }
 
 Expected<DeviceCode> Binary::device_code(uint32_t container, uint32_t entry) const {
+  Scratch scratch;
+  return device_code(container, entry, scratch);
+}
+
+Expected<DeviceCode> Binary::device_code(uint32_t container, uint32_t entry,
+                                         Scratch& scratch) const {
   if (container >= containers_.size() || entry >= containers_[container].fatbin.entries().size())
     return Error("no image " + std::to_string(container) + "/" + std::to_string(entry));
   const FatbinEntry& e = containers_[container].fatbin.entries()[entry];
   if (e.obfuscated() || (e.kind != uint16_t(ImageKind::cubin) && e.kind != uint16_t(ImageKind::ptx)))
     return DeviceCode{};
-  Expected<DeviceCode> code = [&]() -> Expected<DeviceCode> {
-    if (e.compression() == Compression::none)
-      return e.kind == uint16_t(ImageKind::ptx) ? parse_ptx(e.payload) : parse_cubin(e.payload);
-    Expected<std::vector<uint8_t>> bytes = read_image(e);
-    if (!bytes) return bytes.error();
-    ByteView view(bytes->data(), bytes->size());
-    return e.kind == uint16_t(ImageKind::ptx) ? parse_ptx(view) : parse_cubin(view);
-  }();
+  Expected<ByteView> bytes = decode_image(e, scratch);
+  Expected<DeviceCode> code = !bytes ? Expected<DeviceCode>(bytes.error())
+                              : e.kind == uint16_t(ImageKind::ptx) ? parse_ptx(*bytes)
+                                                                   : parse_cubin(*bytes);
   if (!code) code.error().within(path() + ": " + image_label(container, entry));
   return code;
 }
@@ -315,8 +321,9 @@ std::vector<Expected<DeviceCode>> Binary::all_device_code(
   std::atomic<size_t> next{0}, done{0};
   std::mutex progress_mutex;
   auto work = [&] {
+    Scratch scratch;
     for (size_t i; (i = next++) < images.size();) {
-      out[i] = device_code(images[i].first, images[i].second);
+      out[i] = device_code(images[i].first, images[i].second, scratch);
       const FatbinEntry& e = containers_[images[i].first].fatbin.entries()[images[i].second];
       file_->release(e.payload);  // parsed: its pages need not stay resident
       size_t n = ++done;

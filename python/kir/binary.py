@@ -119,8 +119,15 @@ class Binary:
 
     def __init__(self, core: _core.Binary) -> None:
         self._core = core
-        self.wrappers: list[_core.FatbinWrapper] = core.wrappers  #: .nvFatBinSegment wrappers
         self._containers: Optional[list[Container]] = None
+        self._wrappers: Optional[list[_core.FatbinWrapper]] = None
+
+    @property
+    def wrappers(self) -> list[_core.FatbinWrapper]:
+        """The .nvFatBinSegment wrappers (built on first use)."""
+        if self._wrappers is None:
+            self._wrappers = self._core.wrappers
+        return self._wrappers
 
     @property
     def containers(self) -> list[Container]:

@@ -23,6 +23,7 @@
 
 #include "kir/cuda/device_code.hpp"
 #include "kir/cuda/fatbin.hpp"
+#include "kir/support/compression.hpp"
 #include "kir/support/error.hpp"
 #include "kir/support/mapped_file.hpp"
 
@@ -70,6 +71,8 @@ class Binary {
   /// Kernels, functions and globals of one image (decompressing it if needed).
   /// LTO-IR and obfuscated images have none.
   Expected<DeviceCode> device_code(uint32_t container, uint32_t entry) const;
+  /// The same, decompressing into the caller's reusable buffer.
+  Expected<DeviceCode> device_code(uint32_t container, uint32_t entry, Scratch& scratch) const;
 
   /// device_code() of every image, on `threads` threads (0 = all cores), in
   /// container/entry order. `progress(done, total)` is called from one thread.

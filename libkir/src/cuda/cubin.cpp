@@ -131,6 +131,7 @@ Expected<DeviceCode> parse_cubin(ByteView cubin) {
       }
       Kernel k;
       k.name = std::string(sym.name);
+      k.demangled = demangle(k.name);
       k.code_bytes = sym.size;
       if (const ElfSection* info = find(".nv.info.", sym.name))
         if (Status s = read_kernel_info(*info, k); !s) return s.error().within("cubin");

@@ -167,23 +167,30 @@ Expected<FatbinContainer> FatbinContainer::create(ByteView bytes, FatbinParseOpt
   return c;
 }
 
-Expected<std::vector<uint8_t>> read_image(const FatbinEntry& e, uint64_t max_size) {
+Expected<ByteView> decode_image(const FatbinEntry& e, Scratch& scratch, uint64_t max_size) {
   Compression c = e.compression();
   if (e.obfuscated())
     return Error("image is obfuscated LTO-IR (flag 0x10000): it cannot be decoded without "
                  "NVIDIA's key");
-  if (c == Compression::none) return std::vector<uint8_t>(e.payload.data(), e.payload.data() + e.payload.size());
+  if (c == Compression::none) return e.payload;
   if (e.uncompressed_size > max_size)
     return Error("claimed uncompressed size " + hex(e.uncompressed_size) + " exceeds the limit " +
                  hex(max_size) + " (compressed size " + hex(e.compressed_size) + ")");
-  Expected<std::vector<uint8_t>> out =
-      c == Compression::lz4  ? decompress_lz4_block(e.payload, e.uncompressed_size)
-      : c == Compression::zstd ? decompress_zstd(e.payload, e.uncompressed_size)
-                               : Expected<std::vector<uint8_t>>(Error(
-                                     "image is compressed but its flags " + hex(e.flags) +
-                                     " name no known method (lz4 0x2000, zstd 0x8000)"));
-  if (!out) out.error().within("payload at file offset " + hex(e.payload.origin()));
-  return out;
+  if (c == Compression::unknown)
+    return Error("image is compressed but its flags " + hex(e.flags) +
+                 " name no known method (lz4 0x2000, zstd 0x8000)");
+  uint8_t* out = scratch.reserve(e.uncompressed_size);
+  Status s = c == Compression::lz4 ? decompress_lz4_block(e.payload, e.uncompressed_size, out)
+                                   : decompress_zstd(e.payload, e.uncompressed_size, out);
+  if (!s) return s.error().within("payload at file offset " + hex(e.payload.origin()));
+  return ByteView(out, e.uncompressed_size);
+}
+
+Expected<std::vector<uint8_t>> read_image(const FatbinEntry& e, uint64_t max_size) {
+  Scratch scratch;
+  Expected<ByteView> bytes = decode_image(e, scratch, max_size);
+  if (!bytes) return bytes.error();
+  return std::vector<uint8_t>(bytes->data(), bytes->data() + bytes->size());
 }
 
 }  // namespace kir

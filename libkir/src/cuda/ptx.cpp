@@ -157,7 +157,9 @@ Expected<DeviceCode> parse_ptx(ByteView ptx) {
        pos = text.find(".entry", pos + 6)) {
     if (!starts_token(text, pos) || pos + 6 >= text.size() || !is_space(text[pos + 6])) continue;
     Kernel k;
-    if (parse_entry(text, pos, k)) code.kernels.push_back(std::move(k));
+    if (!parse_entry(text, pos, k)) continue;
+    k.demangled = demangle(k.name);
+    code.kernels.push_back(std::move(k));
   }
   parse_globals(text, code);
   return code;

@@ -7,13 +7,20 @@
 
 namespace kir {
 
-Expected<std::vector<uint8_t>> decompress_lz4_block(ByteView src, uint64_t size) {
+uint8_t* Scratch::reserve(uint64_t size) {
+  if (size > capacity_) {
+    data_.reset(new uint8_t[size]);  // default-initialised: no memset
+    capacity_ = size;
+  }
+  return data_.get();
+}
+
+Status decompress_lz4_block(ByteView src, uint64_t size, uint8_t* out) {
   if (src.size() > INT_MAX || size > INT_MAX)
     return Error("LZ4 block too large for the LZ4 library (" + hex(src.size()) + " -> " +
                  hex(size) + " bytes)");
-  std::vector<uint8_t> out(size);
   int n = LZ4_decompress_safe(reinterpret_cast<const char*>(src.data()),
-                              reinterpret_cast<char*>(out.data()), static_cast<int>(src.size()),
+                              reinterpret_cast<char*>(out), static_cast<int>(src.size()),
                               static_cast<int>(size));
   if (n < 0)
     return Error("LZ4 block of " + hex(src.size()) + " bytes is corrupt (decoder error at " +
@@ -21,19 +28,32 @@ Expected<std::vector<uint8_t>> decompress_lz4_block(ByteView src, uint64_t size)
   if (static_cast<uint64_t>(n) != size)
     return Error("LZ4 block decodes to " + hex(uint64_t(n)) + " bytes, but the header claims " +
                  hex(size));
-  return out;
+  return {};
 }
 
-Expected<std::vector<uint8_t>> decompress_zstd(ByteView src, uint64_t size) {
-  std::vector<uint8_t> out(size);
-  size_t n = ZSTD_decompress(out.data(), out.size(), src.data(), src.size());
+namespace {
+
+/// One decompression context per thread, reused across images.
+ZSTD_DCtx* thread_zstd_context() {
+  struct Owner {
+    ZSTD_DCtx* ctx = ZSTD_createDCtx();
+    ~Owner() { ZSTD_freeDCtx(ctx); }
+  };
+  thread_local Owner owner;
+  return owner.ctx;
+}
+
+}  // namespace
+
+Status decompress_zstd(ByteView src, uint64_t size, uint8_t* out) {
+  size_t n = ZSTD_decompressDCtx(thread_zstd_context(), out, size, src.data(), src.size());
   if (ZSTD_isError(n))
     return Error(std::string("zstd data of ") + hex(src.size()) +
                  " bytes cannot be decoded to the claimed " + hex(size) +
                  " bytes: " + ZSTD_getErrorName(n));
   if (n != size)
     return Error("zstd data decodes to " + hex(n) + " bytes, but the header claims " + hex(size));
-  return out;
+  return {};
 }
 
 }  // namespace kir

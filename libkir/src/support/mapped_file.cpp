@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -51,9 +52,11 @@ MappedFile::~MappedFile() {
 
 void MappedFile::release(ByteView view) const {
   static const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
-  uint64_t begin = align_up(view.origin(), page);
-  uint64_t end = (view.origin() + view.size()) & ~(page - 1);
-  if (!data_ || end <= begin || end > size_) return;
+  // Whole pages, rounded outwards: a page shared with a neighbour is simply
+  // read back in if the neighbour needs it again. Views stay valid either way.
+  uint64_t begin = view.origin() & ~(page - 1);
+  uint64_t end = std::min(align_up(view.origin() + view.size(), page), size_);
+  if (!data_ || end <= begin) return;
   ::madvise(const_cast<uint8_t*>(data_) + begin, end - begin, MADV_DONTNEED);
 }
 

@@ -77,10 +77,9 @@ def render_table(report: dict[str, Any], out: TextIO) -> None:
     by_container: dict[int, list] = {}
     for i in images:
         by_container.setdefault(i["container"], []).append(i)
-    lines = []
+    lines = [IMAGE_HEADER] if images else []
     for c in report["containers"]:
         lines.append(container_line(c))
-        lines.append(IMAGE_HEADER)
         for i in by_container.get(c["index"], []):
             lines.append(image_line(i))
             if "kernels" in i:
@@ -94,18 +93,17 @@ def container_line(c: dict[str, Any]) -> str:
     wrapper = ""
     if c["wrapper"]:
         wrapper = f", wrapper v{c['wrapper']['version']} at {c['wrapper']['file_offset']:#x}"
-    return (f"container {c['index']}: {where} at {c['file_offset']:#x}, {c['size']} bytes, "
+    return (f"-- container {c['index']}: {where} at {c['file_offset']:#x}, {c['size']} bytes, "
             f"found by {c['found_by']}{wrapper}")
 
 
-IMAGE_HEADER = ("  image  kind       arch    version  compression  stored      size        "
-                "identifier")
+IMAGE_HEADER = "image  kind       arch    version  compression  stored      size        identifier"
 
 
 def image_line(i: dict[str, Any]) -> str:
     version = f"{i['version'][0]}.{i['version'][1]}"
     notes = " ".join(filter(None, [i["identifier"], "(obfuscated)" if i["obfuscated"] else ""]))
-    return (f"  {i['index']:<6} {i['kind']:<10} {i['arch']:<7} {version:<8} "
+    return (f"{i['index']:<6} {i['kind']:<10} {i['arch']:<7} {version:<8} "
             f"{i['compression']:<12} {i['stored_size']:<11} {i['size']:<11} {notes}").rstrip()
 
 
@@ -118,7 +116,7 @@ def kernel_lines(i: dict[str, Any]) -> list[str]:
             extra.append(f"regs {k['registers']}")
         if k["shared_bytes"]:
             extra.append(f"shared {k['shared_bytes']}")
-        lines.append(f"           kernel {k['demangled']}")
-        lines.append(f"             {k['name']}  params[{len(k['params'])}] {params}"
+        lines.append(f"         kernel {k['demangled']}")
+        lines.append(f"           {k['name']}  params[{len(k['params'])}] {params}"
                      + (f"  ({', '.join(extra)})" if extra else ""))
     return lines

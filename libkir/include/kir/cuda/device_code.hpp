@@ -37,7 +37,8 @@ struct KernelParam {
 };
 
 struct Kernel {
-  std::string name;  // mangled
+  std::string name;       // mangled
+  std::string demangled;  // C++ name (== name when not mangled)
   std::vector<KernelParam> params;  // sorted by ordinal
   std::optional<uint32_t> param_bytes;   // total parameter buffer size
   std::optional<uint32_t> registers;     // per thread

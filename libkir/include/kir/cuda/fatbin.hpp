@@ -124,9 +124,18 @@ class FatbinContainer {
   std::vector<FatbinEntry> entries_;
 };
 
-/// The image bytes, decompressed if needed. Refuses obfuscated entries,
-/// unknown compression, and claimed sizes over `max_size`.
+constexpr uint64_t kMaxImageSize = uint64_t(4) << 30;
+
+class Scratch;
+
+/// The image bytes: the stored payload when plain, else decompressed into
+/// `scratch` (valid until its next use). Refuses obfuscated entries, unknown
+/// compression, and claimed sizes over `max_size`.
+Expected<ByteView> decode_image(const FatbinEntry& entry, Scratch& scratch,
+                                uint64_t max_size = kMaxImageSize);
+
+/// The image bytes as an owned copy (decode_image into a fresh buffer).
 Expected<std::vector<uint8_t>> read_image(const FatbinEntry& entry,
-                                          uint64_t max_size = uint64_t(4) << 30);
+                                          uint64_t max_size = kMaxImageSize);
 
 }  // namespace kir

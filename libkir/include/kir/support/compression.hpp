@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "kir/support/bytes.hpp"
@@ -11,10 +12,21 @@
 
 namespace kir {
 
-/// A raw LZ4 block (no frame header) that decodes to exactly `size` bytes.
-Expected<std::vector<uint8_t>> decompress_lz4_block(ByteView src, uint64_t size);
+/// A reusable output buffer for decoding many images in a row: it grows,
+/// never shrinks, and is never zero-filled (the decoder overwrites it).
+class Scratch {
+ public:
+  uint8_t* reserve(uint64_t size);
 
-/// One or more zstd frames that decode to exactly `size` bytes.
-Expected<std::vector<uint8_t>> decompress_zstd(ByteView src, uint64_t size);
+ private:
+  std::unique_ptr<uint8_t[]> data_;
+  uint64_t capacity_ = 0;
+};
+
+/// A raw LZ4 block (no frame header) that decodes to exactly `size` bytes at `out`.
+Status decompress_lz4_block(ByteView src, uint64_t size, uint8_t* out);
+
+/// One or more zstd frames that decode to exactly `size` bytes at `out`.
+Status decompress_zstd(ByteView src, uint64_t size, uint8_t* out);
 
 }  // namespace kir

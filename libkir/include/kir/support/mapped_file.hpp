@@ -22,9 +22,9 @@ class MappedFile {
   const std::string& path() const { return path_; }
   ByteView bytes() const { return ByteView(data_, size_, 0); }
 
-  /// Hint that the pages under `view` will not be needed again soon: they
-  /// leave the process's resident set and are read back from the file if
-  /// touched. `view` must point into this file.
+  /// Hint that the pages under `view` (rounded out to whole pages) will not be
+  /// needed again soon: they leave the process's resident set and are read
+  /// back from the file if touched. `view` must point into this file.
   void release(ByteView view) const;
 
  private:
