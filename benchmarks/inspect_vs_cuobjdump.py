@@ -1,12 +1,16 @@
 """kir inspect vs cuobjdump, side by side in one run, on a large real library.
 
-    python benchmarks/inspect_vs_cuobjdump.py [--binary PATH] [--repeat N]
+    python benchmarks/inspect_vs_cuobjdump.py [--binary PATH] [--repeat N] [--venv]
 
 Without --binary it fetches `libcublasLt.so.13` from the PyPI wheel `nvidia-cublas`
 into benchmarks/.cache/. Each command runs as a whole process (interpreter start-up
 and imports count); wall time is the median of the repeats, peak memory the largest
 resident set (ru_maxrss of the child). Prints a markdown table with ratios, and the
 image and kernel counts of both tools.
+
+kir runs from the interpreter running this script; with --venv, also from a fresh
+virtual environment (benchmarks/.cache/venv, kir installed from this checkout),
+whose start-up carries no site-packages `.pth` hooks of the host's.
 """
 from __future__ import annotations
 
@@ -54,23 +58,39 @@ def find_cuobjdump() -> str:
     sys.exit("cuobjdump not found: pip install nvidia-cuda-cuobjdump")
 
 
-def kir_command() -> list[str]:
-    script = Path(sys.executable).parent / "kir"
-    return [str(script)] if script.exists() else [sys.executable, "-m", "kir"]
+def kir_command(python: Path) -> list[str]:
+    script = python.parent / "kir"
+    return [str(script)] if script.exists() else [str(python), "-m", "kir"]
+
+
+def clean_venv() -> Path:
+    """A fresh virtual environment with kir installed from this checkout."""
+    venv = CACHE / "venv"
+    python = venv / "bin" / "python"
+    if not python.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run([str(python), "-m", "pip", "install", "-q", str(HERE.parent)], check=True)
+    return python
+
+
+GNU_TIME = "/usr/bin/time"
 
 
 def run_once(command: list[str]) -> tuple[float, int, str]:
-    """(wall seconds, peak RSS in KiB, stdout) of one whole process."""
-    with tempfile.TemporaryFile(mode="w+") as out:
+    """(wall seconds, peak RSS in KiB, stdout) of one whole process.
+
+    The peak RSS comes from GNU time, a small C parent: a child forked from this
+    Python process would report this process's own resident set as its peak.
+    """
+    with tempfile.TemporaryFile(mode="w+") as out, tempfile.NamedTemporaryFile("r") as usage:
         start = time.perf_counter()
-        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.DEVNULL)
-        _, status, usage = os.wait4(proc.pid, 0)
+        proc = subprocess.run([GNU_TIME, "-f", "%M", "-o", usage.name, *command], stdout=out,
+                              stderr=subprocess.DEVNULL)
         wall = time.perf_counter() - start
+        if proc.returncode != 0:
+            raise SystemExit(f"{' '.join(command)} failed with status {proc.returncode}")
         out.seek(0)
-        text = out.read()
-    if os.waitstatus_to_exitcode(status) not in (0,):
-        raise SystemExit(f"{' '.join(command)} failed with status {status}")
-    return wall, usage.ru_maxrss, text
+        return wall, int(usage.read().split()[-1]), out.read()
 
 
 def measure(command: list[str], repeat: int) -> tuple[float, int, str]:
@@ -121,23 +141,34 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--binary", type=Path, help="default: libcublasLt.so.13 from nvidia-cublas")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--venv", action="store_true", help="also run kir from a clean venv")
     args = parser.parse_args()
+    if not os.access(GNU_TIME, os.X_OK):
+        sys.exit("needs GNU time for peak memory: apt-get install time")
     binary = args.binary or fetch_cublaslt()
-    cuobjdump, kir = find_cuobjdump(), kir_command()
+    cuobjdump, kir = find_cuobjdump(), kir_command(Path(sys.executable))
+    venv_python = clean_venv() if args.venv else None
     print(f"binary: {binary} ({binary.stat().st_size / 1e6:.0f} MB), {os.cpu_count()} cores, "
           f"repeats: {args.repeat}\n")
 
-    floor = measure([sys.executable, "-c", "pass"], args.repeat)
-    list_ours = measure([*kir, "inspect", str(binary)], args.repeat)
     list_theirs = measure([cuobjdump, "-lelf", "-lptx", str(binary)], args.repeat)
-    kern_ours = measure([*kir, "inspect", "--kernels", str(binary)], args.repeat)
     kern_theirs = measure([cuobjdump, "-symbols", str(binary)], args.repeat)
-
+    pythons = [("", Path(sys.executable))] + ([(" (clean venv)", venv_python)] if venv_python else [])
     print("| task | kir | cuobjdump | kir faster | kir peak RSS | cuobjdump peak RSS | kir smaller |")
     print("|---|---|---|---|---|---|---|")
-    print(row("list images: `kir inspect` vs `cuobjdump -lelf -lptx`", list_ours, list_theirs))
-    print(row("list kernels: `kir inspect --kernels` vs `cuobjdump -symbols`", kern_ours, kern_theirs))
-    print(f"\nPython start-up alone (`python -c pass`): {floor[0]:.3f} s, {floor[1] / 1024:.0f} MiB")
+    floors = []
+    for label, python in pythons:
+        command = kir_command(python)
+        list_ours = measure([*command, "inspect", str(binary)], args.repeat)
+        kern_ours = measure([*command, "inspect", "--kernels", str(binary)], args.repeat)
+        print(row(f"list images{label}: `kir inspect` vs `cuobjdump -lelf -lptx`",
+                  list_ours, list_theirs))
+        print(row(f"list kernels{label}: `kir inspect --kernels` vs `cuobjdump -symbols`",
+                  kern_ours, kern_theirs))
+        floors.append((label, measure([str(python), "-c", "pass"], args.repeat)))
+    for label, floor in floors:
+        print(f"\nPython start-up alone{label} (`python -c pass`): {floor[0]:.3f} s, "
+              f"{floor[1] / 1024:.0f} MiB")
 
     report = json.loads(subprocess.run([*kir, "inspect", "--json", "--kernels", str(binary)],
                                        capture_output=True, text=True, check=True).stdout)

@@ -40,6 +40,15 @@ nb::bytes to_bytes(const std::vector<uint8_t>& v) {
   return nb::bytes(reinterpret_cast<const char*>(v.data()), v.size());
 }
 
+/// An interned Python string for a dict key, created once per literal (string
+/// literals have stable addresses). Called with the GIL held.
+nb::handle key(const char* literal) {
+  static std::unordered_map<const char*, PyObject*> cache;
+  auto [it, added] = cache.try_emplace(literal, nullptr);
+  if (added) it->second = PyUnicode_InternFromString(literal);
+  return it->second;
+}
+
 template <class T>
 nb::object optional(const std::optional<T>& v) {
   return v ? nb::cast(*v) : nb::none();
@@ -57,21 +66,21 @@ nb::dict kernel_record(const kir::Kernel& k) {
   nb::list params;
   for (const kir::KernelParam& p : k.params) {
     nb::dict d;
-    d["ordinal"] = p.ordinal;
-    d["offset"] = p.offset;
-    d["size"] = p.size;
+    d[key("ordinal")] = p.ordinal;
+    d[key("offset")] = p.offset;
+    d[key("size")] = p.size;
     params.append(d);
   }
   nb::dict d;
-  d["name"] = k.name;
-  d["demangled"] = k.demangled;
-  d["params"] = params;
-  d["param_bytes"] = optional(k.param_bytes);
-  d["registers"] = optional(k.registers);
-  d["shared_bytes"] = optional(k.shared_bytes);
-  d["frame_bytes"] = optional(k.frame_bytes);
-  d["max_threads"] = dims(k.max_threads);
-  d["cluster_dims"] = dims(k.cluster_dims);
+  d[key("name")] = k.name;
+  d[key("demangled")] = k.demangled;
+  d[key("params")] = params;
+  d[key("param_bytes")] = optional(k.param_bytes);
+  d[key("registers")] = optional(k.registers);
+  d[key("shared_bytes")] = optional(k.shared_bytes);
+  d[key("frame_bytes")] = optional(k.frame_bytes);
+  d[key("max_threads")] = dims(k.max_threads);
+  d[key("cluster_dims")] = dims(k.cluster_dims);
   return d;
 }
 
@@ -81,15 +90,15 @@ nb::dict code_records(const kir::DeviceCode& code) {
   for (const std::string& f : code.functions) functions.append(f);
   for (const kir::DeviceGlobal& g : code.globals) {
     nb::dict d;
-    d["name"] = g.name;
-    d["section"] = g.section;
-    d["size"] = g.size;
+    d[key("name")] = g.name;
+    d[key("section")] = g.section;
+    d[key("size")] = g.size;
     globals.append(d);
   }
   nb::dict d;
-  d["kernels"] = kernels;
-  d["functions"] = functions;
-  d["globals"] = globals;
+  d[key("kernels")] = kernels;
+  d[key("functions")] = functions;
+  d[key("globals")] = globals;
   return d;
 }
 
@@ -108,6 +117,15 @@ void bind_device_code(nb::module_& m) {
       .def_ro("demangled", &kir::Kernel::demangled,
               "Demangled C++ name (the name itself when not mangled).")
       .def_ro("params", &kir::Kernel::params)
+      .def_prop_ro("param_count", [](const kir::Kernel& k) { return k.params.size(); })
+      .def_prop_ro("layout", [](const kir::Kernel& k) {
+        std::string out;
+        for (const kir::KernelParam& p : k.params) {
+          if (!out.empty()) out += ' ';
+          out += std::to_string(p.offset) + ':' + std::to_string(p.size);
+        }
+        return out;
+      }, "The parameter layout as text: 'offset:size' per parameter.")
       .def_ro("param_bytes", &kir::Kernel::param_bytes, "Total parameter buffer size, if known.")
       .def_ro("registers", &kir::Kernel::registers, "Registers per thread, if recorded.")
       .def_ro("shared_bytes", &kir::Kernel::shared_bytes, "Static shared memory, if known.")
@@ -125,6 +143,7 @@ void bind_device_code(nb::module_& m) {
       .def("__repr__", [](const kir::DeviceGlobal& g) { return "DeviceGlobal('" + g.name + "')"; });
 
   nb::class_<kir::DeviceCode>(m, "DeviceCode", "Kernels, functions and globals of one image.")
+      .def(nb::init<>())
       .def("records", &code_records,
            "The same content as plain dicts and lists (the `kir inspect --json` form).")
       .def_ro("kernels", &kir::DeviceCode::kernels)
@@ -234,20 +253,20 @@ nb::list image_records(const kir::Binary& b) {
       version.append(e.major);
       version.append(e.minor);
       nb::dict d;
-      d["index"] = index++;
-      d["container"] = c;
-      d["entry"] = e.index;
-      d["kind"] = kir::image_kind_name(e.kind);
-      d["arch"] = "sm_" + std::to_string(e.arch);
-      d["version"] = version;
-      d["compression"] = kir::compression_name(e.compression());
-      d["size"] = e.image_size();
-      d["stored_size"] = e.payload.size();
-      d["file_offset"] = e.payload.origin();
-      d["flags"] = flags->second;
-      d["obfuscated"] = e.obfuscated();
-      d["identifier"] = e.identifier;
-      d["options"] = options_text(e.options);
+      d[key("index")] = index++;
+      d[key("container")] = c;
+      d[key("entry")] = e.index;
+      d[key("kind")] = kir::image_kind_name(e.kind);
+      d[key("arch")] = "sm_" + std::to_string(e.arch);
+      d[key("version")] = version;
+      d[key("compression")] = kir::compression_name(e.compression());
+      d[key("size")] = e.image_size();
+      d[key("stored_size")] = e.payload.size();
+      d[key("file_offset")] = e.payload.origin();
+      d[key("flags")] = flags->second;
+      d[key("obfuscated")] = e.obfuscated();
+      d[key("identifier")] = e.identifier;
+      d[key("options")] = options_text(e.options);
       records.append(d);
     }
   }
@@ -263,20 +282,20 @@ nb::list container_records(const kir::Binary& b) {
     if (site.wrapper) {
       const kir::FatbinWrapper& w = b.wrappers()[*site.wrapper];
       nb::dict wd;
-      wd["file_offset"] = w.file_offset;
-      wd["version"] = w.version;
-      wd["prelinked"] = w.prelinked_offsets.size();
+      wd[key("file_offset")] = w.file_offset;
+      wd[key("version")] = w.version;
+      wd[key("prelinked")] = w.prelinked_offsets.size();
       wrapper = wd;
     }
     nb::dict d;
-    d["index"] = c;
-    d["member"] = site.member;
-    d["section"] = site.section;
-    d["file_offset"] = site.file_offset;
-    d["size"] = site.fatbin.total_size();
-    d["version"] = site.fatbin.version();
-    d["found_by"] = kir::found_by_name(site.found_by);
-    d["wrapper"] = wrapper;
+    d[key("index")] = c;
+    d[key("member")] = site.member;
+    d[key("section")] = site.section;
+    d[key("file_offset")] = site.file_offset;
+    d[key("size")] = site.fatbin.total_size();
+    d[key("version")] = site.fatbin.version();
+    d[key("found_by")] = kir::found_by_name(site.found_by);
+    d[key("wrapper")] = wrapper;
     records.append(d);
   }
   return records;

@@ -31,8 +31,13 @@ def selected_images(binary: Binary, archs: Optional[set[int]]) -> list[Image]:
 
 
 def build_report(binary: Binary, archs: Optional[set[int]], with_kernels: bool,
-                 errors: Iterable[str] = ()) -> dict[str, Any]:
-    """The inspect report; with_kernels expects binary.load_code() to have run."""
+                 errors: Iterable[str] = (), plain: bool = True) -> dict[str, Any]:
+    """The inspect report; with_kernels expects binary.load_code() to have run.
+
+    With `plain`, kernels are dicts and lists (the JSON form); without, each image
+    record carries its DeviceCode object under "code" (for rendering a table
+    without building a dict per parameter).
+    """
     records = binary._core.image_records()
     if archs is not None:
         records = [r for r in records if int(r["arch"][3:]) in archs]
@@ -41,9 +46,11 @@ def build_report(binary: Binary, archs: Optional[set[int]], with_kernels: bool,
     if with_kernels:
         images = binary.images
         for r in records:
-            code = images[r["index"]]._code
-            r.update(code.records() if code is not None
-                     else {"kernels": [], "functions": [], "globals": []})
+            code = images[r["index"]]._code or _core.DeviceCode()
+            if plain:
+                r.update(code.records())
+            else:
+                r["code"] = code
     return {
         "schema": SCHEMA,
         "kir_version": _core.__version__,

@@ -5,6 +5,7 @@
 // it is placed at the next multiple of its alignment (A, else the type size),
 // as ptxas lays out the parameter buffer.
 #include <cctype>
+#include <cstring>
 #include <string_view>
 
 #include "kir/cuda/device_code.hpp"
@@ -119,31 +120,47 @@ bool parse_entry(string_view text, size_t pos, Kernel& k) {
   return true;
 }
 
-bool starts_token(string_view text, size_t pos) { return pos == 0 || is_space(text[pos - 1]); }
-
-/// Top-level `.global` / `.const` variable definitions (not `.extern`).
-void parse_globals(string_view text, DeviceCode& code) {
-  size_t line_start = 0;
-  int depth = 0;
-  while (line_start < text.size()) {
-    size_t end = text.find('\n', line_start);
-    if (end == string_view::npos) end = text.size();
-    string_view line = text.substr(line_start, end - line_start);
-    line_start = end + 1;
-    for (char c : line) depth += (c == '{') - (c == '}');
-    if (depth != 0) continue;
-    std::vector<string_view> t = tokens(line.substr(0, line.find('=')));
-    size_t i = 0;
-    if (i < t.size() && (t[i] == ".visible" || t[i] == ".weak")) ++i;
-    if (i >= t.size() || (t[i] != ".global" && t[i] != ".const")) continue;
-    string_view space = t[i];
-    size_t decl_start = line.find(space) + space.size();
-    string_view rest = line.substr(decl_start, line.find('=') - decl_start);
-    if (!rest.empty() && rest.back() == ';') rest.remove_suffix(1);
-    Declared d = parse_declaration(rest);
-    if (!d.name.empty() && d.name.back() == ';') d.name.remove_suffix(1);
-    if (!d.name.empty()) code.globals.push_back({std::string(d.name), "", d.size});
+/// The position just past the '}' matching the '{' at `open`. Function bodies
+/// are most of a PTX file and hold few braces, so this jumps with memchr.
+size_t skip_braces(string_view text, size_t open) {
+  const char* p = text.data() + open + 1;
+  const char* end = text.data() + text.size();
+  int depth = 1;
+  while (p < end) {
+    const char* close = static_cast<const char*>(std::memchr(p, '}', size_t(end - p)));
+    if (!close) return text.size();
+    const char* inner = static_cast<const char*>(std::memchr(p, '{', size_t(close - p)));
+    if (inner) {
+      ++depth;
+      p = inner + 1;
+    } else {
+      p = close + 1;
+      if (--depth == 0) break;
+    }
   }
+  return size_t(p - text.data());
+}
+
+/// A top-level `.global` / `.const` variable definition (not `.extern`).
+void parse_global(string_view line, DeviceCode& code) {
+  string_view decl = line.substr(0, line.find('='));
+  std::vector<string_view> t = tokens(decl);
+  size_t i = 0;
+  if (i < t.size() && (t[i] == ".visible" || t[i] == ".weak")) ++i;
+  if (i >= t.size() || (t[i] != ".global" && t[i] != ".const")) return;
+  size_t start = decl.find(t[i]) + t[i].size();
+  string_view rest = decl.substr(start);
+  while (!rest.empty() && (rest.back() == ';' || is_space(rest.back()))) rest.remove_suffix(1);
+  Declared d = parse_declaration(rest);
+  if (!d.name.empty()) code.globals.push_back({std::string(d.name), "", d.size});
+}
+
+/// Offset of a `.entry` token in `line`, or npos.
+size_t find_entry(string_view line) {
+  for (size_t at = line.find(".entry"); at != string_view::npos; at = line.find(".entry", at + 6))
+    if ((at == 0 || is_space(line[at - 1])) && at + 6 < line.size() && is_space(line[at + 6]))
+      return at;
+  return string_view::npos;
 }
 
 }  // namespace
@@ -153,15 +170,24 @@ Expected<DeviceCode> parse_ptx(ByteView ptx) {
   if (text.find(".version") == string_view::npos)
     return Error("PTX text has no .version directive");
   DeviceCode code;
-  for (size_t pos = text.find(".entry"); pos != string_view::npos;
-       pos = text.find(".entry", pos + 6)) {
-    if (!starts_token(text, pos) || pos + 6 >= text.size() || !is_space(text[pos + 6])) continue;
-    Kernel k;
-    if (!parse_entry(text, pos, k)) continue;
-    k.demangled = demangle(k.name);
-    code.kernels.push_back(std::move(k));
+  // Walk the top level line by line; skip every brace-delimited body whole.
+  size_t pos = 0;
+  while (pos < text.size()) {
+    const void* nl = std::memchr(text.data() + pos, '\n', text.size() - pos);
+    size_t eol = nl ? size_t(static_cast<const char*>(nl) - text.data()) : text.size();
+    string_view line = text.substr(pos, eol - pos);
+    if (size_t at = find_entry(line); at != string_view::npos) {
+      Kernel k;
+      if (parse_entry(text, pos + at, k)) {
+        k.demangled = demangle(k.name);
+        code.kernels.push_back(std::move(k));
+      }
+    } else if (line.find(".global") != string_view::npos || line.find(".const") != string_view::npos) {
+      parse_global(line, code);
+    }
+    size_t open = line.find('{');
+    pos = open == string_view::npos ? eol + 1 : skip_braces(text, pos + open);
   }
-  parse_globals(text, code);
   return code;
 }
 

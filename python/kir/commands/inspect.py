@@ -29,7 +29,7 @@ def run(args, out: TextIO = sys.stdout) -> int:
     errors: list[str] = []
     if args.kernels:
         errors = load_code(binary, selected_images(binary, archs), args.threads)
-    report = build_report(binary, archs, args.kernels, errors)
+    report = build_report(binary, archs, args.kernels, errors, plain=args.json)
     if args.json:
         import json
         json.dump(report, out, separators=(",", ":"))  # the C encoder; indent is pure Python
@@ -82,8 +82,8 @@ def render_table(report: dict[str, Any], out: TextIO) -> None:
         lines.append(container_line(c))
         for i in by_container.get(c["index"], []):
             lines.append(image_line(i))
-            if "kernels" in i:
-                lines.extend(kernel_lines(i))
+            if "code" in i:
+                lines.extend(kernel_lines(i["code"]))
     out.write("\n".join(lines) + ("\n" if lines else ""))
 
 
@@ -107,16 +107,12 @@ def image_line(i: dict[str, Any]) -> str:
             f"{i['compression']:<12} {i['stored_size']:<11} {i['size']:<11} {notes}").rstrip()
 
 
-def kernel_lines(i: dict[str, Any]) -> list[str]:
+def kernel_lines(code) -> list[str]:
     lines = []
-    for k in i["kernels"]:
-        params = " ".join(f"{p['offset']}:{p['size']}" for p in k["params"])
-        extra = []
-        if k["registers"] is not None:
-            extra.append(f"regs {k['registers']}")
-        if k["shared_bytes"]:
-            extra.append(f"shared {k['shared_bytes']}")
-        lines.append(f"         kernel {k['demangled']}")
-        lines.append(f"           {k['name']}  params[{len(k['params'])}] {params}"
-                     + (f"  ({', '.join(extra)})" if extra else ""))
+    for k in code.kernels:
+        extra = ""
+        if k.registers is not None:
+            extra = f"  (regs {k.registers}" + (f", shared {k.shared_bytes})" if k.shared_bytes else ")")
+        lines.append(f"         kernel {k.demangled}")
+        lines.append(f"           {k.name}  params[{k.param_count}] {k.layout}{extra}")
     return lines
