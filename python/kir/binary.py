@@ -5,7 +5,7 @@ headers; an image is decompressed when its bytes or kernels are first asked for.
 """
 from __future__ import annotations
 
-from typing import Callable, Iterator, Optional
+from collections.abc import Callable, Iterator
 
 from kir import _core
 from kir.errors import KirError
@@ -18,7 +18,7 @@ class Image:
         self.container = container
         self.entry = entry  #: the raw header fields (kir._core.FatbinEntry)
         self.index = index  #: position among all images of the binary
-        self._code: Optional[_core.DeviceCode] = None
+        self._code: _core.DeviceCode | None = None
 
     @property
     def kind(self) -> str:
@@ -119,8 +119,8 @@ class Binary:
 
     def __init__(self, core: _core.Binary) -> None:
         self._core = core
-        self._containers: Optional[list[Container]] = None
-        self._wrappers: Optional[list[_core.FatbinWrapper]] = None
+        self._containers: list[Container] | None = None
+        self._wrappers: list[_core.FatbinWrapper] | None = None
 
     @property
     def wrappers(self) -> list[_core.FatbinWrapper]:
@@ -168,7 +168,7 @@ class Binary:
         return iter(self.images)
 
     def load_code(self, threads: int = 0,
-                  progress: Optional[Callable[[int, int], None]] = None) -> list[str]:
+                  progress: Callable[[int, int], None] | None = None) -> list[str]:
         """Decode every image's kernels in parallel (`threads` 0 = all cores).
 
         Returns the error messages of images that could not be decoded; the

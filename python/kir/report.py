@@ -5,7 +5,7 @@ they always carry the same content.
 """
 from __future__ import annotations
 
-from typing import Any, Iterable, Optional
+from collections.abc import Iterable
 
 from kir import _core
 from kir.binary import Binary, Image
@@ -13,7 +13,7 @@ from kir.binary import Binary, Image
 SCHEMA = "kir.inspect/1"
 
 
-def parse_arch_filter(text: Optional[str]) -> Optional[set[int]]:
+def parse_arch_filter(text: str | None) -> set[int] | None:
     """'sm_90,80,compute_75' -> {90, 80, 75}; None when no filter."""
     if not text:
         return None
@@ -26,12 +26,12 @@ def parse_arch_filter(text: Optional[str]) -> Optional[set[int]]:
     return archs
 
 
-def selected_images(binary: Binary, archs: Optional[set[int]]) -> list[Image]:
+def selected_images(binary: Binary, archs: set[int] | None) -> list[Image]:
     return [i for i in binary.images if archs is None or i.entry.arch in archs]
 
 
-def build_report(binary: Binary, archs: Optional[set[int]], with_kernels: bool,
-                 errors: Iterable[str] = (), plain: bool = True) -> dict[str, Any]:
+def build_report(binary: Binary, archs: set[int] | None, with_kernels: bool,
+                 errors: Iterable[str] = (), plain: bool = True) -> dict[str, object]:
     """The inspect report; with_kernels expects binary.load_code() to have run.
 
     With `plain`, kernels are dicts and lists (the JSON form); without, each image

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import sys
-from typing import Any, TextIO
+from io import TextIOBaseBase
 
 from kir.binary import Binary
 from kir.report import build_report, parse_arch_filter, selected_images
@@ -23,7 +23,7 @@ def add_arguments(parser) -> None:
                         help="threads for --kernels (default: all cores)")
 
 
-def run(args, out: TextIO = sys.stdout) -> int:
+def run(args, out: TextIOBase = sys.stdout) -> int:
     archs = parse_arch_filter(args.arch)
     binary = Binary.open(args.binary, scan=args.scan)
     errors: list[str] = []
@@ -66,7 +66,7 @@ def progress_printer():
     return show
 
 
-def render_table(report: dict[str, Any], out: TextIO) -> None:
+def render_table(report: dict, out: TextIOBase) -> None:
     images = report["images"]
     kinds: dict[str, int] = {}
     for i in images:
@@ -87,7 +87,7 @@ def render_table(report: dict[str, Any], out: TextIO) -> None:
     out.write("\n".join(lines) + ("\n" if lines else ""))
 
 
-def container_line(c: dict[str, Any]) -> str:
+def container_line(c: dict) -> str:
     where = f"{c['member']}:" if c["member"] else ""
     where += c["section"] or "(no section)"
     wrapper = ""
@@ -100,7 +100,7 @@ def container_line(c: dict[str, Any]) -> str:
 IMAGE_HEADER = "image  kind       arch    version  compression  stored      size        identifier"
 
 
-def image_line(i: dict[str, Any]) -> str:
+def image_line(i: dict) -> str:
     version = f"{i['version'][0]}.{i['version'][1]}"
     notes = " ".join(filter(None, [i["identifier"], "(obfuscated)" if i["obfuscated"] else ""]))
     return (f"{i['index']:<6} {i['kind']:<10} {i['arch']:<7} {version:<8} "
