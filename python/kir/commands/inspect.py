@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import sys
-from io import TextIOBaseBase
+from io import TextIOBase
 
 from kir.binary import Binary
 from kir.report import build_report, parse_arch_filter, selected_images
