@@ -179,11 +179,11 @@ Expected<ByteView> decode_image(const FatbinEntry& e, Scratch& scratch, uint64_t
   if (c == Compression::unknown)
     return Error("image is compressed but its flags " + hex(e.flags) +
                  " name no known method (lz4 0x2000, zstd 0x8000)");
-  uint8_t* out = scratch.reserve(e.uncompressed_size);
-  Status s = c == Compression::lz4 ? decompress_lz4_block(e.payload, e.uncompressed_size, out)
-                                   : decompress_zstd(e.payload, e.uncompressed_size, out);
-  if (!s) return s.error().within("payload at file offset " + hex(e.payload.origin()));
-  return ByteView(out, e.uncompressed_size);
+  Expected<ByteView> out = c == Compression::lz4
+                               ? decompress_lz4_block(e.payload, e.uncompressed_size, scratch)
+                               : decompress_zstd(e.payload, e.uncompressed_size, scratch);
+  if (!out) out.error().within("payload at file offset " + hex(e.payload.origin()));
+  return out;
 }
 
 Expected<std::vector<uint8_t>> read_image(const FatbinEntry& e, uint64_t max_size) {

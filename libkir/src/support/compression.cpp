@@ -15,10 +15,14 @@ uint8_t* Scratch::reserve(uint64_t size) {
   return data_.get();
 }
 
-Status decompress_lz4_block(ByteView src, uint64_t size, uint8_t* out) {
+Expected<ByteView> decompress_lz4_block(ByteView src, uint64_t size, Scratch& scratch) {
   if (src.size() > INT_MAX || size > INT_MAX)
     return Error("LZ4 block too large for the LZ4 library (" + hex(src.size()) + " -> " +
                  hex(size) + " bytes)");
+  if (size / 255 > src.size() + 16)  // LZ4 expands at most 255:1
+    return Error("LZ4 block of " + hex(src.size()) + " bytes cannot decode to the claimed " +
+                 hex(size) + " bytes (LZ4 expands at most 255:1)");
+  uint8_t* out = scratch.reserve(size);
   int n = LZ4_decompress_safe(reinterpret_cast<const char*>(src.data()),
                               reinterpret_cast<char*>(out), static_cast<int>(src.size()),
                               static_cast<int>(size));
@@ -28,7 +32,7 @@ Status decompress_lz4_block(ByteView src, uint64_t size, uint8_t* out) {
   if (static_cast<uint64_t>(n) != size)
     return Error("LZ4 block decodes to " + hex(uint64_t(n)) + " bytes, but the header claims " +
                  hex(size));
-  return {};
+  return ByteView(out, size);
 }
 
 namespace {
@@ -45,7 +49,13 @@ ZSTD_DCtx* thread_zstd_context() {
 
 }  // namespace
 
-Status decompress_zstd(ByteView src, uint64_t size, uint8_t* out) {
+Expected<ByteView> decompress_zstd(ByteView src, uint64_t size, Scratch& scratch) {
+  unsigned long long framed = ZSTD_getFrameContentSize(src.data(), src.size());
+  if (framed == ZSTD_CONTENTSIZE_ERROR)
+    return Error("zstd data of " + hex(src.size()) + " bytes does not start with a valid frame");
+  if (framed != ZSTD_CONTENTSIZE_UNKNOWN && framed > size)
+    return Error("zstd frame holds " + hex(framed) + " bytes, more than the claimed " + hex(size));
+  uint8_t* out = scratch.reserve(size);
   size_t n = ZSTD_decompressDCtx(thread_zstd_context(), out, size, src.data(), src.size());
   if (ZSTD_isError(n))
     return Error(std::string("zstd data of ") + hex(src.size()) +
@@ -53,7 +63,7 @@ Status decompress_zstd(ByteView src, uint64_t size, uint8_t* out) {
                  " bytes: " + ZSTD_getErrorName(n));
   if (n != size)
     return Error("zstd data decodes to " + hex(n) + " bytes, but the header claims " + hex(size));
-  return {};
+  return ByteView(out, size);
 }
 
 }  // namespace kir

@@ -26,7 +26,14 @@ class Scratch {
 /// A raw LZ4 block (no frame header) that decodes to exactly `size` bytes at `out`.
 Status decompress_lz4_block(ByteView src, uint64_t size, uint8_t* out);
 
-/// One or more zstd frames that decode to exactly `size` bytes at `out`.
-Status decompress_zstd(ByteView src, uint64_t size, uint8_t* out);
+/// A raw LZ4 block (no frame header) that decodes to exactly `size` bytes,
+/// decoded into `scratch`. A claim beyond LZ4's 255:1 ratio is refused before
+/// anything is allocated.
+Expected<ByteView> decompress_lz4_block(ByteView src, uint64_t size, Scratch& scratch);
+
+/// One or more zstd frames that decode to exactly `size` bytes, decoded into
+/// `scratch`. Input that is no zstd frame, or whose frame header records a
+/// larger size, is refused before anything is allocated.
+Expected<ByteView> decompress_zstd(ByteView src, uint64_t size, Scratch& scratch);
 
 }  // namespace kir
