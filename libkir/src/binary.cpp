@@ -235,16 +235,24 @@ class BinaryReader {
   }
 
   /// Strictly validated containers anywhere in the object's sections.
+  /// Sections are searched in windows, and each window's pages released once
+  /// searched, so scanning a large library keeps a small resident set.
   void scan_sections(const ElfFile& elf, const std::string& member) {
+    constexpr uint64_t kWindow = 16 << 20;
     for (const ElfSection& s : elf.sections()) {
       ByteView d = s.data;
-      uint64_t off = 0;
-      while (off + 16 <= d.size()) {
-        const void* hit = find_magic(d.data() + off, d.size() - off);
-        if (!hit) break;
-        off = static_cast<const uint8_t*>(hit) - d.data();
-        uint64_t skip = try_scanned(d.from(off), member, std::string(s.name));
-        off += skip ? skip : 1;
+      for (uint64_t start = 0; start < d.size(); start += kWindow) {
+        uint64_t end = std::min(d.size(), start + kWindow);
+        uint64_t search_end = std::min(d.size(), end + 3);  // a magic may straddle windows
+        for (uint64_t off = start; off < end;) {
+          const void* hit = find_magic(d.data() + off, search_end - off);
+          if (!hit) break;
+          off = static_cast<const uint8_t*>(hit) - d.data();
+          if (off >= end) break;  // the next window's
+          uint64_t skip = try_scanned(d.from(off), member, std::string(s.name));
+          off += skip ? skip : 1;
+        }
+        out_.file_->release(d.sub(start, end - start));
       }
     }
   }

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -26,6 +27,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     module = COMMANDS[args.command][0]
     try:
         return module.run(args)
+    except BrokenPipeError:  # `kir inspect ... | head`: the reader left, stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     except ValueError as error:  # bad option values
         print(f"kir: error: {error}", file=sys.stderr)
         return 2

@@ -32,7 +32,7 @@ def run(args, out: TextIOBase = sys.stdout) -> int:
     report = build_report(binary, archs, args.kernels, errors, plain=args.json)
     if args.json:
         import json
-        json.dump(report, out, separators=(",", ":"))  # the C encoder; indent is pure Python
+        out.write(json.dumps(report, separators=(",", ":")))  # one shot: the C encoder
         out.write("\n")
     else:
         render_table(report, out)
