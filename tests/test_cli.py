@@ -111,3 +111,28 @@ def test_extract_filters(built, kir_cli, tmp_path):
 def test_usage_errors_exit_2(kir_cli):
     assert kir_cli().returncode == 2
     assert kir_cli("frobnicate").returncode == 2
+
+
+def test_progress_on_a_terminal(built):
+    """With a terminal on stdout and stderr, --kernels shows its progress."""
+    import os
+    import pty
+    import sys
+    controller, terminal = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "kir", "inspect", "--kernels", built["app"]],
+                            stdout=terminal, stderr=terminal)
+    os.close(terminal)
+    output = b""
+    while True:
+        try:
+            chunk = os.read(controller, 65536)
+        except OSError:  # the terminal closed
+            break
+        if not chunk:
+            break
+        output += chunk
+    assert proc.wait() == 0
+    os.close(controller)
+    text = output.decode()
+    assert "kir: decoding images" in text
+    assert "_Z4axpyfPKfPfi" in text
