@@ -17,6 +17,7 @@
 #include "kir/binary.hpp"
 #include "kir/kir.h"
 #include "kir/object/elf.hpp"
+#include "records.hpp"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -38,68 +39,6 @@ T value_or_raise(kir::Expected<T>&& x) {
 
 nb::bytes to_bytes(const std::vector<uint8_t>& v) {
   return nb::bytes(reinterpret_cast<const char*>(v.data()), v.size());
-}
-
-/// An interned Python string for a dict key, created once per literal (string
-/// literals have stable addresses). Called with the GIL held.
-nb::handle key(const char* literal) {
-  static std::unordered_map<const char*, PyObject*> cache;
-  auto [it, added] = cache.try_emplace(literal, nullptr);
-  if (added) it->second = PyUnicode_InternFromString(literal);
-  return it->second;
-}
-
-template <class T>
-nb::object optional(const std::optional<T>& v) {
-  return v ? nb::cast(*v) : nb::none();
-}
-
-nb::object dims(const std::optional<std::array<uint32_t, 3>>& v) {
-  if (!v) return nb::none();
-  nb::list out;
-  for (uint32_t x : *v) out.append(x);
-  return out;
-}
-
-/// A kernel as the dict `kir inspect --json` prints (docs/json-schema.md).
-nb::dict kernel_record(const kir::Kernel& k) {
-  nb::list params;
-  for (const kir::KernelParam& p : k.params) {
-    nb::dict d;
-    d[key("ordinal")] = p.ordinal;
-    d[key("offset")] = p.offset;
-    d[key("size")] = p.size;
-    params.append(d);
-  }
-  nb::dict d;
-  d[key("name")] = k.name;
-  d[key("demangled")] = k.demangled;
-  d[key("params")] = params;
-  d[key("param_bytes")] = optional(k.param_bytes);
-  d[key("registers")] = optional(k.registers);
-  d[key("shared_bytes")] = optional(k.shared_bytes);
-  d[key("frame_bytes")] = optional(k.frame_bytes);
-  d[key("max_threads")] = dims(k.max_threads);
-  d[key("cluster_dims")] = dims(k.cluster_dims);
-  return d;
-}
-
-nb::dict code_records(const kir::DeviceCode& code) {
-  nb::list kernels, functions, globals;
-  for (const kir::Kernel& k : code.kernels) kernels.append(kernel_record(k));
-  for (const std::string& f : code.functions) functions.append(f);
-  for (const kir::DeviceGlobal& g : code.globals) {
-    nb::dict d;
-    d[key("name")] = g.name;
-    d[key("section")] = g.section;
-    d[key("size")] = g.size;
-    globals.append(d);
-  }
-  nb::dict d;
-  d[key("kernels")] = kernels;
-  d[key("functions")] = functions;
-  d[key("globals")] = globals;
-  return d;
 }
 
 void bind_device_code(nb::module_& m) {
@@ -144,7 +83,7 @@ void bind_device_code(nb::module_& m) {
 
   nb::class_<kir::DeviceCode>(m, "DeviceCode", "Kernels, functions and globals of one image.")
       .def(nb::init<>())
-      .def("records", &code_records,
+      .def("records", &kir_bindings::code_records,
            "The same content as plain dicts and lists (the `kir inspect --json` form).")
       .def_ro("kernels", &kir::DeviceCode::kernels)
       .def_ro("functions", &kir::DeviceCode::functions, "Defined functions that are not kernels.")
@@ -223,84 +162,6 @@ void bind_fatbin(nb::module_& m) {
       }, nb::rv_policy::reference_internal);
 }
 
-/// Options as text when they are printable, else "hex:..." (sm_100+ blobs).
-std::string options_text(const std::string& raw) {
-  std::string text = raw.substr(0, raw.find_last_not_of('\0') + 1);
-  bool printable = true;
-  for (unsigned char c : text) printable = printable && c >= 32 && c < 127;
-  if (printable) {
-    size_t b = text.find_first_not_of(' '), e = text.find_last_not_of(' ');
-    return b == std::string::npos ? std::string() : text.substr(b, e - b + 1);
-  }
-  static const char digits[] = "0123456789abcdef";
-  std::string out = "hex:";
-  for (unsigned char c : raw) out += {digits[c >> 4], digits[c & 15]};
-  return out;
-}
-
-/// Every image as the dict `kir inspect --json` prints (docs/json-schema.md),
-/// in one call: the fast path of `kir inspect`.
-nb::list image_records(const kir::Binary& b) {
-  nb::list records;
-  std::unordered_map<uint64_t, nb::object> flag_names;  // few distinct values
-  uint32_t index = 0;
-  for (uint32_t c = 0; c < b.containers().size(); ++c) {
-    for (const kir::FatbinEntry& e : b.containers()[c].fatbin.entries()) {
-      auto flags = flag_names.find(e.flags);
-      if (flags == flag_names.end())
-        flags = flag_names.emplace(e.flags, nb::cast(kir::fatbin_flag_names(e.flags))).first;
-      nb::list version;
-      version.append(e.major);
-      version.append(e.minor);
-      nb::dict d;
-      d[key("index")] = index++;
-      d[key("container")] = c;
-      d[key("entry")] = e.index;
-      d[key("kind")] = kir::image_kind_name(e.kind);
-      d[key("arch")] = "sm_" + std::to_string(e.arch);
-      d[key("version")] = version;
-      d[key("compression")] = kir::compression_name(e.compression());
-      d[key("size")] = e.image_size();
-      d[key("stored_size")] = e.payload.size();
-      d[key("file_offset")] = e.payload.origin();
-      d[key("flags")] = flags->second;
-      d[key("obfuscated")] = e.obfuscated();
-      d[key("identifier")] = e.identifier;
-      d[key("options")] = options_text(e.options);
-      records.append(d);
-    }
-  }
-  return records;
-}
-
-/// Every container as the dict `kir inspect --json` prints.
-nb::list container_records(const kir::Binary& b) {
-  nb::list records;
-  for (uint32_t c = 0; c < b.containers().size(); ++c) {
-    const kir::ContainerSite& site = b.containers()[c];
-    nb::object wrapper = nb::none();
-    if (site.wrapper) {
-      const kir::FatbinWrapper& w = b.wrappers()[*site.wrapper];
-      nb::dict wd;
-      wd[key("file_offset")] = w.file_offset;
-      wd[key("version")] = w.version;
-      wd[key("prelinked")] = w.prelinked_offsets.size();
-      wrapper = wd;
-    }
-    nb::dict d;
-    d[key("index")] = c;
-    d[key("member")] = site.member;
-    d[key("section")] = site.section;
-    d[key("file_offset")] = site.file_offset;
-    d[key("size")] = site.fatbin.total_size();
-    d[key("version")] = site.fatbin.version();
-    d[key("found_by")] = kir::found_by_name(site.found_by);
-    d[key("wrapper")] = wrapper;
-    records.append(d);
-  }
-  return records;
-}
-
 void bind_binary(nb::module_& m) {
   nb::class_<kir::Binary>(m, "Binary", "Every device-code container of one file.")
       .def_static("open", [](const std::string& path, bool scan) {
@@ -317,10 +178,19 @@ void bind_binary(nb::module_& m) {
       .def_prop_ro("members", &kir::Binary::members)
       .def_prop_ro("containers", &kir::Binary::containers, nb::rv_policy::reference_internal)
       .def_prop_ro("wrappers", &kir::Binary::wrappers, nb::rv_policy::reference_internal)
-      .def("container_records", &container_records,
+      .def("container_records", &kir_bindings::container_records,
            "Every container as a dict of the kir.inspect/1 JSON schema, in file order.")
-      .def("image_records", &image_records,
+      .def("image_records", &kir_bindings::image_records,
            "Every image as a dict of the kir.inspect/1 JSON schema, in file order.")
+      .def("render_table", [](const kir::Binary& b, std::vector<uint32_t> archs,
+                              nb::list codes) {
+        std::vector<const kir::DeviceCode*> code_ptrs;
+        for (nb::handle c : codes)
+          code_ptrs.push_back(c.is_none() ? nullptr : &nb::cast<const kir::DeviceCode&>(c));
+        return kir_bindings::render_table(b, archs, code_ptrs);
+      }, "archs"_a, "codes"_a,
+      "The `kir inspect` table of the images for these SM numbers (all when empty); "
+      "codes[i] (a DeviceCode or None) adds the kernels of image i.")
       .def("device_code", [](const kir::Binary& b, uint32_t c, uint32_t e) {
         kir::Expected<kir::DeviceCode> code = [&] {
           nb::gil_scoped_release release;

@@ -38,9 +38,16 @@ class BinaryReader {
  public:
   BinaryReader(Binary& out, BinaryOptions options) : out_(out), options_(options) {}
 
-  /// Drop the pages a parsed container's headers were read from: everything
-  /// needed later is decoded, and a library can hold thousands of containers.
-  void release(const FatbinContainer& c) const { out_.file_->release(c.bytes()); }
+  /// Drop the pages that parsed headers were read from, a window at a time
+  /// (one madvise per few MiB, not per container): everything needed later is
+  /// decoded, and a library can hold thousands of containers.
+  static constexpr uint64_t kReleaseWindow = 8 << 20;
+  void release(ByteView section, uint64_t& released, uint64_t upto, bool final = false) const {
+    if (upto > released && (final || upto - released >= kReleaseWindow)) {
+      out_.file_->release(section.sub(released, upto - released));
+      released = upto;
+    }
+  }
 
   Status read_file(ByteView bytes) {
     if (Archive::is_archive(bytes)) return read_archive(bytes);
@@ -88,7 +95,7 @@ class BinaryReader {
 
   /// Containers back to back in `bytes`, 8-aligned, zero padding between.
   Status walk_containers(ByteView bytes, const std::string& member, const std::string& section) {
-    uint64_t off = 0;
+    uint64_t off = 0, released = 0;
     while (off < bytes.size()) {
       ByteView at = bytes.from(off);
       if (is_zero_padding(at)) {
@@ -101,10 +108,11 @@ class BinaryReader {
                                 std::to_string(out_.containers_.size()) + " at file offset " +
                                 hex(at.origin()));
       uint64_t size = c->total_size();
-      release(*c);
       add(member, section, at.origin(), FoundBy::section, std::move(*c));
-      off = align_up(off + size, 8);
+      off = std::min(align_up(off + size, 8), bytes.size());
+      release(bytes, released, off);
     }
+    release(bytes, released, off, true);
     return {};
   }
 

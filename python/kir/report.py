@@ -1,7 +1,7 @@
-"""The content `kir inspect` shows, as plain data (the JSON schema, docs/json-schema.md).
+"""The content `kir inspect --json` prints (the JSON schema, docs/json-schema.md).
 
-The table and the JSON output are both rendered from this one structure, so
-they always carry the same content.
+The records are built by the core bindings (bindings/records.cpp), which also
+render the text table from the same objects.
 """
 from __future__ import annotations
 
@@ -31,13 +31,8 @@ def selected_images(binary: Binary, archs: set[int] | None) -> list[Image]:
 
 
 def build_report(binary: Binary, archs: set[int] | None, with_kernels: bool,
-                 errors: Iterable[str] = (), plain: bool = True) -> dict[str, object]:
-    """The inspect report; with_kernels expects binary.load_code() to have run.
-
-    With `plain`, kernels are dicts and lists (the JSON form); without, each image
-    record carries its DeviceCode object under "code" (for rendering a table
-    without building a dict per parameter).
-    """
+                 errors: Iterable[str] = ()) -> dict[str, object]:
+    """The inspect report; with_kernels expects binary.load_code() to have run."""
     records = binary._core.image_records()
     if archs is not None:
         records = [r for r in records if int(r["arch"][3:]) in archs]
@@ -46,11 +41,7 @@ def build_report(binary: Binary, archs: set[int] | None, with_kernels: bool,
     if with_kernels:
         images = binary.images
         for r in records:
-            code = images[r["index"]]._code or _core.DeviceCode()
-            if plain:
-                r.update(code.records())
-            else:
-                r["code"] = code
+            r.update((images[r["index"]]._code or _core.DeviceCode()).records())
     return {
         "schema": SCHEMA,
         "kir_version": _core.__version__,

@@ -37,9 +37,6 @@ Expected<std::shared_ptr<const MappedFile>> MappedFile::open(const std::string& 
       ::close(fd);
       return Error(path + ": cannot map: " + std::strerror(err));
     }
-    // Parsers jump from header to header: read-ahead would only inflate the
-    // resident set. Bulk readers (decompression) touch pages sequentially anyway.
-    ::madvise(p, size, MADV_RANDOM);
     data = static_cast<const uint8_t*>(p);
   }
   ::close(fd);

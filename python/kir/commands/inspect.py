@@ -29,13 +29,14 @@ def run(args, out: TextIOBase = sys.stdout) -> int:
     errors: list[str] = []
     if args.kernels:
         errors = load_code(binary, selected_images(binary, archs), args.threads)
-    report = build_report(binary, archs, args.kernels, errors, plain=args.json)
     if args.json:
         import json
+        report = build_report(binary, archs, args.kernels, errors)
         out.write(json.dumps(report, separators=(",", ":")))  # one shot: the C encoder
         out.write("\n")
     else:
-        render_table(report, out)
+        codes = [image._code for image in binary.images] if args.kernels else []
+        out.write(binary._core.render_table(sorted(archs or ()), codes))
     for message in errors:
         print(f"kir: error: {message}", file=sys.stderr)
     return 2 if errors else 0
@@ -64,55 +65,3 @@ def progress_printer():
         sys.stderr.write(f"\rkir: decoding images {done}/{total}{end}")
         sys.stderr.flush()
     return show
-
-
-def render_table(report: dict, out: TextIOBase) -> None:
-    images = report["images"]
-    kinds: dict[str, int] = {}
-    for i in images:
-        kinds[i["kind"]] = kinds.get(i["kind"], 0) + 1
-    summary = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))
-    out.write(f"{report['path']}: {report['format']}, {len(report['containers'])} containers, "
-              f"{len(images)} images" + (f" ({summary})" if summary else "") + "\n")
-    by_container: dict[int, list] = {}
-    for i in images:
-        by_container.setdefault(i["container"], []).append(i)
-    lines = [IMAGE_HEADER] if images else []
-    for c in report["containers"]:
-        lines.append(container_line(c))
-        for i in by_container.get(c["index"], []):
-            lines.append(image_line(i))
-            if "code" in i:
-                lines.extend(kernel_lines(i["code"]))
-    out.write("\n".join(lines) + ("\n" if lines else ""))
-
-
-def container_line(c: dict) -> str:
-    where = f"{c['member']}:" if c["member"] else ""
-    where += c["section"] or "(no section)"
-    wrapper = ""
-    if c["wrapper"]:
-        wrapper = f", wrapper v{c['wrapper']['version']} at {c['wrapper']['file_offset']:#x}"
-    return (f"-- container {c['index']}: {where} at {c['file_offset']:#x}, {c['size']} bytes, "
-            f"found by {c['found_by']}{wrapper}")
-
-
-IMAGE_HEADER = "image  kind       arch    version  compression  stored      size        identifier"
-
-
-def image_line(i: dict) -> str:
-    version = f"{i['version'][0]}.{i['version'][1]}"
-    notes = " ".join(filter(None, [i["identifier"], "(obfuscated)" if i["obfuscated"] else ""]))
-    return (f"{i['index']:<6} {i['kind']:<10} {i['arch']:<7} {version:<8} "
-            f"{i['compression']:<12} {i['stored_size']:<11} {i['size']:<11} {notes}").rstrip()
-
-
-def kernel_lines(code) -> list[str]:
-    lines = []
-    for k in code.kernels:
-        extra = ""
-        if k.registers is not None:
-            extra = f"  (regs {k.registers}" + (f", shared {k.shared_bytes})" if k.shared_bytes else ")")
-        lines.append(f"         kernel {k.demangled}")
-        lines.append(f"           {k.name}  params[{k.param_count}] {k.layout}{extra}")
-    return lines

@@ -1,0 +1,256 @@
+// The `kir inspect` report, built from the core's objects in one pass: the
+// records of the JSON schema (docs/json-schema.md) and the text table. Both are
+// made here, from the same objects, so a large library's thousands of images
+// cost no Python code per image.
+#include "records.hpp"
+
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <array>
+#include <optional>
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <unordered_map>
+
+namespace kir_bindings {
+
+namespace {
+
+/// An interned Python string for a dict key, created once per literal (string
+/// literals have stable addresses). Called with the GIL held.
+nb::handle key(const char* literal) {
+  static std::unordered_map<const char*, PyObject*> cache;
+  auto [it, added] = cache.try_emplace(literal, nullptr);
+  if (added) it->second = PyUnicode_InternFromString(literal);
+  return it->second;
+}
+
+template <class T>
+nb::object optional(const std::optional<T>& v) {
+  return v ? nb::cast(*v) : nb::none();
+}
+
+nb::object dims(const std::optional<std::array<uint32_t, 3>>& v) {
+  if (!v) return nb::none();
+  nb::list out;
+  for (uint32_t x : *v) out.append(x);
+  return out;
+}
+
+/// A kernel as the dict `kir inspect --json` prints (docs/json-schema.md).
+nb::dict kernel_record(const kir::Kernel& k) {
+  nb::list params;
+  for (const kir::KernelParam& p : k.params) {
+    nb::dict d;
+    d[key("ordinal")] = p.ordinal;
+    d[key("offset")] = p.offset;
+    d[key("size")] = p.size;
+    params.append(d);
+  }
+  nb::dict d;
+  d[key("name")] = k.name;
+  d[key("demangled")] = k.demangled;
+  d[key("params")] = params;
+  d[key("param_bytes")] = optional(k.param_bytes);
+  d[key("registers")] = optional(k.registers);
+  d[key("shared_bytes")] = optional(k.shared_bytes);
+  d[key("frame_bytes")] = optional(k.frame_bytes);
+  d[key("max_threads")] = dims(k.max_threads);
+  d[key("cluster_dims")] = dims(k.cluster_dims);
+  return d;
+}
+
+}  // namespace
+
+nb::dict code_records(const kir::DeviceCode& code) {
+  nb::list kernels, functions, globals;
+  for (const kir::Kernel& k : code.kernels) kernels.append(kernel_record(k));
+  for (const std::string& f : code.functions) functions.append(f);
+  for (const kir::DeviceGlobal& g : code.globals) {
+    nb::dict d;
+    d[key("name")] = g.name;
+    d[key("section")] = g.section;
+    d[key("size")] = g.size;
+    globals.append(d);
+  }
+  nb::dict d;
+  d[key("kernels")] = kernels;
+  d[key("functions")] = functions;
+  d[key("globals")] = globals;
+  return d;
+}
+
+namespace {
+
+/// Options as text when they are printable, else "hex:..." (sm_100+ blobs).
+std::string options_text(const std::string& raw) {
+  std::string text = raw.substr(0, raw.find_last_not_of('\0') + 1);
+  bool printable = true;
+  for (unsigned char c : text) printable = printable && c >= 32 && c < 127;
+  if (printable) {
+    size_t b = text.find_first_not_of(' '), e = text.find_last_not_of(' ');
+    return b == std::string::npos ? std::string() : text.substr(b, e - b + 1);
+  }
+  static const char digits[] = "0123456789abcdef";
+  std::string out = "hex:";
+  for (unsigned char c : raw) out += {digits[c >> 4], digits[c & 15]};
+  return out;
+}
+
+}  // namespace
+
+/// Every image as the dict `kir inspect --json` prints (docs/json-schema.md),
+/// in one call: the fast path of `kir inspect`.
+nb::list image_records(const kir::Binary& b) {
+  nb::list records;
+  std::unordered_map<uint64_t, nb::object> flag_names;  // few distinct values
+  uint32_t index = 0;
+  for (uint32_t c = 0; c < b.containers().size(); ++c) {
+    for (const kir::FatbinEntry& e : b.containers()[c].fatbin.entries()) {
+      auto flags = flag_names.find(e.flags);
+      if (flags == flag_names.end())
+        flags = flag_names.emplace(e.flags, nb::cast(kir::fatbin_flag_names(e.flags))).first;
+      nb::list version;
+      version.append(e.major);
+      version.append(e.minor);
+      nb::dict d;
+      d[key("index")] = index++;
+      d[key("container")] = c;
+      d[key("entry")] = e.index;
+      d[key("kind")] = kir::image_kind_name(e.kind);
+      d[key("arch")] = "sm_" + std::to_string(e.arch);
+      d[key("version")] = version;
+      d[key("compression")] = kir::compression_name(e.compression());
+      d[key("size")] = e.image_size();
+      d[key("stored_size")] = e.payload.size();
+      d[key("file_offset")] = e.payload.origin();
+      d[key("flags")] = flags->second;
+      d[key("obfuscated")] = e.obfuscated();
+      d[key("identifier")] = e.identifier;
+      d[key("options")] = options_text(e.options);
+      records.append(d);
+    }
+  }
+  return records;
+}
+
+/// Every container as the dict `kir inspect --json` prints.
+nb::list container_records(const kir::Binary& b) {
+  nb::list records;
+  for (uint32_t c = 0; c < b.containers().size(); ++c) {
+    const kir::ContainerSite& site = b.containers()[c];
+    nb::object wrapper = nb::none();
+    if (site.wrapper) {
+      const kir::FatbinWrapper& w = b.wrappers()[*site.wrapper];
+      nb::dict wd;
+      wd[key("file_offset")] = w.file_offset;
+      wd[key("version")] = w.version;
+      wd[key("prelinked")] = w.prelinked_offsets.size();
+      wrapper = wd;
+    }
+    nb::dict d;
+    d[key("index")] = c;
+    d[key("member")] = site.member;
+    d[key("section")] = site.section;
+    d[key("file_offset")] = site.file_offset;
+    d[key("size")] = site.fatbin.total_size();
+    d[key("version")] = site.fatbin.version();
+    d[key("found_by")] = kir::found_by_name(site.found_by);
+    d[key("wrapper")] = wrapper;
+    records.append(d);
+  }
+  return records;
+}
+
+
+namespace {
+
+void append_container_line(std::string& out, uint32_t index, const kir::Binary& b) {
+  const kir::ContainerSite& c = b.containers()[index];
+  char buf[160];
+  out += "-- container " + std::to_string(index) + ": ";
+  if (!c.member.empty()) out += c.member + ":";
+  out += c.section.empty() ? "(no section)" : c.section;
+  std::snprintf(buf, sizeof buf, " at 0x%llx, %llu bytes, found by %s",
+                static_cast<unsigned long long>(c.file_offset),
+                static_cast<unsigned long long>(c.fatbin.total_size()), kir::found_by_name(c.found_by));
+  out += buf;
+  if (c.wrapper) {
+    const kir::FatbinWrapper& w = b.wrappers()[*c.wrapper];
+    std::snprintf(buf, sizeof buf, ", wrapper v%u at 0x%llx", w.version,
+                  static_cast<unsigned long long>(w.file_offset));
+    out += buf;
+  }
+  out += '\n';
+}
+
+void append_image_line(std::string& out, uint32_t index, const kir::FatbinEntry& e) {
+  char buf[256];
+  std::string arch = "sm_" + std::to_string(e.arch);
+  std::string version = std::to_string(e.major) + "." + std::to_string(e.minor);
+  std::snprintf(buf, sizeof buf, "%-6u %-10s %-7s %-8s %-12s %-11llu %-11llu ", index,
+                kir::image_kind_name(e.kind).c_str(), arch.c_str(), version.c_str(),
+                kir::compression_name(e.compression()),
+                static_cast<unsigned long long>(e.payload.size()),
+                static_cast<unsigned long long>(e.image_size()));
+  std::string line = buf + e.identifier;
+  if (e.obfuscated()) line += (e.identifier.empty() ? "" : " ") + std::string("(obfuscated)");
+  while (!line.empty() && line.back() == ' ') line.pop_back();
+  out += line + '\n';
+}
+
+void append_kernel_lines(std::string& out, const kir::DeviceCode& code) {
+  for (const kir::Kernel& k : code.kernels) {
+    out += "         kernel " + k.demangled + "\n           " + k.name + "  params[" +
+           std::to_string(k.params.size()) + "]";
+    for (size_t i = 0; i < k.params.size(); ++i)
+      out += (i ? " " : " ") + std::to_string(k.params[i].offset) + ':' +
+             std::to_string(k.params[i].size);
+    if (k.registers) {
+      out += "  (regs " + std::to_string(*k.registers);
+      if (k.shared_bytes && *k.shared_bytes) out += ", shared " + std::to_string(*k.shared_bytes);
+      out += ')';
+    }
+    out += '\n';
+  }
+}
+
+}  // namespace
+
+std::string render_table(const kir::Binary& b, const std::vector<uint32_t>& archs,
+                         const std::vector<const kir::DeviceCode*>& codes) {
+  std::vector<std::pair<uint32_t, uint32_t>> where;  // image index -> (container, entry)
+  std::vector<uint32_t> images;                      // the selected image indices
+  std::map<std::string, size_t> kinds;
+  std::vector<uint32_t> used;
+  for (uint32_t c = 0; c < b.containers().size(); ++c) {
+    for (const kir::FatbinEntry& e : b.containers()[c].fatbin.entries()) {
+      where.emplace_back(c, e.index);
+      if (!archs.empty() && std::find(archs.begin(), archs.end(), e.arch) == archs.end()) continue;
+      images.push_back(uint32_t(where.size() - 1));
+      ++kinds[kir::image_kind_name(e.kind)];
+      if (used.empty() || used.back() != c) used.push_back(c);
+    }
+  }
+  std::string out = b.path() + ": " + b.format() + ", " + std::to_string(used.size()) +
+                    " containers, " + std::to_string(images.size()) + " images";
+  std::string summary;
+  for (const auto& [kind, n] : kinds) summary += (summary.empty() ? "" : ", ") + std::to_string(n) + " " + kind;
+  if (!summary.empty()) out += " (" + summary + ")";
+  out += '\n';
+  if (!images.empty())
+    out += "image  kind       arch    version  compression  stored      size        identifier\n";
+  uint32_t current = UINT32_MAX;
+  for (size_t n = 0; n < images.size(); ++n) {
+    auto [c, e] = where[images[n]];
+    if (c != current) append_container_line(out, current = c, b);
+    append_image_line(out, images[n], b.containers()[c].fatbin.entries()[e]);
+    if (images[n] < codes.size() && codes[images[n]]) append_kernel_lines(out, *codes[images[n]]);
+  }
+  return out;
+}
+
+}  // namespace kir_bindings
