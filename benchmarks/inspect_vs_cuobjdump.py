@@ -161,10 +161,14 @@ def main() -> None:
         command = kir_command(python)
         list_ours = measure([*command, "inspect", str(binary)], args.repeat)
         kern_ours = measure([*command, "inspect", "--kernels", str(binary)], args.repeat)
+        cubin_ours = measure([*command, "inspect", "--kernels", "--kind", "cubin", str(binary)],
+                             args.repeat)
         print(row(f"list images{label}: `kir inspect` vs `cuobjdump -lelf -lptx`",
                   list_ours, list_theirs))
         print(row(f"list kernels{label}: `kir inspect --kernels` vs `cuobjdump -symbols`",
                   kern_ours, kern_theirs))
+        print(row(f"list cubin kernels{label}: `kir inspect --kernels --kind cubin` vs "
+                  "`cuobjdump -symbols`", cubin_ours, kern_theirs))
         floors.append((label, measure([str(python), "-c", "pass"], args.repeat)))
     for label, floor in floors:
         print(f"\nPython start-up alone{label} (`python -c pass`): {floor[0]:.3f} s, "

@@ -183,14 +183,14 @@ void bind_binary(nb::module_& m) {
       .def("image_records", &kir_bindings::image_records,
            "Every image as a dict of the kir.inspect/1 JSON schema, in file order.")
       .def("render_table", [](const kir::Binary& b, std::vector<uint32_t> archs,
-                              nb::list codes) {
+                              std::vector<std::string> kinds, nb::list codes) {
         std::vector<const kir::DeviceCode*> code_ptrs;
         for (nb::handle c : codes)
           code_ptrs.push_back(c.is_none() ? nullptr : &nb::cast<const kir::DeviceCode&>(c));
-        return kir_bindings::render_table(b, archs, code_ptrs);
-      }, "archs"_a, "codes"_a,
-      "The `kir inspect` table of the images for these SM numbers (all when empty); "
-      "codes[i] (a DeviceCode or None) adds the kernels of image i.")
+        return kir_bindings::render_table(b, archs, kinds, code_ptrs);
+      }, "archs"_a, "kinds"_a, "codes"_a,
+      "The `kir inspect` table of the images for these SM numbers and of these kinds "
+      "(each: all when empty); codes[i] (a DeviceCode or None) adds the kernels of image i.")
       .def("device_code", [](const kir::Binary& b, uint32_t c, uint32_t e) {
         kir::Expected<kir::DeviceCode> code = [&] {
           nb::gil_scoped_release release;

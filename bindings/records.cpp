@@ -221,24 +221,27 @@ void append_kernel_lines(std::string& out, const kir::DeviceCode& code) {
 }  // namespace
 
 std::string render_table(const kir::Binary& b, const std::vector<uint32_t>& archs,
+                         const std::vector<std::string>& kinds,
                          const std::vector<const kir::DeviceCode*>& codes) {
   std::vector<std::pair<uint32_t, uint32_t>> where;  // image index -> (container, entry)
   std::vector<uint32_t> images;                      // the selected image indices
-  std::map<std::string, size_t> kinds;
+  std::map<std::string, size_t> counts;  // images per kind, for the summary
   std::vector<uint32_t> used;
   for (uint32_t c = 0; c < b.containers().size(); ++c) {
     for (const kir::FatbinEntry& e : b.containers()[c].fatbin.entries()) {
       where.emplace_back(c, e.index);
+      std::string kind = kir::image_kind_name(e.kind);
       if (!archs.empty() && std::find(archs.begin(), archs.end(), e.arch) == archs.end()) continue;
+      if (!kinds.empty() && std::find(kinds.begin(), kinds.end(), kind) == kinds.end()) continue;
       images.push_back(uint32_t(where.size() - 1));
-      ++kinds[kir::image_kind_name(e.kind)];
+      ++counts[kind];
       if (used.empty() || used.back() != c) used.push_back(c);
     }
   }
   std::string out = b.path() + ": " + b.format() + ", " + std::to_string(used.size()) +
                     " containers, " + std::to_string(images.size()) + " images";
   std::string summary;
-  for (const auto& [kind, n] : kinds) summary += (summary.empty() ? "" : ", ") + std::to_string(n) + " " + kind;
+  for (const auto& [kind, n] : counts) summary += (summary.empty() ? "" : ", ") + std::to_string(n) + " " + kind;
   if (!summary.empty()) out += " (" + summary + ")";
   out += '\n';
   if (!images.empty())

@@ -136,3 +136,28 @@ def test_progress_on_a_terminal(built):
     text = output.decode()
     assert "kir: decoding images" in text
     assert "_Z4axpyfPKfPfi" in text
+
+
+def test_kind_filter(built, kir_cli):
+    report = inspect_json(kir_cli, "--kind", "ptx,lto-ir", built["app"])
+    assert sorted(i["kind"] for i in report["images"]) == ["lto-ir", "ptx"]
+    result = kir_cli("inspect", "--kind", "cubin", built["app"])
+    rows = [l.split() for l in result.stdout.splitlines()[2:] if not l.startswith("--")]
+    assert rows and {r[1] for r in rows} == {"cubin"}
+    assert kir_cli("inspect", "--kind", "elf", built["app"]).returncode == 2
+
+
+def test_table_and_json_carry_the_same_kernels(built, kir_cli):
+    """The table (rendered by the bindings) and the JSON list the same kernels per image."""
+    report = inspect_json(kir_cli, "--kernels", built["app"])
+    table = kir_cli("inspect", "--kernels", built["app"]).stdout.splitlines()
+    per_image: dict[int, list[str]] = {}
+    current = None
+    for line in table[2:]:
+        fields = line.split()
+        if not line.startswith(" ") and fields and fields[0].isdigit():
+            current = int(fields[0])
+            per_image[current] = []
+        elif line.startswith("           ") and current is not None:
+            per_image[current].append(fields[0])
+    assert per_image == {i["index"]: [k["name"] for k in i["kernels"]] for i in report["images"]}

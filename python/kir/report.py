@@ -26,16 +26,33 @@ def parse_arch_filter(text: str | None) -> set[int] | None:
     return archs
 
 
-def selected_images(binary: Binary, archs: set[int] | None) -> list[Image]:
-    return [i for i in binary.images if archs is None or i.entry.arch in archs]
+KINDS = ("cubin", "ptx", "lto-ir", "old-cubin")
 
 
-def build_report(binary: Binary, archs: set[int] | None, with_kernels: bool,
-                 errors: Iterable[str] = ()) -> dict[str, object]:
+def parse_kind_filter(text: str | None) -> set[str] | None:
+    """'cubin,ptx' -> {'cubin', 'ptx'}; None when no filter."""
+    if not text:
+        return None
+    kinds = {part.strip() for part in text.split(",")}
+    for kind in kinds:
+        if kind not in KINDS:
+            raise ValueError(f"invalid image kind '{kind}': expected one of {', '.join(KINDS)}")
+    return kinds
+
+
+def selected_images(binary: Binary, archs: set[int] | None,
+                    kinds: set[str] | None = None) -> list[Image]:
+    return [i for i in binary.images if (archs is None or i.entry.arch in archs)
+            and (kinds is None or i.kind in kinds)]
+
+
+def build_report(binary: Binary, archs: set[int] | None, kinds: set[str] | None,
+                 with_kernels: bool, errors: Iterable[str] = ()) -> dict[str, object]:
     """The inspect report; with_kernels expects binary.load_code() to have run."""
     records = binary._core.image_records()
-    if archs is not None:
-        records = [r for r in records if int(r["arch"][3:]) in archs]
+    if archs is not None or kinds is not None:
+        records = [r for r in records if (archs is None or int(r["arch"][3:]) in archs)
+                   and (kinds is None or r["kind"] in kinds)]
     containers = binary._core.container_records()
     used = sorted({r["container"] for r in records})
     if with_kernels:

@@ -12,7 +12,7 @@ import os
 import sys
 
 from kir.binary import Binary
-from kir.report import parse_arch_filter, selected_images
+from kir.report import parse_arch_filter, parse_kind_filter, selected_images
 
 SUFFIX = {"cubin": "cubin", "old-cubin": "cubin", "ptx": "ptx", "lto-ir": "ltoir"}
 COUNTER = {"cubin": "elf", "old-cubin": "elf", "ptx": "ptx", "lto-ir": "ltoir"}
@@ -28,10 +28,9 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    kinds = {k.strip() for k in args.kind.split(",")}
-    archs = parse_arch_filter(args.arch)
+    kinds, archs = parse_kind_filter(args.kind), parse_arch_filter(args.arch)
     binary = Binary.open(args.binary, scan=args.scan)
-    wanted = {image.index for image in selected_images(binary, archs) if image.kind in kinds}
+    wanted = {image.index for image in selected_images(binary, archs, kinds)}
     os.makedirs(args.output, exist_ok=True)
     base = os.path.basename(args.binary).split(".")[0]
     counters: dict[str, int] = {}

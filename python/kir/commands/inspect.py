@@ -5,7 +5,7 @@ import sys
 from io import TextIOBase
 
 from kir.binary import Binary
-from kir.report import build_report, parse_arch_filter, selected_images
+from kir.report import build_report, parse_arch_filter, parse_kind_filter, selected_images
 
 
 def add_arguments(parser) -> None:
@@ -15,6 +15,8 @@ def add_arguments(parser) -> None:
                              "(decompresses images, in parallel)")
     parser.add_argument("--arch", metavar="LIST",
                         help="only images for these architectures, e.g. sm_90,sm_80")
+    parser.add_argument("--kind", metavar="LIST",
+                        help="only images of these kinds: cubin, ptx, lto-ir, old-cubin")
     parser.add_argument("--scan", action="store_true",
                         help="also find containers by magic anywhere in the file")
     parser.add_argument("--json", action="store_true",
@@ -24,19 +26,19 @@ def add_arguments(parser) -> None:
 
 
 def run(args, out: TextIOBase = sys.stdout) -> int:
-    archs = parse_arch_filter(args.arch)
+    archs, kinds = parse_arch_filter(args.arch), parse_kind_filter(args.kind)
     binary = Binary.open(args.binary, scan=args.scan)
     errors: list[str] = []
     if args.kernels:
-        errors = load_code(binary, selected_images(binary, archs), args.threads)
+        errors = load_code(binary, selected_images(binary, archs, kinds), args.threads)
     if args.json:
         import json
-        report = build_report(binary, archs, args.kernels, errors)
+        report = build_report(binary, archs, kinds, args.kernels, errors)
         out.write(json.dumps(report, separators=(",", ":")))  # one shot: the C encoder
         out.write("\n")
     else:
         codes = [image._code for image in binary.images] if args.kernels else []
-        out.write(binary._core.render_table(sorted(archs or ()), codes))
+        out.write(binary._core.render_table(sorted(archs or ()), sorted(kinds or ()), codes))
     for message in errors:
         print(f"kir: error: {message}", file=sys.stderr)
     return 2 if errors else 0
