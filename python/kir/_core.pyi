@@ -1,0 +1,321 @@
+"""kir core bindings (libkir)"""
+
+from collections.abc import Callable, Sequence
+
+
+class KernelParam:
+    """One kernel parameter's place in the parameter buffer."""
+
+    @property
+    def ordinal(self) -> int:
+        """0-based position in the signature."""
+
+    @property
+    def offset(self) -> int:
+        """Byte offset in the parameter buffer."""
+
+    @property
+    def size(self) -> int:
+        """Size in bytes."""
+
+    def __repr__(self) -> str: ...
+
+class Kernel:
+    """A kernel (entry point) of a device image."""
+
+    @property
+    def name(self) -> str:
+        """Mangled name."""
+
+    @property
+    def demangled(self) -> str:
+        """Demangled C++ name (the name itself when not mangled)."""
+
+    @property
+    def params(self) -> list[KernelParam]: ...
+
+    @property
+    def param_count(self) -> int: ...
+
+    @property
+    def layout(self) -> str:
+        """The parameter layout as text: 'offset:size' per parameter."""
+
+    @property
+    def param_bytes(self) -> int | None:
+        """Total parameter buffer size, if known."""
+
+    @property
+    def registers(self) -> int | None:
+        """Registers per thread, if recorded."""
+
+    @property
+    def shared_bytes(self) -> int | None:
+        """Static shared memory, if known."""
+
+    @property
+    def frame_bytes(self) -> int | None:
+        """Per-thread stack frame, if recorded."""
+
+    @property
+    def max_threads(self) -> list[int] | None:
+        """__launch_bounds__ block size (x, y, z)."""
+
+    @property
+    def required_threads(self) -> list[int] | None:
+        """Required block size (x, y, z)."""
+
+    @property
+    def cluster_dims(self) -> list[int] | None:
+        """__cluster_dims__ (x, y, z)."""
+
+    @property
+    def code_bytes(self) -> int:
+        """Size of the kernel's machine code."""
+
+    def __repr__(self) -> str: ...
+
+class DeviceGlobal:
+    """A global variable of a device image."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def section(self) -> str:
+        """Cubin section ('' for PTX)."""
+
+    @property
+    def size(self) -> int: ...
+
+    def __repr__(self) -> str: ...
+
+class DeviceCode:
+    """Kernels, functions and globals of one image."""
+
+    def __init__(self) -> None: ...
+
+    def records(self) -> dict:
+        """
+        The same content as plain dicts and lists (the `kir inspect --json` form).
+        """
+
+    @property
+    def kernels(self) -> list[Kernel]: ...
+
+    @property
+    def functions(self) -> list[str]:
+        """Defined functions that are not kernels."""
+
+    @property
+    def globals(self) -> list[DeviceGlobal]: ...
+
+def demangle(name: str) -> str:
+    """Itanium C++ demangling."""
+
+def fatbin_flag_names(flags: int) -> list[str]:
+    """Names of the set bits of a fatbin entry's flags."""
+
+def parse_cubin(data: bytes) -> DeviceCode:
+    """Kernels and globals of a cubin given as bytes."""
+
+def parse_ptx(data: bytes) -> DeviceCode:
+    """Kernels and globals of PTX text given as bytes."""
+
+class FatbinEntry:
+    """One device image's header; a view into the file."""
+
+    @property
+    def index(self) -> int: ...
+
+    @property
+    def offset(self) -> int:
+        """Offset from the container start."""
+
+    @property
+    def kind(self) -> int:
+        """1 PTX, 2 cubin, 4 old cubin, 8 LTO-IR."""
+
+    @property
+    def kind_name(self) -> str: ...
+
+    @property
+    def format_version(self) -> int: ...
+
+    @property
+    def header_size(self) -> int: ...
+
+    @property
+    def payload_size(self) -> int:
+        """Padded payload size."""
+
+    @property
+    def compressed_size(self) -> int: ...
+
+    @property
+    def uncompressed_size(self) -> int: ...
+
+    @property
+    def options_offset(self) -> int: ...
+
+    @property
+    def major(self) -> int: ...
+
+    @property
+    def minor(self) -> int: ...
+
+    @property
+    def arch(self) -> int: ...
+
+    @property
+    def flags(self) -> int: ...
+
+    @property
+    def flag_names(self) -> list[str]: ...
+
+    @property
+    def obfuscation_key(self) -> int: ...
+
+    @property
+    def obfuscated(self) -> bool: ...
+
+    @property
+    def compression(self) -> str:
+        """'none', 'lz4', 'zstd' or 'unknown'."""
+
+    @property
+    def identifier(self) -> str: ...
+
+    @property
+    def options(self) -> bytes:
+        """Raw options text (binary on sm_100+ cubins)."""
+
+    @property
+    def payload_file_offset(self) -> int: ...
+
+    @property
+    def stored_size(self) -> int:
+        """Bytes stored (the compressed size when compressed)."""
+
+    @property
+    def image_size(self) -> int:
+        """Bytes once decompressed."""
+
+    def read(self) -> bytes:
+        """The image bytes, decompressed."""
+
+class FatbinWrapper:
+    """A __fatBinC_Wrapper_t from .nvFatBinSegment."""
+
+    @property
+    def member(self) -> str: ...
+
+    @property
+    def file_offset(self) -> int: ...
+
+    @property
+    def version(self) -> int: ...
+
+    @property
+    def container_offset(self) -> int | None: ...
+
+    @property
+    def prelinked_offsets(self) -> list[int]: ...
+
+class Container:
+    """A fatbin container and where it was found."""
+
+    @property
+    def member(self) -> str:
+        """Archive member ('' outside archives)."""
+
+    @property
+    def section(self) -> str: ...
+
+    @property
+    def file_offset(self) -> int: ...
+
+    @property
+    def found_by(self) -> str:
+        """'section', 'wrapper' or 'scan'."""
+
+    @property
+    def wrapper(self) -> int | None:
+        """Index of the wrapper pointing here."""
+
+    @property
+    def version(self) -> int: ...
+
+    @property
+    def header_size(self) -> int: ...
+
+    @property
+    def total_size(self) -> int: ...
+
+    @property
+    def entries(self) -> list[FatbinEntry]: ...
+
+class Binary:
+    """Every device-code container of one file."""
+
+    @staticmethod
+    def open(path: str, scan: bool = False) -> Binary: ...
+
+    @property
+    def path(self) -> str: ...
+
+    @property
+    def format(self) -> str:
+        """'elf', 'archive' or 'fatbin'."""
+
+    @property
+    def members(self) -> list[str]: ...
+
+    @property
+    def containers(self) -> list[Container]: ...
+
+    @property
+    def wrappers(self) -> list[FatbinWrapper]: ...
+
+    def container_records(self) -> list:
+        """
+        Every container as a dict of the kir.inspect/1 JSON schema, in file order.
+        """
+
+    def image_records(self) -> list:
+        """Every image as a dict of the kir.inspect/1 JSON schema, in file order."""
+
+    def render_table(self, archs: Sequence[int], kinds: Sequence[str], codes: list) -> str:
+        """
+        The `kir inspect` table of the images for these SM numbers and of these kinds (each: all when empty); codes[i] (a DeviceCode or None) adds the kernels of image i.
+        """
+
+    def device_code(self, container: int, entry: int) -> DeviceCode: ...
+
+    def all_device_code(self, threads: int = 0, progress: Callable[[int, int], None] | None = None) -> list:
+        """
+        Device code of every image in container/entry order; an image that fails gives its error message (str) instead.
+        """
+
+class ElfFile:
+    """kir's ELF64 reader over a mapped file."""
+
+    @staticmethod
+    def open(path: str) -> ElfFile: ...
+
+    @property
+    def type(self) -> int: ...
+
+    @property
+    def machine(self) -> int: ...
+
+    def sections(self) -> list:
+        """
+        (index, name, type, flags, addr, offset, size, link, info, addralign, entsize) tuples.
+        """
+
+    def segments(self) -> list:
+        """(type, flags, offset, vaddr, filesz, memsz) tuples."""
+
+    def symbols(self, dynamic: bool = False) -> list:
+        """(name, value, size, type, binding, other, section) tuples."""
