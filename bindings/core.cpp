@@ -198,8 +198,8 @@ void bind_binary(nb::module_& m) {
         }();
         return value_or_raise(std::move(code));
       }, "container"_a, "entry"_a)
-      .def("all_device_code", [](const kir::Binary& b, unsigned threads,
-                                 std::function<void(size_t, size_t)> progress) {
+      .def("device_code_of", [](const kir::Binary& b, std::vector<kir::Binary::ImageRef> images,
+                                unsigned threads, std::function<void(size_t, size_t)> progress) {
         // The callback runs on a worker thread: take the GIL around it.
         std::function<void(size_t, size_t)> guarded;
         if (progress)
@@ -210,7 +210,7 @@ void bind_binary(nb::module_& m) {
         std::vector<kir::Expected<kir::DeviceCode>> all;
         {
           nb::gil_scoped_release release;
-          all = b.all_device_code(threads, guarded);
+          all = b.device_code_of(images, threads, guarded);
         }
         nb::list out;
         for (auto& x : all) {
@@ -218,9 +218,9 @@ void bind_binary(nb::module_& m) {
           else out.append(nb::str(x.error().message().c_str()));
         }
         return out;
-      }, "threads"_a = 0, "progress"_a.none() = nb::none(),
-      "Device code of every image in container/entry order; an image that fails gives "
-      "its error message (str) instead.");
+      }, "images"_a, "threads"_a = 0, "progress"_a.none() = nb::none(),
+      "Device code of each (container, entry) in `images`, decoded in parallel, in that "
+      "order; an image that fails gives its error message (str) instead.");
 }
 
 /// An ELF file read by kir's own reader, as plain tuples (for tools and tests).

@@ -11,7 +11,6 @@ import pytest
 from elftools.elf.elffile import ELFFile
 
 import kir
-from kir import _core
 
 
 def expect_error(kir_cli, path, *phrases, args=("inspect",)):
@@ -216,8 +215,9 @@ def test_random_mutations_never_crash(built, tmp_path):
             path = tmp_path / "m"
             path.write_bytes(bytes(data))
             try:
-                binary = _core.Binary.open(str(path), round_ % 2 == 0)
-                binary.all_device_code(1)
-                binary.image_records()
+                binary = kir.open(str(path), scan=round_ % 2 == 0)
+                binary.load_code(threads=1)
+                binary._core.image_records()
+                binary._core.render_table([], [], [])
             except kir.KirError as error:
                 assert str(error)

@@ -328,9 +328,15 @@ Expected<DeviceCode> Binary::device_code(uint32_t container, uint32_t entry,
 
 std::vector<Expected<DeviceCode>> Binary::all_device_code(
     unsigned threads, const std::function<void(size_t, size_t)>& progress) const {
-  std::vector<std::pair<uint32_t, uint32_t>> images;
+  std::vector<ImageRef> images;
   for (uint32_t c = 0; c < containers_.size(); ++c)
     for (uint32_t e = 0; e < containers_[c].fatbin.entries().size(); ++e) images.emplace_back(c, e);
+  return device_code_of(images, threads, progress);
+}
+
+std::vector<Expected<DeviceCode>> Binary::device_code_of(
+    const std::vector<ImageRef>& images, unsigned threads,
+    const std::function<void(size_t, size_t)>& progress) const {
   std::vector<Expected<DeviceCode>> out(images.size(), Expected<DeviceCode>(DeviceCode{}));
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
   threads = std::min<unsigned>(threads, std::max<size_t>(1, images.size()));
@@ -339,9 +345,10 @@ std::vector<Expected<DeviceCode>> Binary::all_device_code(
   auto work = [&] {
     Scratch scratch;
     for (size_t i; (i = next++) < images.size();) {
-      out[i] = device_code(images[i].first, images[i].second, scratch);
-      const FatbinEntry& e = containers_[images[i].first].fatbin.entries()[images[i].second];
-      file_->release(e.payload);  // parsed: its pages need not stay resident
+      auto [c, e] = images[i];
+      out[i] = device_code(c, e, scratch);
+      if (c < containers_.size() && e < containers_[c].fatbin.entries().size())
+        file_->release(containers_[c].fatbin.entries()[e].payload);  // decoded: not needed now
       size_t n = ++done;
       if (progress && progress_mutex.try_lock()) {
         progress(n, images.size());

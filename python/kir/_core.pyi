@@ -292,9 +292,9 @@ class Binary:
 
     def device_code(self, container: int, entry: int) -> DeviceCode: ...
 
-    def all_device_code(self, threads: int = 0, progress: Callable[[int, int], None] | None = None) -> list:
+    def device_code_of(self, images: Sequence[tuple[int, int]], threads: int = 0, progress: Callable[[int, int], None] | None = None) -> list:
         """
-        Device code of every image in container/entry order; an image that fails gives its error message (str) instead.
+        Device code of each (container, entry) in `images`, decoded in parallel, in that order; an image that fails gives its error message (str) instead.
         """
 
 class ElfFile:

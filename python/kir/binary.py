@@ -167,16 +167,18 @@ class Binary:
     def __iter__(self) -> Iterator[Image]:
         return iter(self.images)
 
-    def load_code(self, threads: int = 0,
+    def load_code(self, images: list[Image] | None = None, threads: int = 0,
                   progress: Callable[[int, int], None] | None = None) -> list[str]:
-        """Decode every image's kernels in parallel (`threads` 0 = all cores).
+        """Decode the kernels of `images` (default: all) in parallel (`threads` 0 = all cores).
 
         Returns the error messages of images that could not be decoded; the
         others have their `code` filled in.
         """
-        results = self._core.all_device_code(threads, progress)
+        images = self.images if images is None else images
+        refs = [(image.container.index, image.entry.index) for image in images]
+        results = self._core.device_code_of(refs, threads, progress)
         errors = []
-        for image, result in zip(self.images, results):
+        for image, result in zip(images, results):
             if isinstance(result, str):
                 errors.append(result)
             else:

@@ -74,8 +74,17 @@ class Binary {
   /// The same, decompressing into the caller's reusable buffer.
   Expected<DeviceCode> device_code(uint32_t container, uint32_t entry, Scratch& scratch) const;
 
-  /// device_code() of every image, on `threads` threads (0 = all cores), in
-  /// container/entry order. `progress(done, total)` is called from one thread.
+  /// An image: (container index, entry index).
+  using ImageRef = std::pair<uint32_t, uint32_t>;
+
+  /// device_code() of each of `images`, on `threads` threads (0 = all cores),
+  /// in the order given. `progress(done, total)` is called from one thread at
+  /// a time. Each payload's pages are released once decoded.
+  std::vector<Expected<DeviceCode>> device_code_of(
+      const std::vector<ImageRef>& images, unsigned threads = 0,
+      const std::function<void(size_t, size_t)>& progress = {}) const;
+
+  /// device_code_of() every image, in container/entry order.
   std::vector<Expected<DeviceCode>> all_device_code(
       unsigned threads = 0, const std::function<void(size_t, size_t)>& progress = {}) const;
 

@@ -46,16 +46,7 @@ def run(args, out: TextIOBase = sys.stdout) -> int:
 
 def load_code(binary: Binary, images, threads: int) -> list[str]:
     """Decode the selected images in parallel, with progress on a terminal."""
-    wanted = {id(i) for i in images}
-    if len(wanted) == len(binary.images):
-        return binary.load_code(threads, progress_printer())
-    errors = []
-    for image in images:  # a filtered subset: decode just those
-        try:
-            image.code
-        except Exception as error:  # KirError
-            errors.append(str(error))
-    return errors
+    return binary.load_code(images, threads, progress_printer())
 
 
 def progress_printer():
