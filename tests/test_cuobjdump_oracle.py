@@ -95,8 +95,7 @@ def test_registers_and_shared_memory_match_res_usage(built, cuobjdump, name):
     assert checked > 0
 
 
-@pytest.mark.parametrize("name", ["app", "app_compress_size", "app_compress_speed",
-                                  "app_compress_all", "app_rdc", "kernels.fatbin", "kernels_dc.o"])
+@pytest.mark.parametrize("name", WITH_DEVICE_CODE)
 def test_extract_is_byte_identical(built, cuobjdump, kir_cli, tmp_path, name):
     theirs = tmp_path / "cuobjdump"
     theirs.mkdir()
