@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <atomic>
-#include <map>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -37,17 +37,6 @@ const char* found_by_name(FoundBy how) {
 class BinaryReader {
  public:
   BinaryReader(Binary& out, BinaryOptions options) : out_(out), options_(options) {}
-
-  /// Drop the pages that parsed headers were read from, a window at a time
-  /// (one madvise per few MiB, not per container): everything needed later is
-  /// decoded, and a library can hold thousands of containers.
-  static constexpr uint64_t kReleaseWindow = 8 << 20;
-  void release(ByteView section, uint64_t& released, uint64_t upto, bool final = false) const {
-    if (upto > released && (final || upto - released >= kReleaseWindow)) {
-      out_.file_->release(section.sub(released, upto - released));
-      released = upto;
-    }
-  }
 
   Status read_file(ByteView bytes) {
     if (Archive::is_archive(bytes)) return read_archive(bytes);
@@ -114,6 +103,17 @@ class BinaryReader {
     }
     release(bytes, released, off, true);
     return {};
+  }
+
+  /// Drop the pages that parsed headers were read from, a window at a time
+  /// (one madvise per few MiB, not per container): everything needed later is
+  /// decoded, and a library can hold thousands of containers.
+  static constexpr uint64_t kReleaseWindow = 8 << 20;
+  void release(ByteView section, uint64_t& released, uint64_t upto, bool final = false) const {
+    if (upto > released && (final || upto - released >= kReleaseWindow)) {
+      out_.file_->release(section.sub(released, upto - released));
+      released = upto;
+    }
   }
 
   static bool is_zero_padding(ByteView at) {
@@ -220,26 +220,36 @@ class BinaryReader {
     return out;
   }
 
-  /// Point the wrapper at its container, parsing it when no section walk found it.
+  /// Point the wrapper at its container, and adopt the containers it and its
+  /// prelinked list point to that no section walk found.
   Status link_wrapper(const ElfFile& elf, FatbinWrapper& wrapper, const std::string& member) {
     uint32_t index = static_cast<uint32_t>(out_.wrappers_.size());
     out_.wrappers_.push_back(wrapper);
-    if (!wrapper.container_offset) return {};
-    uint64_t target = *wrapper.container_offset;
-    if (ContainerSite* known = container_at(target); known && known->file_offset == target) {
-      if (!known->wrapper) known->wrapper = index;
-      return {};
+    std::string where = member_prefix(member) + kWrapperSection + ": wrapper at file offset " +
+                        hex(wrapper.file_offset);
+    if (wrapper.container_offset) {
+      Expected<ContainerSite*> site = adopt(elf, *wrapper.container_offset, member, where);
+      if (!site) return site.error();
+      if (!(*site)->wrapper) (*site)->wrapper = index;
     }
+    for (uint64_t target : wrapper.prelinked_offsets)
+      if (Expected<ContainerSite*> site = adopt(elf, target, member, where + " (prelinked)"); !site)
+        return site.error();
+    return {};
+  }
+
+  /// The container at file offset `target`: a known one, or parsed there now.
+  Expected<ContainerSite*> adopt(const ElfFile& elf, uint64_t target, const std::string& member,
+                                 const std::string& where) {
+    if (ContainerSite* known = container_at(target); known && known->file_offset == target)
+      return known;
     uint64_t local = target - elf.bytes().origin();
     const ElfSection* s = elf.section_at_offset(local);
     ByteView at = s ? s->data.from(local - s->offset) : elf.bytes().from(local);
     Expected<FatbinContainer> c = FatbinContainer::create(at);
-    if (!c)
-      return c.error().within(member_prefix(member) + kWrapperSection + ": wrapper at file offset " +
-                              hex(wrapper.file_offset) + " points to file offset " + hex(target));
+    if (!c) return c.error().within(where + " points to file offset " + hex(target));
     add(member, s ? std::string(s->name) : "", target, FoundBy::wrapper, std::move(*c));
-    out_.containers_.back().wrapper = index;
-    return {};
+    return &out_.containers_.back();
   }
 
   /// Strictly validated containers anywhere in the object's sections.
