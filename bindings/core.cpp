@@ -140,26 +140,51 @@ void bind_fatbin(nb::module_& m) {
         return to_bytes(value_or_raise(std::move(bytes)));
       }, "The image bytes, decompressed.");
 
-  nb::class_<kir::FatbinWrapper>(m, "FatbinWrapper", "A __fatBinC_Wrapper_t from .nvFatBinSegment.")
+  nb::class_<kir::FatbinWrapper>(m, "FatbinWrapper",
+                                 "A __fatBinC_Wrapper_t from .nvFatBinSegment (or .hipFatBinSegment).")
       .def_ro("member", &kir::FatbinWrapper::member)
+      .def_ro("hip", &kir::FatbinWrapper::hip, "True for HIP's wrappers (magic HIPF).")
       .def_ro("file_offset", &kir::FatbinWrapper::file_offset)
       .def_ro("version", &kir::FatbinWrapper::version)
       .def_ro("container_offset", &kir::FatbinWrapper::container_offset)
       .def_ro("prelinked_offsets", &kir::FatbinWrapper::prelinked_offsets);
 
-  nb::class_<kir::ContainerSite>(m, "Container", "A fatbin container and where it was found.")
+  nb::class_<kir::Image>(m, "Image", "A device image or embedded module; a view into the file.")
+      .def_ro("index", &kir::Image::index, "Position in its container.")
+      .def_ro("kind", &kir::Image::kind,
+              "'cubin', 'ptx', 'lto-ir', 'old-cubin', 'code-object', 'bitcode', 'host', ...")
+      .def_ro("target", &kir::Image::target, "'sm_90', 'gfx90a:xnack+', or ''.")
+      .def_ro("triple", &kir::Image::triple)
+      .def_ro("id", &kir::Image::id, "Bundle entry id, or the fatbin entry's identifier.")
+      .def_prop_ro("compression", [](const kir::Image& i) { return kir::compression_name(i.compression); })
+      .def_ro("file_offset", &kir::Image::file_offset,
+              "Offset of the stored bytes in the file (None when they are not in it as is).")
+      .def_prop_ro("stored_size", [](const kir::Image& i) { return i.stored.size(); })
+      .def_ro("size", &kir::Image::size, "Bytes once decoded.")
+      .def_ro("fatbin", &kir::Image::fatbin, "CUDA: the fatbin entry's header fields, else None.")
+      .def("read", [](const kir::Image& i) {
+        kir::Scratch scratch;
+        kir::Expected<kir::ByteView> bytes = [&] {
+          nb::gil_scoped_release release;
+          return kir::decode_image(i, scratch);
+        }();
+        kir::ByteView view = value_or_raise(std::move(bytes));
+        return nb::bytes(reinterpret_cast<const char*>(view.data()), view.size());
+      }, "The image bytes, decoded.");
+
+  nb::class_<kir::ContainerSite>(m, "Container", "A container of images and where it was found.")
       .def_ro("member", &kir::ContainerSite::member, "Archive member ('' outside archives).")
       .def_ro("section", &kir::ContainerSite::section)
       .def_ro("file_offset", &kir::ContainerSite::file_offset)
       .def_prop_ro("found_by", [](const kir::ContainerSite& c) { return kir::found_by_name(c.found_by); },
                    "'section', 'wrapper' or 'scan'.")
+      .def_prop_ro("format", [](const kir::ContainerSite& c) { return kir::container_format_name(c.format); },
+                   "'cuda-fatbin', 'offload-bundle' or 'object-bundle'.")
       .def_ro("wrapper", &kir::ContainerSite::wrapper, "Index of the wrapper pointing here.")
-      .def_prop_ro("version", [](const kir::ContainerSite& c) { return c.fatbin.version(); })
-      .def_prop_ro("header_size", [](const kir::ContainerSite& c) { return c.fatbin.header_size(); })
-      .def_prop_ro("total_size", [](const kir::ContainerSite& c) { return c.fatbin.total_size(); })
-      .def_prop_ro("entries", [](const kir::ContainerSite& c) -> const std::vector<kir::FatbinEntry>& {
-        return c.fatbin.entries();
-      }, nb::rv_policy::reference_internal);
+      .def_ro("version", &kir::ContainerSite::version)
+      .def_ro("size", &kir::ContainerSite::size, "Bytes in the file.")
+      .def_ro("compression", &kir::ContainerSite::compression, "A compressed bundle's codec, else ''.")
+      .def_ro("images", &kir::ContainerSite::images, nb::rv_policy::reference_internal);
 }
 
 void bind_binary(nb::module_& m) {
@@ -174,7 +199,7 @@ void bind_binary(nb::module_& m) {
         return value_or_raise(std::move(b));
       }, "path"_a, "scan"_a = false)
       .def_prop_ro("path", &kir::Binary::path)
-      .def_prop_ro("format", &kir::Binary::format, "'elf', 'archive' or 'fatbin'.")
+      .def_prop_ro("format", &kir::Binary::format, "'elf', 'archive', 'fatbin' or 'offload-bundle'.")
       .def_prop_ro("members", &kir::Binary::members)
       .def_prop_ro("containers", &kir::Binary::containers, nb::rv_policy::reference_internal)
       .def_prop_ro("wrappers", &kir::Binary::wrappers, nb::rv_policy::reference_internal)
@@ -182,15 +207,16 @@ void bind_binary(nb::module_& m) {
            "Every container as a dict of the kir.inspect/1 JSON schema, in file order.")
       .def("image_records", &kir_bindings::image_records,
            "Every image as a dict of the kir.inspect/1 JSON schema, in file order.")
-      .def("render_table", [](const kir::Binary& b, std::vector<uint32_t> archs,
+      .def("render_table", [](const kir::Binary& b, std::vector<std::string> targets,
                               std::vector<std::string> kinds, nb::list codes) {
         std::vector<const kir::DeviceCode*> code_ptrs;
         for (nb::handle c : codes)
           code_ptrs.push_back(c.is_none() ? nullptr : &nb::cast<const kir::DeviceCode&>(c));
-        return kir_bindings::render_table(b, archs, kinds, code_ptrs);
-      }, "archs"_a, "kinds"_a, "codes"_a,
-      "The `kir inspect` table of the images for these SM numbers and of these kinds "
-      "(each: all when empty); codes[i] (a DeviceCode or None) adds the kernels of image i.")
+        return kir_bindings::render_table(b, targets, kinds, code_ptrs);
+      }, "targets"_a, "kinds"_a, "codes"_a,
+      "The `kir inspect` table of the images for these processors ('sm_90', 'gfx90a') and "
+      "of these kinds (each: all when empty); codes[i] (a DeviceCode or None) adds the "
+      "kernels of image i.")
       .def("device_code", [](const kir::Binary& b, uint32_t c, uint32_t e) {
         kir::Expected<kir::DeviceCode> code = [&] {
           nb::gil_scoped_release release;

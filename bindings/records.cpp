@@ -109,28 +109,35 @@ nb::list image_records(const kir::Binary& b) {
   std::unordered_map<uint64_t, nb::object> flag_names;  // few distinct values
   uint32_t index = 0;
   for (uint32_t c = 0; c < b.containers().size(); ++c) {
-    for (const kir::FatbinEntry& e : b.containers()[c].fatbin.entries()) {
-      auto flags = flag_names.find(e.flags);
-      if (flags == flag_names.end())
-        flags = flag_names.emplace(e.flags, nb::cast(kir::fatbin_flag_names(e.flags))).first;
-      nb::list version;
-      version.append(e.major);
-      version.append(e.minor);
+    for (const kir::Image& i : b.containers()[c].images) {
       nb::dict d;
       d[key("index")] = index++;
       d[key("container")] = c;
-      d[key("entry")] = e.index;
-      d[key("kind")] = kir::image_kind_name(e.kind);
-      d[key("arch")] = "sm_" + std::to_string(e.arch);
+      d[key("entry")] = i.index;
+      d[key("kind")] = i.kind;
+      d[key("arch")] = i.target;
+      d[key("triple")] = i.triple;
+      d[key("id")] = i.id;
+      d[key("compression")] = kir::compression_name(i.compression);
+      d[key("size")] = i.size;
+      d[key("stored_size")] = i.stored.size();
+      d[key("file_offset")] = optional(i.file_offset);
+      nb::object version = nb::none(), flags = nb::list();
+      if (const std::optional<kir::FatbinEntry>& e = i.fatbin) {
+        auto names = flag_names.find(e->flags);
+        if (names == flag_names.end())
+          names = flag_names.emplace(e->flags, nb::cast(kir::fatbin_flag_names(e->flags))).first;
+        nb::list v;
+        v.append(e->major);
+        v.append(e->minor);
+        version = v;
+        flags = names->second;
+      }
       d[key("version")] = version;
-      d[key("compression")] = kir::compression_name(e.compression());
-      d[key("size")] = e.image_size();
-      d[key("stored_size")] = e.payload.size();
-      d[key("file_offset")] = e.payload.origin();
-      d[key("flags")] = flags->second;
-      d[key("obfuscated")] = e.obfuscated();
-      d[key("identifier")] = e.identifier;
-      d[key("options")] = options_text(e.options);
+      d[key("flags")] = flags;
+      d[key("obfuscated")] = i.fatbin && i.fatbin->obfuscated();
+      d[key("identifier")] = i.fatbin ? i.fatbin->identifier : std::string();
+      d[key("options")] = i.fatbin ? options_text(i.fatbin->options) : std::string();
       records.append(d);
     }
   }
@@ -147,6 +154,7 @@ nb::list container_records(const kir::Binary& b) {
       const kir::FatbinWrapper& w = b.wrappers()[*site.wrapper];
       nb::dict wd;
       wd[key("file_offset")] = w.file_offset;
+      wd[key("hip")] = w.hip;
       wd[key("version")] = w.version;
       wd[key("prelinked")] = w.prelinked_offsets.size();
       wrapper = wd;
@@ -156,8 +164,10 @@ nb::list container_records(const kir::Binary& b) {
     d[key("member")] = site.member;
     d[key("section")] = site.section;
     d[key("file_offset")] = site.file_offset;
-    d[key("size")] = site.fatbin.total_size();
-    d[key("version")] = site.fatbin.version();
+    d[key("format")] = kir::container_format_name(site.format);
+    d[key("size")] = site.size;
+    d[key("version")] = site.version;
+    d[key("compression")] = site.compression;
     d[key("found_by")] = kir::found_by_name(site.found_by);
     d[key("wrapper")] = wrapper;
     records.append(d);
@@ -171,12 +181,14 @@ namespace {
 void append_container_line(std::string& out, uint32_t index, const kir::Binary& b) {
   const kir::ContainerSite& c = b.containers()[index];
   char buf[160];
-  out += "-- container " + std::to_string(index) + ": ";
+  out += "-- container " + std::to_string(index) + ": " + kir::container_format_name(c.format);
+  if (!c.compression.empty()) out += " (" + c.compression + ")";
+  out += " in ";
   if (!c.member.empty()) out += c.member + ":";
   out += c.section.empty() ? "(no section)" : c.section;
   std::snprintf(buf, sizeof buf, " at 0x%llx, %llu bytes, found by %s",
                 static_cast<unsigned long long>(c.file_offset),
-                static_cast<unsigned long long>(c.fatbin.total_size()), kir::found_by_name(c.found_by));
+                static_cast<unsigned long long>(c.size), kir::found_by_name(c.found_by));
   out += buf;
   if (c.wrapper) {
     const kir::FatbinWrapper& w = b.wrappers()[*c.wrapper];
@@ -187,17 +199,17 @@ void append_container_line(std::string& out, uint32_t index, const kir::Binary& 
   out += '\n';
 }
 
-void append_image_line(std::string& out, uint32_t index, const kir::FatbinEntry& e) {
+void append_image_line(std::string& out, uint32_t index, const kir::Image& i) {
   char buf[256];
-  std::string arch = "sm_" + std::to_string(e.arch);
-  std::string version = std::to_string(e.major) + "." + std::to_string(e.minor);
-  std::snprintf(buf, sizeof buf, "%-6u %-10s %-7s %-8s %-12s %-11llu %-11llu ", index,
-                kir::image_kind_name(e.kind).c_str(), arch.c_str(), version.c_str(),
-                kir::compression_name(e.compression()),
-                static_cast<unsigned long long>(e.payload.size()),
-                static_cast<unsigned long long>(e.image_size()));
-  std::string line = buf + e.identifier;
-  if (e.obfuscated()) line += (e.identifier.empty() ? "" : " ") + std::string("(obfuscated)");
+  std::string version = "-";
+  if (i.fatbin) version = std::to_string(i.fatbin->major) + "." + std::to_string(i.fatbin->minor);
+  std::snprintf(buf, sizeof buf, "%-6u %-11s %-14s %-8s %-12s %-11llu %-11llu ", index,
+                i.kind.c_str(), i.target.empty() ? "-" : i.target.c_str(), version.c_str(),
+                kir::compression_name(i.compression),
+                static_cast<unsigned long long>(i.stored.size()),
+                static_cast<unsigned long long>(i.size));
+  std::string line = buf + (i.fatbin ? i.id : std::string());
+  if (i.fatbin && i.fatbin->obfuscated()) line += (i.id.empty() ? "" : " ") + std::string("(obfuscated)");
   while (!line.empty() && line.back() == ' ') line.pop_back();
   out += line + '\n';
 }
@@ -220,7 +232,18 @@ void append_kernel_lines(std::string& out, const kir::DeviceCode& code) {
 
 }  // namespace
 
-std::string render_table(const kir::Binary& b, const std::vector<uint32_t>& archs,
+/// The processor of a target id: "gfx90a:xnack+" -> "gfx90a"; "sm_90" as is.
+static std::string processor(const std::string& target) { return target.substr(0, target.find(':')); }
+
+static bool selected(const kir::Image& i, const std::vector<std::string>& targets,
+                     const std::vector<std::string>& kinds) {
+  auto has = [](const std::vector<std::string>& list, const std::string& x) {
+    return list.empty() || std::find(list.begin(), list.end(), x) != list.end();
+  };
+  return has(targets, processor(i.target)) && has(kinds, i.kind);
+}
+
+std::string render_table(const kir::Binary& b, const std::vector<std::string>& targets,
                          const std::vector<std::string>& kinds,
                          const std::vector<const kir::DeviceCode*>& codes) {
   std::vector<std::pair<uint32_t, uint32_t>> where;  // image index -> (container, entry)
@@ -228,13 +251,11 @@ std::string render_table(const kir::Binary& b, const std::vector<uint32_t>& arch
   std::map<std::string, size_t> counts;  // images per kind, for the summary
   std::vector<uint32_t> used;
   for (uint32_t c = 0; c < b.containers().size(); ++c) {
-    for (const kir::FatbinEntry& e : b.containers()[c].fatbin.entries()) {
-      where.emplace_back(c, e.index);
-      std::string kind = kir::image_kind_name(e.kind);
-      if (!archs.empty() && std::find(archs.begin(), archs.end(), e.arch) == archs.end()) continue;
-      if (!kinds.empty() && std::find(kinds.begin(), kinds.end(), kind) == kinds.end()) continue;
+    for (const kir::Image& i : b.containers()[c].images) {
+      where.emplace_back(c, i.index);
+      if (!selected(i, targets, kinds)) continue;
       images.push_back(uint32_t(where.size() - 1));
-      ++counts[kind];
+      ++counts[i.kind];
       if (used.empty() || used.back() != c) used.push_back(c);
     }
   }
@@ -245,12 +266,12 @@ std::string render_table(const kir::Binary& b, const std::vector<uint32_t>& arch
   if (!summary.empty()) out += " (" + summary + ")";
   out += '\n';
   if (!images.empty())
-    out += "image  kind       arch    version  compression  stored      size        identifier\n";
+    out += "image  kind        target         version  compression  stored      size        identifier\n";
   uint32_t current = UINT32_MAX;
   for (size_t n = 0; n < images.size(); ++n) {
     auto [c, e] = where[images[n]];
     if (c != current) append_container_line(out, current = c, b);
-    append_image_line(out, images[n], b.containers()[c].fatbin.entries()[e]);
+    append_image_line(out, images[n], b.containers()[c].images[e]);
     if (images[n] < codes.size() && codes[images[n]]) append_kernel_lines(out, *codes[images[n]]);
   }
   return out;

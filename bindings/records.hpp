@@ -20,9 +20,10 @@ nb::dict code_records(const kir::DeviceCode& code);
 nb::list image_records(const kir::Binary& b);
 nb::list container_records(const kir::Binary& b);
 
-/// The `kir inspect` table of the images for `archs` and of `kinds` (each: all
-/// when empty); codes[i], when given and not null, adds the kernels of image i.
-std::string render_table(const kir::Binary& b, const std::vector<uint32_t>& archs,
+/// The `kir inspect` table of the images for `targets` (processors: "sm_90",
+/// "gfx90a") and of `kinds` (each: all when empty); codes[i], when given and
+/// not null, adds the kernels of image i.
+std::string render_table(const kir::Binary& b, const std::vector<std::string>& targets,
                          const std::vector<std::string>& kinds,
                          const std::vector<const kir::DeviceCode*>& codes);
 

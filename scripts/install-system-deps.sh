@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The system packages kir builds against (Debian/Ubuntu): the libzstd and
-# liblz4 headers, a C++17 compiler. Installs only what is missing.
+# The system packages kir builds against (Debian/Ubuntu): the libzstd, liblz4
+# and zlib headers, a C++17 compiler. Installs only what is missing.
 set -euo pipefail
-packages=(libzstd-dev liblz4-dev g++)
+packages=(libzstd-dev liblz4-dev zlib1g-dev g++)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

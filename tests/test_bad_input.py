@@ -47,7 +47,7 @@ def mutated(tmp_path: Path, source: Path, offset: int, fmt: str, value) -> Path:
 def entry_offsets(path: Path, container: int = 1) -> list[int]:
     """File offsets of the entry headers of one container (from kir's own parse)."""
     site = kir.open(path).containers[container].site
-    return [site.file_offset + e.offset for e in site.entries]
+    return [site.file_offset + i.fatbin.offset for i in site.images]
 
 
 # --- files that are not binaries at all -----------------------------------------------
@@ -67,7 +67,7 @@ def test_empty_file(kir_cli, tmp_path):
 
 def test_text_file(kir_cli, tmp_path):
     (tmp_path / "t.txt").write_text("hello world\n")
-    expect_error(kir_cli, tmp_path / "t.txt", "not an ELF file, ar archive or fatbin",
+    expect_error(kir_cli, tmp_path / "t.txt", "not an ELF file, ar archive, fatbin or offload bundle",
                  "68 65 6c 6c")
 
 
@@ -93,8 +93,8 @@ def test_section_table_past_end(kir_cli, built, tmp_path):
 def boundaries(path: Path) -> list[int]:
     """Every container and entry boundary of a bare fatbin: header ends, payload ends."""
     site = kir.open(path).containers[0].site
-    points = {site.file_offset + 16, site.file_offset + site.total_size}
-    for e in site.entries:
+    points = {site.file_offset + 16, site.file_offset + site.size}
+    for e in (i.fatbin for i in site.images):
         start = site.file_offset + e.offset
         points |= {start, start + e.header_size, start + e.header_size + e.payload_size}
     return sorted(points)
@@ -194,7 +194,7 @@ def test_corrupt_cubin_inside_is_reported_with_its_image(kir_cli, built, tmp_pat
     # The cubin's own e_shoff, pushed past its end.
     bad = mutated(tmp_path, built["app_compress_none"], image.entry.payload_file_offset + 0x28,
                   "<Q", 1 << 40)
-    expect_error(kir_cli, bad, f"container #{image.container.index} entry #{image.entry.index}",
+    expect_error(kir_cli, bad, f"container #{image.container.index} image #{image.entry.index}",
                  "cubin: section header table", args=("inspect", "--kernels"))
 
 

@@ -15,7 +15,8 @@ namespace kir {
 namespace {
 
 constexpr const char* kFatbinSections[] = {".nv_fatbin", "__nv_relfatbin"};
-constexpr const char* kWrapperSection = ".nvFatBinSegment";
+constexpr const char* kBundleSection = ".hip_fatbin";
+constexpr const char* kWrapperSections[] = {".nvFatBinSegment", ".hipFatBinSegment"};
 constexpr uint64_t kWrapperSize = 24;
 constexpr uint64_t kMaxPrelinked = 1 << 16;
 
@@ -23,7 +24,68 @@ std::string member_prefix(const std::string& member) {
   return member.empty() ? std::string() : "member '" + member + "': ";
 }
 
+/// A CUDA fatbin entry as an Image.
+Image image_from_fatbin(const FatbinEntry& e) {
+  Image image;
+  image.index = e.index;
+  image.kind = image_kind_name(e.kind);
+  image.target = "sm_" + std::to_string(e.arch);
+  image.triple = "nvptx64-nvidia-cuda";
+  image.id = e.identifier;
+  image.compression = e.compression();
+  image.stored = e.payload;
+  image.file_offset = e.payload.origin();
+  image.size = e.image_size();
+  image.fatbin = e;
+  return image;
+}
+
+bool is_bitcode(ByteView data) {
+  return data.starts_with("BC\xC0\xDE") || data.starts_with("\xDE\xC0\x17\x0B");
+}
+
+/// What a bundle entry's bytes are, from their magic.
+std::string classify_entry(const BundleId& id, ByteView data) {
+  if (id.kind == "host") return "host";
+  if (is_bitcode(data)) return "bitcode";
+  if (ElfFile::is_elf(data) && data.size() >= 20) {
+    uint16_t machine = data.read<uint16_t>(18);
+    if (machine == elf::EM_AMDGPU) return "code-object";
+    if (machine == elf::EM_CUDA) return "cubin";
+    return "object";
+  }
+  return data.empty() ? "empty" : "unknown";
+}
+
+/// An offload bundle's entry as an Image; `in_file` when its bytes are the file's.
+Image image_from_bundle(const BundleEntry& e, uint32_t index, bool in_file) {
+  Image image;
+  BundleId id = parse_bundle_id(e.id);
+  image.index = index;
+  image.kind = classify_entry(id, e.data);
+  image.target = id.target;
+  image.triple = id.triple;
+  image.id = e.id;
+  image.stored = e.data;
+  if (in_file) image.file_offset = e.data.origin();
+  image.size = e.data.size();
+  return image;
+}
+
 }  // namespace
+
+const char* container_format_name(ContainerFormat format) {
+  switch (format) {
+    case ContainerFormat::cuda_fatbin: return "cuda-fatbin";
+    case ContainerFormat::offload_bundle: return "offload-bundle";
+    default: return "object-bundle";
+  }
+}
+
+Expected<ByteView> decode_image(const Image& image, Scratch& scratch) {
+  if (image.fatbin) return decode_image(*image.fatbin, scratch);
+  return image.stored;
+}
 
 const char* found_by_name(FoundBy how) {
   switch (how) {
@@ -44,6 +106,10 @@ class BinaryReader {
       out_.format_ = "fatbin";
       return walk_containers(bytes, "", "");
     }
+    if (OffloadBundle::has_magic(bytes) || CompressedBundle::has_magic(bytes)) {
+      out_.format_ = "offload-bundle";
+      return walk_bundles(bytes, "", "");
+    }
     if (!ElfFile::is_elf(bytes)) return Error(not_recognized(bytes));
     out_.format_ = "elf";
     return read_object(bytes, "");
@@ -51,11 +117,11 @@ class BinaryReader {
 
  private:
   static std::string not_recognized(ByteView bytes) {
-    if (bytes.empty()) return "empty file: not an ELF file, ar archive or fatbin";
+    if (bytes.empty()) return "empty file: not an ELF file, ar archive, fatbin or offload bundle";
     std::string head;
     for (uint64_t i = 0; i < std::min<uint64_t>(4, bytes.size()); ++i)
       head += (i ? " " : "") + hex(bytes.data()[i]).substr(2);
-    return "not an ELF file, ar archive or fatbin (first bytes: " + head + ")";
+    return "not an ELF file, ar archive, fatbin or offload bundle (first bytes: " + head + ")";
   }
 
   Status read_archive(ByteView bytes) {
@@ -73,16 +139,22 @@ class BinaryReader {
   Status read_object(ByteView bytes, const std::string& member) {
     Expected<ElfFile> elf = ElfFile::create(bytes);
     if (!elf) return elf.error().within(member_prefix(member) + "ELF");
-    for (const char* name : kFatbinSections)
-      for (const ElfSection& s : elf->sections())
-        if (s.name == name && s.type != elf::SHT_NOBITS)
-          if (Status st = walk_containers(s.data, member, name); !st) return st;
-    if (Status st = read_wrappers(*elf, member); !st) return st;
+    for (const ElfSection& s : elf->sections()) {
+      if (s.type == elf::SHT_NOBITS) continue;
+      Status st;
+      for (const char* name : kFatbinSections)
+        if (s.name == name) st = walk_containers(s.data, member, name);
+      if (st && s.name == kBundleSection) st = walk_bundles(s.data, member, kBundleSection);
+      if (!st) return st;
+    }
+    read_object_bundle(*elf, member);
+    for (const char* section : kWrapperSections)
+      if (Status st = read_wrappers(*elf, member, section); !st) return st;
     if (options_.scan) scan_sections(*elf, member);
     return {};
   }
 
-  /// Containers back to back in `bytes`, 8-aligned, zero padding between.
+  /// Fatbin containers back to back in `bytes`, 8-aligned, zero padding between.
   Status walk_containers(ByteView bytes, const std::string& member, const std::string& section) {
     uint64_t off = 0, released = 0;
     while (off < bytes.size()) {
@@ -96,13 +168,79 @@ class BinaryReader {
         return c.error().within(member_prefix(member) + section + ": container #" +
                                 std::to_string(out_.containers_.size()) + " at file offset " +
                                 hex(at.origin()));
-      uint64_t size = c->total_size();
-      add(member, section, at.origin(), FoundBy::section, std::move(*c));
-      off = std::min(align_up(off + size, 8), bytes.size());
+      add_fatbin(member, section, at.origin(), FoundBy::section, *c);
+      off = std::min(align_up(off + c->total_size(), 8), bytes.size());
       release(bytes, released, off);
     }
     release(bytes, released, off, true);
     return {};
+  }
+
+  /// Offload bundles (plain or compressed) in `bytes`, found by their magic.
+  Status walk_bundles(ByteView bytes, const std::string& member, const std::string& section) {
+    uint64_t off = 0;
+    while (off < bytes.size()) {
+      uint64_t next = find_bundle(bytes, off);
+      if (next >= bytes.size()) break;
+      Expected<uint64_t> size = read_bundle(bytes.from(next), member, section, FoundBy::section);
+      if (!size)
+        return size.error().within(member_prefix(member) + section + ": bundle at file offset " +
+                                   hex(bytes.origin(next)));
+      off = next + std::max<uint64_t>(*size, 1);
+    }
+    return {};
+  }
+
+  /// Offset of the next bundle magic (plain or CCOB) at or after `off`, or bytes.size().
+  static uint64_t find_bundle(ByteView bytes, uint64_t off) {
+    uint64_t best = bytes.size();
+    for (std::string_view magic : {kOffloadBundleMagic, kCompressedBundleMagic}) {
+      const void* hit = memmem(bytes.data() + off, bytes.size() - off, magic.data(), magic.size());
+      if (hit) best = std::min<uint64_t>(best, static_cast<const uint8_t*>(hit) - bytes.data());
+    }
+    return best;
+  }
+
+  /// Parse the (compressed) bundle at `at` and add it; its size in the file.
+  Expected<uint64_t> read_bundle(ByteView at, const std::string& member, const std::string& section,
+                                 FoundBy how) {
+    ContainerSite site = site_for(member, section, at.origin(), how, ContainerFormat::offload_bundle);
+    ByteView table = at;
+    if (CompressedBundle::has_magic(at)) {
+      Expected<CompressedBundle> c = CompressedBundle::create(at);
+      if (!c) return c.error();
+      Expected<std::vector<uint8_t>> inflated = c->decompress();
+      if (!inflated) return inflated.error();
+      site.inflated = std::make_shared<const std::vector<uint8_t>>(std::move(*inflated));
+      site.version = c->version;
+      site.size = c->total_size;
+      site.compression = c->codec == BundleCodec::zstd ? "zstd" : "zlib";
+      table = ByteView(site.inflated->data(), site.inflated->size());
+    }
+    Expected<OffloadBundle> bundle = OffloadBundle::create(table);
+    if (!bundle) return bundle.error().within(site.inflated ? "decompressed bundle" : "bundle");
+    if (!site.inflated) site.size = bundle->total_size();
+    for (const BundleEntry& e : bundle->entries())
+      site.images.push_back(image_from_bundle(e, uint32_t(site.images.size()), !site.inflated));
+    uint64_t size = site.size;
+    add(std::move(site));
+    return size;
+  }
+
+  /// `clang-offload-bundler --type=o` output: one section per entry.
+  void read_object_bundle(const ElfFile& elf, const std::string& member) {
+    ContainerSite site;
+    for (const ElfSection& s : elf.sections()) {
+      if (s.name.rfind(kOffloadBundleMagic, 0) != 0 || s.name.size() == kOffloadBundleMagic.size())
+        continue;
+      if (site.images.empty())
+        site = site_for(member, std::string(kOffloadBundleMagic) + "*", s.data.origin(),
+                        FoundBy::section, ContainerFormat::object_bundle);
+      BundleEntry e{std::string(s.name.substr(kOffloadBundleMagic.size())), 0, s.size, s.data};
+      site.images.push_back(image_from_bundle(e, uint32_t(site.images.size()), true));
+      site.size += s.size;
+    }
+    if (!site.images.empty()) add(std::move(site));
   }
 
   /// Drop the pages that parsed headers were read from, a window at a time
@@ -123,10 +261,29 @@ class BinaryReader {
     return true;
   }
 
-  void add(const std::string& member, const std::string& section, uint64_t offset, FoundBy how,
-           FatbinContainer c) {
-    known_.emplace(offset, std::make_pair(offset + c.total_size(), out_.containers_.size()));
-    out_.containers_.push_back({member, section, offset, how, std::move(c), std::nullopt});
+  static ContainerSite site_for(const std::string& member, const std::string& section,
+                                uint64_t offset, FoundBy how, ContainerFormat format) {
+    ContainerSite site;
+    site.member = member;
+    site.section = section;
+    site.file_offset = offset;
+    site.found_by = how;
+    site.format = format;
+    return site;
+  }
+
+  void add_fatbin(const std::string& member, const std::string& section, uint64_t offset,
+                  FoundBy how, const FatbinContainer& c) {
+    ContainerSite site = site_for(member, section, offset, how, ContainerFormat::cuda_fatbin);
+    site.version = c.version();
+    site.size = c.total_size();
+    for (const FatbinEntry& e : c.entries()) site.images.push_back(image_from_fatbin(e));
+    add(std::move(site));
+  }
+
+  void add(ContainerSite site) {
+    known_.emplace(site.file_offset, std::make_pair(site.file_offset + site.size, out_.containers_.size()));
+    out_.containers_.push_back(std::move(site));
   }
 
   /// The known container whose bytes hold file offset `offset`, or nullptr.
@@ -137,29 +294,35 @@ class BinaryReader {
     return offset < it->second.first ? &out_.containers_[it->second.second] : nullptr;
   }
 
-  Status read_wrappers(const ElfFile& elf, const std::string& member) {
-    const ElfSection* seg = elf.section_by_name(kWrapperSection);
+  Status read_wrappers(const ElfFile& elf, const std::string& member, const char* section) {
+    const ElfSection* seg = elf.section_by_name(section);
     if (!seg || seg->type == elf::SHT_NOBITS) return {};
+    bool hip = std::string_view(section) == ".hipFatBinSegment";
+    uint32_t magic = hip ? kHipWrapperMagic : kFatbinWrapperMagic;
     std::vector<ElfRelocation> relocs;
     std::vector<ElfSymbol> symbols;
     if (elf.type() == elf::ET_REL)
       if (Status s = load_relocations(elf, *seg, relocs, symbols); !s)
-        return s.error().within(member_prefix(member) + kWrapperSection);
+        return s.error().within(member_prefix(member) + section);
     for (uint64_t off = 0; off + kWrapperSize <= seg->size; off += kWrapperSize) {
       ByteView w = seg->data.sub(off, kWrapperSize);
-      if (w.read<uint32_t>(0) != kFatbinWrapperMagic) {
+      if (w.read<uint32_t>(0) != magic) {
         if (w.read<uint64_t>(0) == 0) continue;  // padding
-        return Error(member_prefix(member) + kWrapperSection + ": wrapper at file offset " +
-                     hex(w.origin()) + ": expected magic 0x466243b1, found " +
+        return Error(member_prefix(member) + section + ": wrapper at file offset " +
+                     hex(w.origin()) + ": expected magic " + hex(magic) + ", found " +
                      hex(w.read<uint32_t>(0)));
       }
       FatbinWrapper wrapper;
       wrapper.member = member;
+      wrapper.hip = hip;
       wrapper.file_offset = w.origin();
       wrapper.version = w.read<uint32_t>(4);
       wrapper.container_offset = resolve_pointer(elf, *seg, off + 8, relocs, symbols);
-      if (wrapper.version == 2) wrapper.prelinked_offsets = read_prelinked(elf, w.read<uint64_t>(16));
-      if (Status s = link_wrapper(elf, wrapper, member); !s) return s;
+      if (!hip && wrapper.version == 2)
+        wrapper.prelinked_offsets = read_prelinked(elf, w.read<uint64_t>(16));
+      std::string where = member_prefix(member) + section + ": wrapper at file offset " +
+                          hex(wrapper.file_offset);
+      if (Status s = link_wrapper(elf, wrapper, where); !s) return s;
     }
     return {};
   }
@@ -222,18 +385,17 @@ class BinaryReader {
 
   /// Point the wrapper at its container, and adopt the containers it and its
   /// prelinked list point to that no section walk found.
-  Status link_wrapper(const ElfFile& elf, FatbinWrapper& wrapper, const std::string& member) {
+  Status link_wrapper(const ElfFile& elf, FatbinWrapper& wrapper, const std::string& where) {
     uint32_t index = static_cast<uint32_t>(out_.wrappers_.size());
     out_.wrappers_.push_back(wrapper);
-    std::string where = member_prefix(member) + kWrapperSection + ": wrapper at file offset " +
-                        hex(wrapper.file_offset);
     if (wrapper.container_offset) {
-      Expected<ContainerSite*> site = adopt(elf, *wrapper.container_offset, member, where);
+      Expected<ContainerSite*> site = adopt(elf, *wrapper.container_offset, wrapper.member, where);
       if (!site) return site.error();
       if (!(*site)->wrapper) (*site)->wrapper = index;
     }
     for (uint64_t target : wrapper.prelinked_offsets)
-      if (Expected<ContainerSite*> site = adopt(elf, target, member, where + " (prelinked)"); !site)
+      if (Expected<ContainerSite*> site = adopt(elf, target, wrapper.member, where + " (prelinked)");
+          !site)
         return site.error();
     return {};
   }
@@ -246,9 +408,15 @@ class BinaryReader {
     uint64_t local = target - elf.bytes().origin();
     const ElfSection* s = elf.section_at_offset(local);
     ByteView at = s ? s->data.from(local - s->offset) : elf.bytes().from(local);
+    std::string section = s ? std::string(s->name) : "";
+    if (OffloadBundle::has_magic(at) || CompressedBundle::has_magic(at)) {
+      Expected<uint64_t> size = read_bundle(at, member, section, FoundBy::wrapper);
+      if (!size) return size.error().within(where + " points to file offset " + hex(target));
+      return &out_.containers_.back();
+    }
     Expected<FatbinContainer> c = FatbinContainer::create(at);
     if (!c) return c.error().within(where + " points to file offset " + hex(target));
-    add(member, s ? std::string(s->name) : "", target, FoundBy::wrapper, std::move(*c));
+    add_fatbin(member, section, target, FoundBy::wrapper, *c);
     return &out_.containers_.back();
   }
 
@@ -283,12 +451,11 @@ class BinaryReader {
   /// Bytes to skip past a valid, new container at `at`, or 0.
   uint64_t try_scanned(ByteView at, const std::string& member, const std::string& section) {
     if (const ContainerSite* c = container_at(at.origin()))
-      return c->file_offset + c->fatbin.total_size() - at.origin();
+      return c->file_offset + c->size - at.origin();
     Expected<FatbinContainer> c = FatbinContainer::create(at, {/*known_kinds_only=*/true});
     if (!c) return 0;
-    uint64_t size = c->total_size();
-    add(member, section, at.origin(), FoundBy::scan, std::move(*c));
-    return size;
+    add_fatbin(member, section, at.origin(), FoundBy::scan, *c);
+    return c->total_size();
   }
 
   Binary& out_;
@@ -310,29 +477,29 @@ Expected<Binary> Binary::open(const std::string& path, BinaryOptions options) {
   return b;
 }
 
-std::string Binary::image_label(uint32_t container, uint32_t entry) const {
-  const FatbinEntry& e = containers_[container].fatbin.entries()[entry];
-  return "container #" + std::to_string(container) + " entry #" + std::to_string(entry) +
-         " (sm_" + std::to_string(e.arch) + " " + image_kind_name(e.kind) + ")";
+std::string Binary::image_label(uint32_t container, uint32_t image) const {
+  const Image& i = containers_[container].images[image];
+  return "container #" + std::to_string(container) + " image #" + std::to_string(image) + " (" +
+         (i.target.empty() ? "" : i.target + " ") + i.kind + ")";
 }
 
-Expected<DeviceCode> Binary::device_code(uint32_t container, uint32_t entry) const {
+Expected<DeviceCode> Binary::device_code(uint32_t container, uint32_t image) const {
   Scratch scratch;
-  return device_code(container, entry, scratch);
+  return device_code(container, image, scratch);
 }
 
-Expected<DeviceCode> Binary::device_code(uint32_t container, uint32_t entry,
+Expected<DeviceCode> Binary::device_code(uint32_t container, uint32_t image,
                                          Scratch& scratch) const {
-  if (container >= containers_.size() || entry >= containers_[container].fatbin.entries().size())
-    return Error("no image " + std::to_string(container) + "/" + std::to_string(entry));
-  const FatbinEntry& e = containers_[container].fatbin.entries()[entry];
-  if (e.obfuscated() || (e.kind != uint16_t(ImageKind::cubin) && e.kind != uint16_t(ImageKind::ptx)))
-    return DeviceCode{};
-  Expected<ByteView> bytes = decode_image(e, scratch);
+  if (container >= containers_.size() || image >= containers_[container].images.size())
+    return Error("no image " + std::to_string(container) + "/" + std::to_string(image));
+  const Image& i = containers_[container].images[image];
+  bool cubin = i.kind == "cubin", ptx = i.kind == "ptx";
+  if ((!cubin && !ptx) || (i.fatbin && i.fatbin->obfuscated())) return DeviceCode{};
+  Expected<ByteView> bytes = decode_image(i, scratch);
   Expected<DeviceCode> code = !bytes ? Expected<DeviceCode>(bytes.error())
-                              : e.kind == uint16_t(ImageKind::ptx) ? parse_ptx(*bytes)
-                                                                   : parse_cubin(*bytes);
-  if (!code) code.error().within(path() + ": " + image_label(container, entry));
+                              : ptx  ? parse_ptx(*bytes)
+                                     : parse_cubin(*bytes);
+  if (!code) code.error().within(path() + ": " + image_label(container, image));
   return code;
 }
 
@@ -340,7 +507,7 @@ std::vector<Expected<DeviceCode>> Binary::all_device_code(
     unsigned threads, const std::function<void(size_t, size_t)>& progress) const {
   std::vector<ImageRef> images;
   for (uint32_t c = 0; c < containers_.size(); ++c)
-    for (uint32_t e = 0; e < containers_[c].fatbin.entries().size(); ++e) images.emplace_back(c, e);
+    for (uint32_t i = 0; i < containers_[c].images.size(); ++i) images.emplace_back(c, i);
   return device_code_of(images, threads, progress);
 }
 
@@ -357,8 +524,9 @@ std::vector<Expected<DeviceCode>> Binary::device_code_of(
     for (size_t i; (i = next++) < images.size();) {
       auto [c, e] = images[i];
       out[i] = device_code(c, e, scratch);
-      if (c < containers_.size() && e < containers_[c].fatbin.entries().size())
-        file_->release(containers_[c].fatbin.entries()[e].payload);  // decoded: not needed now
+      if (c < containers_.size() && e < containers_[c].images.size() &&
+          containers_[c].images[e].file_offset)
+        file_->release(containers_[c].images[e].stored);  // decoded: not needed now
       size_t n = ++done;
       if (progress && progress_mutex.try_lock()) {
         progress(n, images.size());

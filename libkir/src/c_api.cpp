@@ -33,12 +33,11 @@ void copy_out(const T& src, T* dst) {
 struct kir_binary {
   explicit kir_binary(kir::Binary b) : binary(std::move(b)) {
     for (uint32_t c = 0; c < binary.containers().size(); ++c)
-      for (uint32_t e = 0; e < binary.containers()[c].fatbin.entries().size(); ++e)
-        images.emplace_back(c, e);
+      for (uint32_t i = 0; i < binary.containers()[c].images.size(); ++i) images.emplace_back(c, i);
   }
 
-  const kir::FatbinEntry& entry(size_t i) const {
-    return binary.containers()[images[i].first].fatbin.entries()[images[i].second];
+  const kir::Image& image(size_t i) const {
+    return binary.containers()[images[i].first].images[images[i].second];
   }
 
   /// Decoded device code of image `i`, cached; nullptr with last_error set.
@@ -92,21 +91,26 @@ static bool check_image(const kir_binary* binary, size_t index) {
 
 int kir_binary_image_info(const kir_binary* binary, size_t index, kir_image_info* out) {
   if (!check_image(binary, index) || !out) return -1;
-  const kir::FatbinEntry& e = binary->entry(index);
+  const kir::Image& image = binary->image(index);
   kir_image_info info{};
   info.struct_size = sizeof info;
   info.container = binary->images[index].first;
   info.entry = binary->images[index].second;
-  info.kind = e.kind;
-  info.major = e.major;
-  info.minor = e.minor;
-  info.arch = e.arch;
-  info.compression = static_cast<uint32_t>(e.compression());
-  info.flags = e.flags;
-  info.file_offset = e.payload.origin();
-  info.stored_size = e.payload.size();
-  info.image_size = e.image_size();
-  info.obfuscated = e.obfuscated() ? 1 : 0;
+  if (const std::optional<kir::FatbinEntry>& e = image.fatbin) {
+    info.kind = e->kind;
+    info.major = e->major;
+    info.minor = e->minor;
+    info.arch = e->arch;
+    info.flags = e->flags;
+    info.obfuscated = e->obfuscated() ? 1 : 0;
+  }
+  info.compression = static_cast<uint32_t>(image.compression);
+  info.file_offset = image.file_offset.value_or(UINT64_MAX);
+  info.stored_size = image.stored.size();
+  info.image_size = image.size;
+  info.kind_name = image.kind.c_str();
+  info.target = image.target.c_str();
+  info.triple = image.triple.c_str();
   copy_out(info, out);
   return 0;
 }
@@ -114,7 +118,8 @@ int kir_binary_image_info(const kir_binary* binary, size_t index, kir_image_info
 int64_t kir_binary_read_image(const kir_binary* binary, size_t index, void* buffer,
                               size_t capacity) {
   if (!check_image(binary, index)) return -1;
-  kir::Expected<std::vector<uint8_t>> bytes = kir::read_image(binary->entry(index));
+  kir::Scratch scratch;
+  kir::Expected<kir::ByteView> bytes = kir::decode_image(binary->image(index), scratch);
   if (!bytes) return fail(bytes.error().message());
   if (buffer) std::memcpy(buffer, bytes->data(), std::min<size_t>(capacity, bytes->size()));
   return static_cast<int64_t>(bytes->size());

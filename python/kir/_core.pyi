@@ -205,10 +205,14 @@ class FatbinEntry:
         """The image bytes, decompressed."""
 
 class FatbinWrapper:
-    """A __fatBinC_Wrapper_t from .nvFatBinSegment."""
+    """A __fatBinC_Wrapper_t from .nvFatBinSegment (or .hipFatBinSegment)."""
 
     @property
     def member(self) -> str: ...
+
+    @property
+    def hip(self) -> bool:
+        """True for HIP's wrappers (magic HIPF)."""
 
     @property
     def file_offset(self) -> int: ...
@@ -222,8 +226,55 @@ class FatbinWrapper:
     @property
     def prelinked_offsets(self) -> list[int]: ...
 
+class Image:
+    """A device image or embedded module; a view into the file."""
+
+    @property
+    def index(self) -> int:
+        """Position in its container."""
+
+    @property
+    def kind(self) -> str:
+        """
+        'cubin', 'ptx', 'lto-ir', 'old-cubin', 'code-object', 'bitcode', 'host', ...
+        """
+
+    @property
+    def target(self) -> str:
+        """'sm_90', 'gfx90a:xnack+', or ''."""
+
+    @property
+    def triple(self) -> str: ...
+
+    @property
+    def id(self) -> str:
+        """Bundle entry id, or the fatbin entry's identifier."""
+
+    @property
+    def compression(self) -> str: ...
+
+    @property
+    def file_offset(self) -> int | None:
+        """
+        Offset of the stored bytes in the file (None when they are not in it as is).
+        """
+
+    @property
+    def stored_size(self) -> int: ...
+
+    @property
+    def size(self) -> int:
+        """Bytes once decoded."""
+
+    @property
+    def fatbin(self) -> FatbinEntry | None:
+        """CUDA: the fatbin entry's header fields, else None."""
+
+    def read(self) -> bytes:
+        """The image bytes, decoded."""
+
 class Container:
-    """A fatbin container and where it was found."""
+    """A container of images and where it was found."""
 
     @property
     def member(self) -> str:
@@ -240,6 +291,10 @@ class Container:
         """'section', 'wrapper' or 'scan'."""
 
     @property
+    def format(self) -> str:
+        """'cuda-fatbin', 'offload-bundle' or 'object-bundle'."""
+
+    @property
     def wrapper(self) -> int | None:
         """Index of the wrapper pointing here."""
 
@@ -247,13 +302,15 @@ class Container:
     def version(self) -> int: ...
 
     @property
-    def header_size(self) -> int: ...
+    def size(self) -> int:
+        """Bytes in the file."""
 
     @property
-    def total_size(self) -> int: ...
+    def compression(self) -> str:
+        """A compressed bundle's codec, else ''."""
 
     @property
-    def entries(self) -> list[FatbinEntry]: ...
+    def images(self) -> list[Image]: ...
 
 class Binary:
     """Every device-code container of one file."""
@@ -266,7 +323,7 @@ class Binary:
 
     @property
     def format(self) -> str:
-        """'elf', 'archive' or 'fatbin'."""
+        """'elf', 'archive', 'fatbin' or 'offload-bundle'."""
 
     @property
     def members(self) -> list[str]: ...
@@ -285,9 +342,9 @@ class Binary:
     def image_records(self) -> list:
         """Every image as a dict of the kir.inspect/1 JSON schema, in file order."""
 
-    def render_table(self, archs: Sequence[int], kinds: Sequence[str], codes: list) -> str:
+    def render_table(self, targets: Sequence[str], kinds: Sequence[str], codes: list) -> str:
         """
-        The `kir inspect` table of the images for these SM numbers and of these kinds (each: all when empty); codes[i] (a DeviceCode or None) adds the kernels of image i.
+        The `kir inspect` table of the images for these processors ('sm_90', 'gfx90a') and of these kinds (each: all when empty); codes[i] (a DeviceCode or None) adds the kernels of image i.
         """
 
     def device_code(self, container: int, entry: int) -> DeviceCode: ...

@@ -12,63 +12,83 @@ from kir.errors import KirError
 
 
 class Image:
-    """One device image (a fatbin entry): a cubin, PTX text or LTO-IR."""
+    """One device image or embedded module: a cubin, PTX, LTO-IR, an AMDGPU code
+    object, LLVM bitcode... whatever container (CUDA fatbin, offload bundle) holds it."""
 
-    def __init__(self, container: "Container", entry: _core.FatbinEntry, index: int) -> None:
+    def __init__(self, container: "Container", core: _core.Image, index: int) -> None:
         self.container = container
-        self.entry = entry  #: the raw header fields (kir._core.FatbinEntry)
+        self.core = core  #: the core's record (kir._core.Image)
         self.index = index  #: position among all images of the binary
         self._code: _core.DeviceCode | None = None
 
     @property
     def kind(self) -> str:
-        """'cubin', 'ptx', 'lto-ir', 'old-cubin' or 'unknown-N'."""
-        return self.entry.kind_name
+        """'cubin', 'ptx', 'lto-ir', 'old-cubin', 'code-object', 'bitcode', 'host', ..."""
+        return self.core.kind
 
     @property
-    def arch(self) -> str:
-        """Target architecture, e.g. 'sm_90'."""
-        return f"sm_{self.entry.arch}"
+    def target(self) -> str:
+        """Target processor: 'sm_90', 'gfx90a:xnack+', or '' (host entries)."""
+        return self.core.target
+
+    arch = target
 
     @property
-    def version(self) -> tuple[int, int]:
-        """(major, minor) code version, as cuobjdump prints it."""
-        return (self.entry.major, self.entry.minor)
+    def triple(self) -> str:
+        return self.core.triple
+
+    @property
+    def entry(self) -> _core.FatbinEntry | None:
+        """CUDA images: the fatbin entry's header fields; None for other containers."""
+        return self.core.fatbin
+
+    @property
+    def version(self) -> tuple[int, int] | None:
+        """CUDA: (major, minor) code version, as cuobjdump prints it."""
+        entry = self.core.fatbin
+        return None if entry is None else (entry.major, entry.minor)
 
     @property
     def compression(self) -> str:
         """'none', 'lz4', 'zstd' or 'unknown'."""
-        return self.entry.compression
+        return self.core.compression
 
     @property
     def size(self) -> int:
-        """Size of the image once decompressed."""
-        return self.entry.image_size
+        """Size of the image once decoded."""
+        return self.core.size
 
     @property
     def stored_size(self) -> int:
         """Bytes stored in the file (the compressed size when compressed)."""
-        return self.entry.stored_size
+        return self.core.stored_size
+
+    @property
+    def file_offset(self) -> int | None:
+        """Offset of the stored bytes in the file (None when not stored there as is)."""
+        return self.core.file_offset
 
     @property
     def identifier(self) -> str:
-        return self.entry.identifier
+        """The bundle entry id, or the CUDA entry's identifier."""
+        return self.core.id
 
     @property
     def obfuscated(self) -> bool:
         """Obfuscated LTO-IR cannot be decoded without NVIDIA's key."""
-        return self.entry.obfuscated
+        entry = self.core.fatbin
+        return entry is not None and entry.obfuscated
 
     def read(self) -> bytes:
-        """The image bytes, decompressed."""
-        return self.entry.read()
+        """The image bytes, decoded."""
+        return self.core.read()
 
     @property
     def code(self) -> _core.DeviceCode:
         """Kernels, functions and globals (decoded on first use, then cached)."""
         if self._code is None:
             binary = self.container.binary
-            self._code = binary._core.device_code(self.container.index, self.entry.index)
+            self._code = binary._core.device_code(self.container.index, self.core.index)
         return self._code
 
     @property
@@ -76,17 +96,17 @@ class Image:
         return self.code.kernels
 
     def __repr__(self) -> str:
-        return f"<kir.Image #{self.index} {self.kind} {self.arch} {self.size} bytes>"
+        return f"<kir.Image #{self.index} {self.kind} {self.target or '-'} {self.size} bytes>"
 
 
 class Container:
-    """A fatbin container: where it lies and the images it holds."""
+    """A container (CUDA fatbin, offload bundle): where it lies and the images it holds."""
 
     def __init__(self, binary: "Binary", site: _core.Container, index: int, first_image: int) -> None:
         self.binary = binary
         self.site = site  #: the raw container record (kir._core.Container)
         self.index = index
-        self.images = [Image(self, e, first_image + i) for i, e in enumerate(site.entries)]
+        self.images = [Image(self, e, first_image + i) for i, e in enumerate(site.images)]
 
     @property
     def section(self) -> str:
@@ -103,7 +123,12 @@ class Container:
 
     @property
     def size(self) -> int:
-        return self.site.total_size
+        return self.site.size
+
+    @property
+    def format(self) -> str:
+        """'cuda-fatbin', 'offload-bundle' or 'object-bundle'."""
+        return self.site.format
 
     @property
     def found_by(self) -> str:
@@ -115,7 +140,7 @@ class Container:
 
 
 class Binary:
-    """Every device-code container of one file (ELF, ar archive or bare fatbin)."""
+    """Every device-code container of one file (ELF, ar archive, bare fatbin or bundle)."""
 
     def __init__(self, core: _core.Binary) -> None:
         self._core = core
@@ -152,7 +177,7 @@ class Binary:
 
     @property
     def format(self) -> str:
-        """'elf', 'archive' or 'fatbin'."""
+        """'elf', 'archive', 'fatbin' or 'offload-bundle'."""
         return self._core.format
 
     @property
@@ -175,7 +200,7 @@ class Binary:
         others have their `code` filled in.
         """
         images = self.images if images is None else images
-        refs = [(image.container.index, image.entry.index) for image in images]
+        refs = [(image.container.index, image.core.index) for image in images]
         results = self._core.device_code_of(refs, threads, progress)
         errors = []
         for image, result in zip(images, results):

@@ -10,23 +10,32 @@ from collections.abc import Iterable
 from kir import _core
 from kir.binary import Binary, Image
 
-SCHEMA = "kir.inspect/1"
+SCHEMA = "kir.inspect/2"
 
 
-def parse_arch_filter(text: str | None) -> set[int] | None:
-    """'sm_90,80,compute_75' -> {90, 80, 75}; None when no filter."""
+def parse_arch_filter(text: str | None) -> set[str] | None:
+    """'sm_90,80,compute_75,gfx90a:xnack+' -> {'sm_90', 'sm_80', 'sm_75', 'gfx90a'}
+    (processors, as `processor()` names them); None when no filter."""
     if not text:
         return None
     archs = set()
-    for part in text.split(","):
-        digits = part.strip().rsplit("_", 1)[-1]
-        if not digits.isdigit():
-            raise ValueError(f"invalid architecture '{part.strip()}': expected e.g. sm_90 or 90")
-        archs.add(int(digits))
+    for part in (p.strip() for p in text.split(",")):
+        digits = part.rsplit("_", 1)[-1]
+        if digits.isdigit():
+            archs.add(f"sm_{digits}")
+        elif part.startswith("gfx") and len(part) > 3:
+            archs.add(processor(part))
+        else:
+            raise ValueError(f"invalid architecture '{part}': expected e.g. sm_90, 90 or gfx90a")
     return archs
 
 
-KINDS = ("cubin", "ptx", "lto-ir", "old-cubin")
+def processor(target: str) -> str:
+    """The processor of a target id: 'gfx90a:xnack+' -> 'gfx90a'; 'sm_90' as is."""
+    return target.split(":", 1)[0]
+
+
+KINDS = ("cubin", "ptx", "lto-ir", "old-cubin", "code-object", "bitcode", "host", "object")
 
 
 def parse_kind_filter(text: str | None) -> set[str] | None:
@@ -40,18 +49,18 @@ def parse_kind_filter(text: str | None) -> set[str] | None:
     return kinds
 
 
-def selected_images(binary: Binary, archs: set[int] | None,
+def selected_images(binary: Binary, archs: set[str] | None,
                     kinds: set[str] | None = None) -> list[Image]:
-    return [i for i in binary.images if (archs is None or i.entry.arch in archs)
+    return [i for i in binary.images if (archs is None or processor(i.target) in archs)
             and (kinds is None or i.kind in kinds)]
 
 
-def build_report(binary: Binary, archs: set[int] | None, kinds: set[str] | None,
+def build_report(binary: Binary, archs: set[str] | None, kinds: set[str] | None,
                  with_kernels: bool, errors: Iterable[str] = ()) -> dict[str, object]:
     """The inspect report; with_kernels expects binary.load_code() to have run."""
     records = binary._core.image_records()
     if archs is not None or kinds is not None:
-        records = [r for r in records if (archs is None or int(r["arch"][3:]) in archs)
+        records = [r for r in records if (archs is None or processor(r["arch"]) in archs)
                    and (kinds is None or r["kind"] in kinds)]
     containers = binary._core.container_records()
     used = sorted({r["container"] for r in records})

@@ -1,8 +1,12 @@
 // Binary: every device-code container in a file, and where it was found.
 //
 // A file is an ELF (executable, shared library, relocatable object), an `ar`
-// archive of ELF objects (each member reported by name), or a bare fatbin
-// (`nvcc -fatbin`). Containers are found three ways:
+// archive of ELF objects (each member reported by name), a bare fatbin
+// (`nvcc -fatbin`) or a bare offload bundle. Containers of every format hold
+// Images of one shape (kind, target, triple, stored bytes, size), so clients
+// walk CUDA fatbins and clang offload bundles the same way.
+//
+// CUDA fatbin containers are found three ways:
 //   section  walking `.nv_fatbin` / `__nv_relfatbin`, containers back to back
 //            (8-aligned, zero padding allowed between them);
 //   wrapper  following a `.nvFatBinSegment` wrapper whose container lies
@@ -11,7 +15,11 @@
 //   scan     with BinaryOptions::scan, searching every section for the
 //            container magic and keeping only candidates that validate
 //            strictly (known entry kinds, plausible headers, exact sizes).
-// Nothing is decompressed here: device_code() does that, one image at a time.
+// Clang offload bundles are found in `.hip_fatbin` (several per section, by
+// their magic), in `__CLANG_OFFLOAD_BUNDLE__<id>` sections of object files,
+// and, with scan, anywhere. Images are not decompressed here: device_code()
+// does that, one image at a time. (A compressed bundle is the exception: its
+// entry table is inside the compressed data, so it is inflated at open.)
 #pragma once
 
 #include <cstdint>
@@ -23,6 +31,7 @@
 
 #include "kir/cuda/device_code.hpp"
 #include "kir/cuda/fatbin.hpp"
+#include "kir/llvm/offload_bundle.hpp"
 #include "kir/support/compression.hpp"
 #include "kir/support/error.hpp"
 #include "kir/support/mapped_file.hpp"
@@ -32,23 +41,55 @@ namespace kir {
 enum class FoundBy { section, wrapper, scan };
 const char* found_by_name(FoundBy how);
 
-/// A `__fatBinC_Wrapper_t` from `.nvFatBinSegment`.
+enum class ContainerFormat {
+  cuda_fatbin,      // 0xBA55ED50 container
+  offload_bundle,   // __CLANG_OFFLOAD_BUNDLE__ (or CCOB, compressed)
+  object_bundle,    // __CLANG_OFFLOAD_BUNDLE__<id> sections of a .o
+};
+/// "cuda-fatbin", "offload-bundle", "object-bundle".
+const char* container_format_name(ContainerFormat format);
+
+/// One device image or embedded module, whatever container holds it.
+struct Image {
+  uint32_t index = 0;   // position in its container
+  std::string kind;     // cubin, ptx, lto-ir, old-cubin, code-object (AMDGPU ELF),
+                        // bitcode, host, object, unknown-N
+  std::string target;   // "sm_90", "gfx90a:xnack+", "" when none
+  std::string triple;   // "nvptx64-nvidia-cuda", "amdgcn-amd-amdhsa-", "" when unknown
+  std::string id;       // bundle entry id, or the fatbin entry's identifier
+  Compression compression = Compression::none;
+  ByteView stored;      // the bytes as stored (compressed when compressed)
+  std::optional<uint64_t> file_offset;  // of `stored`, when it lies in the file as is
+  uint64_t size = 0;    // bytes once decoded
+  std::optional<FatbinEntry> fatbin;    // CUDA: every header field
+};
+
+/// The image's bytes, decoded (into `scratch` when decompression is needed).
+Expected<ByteView> decode_image(const Image& image, Scratch& scratch);
+
+/// A `__fatBinC_Wrapper_t` from `.nvFatBinSegment` (or HIP's from `.hipFatBinSegment`).
 struct FatbinWrapper {
   std::string member;        // archive member, "" outside archives
+  bool hip = false;          // "HIPF" magic: points at an offload bundle
   uint64_t file_offset = 0;  // of the 24-byte struct
   uint32_t version = 0;      // 1, or 2 (prelinked list present)
   std::optional<uint64_t> container_offset;     // file offset of its container
   std::vector<uint64_t> prelinked_offsets;      // v2: file offsets of prelinked containers
 };
 
-/// One fatbin container and its place in the file.
+/// One container and its place in the file.
 struct ContainerSite {
   std::string member;        // archive member, "" outside archives
   std::string section;       // section holding it, "" when none
-  uint64_t file_offset = 0;  // of the container header
+  uint64_t file_offset = 0;  // of the container header (object bundles: of the first entry)
   FoundBy found_by = FoundBy::section;
-  FatbinContainer fatbin;
+  ContainerFormat format = ContainerFormat::cuda_fatbin;
+  uint32_t version = 0;      // container format version (fatbin 1; CCOB 1..3; else 0)
+  uint64_t size = 0;         // bytes in the file
+  std::string compression;   // a compressed bundle's codec: "zlib", "zstd"; else ""
+  std::vector<Image> images;
   std::optional<uint32_t> wrapper;  // index into Binary::wrappers() that points here
+  std::shared_ptr<const std::vector<uint8_t>> inflated;  // a compressed bundle, decompressed
 };
 
 struct BinaryOptions {
@@ -60,7 +101,7 @@ class Binary {
   static Expected<Binary> open(const std::string& path, BinaryOptions options = {});
 
   const std::string& path() const { return file_->path(); }
-  /// "elf", "archive" or "fatbin".
+  /// "elf", "archive", "fatbin" or "offload-bundle".
   const std::string& format() const { return format_; }
   /// Archive member names (empty for other formats).
   const std::vector<std::string>& members() const { return members_; }
@@ -70,11 +111,11 @@ class Binary {
 
   /// Kernels, functions and globals of one image (decompressing it if needed).
   /// LTO-IR and obfuscated images have none.
-  Expected<DeviceCode> device_code(uint32_t container, uint32_t entry) const;
+  Expected<DeviceCode> device_code(uint32_t container, uint32_t image) const;
   /// The same, decompressing into the caller's reusable buffer.
-  Expected<DeviceCode> device_code(uint32_t container, uint32_t entry, Scratch& scratch) const;
+  Expected<DeviceCode> device_code(uint32_t container, uint32_t image, Scratch& scratch) const;
 
-  /// An image: (container index, entry index).
+  /// An image: (container index, image index in the container).
   using ImageRef = std::pair<uint32_t, uint32_t>;
 
   /// device_code() of each of `images`, on `threads` threads (0 = all cores),
@@ -88,8 +129,8 @@ class Binary {
   std::vector<Expected<DeviceCode>> all_device_code(
       unsigned threads = 0, const std::function<void(size_t, size_t)>& progress = {}) const;
 
-  /// Where an image is, for messages: "container #1 entry #2 (sm_90 cubin)".
-  std::string image_label(uint32_t container, uint32_t entry) const;
+  /// Where an image is, for messages: "container #1 image #2 (sm_90 cubin)".
+  std::string image_label(uint32_t container, uint32_t image) const;
 
  private:
   Binary() = default;

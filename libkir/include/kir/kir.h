@@ -54,16 +54,20 @@ size_t kir_binary_image_count(const kir_binary* binary);
 typedef struct kir_image_info {
   uint32_t struct_size;  /* in: sizeof(kir_image_info) */
   uint32_t container;    /* container index */
-  uint32_t entry;        /* entry index in its container */
-  uint16_t kind;         /* KIR_IMAGE_* (other values: unknown kinds) */
-  uint16_t major, minor; /* code version */
-  uint32_t arch;         /* SM number: 75, 80, 90 ... */
+  uint32_t entry;        /* image index in its container */
+  uint16_t kind;         /* CUDA fatbin images: KIR_IMAGE_*; 0 for other containers */
+  uint16_t major, minor; /* CUDA: code version */
+  uint32_t arch;         /* CUDA: SM number (75, 80, 90 ...); 0 otherwise */
   uint32_t compression;  /* KIR_COMPRESSION_* */
-  uint64_t flags;        /* raw entry flags */
-  uint64_t file_offset;  /* of the stored payload */
+  uint64_t flags;        /* CUDA: raw entry flags */
+  uint64_t file_offset;  /* of the stored bytes; UINT64_MAX when not stored as is in the file */
   uint64_t stored_size;  /* bytes stored (compressed size when compressed) */
   uint64_t image_size;   /* bytes once decompressed */
   int32_t obfuscated;    /* 1 for obfuscated LTO-IR */
+  /* since 0.2: valid until kir_binary_close */
+  const char* kind_name; /* "cubin", "ptx", "lto-ir", "code-object", "bitcode", "host" ... */
+  const char* target;    /* "sm_90", "gfx90a:xnack+", "" */
+  const char* triple;    /* "nvptx64-nvidia-cuda", "amdgcn-amd-amdhsa-", "" */
 } kir_image_info;
 
 /** Describe image `index`. Returns 0, or -1 with kir_last_error set. */

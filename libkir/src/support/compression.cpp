@@ -1,6 +1,7 @@
 #include "kir/support/compression.hpp"
 
 #include <lz4.h>
+#include <zlib.h>
 #include <zstd.h>
 
 #include <climits>
@@ -63,6 +64,22 @@ Expected<ByteView> decompress_zstd(ByteView src, uint64_t size, Scratch& scratch
                  " bytes: " + ZSTD_getErrorName(n));
   if (n != size)
     return Error("zstd data decodes to " + hex(n) + " bytes, but the header claims " + hex(size));
+  return ByteView(out, size);
+}
+
+Expected<ByteView> decompress_zlib(ByteView src, uint64_t size, Scratch& scratch) {
+  // zlib expands at most ~1032:1; a larger claim is corrupt or hostile.
+  if (size / 1032 > src.size() + 64)
+    return Error("zlib stream of " + hex(src.size()) + " bytes cannot decode to the claimed " +
+                 hex(size) + " bytes (zlib expands at most 1032:1)");
+  uint8_t* out = scratch.reserve(size);
+  uLongf n = static_cast<uLongf>(size);
+  int rc = uncompress(out, &n, src.data(), static_cast<uLong>(src.size()));
+  if (rc != Z_OK)
+    return Error(std::string("zlib stream of ") + hex(src.size()) + " bytes cannot be decoded to "
+                 "the claimed " + hex(size) + " bytes: " + zError(rc));
+  if (n != size)
+    return Error("zlib stream decodes to " + hex(n) + " bytes, but the header claims " + hex(size));
   return ByteView(out, size);
 }
 

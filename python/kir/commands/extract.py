@@ -4,7 +4,9 @@ Names follow cuobjdump's `-all -xelf all -xptx all`: `<stem>.<n>.sm_<arch>.cubin
 and `<stem>.<n>.sm_<arch>.ptx`, where <stem> is the file name up to its first dot
 and images are numbered from 1 per kind in file order; LTO-IR goes to
 `<stem>.<n>.sm_<arch>.ltoir`. PTX is written without its NUL terminator,
-as cuobjdump does.
+as cuobjdump does. Images of offload bundles follow the same pattern with the
+target id's processor: `<stem>.<n>.gfx90a.co` (AMDGPU code objects), `.bc`
+(bitcode), `.o` (host objects).
 """
 from __future__ import annotations
 
@@ -12,18 +14,20 @@ import os
 import sys
 
 from kir.binary import Binary
-from kir.report import parse_arch_filter, parse_kind_filter, selected_images
+from kir.report import parse_arch_filter, parse_kind_filter, processor, selected_images
 
-SUFFIX = {"cubin": "cubin", "old-cubin": "cubin", "ptx": "ptx", "lto-ir": "ltoir"}
-COUNTER = {"cubin": "elf", "old-cubin": "elf", "ptx": "ptx", "lto-ir": "ltoir"}
+SUFFIX = {"cubin": "cubin", "old-cubin": "cubin", "ptx": "ptx", "lto-ir": "ltoir",
+          "code-object": "co", "bitcode": "bc", "object": "o"}
+COUNTER = {"cubin": "elf", "old-cubin": "elf", "ptx": "ptx", "lto-ir": "ltoir",
+           "code-object": "co", "bitcode": "bc", "object": "o"}
 
 
 def add_arguments(parser) -> None:
     parser.add_argument("binary")
     parser.add_argument("-o", "--output", required=True, metavar="DIR", help="output directory")
     parser.add_argument("--arch", metavar="LIST", help="only these architectures")
-    parser.add_argument("--kind", metavar="LIST", default="cubin,ptx,lto-ir",
-                        help="kinds to write (default: cubin,ptx,lto-ir)")
+    parser.add_argument("--kind", metavar="LIST", default="cubin,ptx,lto-ir,code-object,bitcode",
+                        help="kinds to write (default: cubin,ptx,lto-ir,code-object,bitcode)")
     parser.add_argument("--scan", action="store_true", help="also find containers by magic")
 
 
@@ -48,7 +52,8 @@ def run(args) -> int:
         data = image.read()
         if image.kind == "ptx":
             data = data.split(b"\0", 1)[0]
-        path = os.path.join(args.output, f"{base}.{counters[counter]}.{image.arch}.{SUFFIX[image.kind]}")
+        target = processor(image.target) or "host"
+        path = os.path.join(args.output, f"{base}.{counters[counter]}.{target}.{SUFFIX[image.kind]}")
         with open(path, "wb") as f:
             f.write(data)
         print(path)

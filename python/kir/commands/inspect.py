@@ -14,13 +14,14 @@ def add_arguments(parser) -> None:
                         help="also list each image's kernels and parameter layout "
                              "(decompresses images, in parallel)")
     parser.add_argument("--arch", metavar="LIST",
-                        help="only images for these architectures, e.g. sm_90,sm_80")
+                        help="only images for these targets, e.g. sm_90,sm_80,gfx90a")
     parser.add_argument("--kind", metavar="LIST",
-                        help="only images of these kinds: cubin, ptx, lto-ir, old-cubin")
+                        help="only images of these kinds: cubin, ptx, lto-ir, old-cubin, "
+                             "code-object, bitcode, host, object")
     parser.add_argument("--scan", action="store_true",
                         help="also find containers by magic anywhere in the file")
     parser.add_argument("--json", action="store_true",
-                        help="print JSON (schema kir.inspect/1, see docs/json-schema.md)")
+                        help="print JSON (schema kir.inspect/2, see docs/json-schema.md)")
     parser.add_argument("-j", "--threads", type=int, default=0,
                         help="threads for --kernels (default: all cores)")
 

@@ -36,4 +36,8 @@ Expected<ByteView> decompress_lz4_block(ByteView src, uint64_t size, Scratch& sc
 /// larger size, is refused before anything is allocated.
 Expected<ByteView> decompress_zstd(ByteView src, uint64_t size, Scratch& scratch);
 
+/// A zlib stream (RFC 1950, as zlib's compress() writes) that decodes to
+/// exactly `size` bytes, decoded into `scratch`.
+Expected<ByteView> decompress_zlib(ByteView src, uint64_t size, Scratch& scratch);
+
 }  // namespace kir
