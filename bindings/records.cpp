@@ -138,6 +138,9 @@ nb::list image_records(const kir::Binary& b) {
       d[key("obfuscated")] = i.fatbin && i.fatbin->obfuscated();
       d[key("identifier")] = i.fatbin ? i.fatbin->identifier : std::string();
       d[key("options")] = i.fatbin ? options_text(i.fatbin->options) : std::string();
+      nb::dict strings;
+      for (const auto& [k, v] : i.strings) strings[nb::str(k.c_str())] = v;
+      d[key("strings")] = strings;
       records.append(d);
     }
   }

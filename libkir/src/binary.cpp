@@ -7,6 +7,7 @@
 #include <mutex>
 #include <thread>
 
+#include "kir/llvm/bitcode.hpp"
 #include "kir/object/archive.hpp"
 #include "kir/object/elf.hpp"
 
@@ -18,6 +19,8 @@ constexpr const char* kFatbinSections[] = {".nv_fatbin", "__nv_relfatbin"};
 constexpr const char* kBundleSection = ".hip_fatbin";
 constexpr const char* kWrapperSections[] = {".nvFatBinSegment", ".hipFatBinSegment"};
 constexpr uint64_t kWrapperSize = 24;
+constexpr uint32_t kOffloadingSectionType = 0x6fff4c0b;  // SHT_LLVM_OFFLOADING
+constexpr uint32_t kLtoSectionType = 0x6fff4c0c;         // SHT_LLVM_LTO (-ffat-lto-objects)
 constexpr uint64_t kMaxPrelinked = 1 << 16;
 
 std::string member_prefix(const std::string& member) {
@@ -40,21 +43,35 @@ Image image_from_fatbin(const FatbinEntry& e) {
   return image;
 }
 
-bool is_bitcode(ByteView data) {
-  return data.starts_with("BC\xC0\xDE") || data.starts_with("\xDE\xC0\x17\x0B");
+/// What an ELF image is, by its machine.
+std::string classify_elf(ByteView data) {
+  if (!ElfFile::is_elf(data) || data.size() < 20) return "unknown";
+  uint16_t machine = data.read<uint16_t>(18);
+  return machine == elf::EM_AMDGPU ? "code-object" : machine == elf::EM_CUDA ? "cubin" : "object";
 }
 
 /// What a bundle entry's bytes are, from their magic.
 std::string classify_entry(const BundleId& id, ByteView data) {
   if (id.kind == "host") return "host";
   if (is_bitcode(data)) return "bitcode";
-  if (ElfFile::is_elf(data) && data.size() >= 20) {
-    uint16_t machine = data.read<uint16_t>(18);
-    if (machine == elf::EM_AMDGPU) return "code-object";
-    if (machine == elf::EM_CUDA) return "cubin";
-    return "object";
-  }
+  if (ElfFile::is_elf(data)) return classify_elf(data);
   return data.empty() ? "empty" : "unknown";
+}
+
+/// An offloading binary's entry as an Image.
+Image image_from_offload_entry(const OffloadBinaryEntry& e, uint32_t index, bool in_file) {
+  Image image;
+  image.index = index;
+  std::string kind = offload_image_kind_name(e.image_kind);
+  image.kind = kind == "object" ? classify_elf(e.image) : kind == "fatbinary" ? "fatbin" : kind;
+  image.target = e.string("arch");
+  image.triple = e.string("triple");
+  image.id = offload_kind_name(e.offload_kind);
+  image.stored = e.image;
+  if (in_file) image.file_offset = e.image.origin();
+  image.size = e.image.size();
+  image.strings = e.strings;
+  return image;
 }
 
 /// An offload bundle's entry as an Image; `in_file` when its bytes are the file's.
@@ -78,7 +95,9 @@ const char* container_format_name(ContainerFormat format) {
   switch (format) {
     case ContainerFormat::cuda_fatbin: return "cuda-fatbin";
     case ContainerFormat::offload_bundle: return "offload-bundle";
-    default: return "object-bundle";
+    case ContainerFormat::object_bundle: return "object-bundle";
+    case ContainerFormat::offload_binary: return "offload-binary";
+    default: return "bitcode-section";
   }
 }
 
@@ -109,6 +128,10 @@ class BinaryReader {
     if (OffloadBundle::has_magic(bytes) || CompressedBundle::has_magic(bytes)) {
       out_.format_ = "offload-bundle";
       return walk_bundles(bytes, "", "");
+    }
+    if (OffloadBinary::has_magic(bytes)) {
+      out_.format_ = "offload-binary";
+      return walk_offload_binaries(bytes, "", "");
     }
     if (!ElfFile::is_elf(bytes)) return Error(not_recognized(bytes));
     out_.format_ = "elf";
@@ -145,6 +168,10 @@ class BinaryReader {
       for (const char* name : kFatbinSections)
         if (s.name == name) st = walk_containers(s.data, member, name);
       if (st && s.name == kBundleSection) st = walk_bundles(s.data, member, kBundleSection);
+      if (st && (s.type == kOffloadingSectionType || s.name == ".llvm.offloading"))
+        st = walk_offload_binaries(s.data, member, std::string(s.name));
+      if (st && (s.name == ".llvmbc" || s.name == ".llvm.lto" || s.type == kLtoSectionType))
+        st = read_bitcode_section(*elf, s, member);
       if (!st) return st;
     }
     read_object_bundle(*elf, member);
@@ -199,6 +226,59 @@ class BinaryReader {
       if (hit) best = std::min<uint64_t>(best, static_cast<const uint8_t*>(hit) - bytes.data());
     }
     return best;
+  }
+
+  /// LLVM offloading binaries back to back, 8-aligned.
+  Status walk_offload_binaries(ByteView bytes, const std::string& member, const std::string& section) {
+    uint64_t off = 0;
+    while (off < bytes.size()) {
+      ByteView at = bytes.from(off);
+      if (is_zero_padding(at)) {
+        off += std::min<uint64_t>(8, at.size());
+        continue;
+      }
+      Expected<OffloadBinary> b = OffloadBinary::create(at);
+      if (!b)
+        return b.error().within(member_prefix(member) + section + ": offloading binary at file offset " +
+                                hex(at.origin()));
+      ContainerSite site =
+          site_for(member, section, at.origin(), FoundBy::section, ContainerFormat::offload_binary);
+      site.version = b->version();
+      site.size = b->total_size();
+      site.inflated = b->inflated();
+      if (b->compressed()) site.compression = "compressed";
+      for (const OffloadBinaryEntry& e : b->entries())
+        site.images.push_back(image_from_offload_entry(e, uint32_t(site.images.size()), !b->compressed()));
+      add(std::move(site));
+      off = std::min(align_up(off + b->total_size(), 8), bytes.size());
+    }
+    return {};
+  }
+
+  /// `.llvmbc` (-fembed-bitcode, with its cc1 command line in `.llvmcmd`) or
+  /// `.llvm.lto` (-ffat-lto-objects): one or more bitcode modules.
+  Status read_bitcode_section(const ElfFile& elf, const ElfSection& s, const std::string& member) {
+    Expected<std::vector<ByteView>> modules = split_bitcode(s.data);
+    if (!modules) return modules.error().within(member_prefix(member) + std::string(s.name));
+    ContainerSite site = site_for(member, std::string(s.name), s.data.origin(), FoundBy::section,
+                                  ContainerFormat::bitcode_section);
+    site.size = s.size;
+    std::string command;
+    if (const ElfSection* cmd = s.name == ".llvmbc" ? elf.section_by_name(".llvmcmd") : nullptr)
+      for (uint64_t i = 0; i < cmd->data.size(); i += cmd->data.c_string(i).size() + 1)
+        command += (command.empty() ? "" : " ") + std::string(cmd->data.c_string(i));
+    for (ByteView module : *modules) {
+      Image image;
+      image.index = uint32_t(site.images.size());
+      image.kind = "bitcode";
+      image.stored = module;
+      image.file_offset = module.origin();
+      image.size = module.size();
+      if (!command.empty()) image.strings.emplace_back("command", command);
+      site.images.push_back(std::move(image));
+    }
+    add(std::move(site));
+    return {};
   }
 
   /// Parse the (compressed) bundle at `at` and add it; its size in the file.

@@ -31,6 +31,7 @@
 
 #include "kir/cuda/device_code.hpp"
 #include "kir/cuda/fatbin.hpp"
+#include "kir/llvm/offload_binary.hpp"
 #include "kir/llvm/offload_bundle.hpp"
 #include "kir/support/compression.hpp"
 #include "kir/support/error.hpp"
@@ -45,8 +46,10 @@ enum class ContainerFormat {
   cuda_fatbin,      // 0xBA55ED50 container
   offload_bundle,   // __CLANG_OFFLOAD_BUNDLE__ (or CCOB, compressed)
   object_bundle,    // __CLANG_OFFLOAD_BUNDLE__<id> sections of a .o
+  offload_binary,   // LLVM offloading binary, magic 10 FF 10 AD
+  bitcode_section,  // .llvmbc / .llvm.lto: embedded LLVM bitcode modules
 };
-/// "cuda-fatbin", "offload-bundle", "object-bundle".
+/// "cuda-fatbin", "offload-bundle", "object-bundle", "offload-binary", "bitcode-section".
 const char* container_format_name(ContainerFormat format);
 
 /// One device image or embedded module, whatever container holds it.
@@ -62,6 +65,7 @@ struct Image {
   std::optional<uint64_t> file_offset;  // of `stored`, when it lies in the file as is
   uint64_t size = 0;    // bytes once decoded
   std::optional<FatbinEntry> fatbin;    // CUDA: every header field
+  std::vector<std::pair<std::string, std::string>> strings;  // offloading binary string map
 };
 
 /// The image's bytes, decoded (into `scratch` when decompression is needed).
@@ -89,7 +93,7 @@ struct ContainerSite {
   std::string compression;   // a compressed bundle's codec: "zlib", "zstd"; else ""
   std::vector<Image> images;
   std::optional<uint32_t> wrapper;  // index into Binary::wrappers() that points here
-  std::shared_ptr<const std::vector<uint8_t>> inflated;  // a compressed bundle, decompressed
+  std::shared_ptr<const std::vector<uint8_t>> inflated;  // a compressed container, decompressed
 };
 
 struct BinaryOptions {
