@@ -81,13 +81,26 @@ void bind_device_code(nb::module_& m) {
       .def_ro("size", &kir::DeviceGlobal::size)
       .def("__repr__", [](const kir::DeviceGlobal& g) { return "DeviceGlobal('" + g.name + "')"; });
 
+  nb::class_<kir::EmbeddedModule>(m, "EmbeddedModule",
+                                  "LLVM IR the Proteus pass embedded in device code.")
+      .def_ro("name", &kir::EmbeddedModule::name, "The symbol or section name.")
+      .def_ro("kernel", &kir::EmbeddedModule::kernel, "HIP per-kernel sections: the mangled kernel.")
+      .def_ro("md5", &kir::EmbeddedModule::md5, "HIP: the hex field of the section name.")
+      .def_ro("hash", &kir::EmbeddedModule::hash, "HIP: the decimal hash field of the section name.")
+      .def_prop_ro("bitcode", [](const kir::EmbeddedModule& e) {
+        return nb::bytes(reinterpret_cast<const char*>(e.bitcode.data()), e.bitcode.size());
+      })
+      .def("__repr__", [](const kir::EmbeddedModule& e) { return "EmbeddedModule('" + e.name + "')"; });
+
   nb::class_<kir::DeviceCode>(m, "DeviceCode", "Kernels, functions and globals of one image.")
       .def(nb::init<>())
       .def("records", &kir_bindings::code_records,
            "The same content as plain dicts and lists (the `kir inspect --json` form).")
       .def_ro("kernels", &kir::DeviceCode::kernels)
       .def_ro("functions", &kir::DeviceCode::functions, "Defined functions that are not kernels.")
-      .def_ro("globals", &kir::DeviceCode::globals);
+      .def_ro("globals", &kir::DeviceCode::globals)
+      .def_ro("target", &kir::DeviceCode::target, "AMDGPU code objects: the target id.")
+      .def_ro("ir", &kir::DeviceCode::ir, "LLVM IR embedded by the Proteus pass.");
 
   m.def("demangle", &kir::demangle, "name"_a, "Itanium C++ demangling.");
   m.def("fatbin_flag_names", &kir::fatbin_flag_names, "flags"_a,
@@ -96,6 +109,10 @@ void bind_device_code(nb::module_& m) {
     return value_or_raise(kir::parse_cubin(kir::ByteView(
         reinterpret_cast<const uint8_t*>(data.c_str()), data.size())));
   }, "data"_a, "Kernels and globals of a cubin given as bytes.");
+  m.def("parse_code_object", [](nb::bytes data) {
+    return value_or_raise(kir::parse_code_object(kir::ByteView(
+        reinterpret_cast<const uint8_t*>(data.c_str()), data.size())));
+  }, "data"_a, "Kernels, target id and embedded IR of an AMDGPU code object given as bytes.");
   m.def("parse_ptx", [](nb::bytes data) {
     return value_or_raise(kir::parse_ptx(kir::ByteView(
         reinterpret_cast<const uint8_t*>(data.c_str()), data.size())));

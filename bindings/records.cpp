@@ -76,10 +76,22 @@ nb::dict code_records(const kir::DeviceCode& code) {
     d[key("size")] = g.size;
     globals.append(d);
   }
+  nb::list ir;
+  for (const kir::EmbeddedModule& e : code.ir) {
+    nb::dict m;
+    m[key("name")] = e.name;
+    m[key("kernel")] = e.kernel;
+    m[key("md5")] = e.md5;
+    m[key("hash")] = e.hash;
+    m[key("size")] = e.bitcode.size();
+    ir.append(m);
+  }
   nb::dict d;
   d[key("kernels")] = kernels;
   d[key("functions")] = functions;
   d[key("globals")] = globals;
+  d[key("ir")] = ir;
+  if (!code.target.empty()) d[key("target_id")] = code.target;
   return d;
 }
 

@@ -573,12 +573,13 @@ Expected<DeviceCode> Binary::device_code(uint32_t container, uint32_t image,
   if (container >= containers_.size() || image >= containers_[container].images.size())
     return Error("no image " + std::to_string(container) + "/" + std::to_string(image));
   const Image& i = containers_[container].images[image];
-  bool cubin = i.kind == "cubin", ptx = i.kind == "ptx";
-  if ((!cubin && !ptx) || (i.fatbin && i.fatbin->obfuscated())) return DeviceCode{};
+  bool cubin = i.kind == "cubin", ptx = i.kind == "ptx", code_object = i.kind == "code-object";
+  if ((!cubin && !ptx && !code_object) || (i.fatbin && i.fatbin->obfuscated())) return DeviceCode{};
   Expected<ByteView> bytes = decode_image(i, scratch);
-  Expected<DeviceCode> code = !bytes ? Expected<DeviceCode>(bytes.error())
-                              : ptx  ? parse_ptx(*bytes)
-                                     : parse_cubin(*bytes);
+  Expected<DeviceCode> code = !bytes       ? Expected<DeviceCode>(bytes.error())
+                              : ptx         ? parse_ptx(*bytes)
+                              : code_object ? parse_code_object(*bytes)
+                                            : parse_cubin(*bytes);
   if (!code) code.error().within(path() + ": " + image_label(container, image));
   return code;
 }

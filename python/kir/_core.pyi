@@ -90,6 +90,30 @@ class DeviceGlobal:
 
     def __repr__(self) -> str: ...
 
+class EmbeddedModule:
+    """LLVM IR the Proteus pass embedded in device code."""
+
+    @property
+    def name(self) -> str:
+        """The symbol or section name."""
+
+    @property
+    def kernel(self) -> str:
+        """HIP per-kernel sections: the mangled kernel."""
+
+    @property
+    def md5(self) -> str:
+        """HIP: the hex field of the section name."""
+
+    @property
+    def hash(self) -> str:
+        """HIP: the decimal hash field of the section name."""
+
+    @property
+    def bitcode(self) -> bytes: ...
+
+    def __repr__(self) -> str: ...
+
 class DeviceCode:
     """Kernels, functions and globals of one image."""
 
@@ -110,6 +134,14 @@ class DeviceCode:
     @property
     def globals(self) -> list[DeviceGlobal]: ...
 
+    @property
+    def target(self) -> str:
+        """AMDGPU code objects: the target id."""
+
+    @property
+    def ir(self) -> list[EmbeddedModule]:
+        """LLVM IR embedded by the Proteus pass."""
+
 def demangle(name: str) -> str:
     """Itanium C++ demangling."""
 
@@ -118,6 +150,11 @@ def fatbin_flag_names(flags: int) -> list[str]:
 
 def parse_cubin(data: bytes) -> DeviceCode:
     """Kernels and globals of a cubin given as bytes."""
+
+def parse_code_object(data: bytes) -> DeviceCode:
+    """
+    Kernels, target id and embedded IR of an AMDGPU code object given as bytes.
+    """
 
 def parse_ptx(data: bytes) -> DeviceCode:
     """Kernels and globals of PTX text given as bytes."""

@@ -21,6 +21,7 @@ constexpr uint8_t kCtaPerCluster = 0x3d;
 }  // namespace eiattr
 
 constexpr uint8_t kCudaObjectType = 13;  // STT_LOPROC: __constant__ and similar
+constexpr std::string_view kJitBitcodePrefix = "_jit_bitcode_";  // Proteus (formats.md §5)
 
 /// Call `fn(attribute, format, value)` for every EIATTR record of `info`.
 template <class Fn>
@@ -145,6 +146,19 @@ Expected<DeviceCode> parse_cubin(ByteView cubin) {
       const ElfSection* shared = find(".nv.shared.", sym.name);
       k.shared_bytes = shared ? shared->size : 0;
       code.kernels.push_back(std::move(k));
+    } else if (sym.type == elf::STT_OBJECT && sym.name.rfind(kJitBitcodePrefix, 0) == 0 &&
+               sections[sym.section].name == ".nv.global.init") {
+      // Proteus: the translation unit's device module, as a byte array.
+      const ElfSection& init = sections[sym.section];
+      if (!init.data.contains(sym.value, sym.size))
+        return Error("cubin: symbol '" + std::string(sym.name) + "' (offset " + hex(sym.value) +
+                     ", size " + hex(sym.size) + ") runs past the end of .nv.global.init (size " +
+                     hex(init.size) + ")");
+      EmbeddedModule m;
+      m.name = std::string(sym.name);
+      ByteView bytes = init.data.sub(sym.value, sym.size);
+      m.bitcode.assign(bytes.data(), bytes.data() + bytes.size());
+      code.ir.push_back(std::move(m));
     } else if ((sym.type == elf::STT_OBJECT || sym.type == kCudaObjectType) &&
                sym.name[0] != '.' && is_global_section(sections[sym.section].name)) {
       code.globals.push_back(

@@ -56,14 +56,31 @@ struct DeviceGlobal {
   uint64_t size = 0;
 };
 
+/// LLVM IR embedded inside device code by the Proteus JIT pass (formats.md §5):
+/// CUDA `_jit_bitcode_*` globals in a cubin's `.nv.global.init`; HIP
+/// `.jit.bitcode.*` sections of an AMDGPU code object.
+struct EmbeddedModule {
+  std::string name;    // the symbol or section name
+  std::string kernel;  // HIP per-kernel sections: the mangled kernel; else ""
+  std::string md5;     // HIP: the hex field of the section name; else ""
+  std::string hash;    // HIP: the decimal hash field (Proteus's 64-bit hash); else ""
+  std::vector<uint8_t> bitcode;
+};
+
 struct DeviceCode {
   std::vector<Kernel> kernels;
   std::vector<std::string> functions;  // defined non-kernel functions
   std::vector<DeviceGlobal> globals;
+  std::string target;                  // AMDGPU code objects: "amdgcn-amd-amdhsa--gfx90a:xnack+"
+  std::vector<EmbeddedModule> ir;      // IR embedded by the Proteus pass
 };
 
 /// Kernels, functions and globals of a CUDA ELF (cubin).
 Expected<DeviceCode> parse_cubin(ByteView cubin);
+
+/// Kernels (from the metadata note: parameters, registers, LDS, scratch; else
+/// from `.kd` descriptors), the target id and embedded IR of an AMDGPU code object.
+Expected<DeviceCode> parse_code_object(ByteView elf);
 
 /// Kernels (`.entry`, with parameter sizes and offsets) and globals of PTX text.
 Expected<DeviceCode> parse_ptx(ByteView ptx);
