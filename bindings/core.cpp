@@ -179,6 +179,11 @@ void bind_fatbin(nb::module_& m) {
       .def_prop_ro("stored_size", [](const kir::Image& i) { return i.stored.size(); })
       .def_ro("size", &kir::Image::size, "Bytes once decoded.")
       .def_ro("fatbin", &kir::Image::fatbin, "CUDA: the fatbin entry's header fields, else None.")
+      .def_prop_ro("strings", [](const kir::Image& i) {
+        nb::dict d;
+        for (const auto& [k, v] : i.strings) d[nb::str(k.c_str())] = v;
+        return d;
+      }, "An offloading binary entry's string map; `command` for -fembed-bitcode modules.")
       .def("read", [](const kir::Image& i) {
         kir::Scratch scratch;
         kir::Expected<kir::ByteView> bytes = [&] {

@@ -3,7 +3,7 @@
 # and run the whole suite: Python, C++ under sanitizers, fuzzing, downstream CMake.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/install-system-deps.sh
+bash scripts/install-system-deps.sh --tests
 python3 -m pip install -q cmake ninja
 python3 -m pip install -q ".[test]"
 python3 -m pytest tests "$@"

@@ -307,6 +307,12 @@ class Image:
     def fatbin(self) -> FatbinEntry | None:
         """CUDA: the fatbin entry's header fields, else None."""
 
+    @property
+    def strings(self) -> dict:
+        """
+        An offloading binary entry's string map; `command` for -fembed-bitcode modules.
+        """
+
     def read(self) -> bytes:
         """The image bytes, decoded."""
 
