@@ -36,7 +36,8 @@ def test_unit_tests_under_sanitizers(sanitized_build):
 
 
 def test_fuzz_parsers_under_sanitizers(sanitized_build, built):
-    seeds = [built[n] for n in ("kernels.fatbin", "kernels_dc.o", "librdc.a", "app_compress_speed")]
+    seeds = [built[n] for n in ("kernels.fatbin", "kernels_dc.o", "librdc.a", "app_compress_speed",
+                                "hip_ccob_v3.o", "hip_rdc.o", "omp_sm90.o", "embed_bitcode.o")]
     proc = run(sanitized_build / "tests" / "cpp" / "kir_fuzz_parsers",
                f"-seconds={FUZZ_SECONDS}", *seeds,
                env={**os.environ, "ASAN_OPTIONS": "detect_leaks=1:abort_on_error=1"})

@@ -4,6 +4,7 @@
 #include <lz4.h>
 #include <zstd.h>
 
+#include <array>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -16,8 +17,11 @@
 #include "kir/cuda/fatbin.hpp"
 #include "kir/kir.h"
 #include "kir/object/archive.hpp"
+#include "kir/llvm/offload_bundle.hpp"
 #include "kir/object/elf.hpp"
 #include "kir/support/compression.hpp"
+#include "kir/support/md5.hpp"
+#include "kir/support/msgpack.hpp"
 
 namespace {
 
@@ -283,6 +287,41 @@ void test_ptx() {
   CHECK(code->globals.size() == 1 && code->globals[0].name == "hits" && code->globals[0].size == 4);
 }
 
+void test_md5() {
+  // RFC 1321, appendix A.5.
+  auto hex_digest = [](const std::string& text) {
+    std::array<uint8_t, 16> d = kir::md5(kir::ByteView(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
+    std::string out;
+    for (uint8_t b : d) out += "0123456789abcdef"[b >> 4], out += "0123456789abcdef"[b & 15];
+    return out;
+  };
+  CHECK(hex_digest("") == "d41d8cd98f00b204e9800998ecf8427e");
+  CHECK(hex_digest("abc") == "900150983cd24fb0d6963f7d28e17f72");
+  CHECK(hex_digest("message digest") == "f96b697d7cb7938d525a2f31aaf161d0");
+  CHECK(hex_digest("12345678901234567890123456789012345678901234567890123456789012345678901234567890") ==
+        "57edf4a22be3c955ac49da2e2107b67a");
+}
+
+void test_bundle_ids() {
+  kir::BundleId a = kir::parse_bundle_id("hipv4-amdgcn-amd-amdhsa--gfx90a:xnack+");
+  CHECK(a.kind == "hipv4" && a.triple == "amdgcn-amd-amdhsa-" && a.target == "gfx90a:xnack+");
+  kir::BundleId h = kir::parse_bundle_id("host-x86_64-unknown-linux-gnu-");
+  CHECK(h.kind == "host" && h.triple == "x86_64-unknown-linux-gnu" && h.target.empty());
+}
+
+void test_msgpack() {
+  // {"a": [1, -2, "xy"], "b": true}
+  Bytes m = {0x82, 0xa1, 'a', 0x93, 0x01, 0xfe, 0xa2, 'x', 'y', 0xa1, 'b', 0xc3};
+  kir::Expected<kir::MsgpackValue> v = kir::parse_msgpack(view(m));
+  CHECK(v.ok());
+  if (!v) return;
+  const kir::MsgpackValue* a = v->get("a");
+  CHECK(a && a->items.size() == 3 && a->items[1].integer == -2 && a->items[2].string == "xy");
+  CHECK(v->get("b") && v->get("b")->integer == 1);
+  Bytes bad = {0xdd, 0xff, 0xff, 0xff, 0xff};  // array of 4 billion items in 5 bytes
+  CHECK(!kir::parse_msgpack(view(bad)).ok());
+}
+
 void test_demangle() {
   CHECK(kir::demangle("_Z4axpyfPKfPfi") == "axpy(float, float const*, float*, int)");
   CHECK(kir::demangle("plain_c_name") == "plain_c_name");
@@ -307,6 +346,8 @@ int main() {
       {"fatbin_errors", test_fatbin_errors},       {"compression", test_compression},
       {"elf_errors", test_elf_errors},             {"archive", test_archive},
       {"ptx", test_ptx},                           {"demangle", test_demangle},
+      {"md5", test_md5},                           {"bundle_ids", test_bundle_ids},
+      {"msgpack", test_msgpack},
       {"c_api_errors", test_c_api_errors}};
   for (const auto& [name, fn] : tests) {
     int before = failures;

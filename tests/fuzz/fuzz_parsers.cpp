@@ -12,8 +12,12 @@
 #include <string>
 
 #include "kir/binary.hpp"
+#include "kir/llvm/bitcode.hpp"
+#include "kir/llvm/offload_binary.hpp"
+#include "kir/llvm/offload_bundle.hpp"
 #include "kir/object/archive.hpp"
 #include "kir/object/elf.hpp"
+#include "kir/support/msgpack.hpp"
 
 namespace {
 
@@ -31,6 +35,17 @@ void parse_as_fatbin(kir::ByteView bytes) {
   kir::Expected<kir::FatbinContainer> c = kir::FatbinContainer::create(bytes);
   if (!c) return;
   for (const kir::FatbinEntry& e : c->entries()) (void)kir::read_image(e, 1 << 24);
+}
+
+void parse_as_llvm(kir::ByteView bytes) {
+  (void)kir::OffloadBundle::create(bytes);
+  if (kir::Expected<kir::CompressedBundle> c = kir::CompressedBundle::create(bytes))
+    (void)c->decompress(1 << 24);
+  (void)kir::OffloadBinary::create(bytes);
+  if (kir::Expected<std::vector<kir::ByteView>> modules = kir::split_bitcode(bytes))
+    for (kir::ByteView m : *modules) (void)kir::bitcode_blocks(m);
+  (void)kir::parse_msgpack(bytes);
+  (void)kir::parse_code_object(bytes);
 }
 
 /// The whole pipeline, through a memory file, as `kir inspect --scan --kernels` runs it.
@@ -53,6 +68,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   kir::ByteView bytes(data, size);
   parse_as_elf(bytes);
   parse_as_fatbin(bytes);
+  parse_as_llvm(bytes);
   (void)kir::Archive::create(bytes);
   (void)kir::parse_cubin(bytes);
   (void)kir::parse_ptx(bytes);
