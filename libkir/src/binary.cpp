@@ -177,7 +177,10 @@ class BinaryReader {
     read_object_bundle(*elf, member);
     for (const char* section : kWrapperSections)
       if (Status st = read_wrappers(*elf, member, section); !st) return st;
-    if (options_.scan) scan_sections(*elf, member);
+    if (options_.scan) {
+      scan_sections(*elf, member);
+      scan_bitcode(*elf, member);
+    }
     return {};
   }
 
@@ -521,6 +524,56 @@ class BinaryReader {
         out_.file_->release(d.sub(start, end - start));
       }
     }
+  }
+
+  /// Bitcode modules held as plain data (the Proteus host JIT's private string
+  /// constants): the magic, then top-level blocks that walk cleanly and include
+  /// a module block. Sections that are containers themselves are skipped.
+  void scan_bitcode(const ElfFile& elf, const std::string& member) {
+    static const char magic[4] = {'B', 'C', '\xC0', '\xDE'};
+    for (const ElfSection& s : elf.sections()) {
+      if (is_container_section(s)) continue;
+      ByteView d = s.data;
+      for (uint64_t off = 0; off + 4 <= d.size();) {
+        const void* hit = memmem(d.data() + off, d.size() - off, magic, 4);
+        if (!hit) break;
+        off = static_cast<const uint8_t*>(hit) - d.data();
+        uint64_t size = try_scanned_bitcode(d.from(off), member, std::string(s.name));
+        off += size ? size : 1;
+      }
+      out_.file_->release(d);
+    }
+  }
+
+  static bool is_container_section(const ElfSection& s) {
+    for (const char* name : kFatbinSections)
+      if (s.name == name) return true;
+    return s.type == elf::SHT_NOBITS || s.name == kBundleSection || s.name == ".llvmbc" ||
+           s.name == ".llvm.lto" || s.name == ".llvm.offloading" || s.type == kLtoSectionType ||
+           s.type == kOffloadingSectionType || s.name.rfind(kOffloadBundleMagic, 0) == 0;
+  }
+
+  /// The size of a valid, new bitcode module at `at` (now added), or 0.
+  uint64_t try_scanned_bitcode(ByteView at, const std::string& member, const std::string& section) {
+    if (const ContainerSite* c = container_at(at.origin()))
+      return c->file_offset + c->size - at.origin();
+    std::vector<uint32_t> blocks;
+    Expected<uint64_t> size = bitcode_module_size(at, &blocks);
+    constexpr uint32_t kIdentificationBlock = 13, kModuleBlock = 8;
+    if (!size || blocks.empty() || (blocks[0] != kIdentificationBlock && blocks[0] != kModuleBlock) ||
+        std::find(blocks.begin(), blocks.end(), kModuleBlock) == blocks.end())
+      return 0;
+    ContainerSite site =
+        site_for(member, section, at.origin(), FoundBy::scan, ContainerFormat::bitcode_section);
+    site.size = *size;
+    Image image;
+    image.kind = "bitcode";
+    image.stored = at.sub(0, *size);
+    image.file_offset = at.origin();
+    image.size = *size;
+    site.images.push_back(std::move(image));
+    add(std::move(site));
+    return *size;
   }
 
   static const void* find_magic(const uint8_t* p, uint64_t n) {

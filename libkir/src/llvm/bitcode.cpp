@@ -104,6 +104,12 @@ Expected<std::vector<ByteView>> split_bitcode(ByteView bytes) {
   return modules;
 }
 
+Expected<uint64_t> bitcode_module_size(ByteView bytes, std::vector<uint32_t>* blocks) {
+  if (!bytes.contains(0, 4) || bytes.read<uint32_t>(0) != kRawMagic)
+    return Error("not raw bitcode (no 42 43 c0 de magic)");
+  return module_end(bytes, 0, blocks);
+}
+
 Expected<std::vector<uint32_t>> bitcode_blocks(ByteView module) {
   if (!module.contains(0, 4) || module.read<uint32_t>(0) != kRawMagic)
     return Error("not raw bitcode (no 42 43 c0 de magic)");

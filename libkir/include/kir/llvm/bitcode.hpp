@@ -24,6 +24,11 @@ bool is_bitcode(ByteView bytes);
 /// removed). Trailing zero padding is allowed; anything else is an error.
 Expected<std::vector<ByteView>> split_bitcode(ByteView bytes);
 
+/// The size of the raw module whose magic starts `bytes`: up to the end of its
+/// last top-level block (the next magic, zero padding or the end of `bytes`).
+/// `blocks`, when given, receives the top-level block ids.
+Expected<uint64_t> bitcode_module_size(ByteView bytes, std::vector<uint32_t>* blocks = nullptr);
+
 /// Top-level block ids of one module, in order (13 identification, 8 module,
 /// 23 string table, 25 symbol table ...).
 Expected<std::vector<uint32_t>> bitcode_blocks(ByteView module);
