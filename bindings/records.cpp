@@ -229,7 +229,8 @@ void append_image_line(std::string& out, uint32_t index, const kir::Image& i) {
   out += line + '\n';
 }
 
-void append_kernel_lines(std::string& out, const kir::DeviceCode& code) {
+void append_kernel_lines(std::string& out, const kir::DeviceCode& code, uint32_t image,
+                         const KernelNotes& notes) {
   for (const kir::Kernel& k : code.kernels) {
     out += "         kernel " + k.demangled + "\n           " + k.name + "  params[" +
            std::to_string(k.params.size()) + "]";
@@ -241,6 +242,7 @@ void append_kernel_lines(std::string& out, const kir::DeviceCode& code) {
       if (k.shared_bytes && *k.shared_bytes) out += ", shared " + std::to_string(*k.shared_bytes);
       out += ')';
     }
+    if (auto it = notes.find({image, k.name}); it != notes.end()) out += "  " + it->second;
     out += '\n';
   }
 }
@@ -260,7 +262,7 @@ static bool selected(const kir::Image& i, const std::vector<std::string>& target
 
 std::string render_table(const kir::Binary& b, const std::vector<std::string>& targets,
                          const std::vector<std::string>& kinds,
-                         const std::vector<const kir::DeviceCode*>& codes) {
+                         const std::vector<const kir::DeviceCode*>& codes, const KernelNotes& notes) {
   std::vector<std::pair<uint32_t, uint32_t>> where;  // image index -> (container, entry)
   std::vector<uint32_t> images;                      // the selected image indices
   std::map<std::string, size_t> counts;  // images per kind, for the summary
@@ -287,7 +289,8 @@ std::string render_table(const kir::Binary& b, const std::vector<std::string>& t
     auto [c, e] = where[images[n]];
     if (c != current) append_container_line(out, current = c, b);
     append_image_line(out, images[n], b.containers()[c].images[e]);
-    if (images[n] < codes.size() && codes[images[n]]) append_kernel_lines(out, *codes[images[n]]);
+    if (images[n] < codes.size() && codes[images[n]])
+      append_kernel_lines(out, *codes[images[n]], images[n], notes);
   }
   return out;
 }

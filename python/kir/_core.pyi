@@ -1,6 +1,6 @@
 """kir core bindings (libkir)"""
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 
 class KernelParam:
@@ -385,7 +385,7 @@ class Binary:
     def image_records(self) -> list:
         """Every image as a dict of the kir.inspect/1 JSON schema, in file order."""
 
-    def render_table(self, targets: Sequence[str], kinds: Sequence[str], codes: list) -> str:
+    def render_table(self, targets: Sequence[str], kinds: Sequence[str], codes: list, notes: Mapping[tuple[int, str], str] = {}) -> str:
         """
         The `kir inspect` table of the images for these processors ('sm_90', 'gfx90a') and of these kinds (each: all when empty); codes[i] (a DeviceCode or None) adds the kernels of image i.
         """

@@ -56,8 +56,12 @@ def selected_images(binary: Binary, archs: set[str] | None,
 
 
 def build_report(binary: Binary, archs: set[str] | None, kinds: set[str] | None,
-                 with_kernels: bool, errors: Iterable[str] = ()) -> dict[str, object]:
-    """The inspect report; with_kernels expects binary.load_code() to have run."""
+                 with_kernels: bool, errors: Iterable[str] = (), modules=None,
+                 links: dict | None = None) -> dict[str, object]:
+    """The inspect report; with_kernels expects binary.load_code() to have run.
+
+    `modules` (kir.ir.IrModule list) adds "ir_modules"; `links` ((image, kernel)
+    -> module index) gives each kernel its "ir_module"."""
     records = binary._core.image_records()
     if archs is not None or kinds is not None:
         records = [r for r in records if (archs is None or processor(r["arch"]) in archs)
@@ -68,6 +72,8 @@ def build_report(binary: Binary, archs: set[str] | None, kinds: set[str] | None,
         images = binary.images
         for r in records:
             r.update((images[r["index"]]._code or _core.DeviceCode()).records())
+            for k in r["kernels"]:
+                k["ir_module"] = (links or {}).get((r["index"], k["name"]))
     return {
         "schema": SCHEMA,
         "kir_version": _core.__version__,
@@ -77,4 +83,31 @@ def build_report(binary: Binary, archs: set[str] | None, kinds: set[str] | None,
         "containers": [containers[i] for i in used],
         "images": records,
         "errors": list(errors),
+        **({"ir_modules": [ir_module_record(m) for m in modules]} if modules is not None else {}),
+    }
+
+
+def ir_module_record(m) -> dict[str, object]:
+    """An IR module as `kir inspect --ir --json` prints it."""
+    return {
+        "index": m.index,
+        "image": m.image,
+        "source": m.source,
+        "embedded": m.embedded,
+        "size": len(m.bitcode),
+        "triple": m.triple,
+        "data_layout": m.data_layout,
+        "error": m.error or None,
+        "functions": [{
+            "name": f.name,
+            "kernel": f.is_kernel,
+            "calling_convention": f.calling_convention,
+            "declaration": f.is_declaration,
+            "jit": f.jit,
+            "jit_args": f.jit_args,
+            "params": [{"type": p.type, "store_size": p.store_size, "pointee": p.pointee_kind,
+                        "pointee_type": p.pointee_type, "pointee_size": p.pointee_size}
+                       for p in f.params],
+        } for f in m.functions if not f.name.startswith("llvm.")],
+        "globals": [{"name": g.name, "type": g.type, "size": g.size} for g in m.globals],
     }

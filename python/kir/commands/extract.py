@@ -29,6 +29,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--kind", metavar="LIST", default="cubin,ptx,lto-ir,code-object,bitcode",
                         help="kinds to write (default: cubin,ptx,lto-ir,code-object,bitcode)")
     parser.add_argument("--scan", action="store_true", help="also find containers by magic")
+    parser.add_argument("--ir", action="store_true",
+                        help="also write every LLVM IR module (embedded bitcode, Proteus IR) as "
+                             "<stem>.ir<n>.<triple arch>.bc and .ll")
 
 
 def run(args) -> int:
@@ -57,4 +60,26 @@ def run(args) -> int:
         with open(path, "wb") as f:
             f.write(data)
         print(path)
+    if args.ir:
+        write_ir(binary, args.output, base)
     return 0
+
+
+def write_ir(binary: Binary, directory: str, base: str) -> None:
+    """Each IR module as bitcode and, when llvmlite reads it, as text."""
+    from kir import ir
+    for image in binary.images:  # embedded IR lives in device code: decode it
+        if image.kind in ("cubin", "code-object") and not image.obfuscated:
+            image.code
+    for m in ir.ir_modules(binary):
+        arch = m.triple.split("-", 1)[0] if m.triple else "unknown"
+        stem = os.path.join(directory, f"{base}.ir{m.index + 1}.{arch}")
+        with open(stem + ".bc", "wb") as f:
+            f.write(m.bitcode)
+        print(stem + ".bc")
+        if m.error:
+            print(f"kir: module #{m.index}: {m.error}", file=sys.stderr)
+            continue
+        with open(stem + ".ll", "w") as f:
+            f.write(m.text())
+        print(stem + ".ll")

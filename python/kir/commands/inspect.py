@@ -22,6 +22,9 @@ def add_arguments(parser) -> None:
                         help="also find containers by magic anywhere in the file")
     parser.add_argument("--json", action="store_true",
                         help="print JSON (schema kir.inspect/2, see docs/json-schema.md)")
+    parser.add_argument("--ir", action="store_true",
+                        help="also list the LLVM IR modules (embedded bitcode, Proteus IR) with "
+                             "their kernels and signatures (reads them with llvmlite)")
     parser.add_argument("-j", "--threads", type=int, default=0,
                         help="threads for --kernels (default: all cores)")
 
@@ -32,17 +35,59 @@ def run(args, out: TextIOBase = sys.stdout) -> int:
     errors: list[str] = []
     if args.kernels:
         errors = load_code(binary, selected_images(binary, archs, kinds), args.threads)
+    modules, links = read_ir(binary, args.ir, args.kernels)
     if args.json:
         import json
-        report = build_report(binary, archs, kinds, args.kernels, errors)
+        report = build_report(binary, archs, kinds, args.kernels, errors,
+                              modules if args.ir else None, links)
         out.write(json.dumps(report, separators=(",", ":")))  # one shot: the C encoder
         out.write("\n")
     else:
         codes = [image._code for image in binary.images] if args.kernels else []
-        out.write(binary._core.render_table(sorted(archs or ()), sorted(kinds or ()), codes))
+        notes = {key: f"IR: module #{index}" for key, index in links.items()}
+        if args.kernels and modules:
+            for image in binary.images:
+                for kernel in (image._code.kernels if image._code else []):
+                    notes.setdefault((image.index, kernel.name), "IR: none")
+        out.write(binary._core.render_table(sorted(archs or ()), sorted(kinds or ()), codes, notes))
+        if args.ir:
+            out.write(render_ir(modules))
     for message in errors:
         print(f"kir: error: {message}", file=sys.stderr)
     return 2 if errors else 0
+
+
+def read_ir(binary: Binary, wanted: bool, with_kernels: bool):
+    """The IR modules (when --ir, or --kernels and the binary holds IR) and the
+    kernel -> module links. llvmlite is imported only when there is IR to read."""
+    has_ir = any(i.kind == "bitcode" for i in binary.images) or any(
+        i._code is not None and len(i._code.ir) > 0 for i in binary.images)
+    if not (wanted or (with_kernels and has_ir)):
+        return [], {}
+    if wanted and not has_ir:  # embedded IR lives in device code: decode it
+        for image in binary.images:
+            if image.kind in ("cubin", "code-object") and not image.obfuscated:
+                image.code
+    from kir import ir
+    modules = ir.ir_modules(binary)
+    return modules, ir.kernel_ir(binary, modules) if with_kernels else {}
+
+
+def render_ir(modules) -> str:
+    lines = [f"\nIR modules: {len(modules)}"]
+    for m in modules:
+        lines.append(f"-- module #{m.index}: {m.source}, {len(m.bitcode)} bytes")
+        if m.error:
+            lines.append(f"   unreadable: {m.error}")
+            continue
+        lines.append(f"   triple {m.triple or '-'}, {len(m.functions)} functions, "
+                     f"{len(m.kernels)} kernels, {len(m.globals)} globals")
+        for f in m.kernels:
+            params = ", ".join(p.type + (f" {p.pointee_kind}({p.pointee_size})" if p.pointee_kind else "")
+                               for p in f.params)
+            jit = f"  [jit {f.jit_args}]" if f.jit else ""
+            lines.append(f"   kernel {f.name}({params}){jit}")
+    return "\n".join(lines) + "\n"
 
 
 def load_code(binary: Binary, images, threads: int) -> list[str]:

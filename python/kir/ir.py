@@ -1,0 +1,229 @@
+"""The IR layer: every LLVM IR module a binary holds, read with llvmlite.
+
+Modules come from two places (see docs/architecture.md):
+- images that are bitcode: `.llvmbc` / `.llvm.lto` sections, RDC offload-bundle
+  entries, OpenMP offloading binaries, modules found by `--scan`;
+- IR the Proteus pass embedded inside device code: `_jit_bitcode_*` globals in
+  cubins, `.jit.bitcode.*` sections of AMDGPU code objects.
+
+For each module: triple, data layout, functions, which are kernels (the
+`ptx_kernel` / `amdgpu_kernel` calling conventions), which are JIT-annotated for
+Proteus, each kernel's signature (parameter types, store sizes, and the size of
+by-value / by-reference pointees — what a recorder needs to copy arguments), and
+globals with their sizes. llvmlite's LLVM may be older than the producer's: a
+module it cannot read is reported (`IrModule.error`), never raised.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from kir.binary import Binary, Image
+
+KERNEL_CALLING_CONVENTIONS = ("ptx_kernel", "amdgpu_kernel", "spir_kernel")
+_DEFINE = re.compile(r"^define\s+(?P<head>[^@]*)@(?P<name>\"[^\"]+\"|[\w.$-]+)\((?P<rest>.*)$")
+_POINTEE = re.compile(r"\b(byval|byref)\((?P<type>[^)]+)\)")
+
+
+@dataclass
+class IrParam:
+    index: int
+    type: str                      #: LLVM type, e.g. "i32", "ptr addrspace(1)"
+    store_size: int | None         #: bytes the argument itself takes
+    pointee_kind: str = ""         #: "byval" / "byref" when passed by value through a pointer
+    pointee_type: str = ""
+    pointee_size: int | None = None  #: bytes of the by-value object
+
+
+@dataclass
+class IrFunction:
+    name: str
+    is_declaration: bool
+    calling_convention: str = ""
+    params: list[IrParam] = field(default_factory=list)
+    jit: bool = False              #: annotated for Proteus (annotate("jit", ...) or !proteus.jit)
+    jit_args: list[int] = field(default_factory=list)  #: 1-based positions to specialize
+
+    @property
+    def is_kernel(self) -> bool:
+        return self.calling_convention in KERNEL_CALLING_CONVENTIONS
+
+
+@dataclass
+class IrGlobal:
+    name: str
+    type: str
+    size: int | None
+
+
+@dataclass
+class IrModule:
+    index: int
+    source: str                    #: where it was found, for people
+    image: int                     #: index of the image it lies in
+    embedded: str = ""             #: the Proteus symbol/section name when embedded in device code
+    bitcode: bytes = b""
+    triple: str = ""
+    data_layout: str = ""
+    functions: list[IrFunction] = field(default_factory=list)
+    globals: list[IrGlobal] = field(default_factory=list)
+    error: str = ""                #: why llvmlite could not read it ("" when it could)
+
+    @property
+    def kernels(self) -> list[IrFunction]:
+        return [f for f in self.functions if f.is_kernel]
+
+    def function(self, name: str) -> IrFunction | None:
+        return next((f for f in self.functions if f.name == name), None)
+
+    def text(self) -> str:
+        """The module as LLVM assembly (.ll)."""
+        import llvmlite.binding as llvm
+        return str(llvm.parse_bitcode(self.bitcode))
+
+
+def read_module(bitcode: bytes, index: int = 0, source: str = "", image: int = -1,
+                embedded: str = "") -> IrModule:
+    """Read one bitcode module with llvmlite; a failure is recorded in `.error`."""
+    import llvmlite.binding as llvm
+
+    module = IrModule(index=index, source=source, image=image, embedded=embedded, bitcode=bitcode)
+    try:
+        parsed = llvm.parse_bitcode(bitcode)
+    except Exception as error:  # llvmlite raises RuntimeError with LLVM's message
+        module.error = f"llvmlite (LLVM {'.'.join(map(str, llvm.llvm_version_info))}) " \
+                       f"cannot read this module: {str(error).strip()}"
+        return module
+    module.triple = parsed.triple
+    module.data_layout = parsed.data_layout
+    layout = llvm.create_target_data(parsed.data_layout) if parsed.data_layout else None
+    text = str(parsed)
+    conventions, jit_marked = _definitions(text)
+    annotations = _jit_annotations(text)
+    for fn in parsed.functions:
+        f = IrFunction(name=fn.name, is_declaration=bool(fn.is_declaration),
+                       calling_convention=conventions.get(fn.name, ""))
+        f.params = [_param(i, arg, parsed, layout) for i, arg in enumerate(fn.arguments)]
+        if fn.name in annotations or fn.name in jit_marked:
+            f.jit, f.jit_args = True, annotations.get(fn.name, [])
+        module.functions.append(f)
+    for g in parsed.global_variables:
+        if g.name.startswith("llvm."):
+            continue
+        module.globals.append(IrGlobal(g.name, str(g.global_value_type),
+                                       _size(layout, g.global_value_type)))
+    return module
+
+
+def _size(layout, typeref) -> int | None:
+    try:
+        return int(layout.get_abi_size(typeref)) if layout is not None else None
+    except Exception:  # opaque or unsized types
+        return None
+
+
+def _param(index: int, arg, parsed, layout) -> IrParam:
+    param = IrParam(index=index, type=str(arg.type), store_size=_size(layout, arg.type))
+    for attribute in arg.attributes:
+        match = _POINTEE.search(attribute.decode(errors="replace"))
+        if match:
+            param.pointee_kind, param.pointee_type = match[1], match["type"]
+            param.pointee_size = _pointee_size(match["type"], parsed, layout)
+    return param
+
+
+def _pointee_size(type_text: str, parsed, layout) -> int | None:
+    if type_text.startswith("%"):
+        try:
+            return _size(layout, parsed.get_struct_type(type_text[1:].strip('"')))
+        except Exception:
+            return None
+    scalar = re.fullmatch(r"i(\d+)|(half|bfloat|float|double)", type_text)
+    if scalar:
+        bits = int(scalar[1]) if scalar[1] else {"half": 16, "bfloat": 16, "float": 32, "double": 64}[scalar[2]]
+        return (bits + 7) // 8
+    return None
+
+
+def _definitions(text: str) -> tuple[dict[str, str], set[str]]:
+    """Calling convention of every defined function, and those carrying !proteus.jit."""
+    conventions, jit = {}, set()
+    for line in text.splitlines():
+        match = _DEFINE.match(line)
+        if not match:
+            continue
+        name = match["name"].strip('"')
+        conventions[name] = next((cc for cc in KERNEL_CALLING_CONVENTIONS
+                                  if cc in match["head"].split()), "")
+        if "!proteus.jit" in match["rest"]:
+            jit.add(name)
+    return conventions, jit
+
+
+_ANNOTATION = re.compile(
+    r"@([\w.$\"]+)\s*(?:to [^,]*\))?,\s*ptr(?: addrspace\(\d+\))? @([\w.$]+),"
+    r"\s*ptr(?: addrspace\(\d+\))? @[\w.$]+,\s*i32 \d+,\s*ptr(?: addrspace\(\d+\))? (@[\w.$]+|null)")
+
+
+def _jit_annotations(text: str) -> dict[str, list[int]]:
+    """Functions annotated `__attribute__((annotate("jit", 1, 3)))`: name -> [1, 3].
+
+    clang lists them in @llvm.global.annotations as {function, label string,
+    file string, line, argument struct}."""
+    table = re.search(r"^@llvm\.global\.annotations = .*$", text, re.M)
+    if not table:
+        return {}
+    strings = dict(re.findall(r'^@([\w.$]+) = .*c"([^"]*)\\00"', text, re.M))
+    args = {}
+    for name, line in re.findall(r"^@([\w.$]+) = (.*)$", text, re.M):
+        groups = re.findall(r"\{ ([^{}]*) \}", line)
+        if groups:
+            args[name] = [int(v) for v in re.findall(r"i32 (\d+)", groups[-1])]
+    found = {}
+    for function, label, arg_list in _ANNOTATION.findall(table[0]):
+        if strings.get(label) == "jit":
+            found[function.strip('"')] = args.get(arg_list.lstrip("@"), [])
+    return found
+
+
+def ir_modules(binary: Binary) -> list[IrModule]:
+    """Every IR module of a binary, read: bitcode images and IR embedded in device code."""
+    modules: list[IrModule] = []
+    for image in binary.images:
+        if image.kind == "bitcode":
+            modules.append(read_module(image.read(), len(modules), _where(image), image.index))
+        elif image.kind in ("cubin", "code-object") and not image.obfuscated:
+            for embedded in image.code.ir:
+                modules.append(read_module(embedded.bitcode, len(modules),
+                                           f"{_where(image)}: {embedded.name}", image.index,
+                                           embedded.name))
+    return modules
+
+
+def _where(image: Image) -> str:
+    c = image.container
+    target = f" {image.target}" if image.target else ""
+    return f"image #{image.index} ({image.kind}{target} in {c.format} {c.section or '(file)'})"
+
+
+def kernel_ir(binary: Binary, modules: list[IrModule]) -> dict[tuple[int, str], int]:
+    """(image index, kernel name) -> index of the IR module that defines the kernel.
+
+    IR embedded in the image itself (Proteus) comes first; then any module of the
+    binary that defines the kernel for the same kind of target (NVPTX or AMDGPU)."""
+    defining: dict[str, list[IrModule]] = {}
+    for m in modules:
+        for f in m.kernels:
+            if not f.is_declaration:
+                defining.setdefault(f.name, []).append(m)
+    links = {}
+    for image in binary.images:
+        if image.kind not in ("cubin", "ptx", "code-object") or image.obfuscated:
+            continue
+        family = "amdgcn" if image.kind == "code-object" else "nvptx"
+        for kernel in image.kernels:
+            candidates = [m for m in defining.get(kernel.name, []) if m.triple.startswith(family)]
+            own = [m for m in candidates if m.image == image.index]
+            if own or candidates:
+                links[(image.index, kernel.name)] = (own or candidates)[0].index
+    return links

@@ -1,0 +1,135 @@
+"""The IR layer: every LLVM module a binary holds, read with llvmlite, checked
+against llvm-dis and against the exact bytes the fixtures embedded."""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import kir
+from kir import ir
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "fixtures"))
+from proteus_layout import fnv1a64  # noqa: E402
+
+
+def work(built, name: str) -> Path:
+    """The directory where build.py kept a fixture's intermediate files."""
+    return built[name].parent / f".{name}.work"
+
+
+def llvm_dis(data: bytes, tmp_path: Path) -> str:
+    path = tmp_path / "m.bc"
+    path.write_bytes(data)
+    return subprocess.run(["llvm-dis-22", path, "-o", "-"], capture_output=True, text=True,
+                          check=True).stdout
+
+
+def dis_kernels(text: str) -> set[str]:
+    return set(re.findall(r"^define .*(?:amdgpu_kernel|ptx_kernel) .*@([\w.$]+)\(", text, re.M))
+
+
+@pytest.mark.parametrize("name", ["hip_rdc.o", "omp_gfx90a.o", "embed_bitcode.o", "fat_lto.o"])
+def test_modules_match_llvm_dis(built, tmp_path, name):
+    modules = ir.ir_modules(kir.open(built[name]))
+    assert modules
+    for m in modules:
+        assert m.error == ""
+        text = llvm_dis(m.bitcode, tmp_path)
+        assert f'target triple = "{m.triple}"' in text
+        assert {f.name for f in m.kernels} == dis_kernels(text)
+        defined = set(re.findall(r"^define [^@]*@([\w.$]+)\(", text, re.M))
+        assert {f.name for f in m.functions if not f.is_declaration} == defined
+
+
+def test_kernel_signatures(built):
+    [m, _] = ir.ir_modules(kir.open(built["hip_rdc.o"]))
+    axpy = m.function("_Z4axpyfPKfPfi")
+    assert axpy.calling_convention == "amdgpu_kernel"
+    assert [(p.type, p.store_size) for p in axpy.params] == \
+        [("float", 4), ("ptr addrspace(1)", 8), ("ptr addrspace(1)", 8), ("i32", 4)]
+    scale = m.function("_Z5scaleIdEvPT_S0_6Params")
+    # struct Params { double; int[3]; } passed by value: 24 bytes through byref.
+    assert (scale.params[2].pointee_kind, scale.params[2].pointee_size) == ("byref", 24)
+    assert {g.name: g.size for g in m.globals}["table"] == 64 * 4
+
+
+def test_jit_annotations(built):
+    for m in ir.ir_modules(kir.open(built["hip_rdc.o"])):
+        specialized = m.function("_Z11specializedifPf")
+        assert specialized.jit and specialized.jit_args == [1, 2]
+        assert not m.function("_Z4axpyfPKfPfi").jit
+
+
+def test_proteus_cuda_ir_found_without_a_gpu(built):
+    """The `_jit_bitcode_tu_*` global of a cubin: exactly the module the fixture embedded."""
+    binary = kir.open(built["proteus_cuda"])
+    modules = ir.ir_modules(binary)
+    [m] = modules
+    assert m.embedded.startswith("_jit_bitcode_tu_")
+    assert m.bitcode == (work(built, "proteus_cuda") / "dev.bc").read_bytes()
+    assert m.triple == "nvptx64-nvidia-cuda"
+    links = ir.kernel_ir(binary, modules)
+    assert {name for (_, name) in links} == {"_Z4axpyfPKfPfi"}
+
+
+def test_proteus_hip_sections(built):
+    """`.jit.bitcode.tu.<md5>.<hash>` and the per-kernel section, with their name fields."""
+    module = (work(built, "proteus_hip.o") / "dev.bc").read_bytes()
+    image = next(i for i in kir.open(built["proteus_hip.o"]).images if i.kind == "code-object")
+    embedded = {e.kernel or "tu": e for e in image.code.ir}
+    assert set(embedded) == {"tu", "_Z4axpyfPKfPfi"}
+    for e in embedded.values():
+        assert e.bitcode == module
+        assert e.md5 == hashlib.md5(module).hexdigest()
+        assert e.hash == str(fnv1a64(module))
+
+
+def test_proteus_host_ir_found_by_scan(built):
+    module = (work(built, "proteus_host.o") / "host.bc").read_bytes()
+    assert ir.ir_modules(kir.open(built["proteus_host.o"])) == []
+    [m] = ir.ir_modules(kir.open(built["proteus_host.o"], scan=True))
+    assert m.bitcode == module and m.function("cube") is not None
+
+
+def test_unreadable_module_is_reported():
+    good = b"BC\xc0\xde" + bytes(range(64))
+    m = ir.read_module(good, source="test")
+    assert m.error.startswith("llvmlite (LLVM 22") and "cannot read this module" in m.error
+
+
+def test_inspect_ir_json(built, kir_cli):
+    result = kir_cli("inspect", "--ir", "--kernels", "--json", built["proteus_hip.o"])
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    modules = report["ir_modules"]
+    assert [m["embedded"].split(".")[3] for m in modules] == ["tu", "_Z4axpyfPKfPfi"]
+    kernels = {k["name"]: k for i in report["images"] for k in i["kernels"]}
+    assert kernels["_Z4axpyfPKfPfi"]["ir_module"] == 0
+    fn = next(f for f in modules[0]["functions"] if f["name"] == "_Z4axpyfPKfPfi")
+    assert fn["kernel"] and [p["store_size"] for p in fn["params"]] == [4, 8, 8, 4]
+
+
+def test_inspect_table_says_where_kernel_ir_is(built, kir_cli):
+    result = kir_cli("inspect", "--kernels", "--ir", built["hip_rdc.o"])
+    assert result.returncode == 0
+    assert "IR modules: 2" in result.stdout
+    assert "[jit [1, 2]]" in result.stdout
+    cuda = kir_cli("inspect", "--kernels", "--arch", "sm_90", built["proteus_cuda"]).stdout
+    assert "_Z4axpyfPKfPfi  params[4] 0:4 8:8 16:8 24:4  (regs" in cuda and "IR: module #0" in cuda
+
+
+def test_extract_ir(built, kir_cli, tmp_path):
+    result = kir_cli("extract", "--ir", built["hip_rdc.o"], "-o", tmp_path)
+    assert result.returncode == 0, result.stderr
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert "hip_rdc.ir1.amdgcn.bc" in names and "hip_rdc.ir1.amdgcn.ll" in names
+    # The .ll assembles back with LLVM's own assembler.
+    subprocess.run(["llvm-as-22", tmp_path / "hip_rdc.ir1.amdgcn.ll", "-o", tmp_path / "x.bc"],
+                   check=True)
+    assert (tmp_path / "hip_rdc.ir1.amdgcn.bc").read_bytes()[:4] == b"BC\xc0\xde"
