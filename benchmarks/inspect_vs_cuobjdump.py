@@ -19,17 +19,13 @@ import json
 import os
 import re
 import shutil
-import statistics
 import subprocess
 import sys
-import tempfile
-import time
 import zipfile
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-CACHE = HERE / ".cache"
-
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import CACHE, HERE, clean_venv, kir_command, measure, require_gnu_time, row  # noqa: E402
 
 def fetch_cublaslt() -> Path:
     target = CACHE / "libcublasLt.so.13"
@@ -56,46 +52,6 @@ def find_cuobjdump() -> str:
         for candidate in Path(base).glob("cu*/bin/cuobjdump"):
             return str(candidate)
     sys.exit("cuobjdump not found: pip install nvidia-cuda-cuobjdump")
-
-
-def kir_command(python: Path) -> list[str]:
-    script = python.parent / "kir"
-    return [str(script)] if script.exists() else [str(python), "-m", "kir"]
-
-
-def clean_venv() -> Path:
-    """A fresh virtual environment with kir installed from this checkout."""
-    venv = CACHE / "venv"
-    python = venv / "bin" / "python"
-    if not python.exists():
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    subprocess.run([str(python), "-m", "pip", "install", "-q", str(HERE.parent)], check=True)
-    return python
-
-
-GNU_TIME = "/usr/bin/time"
-
-
-def run_once(command: list[str]) -> tuple[float, int, str]:
-    """(wall seconds, peak RSS in KiB, stdout) of one whole process.
-
-    The peak RSS comes from GNU time, a small C parent: a child forked from this
-    Python process would report this process's own resident set as its peak.
-    """
-    with tempfile.TemporaryFile(mode="w+") as out, tempfile.NamedTemporaryFile("r") as usage:
-        start = time.perf_counter()
-        proc = subprocess.run([GNU_TIME, "-f", "%M", "-o", usage.name, *command], stdout=out,
-                              stderr=subprocess.DEVNULL)
-        wall = time.perf_counter() - start
-        if proc.returncode != 0:
-            raise SystemExit(f"{' '.join(command)} failed with status {proc.returncode}")
-        out.seek(0)
-        return wall, int(usage.read().split()[-1]), out.read()
-
-
-def measure(command: list[str], repeat: int) -> tuple[float, int, str]:
-    runs = [run_once(command) for _ in range(repeat)]
-    return (statistics.median(r[0] for r in runs), max(r[1] for r in runs), runs[-1][2])
 
 
 def cuobjdump_image_count(text: str) -> dict[str, int]:
@@ -132,19 +88,13 @@ def kir_counts(report: dict) -> tuple[dict[str, int], int, set[str]]:
     return images, total, names
 
 
-def row(task: str, ours: tuple, theirs: tuple) -> str:
-    return (f"| {task} | {ours[0]:.3f} s | {theirs[0]:.2f} s | **{theirs[0] / ours[0]:.0f}×** | "
-            f"{ours[1] / 1024:.0f} MiB | {theirs[1] / 1024:.0f} MiB | **{theirs[1] / ours[1]:.0f}×** |")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--binary", type=Path, help="default: libcublasLt.so.13 from nvidia-cublas")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--venv", action="store_true", help="also run kir from a clean venv")
     args = parser.parse_args()
-    if not os.access(GNU_TIME, os.X_OK):
-        sys.exit("needs GNU time for peak memory: apt-get install time")
+    require_gnu_time()
     binary = args.binary or fetch_cublaslt()
     cuobjdump, kir = find_cuobjdump(), kir_command(Path(sys.executable))
     venv_python = clean_venv() if args.venv else None

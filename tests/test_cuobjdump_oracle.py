@@ -15,6 +15,7 @@ WITH_DEVICE_CODE = [
     "app", "app_shared_runtime", "app_compress_none", "app_compress_default",
     "app_compress_size", "app_compress_speed", "app_compress_balance", "app_compress_all",
     "app_rdc", "libkernels.so", "kernels.o", "kernels_dc.o", "librdc.a", "kernels.fatbin",
+    "clang_cuda_old.o",
 ]
 
 LISTING = re.compile(r"^(ELF|PTX) file\s+(\d+): (\S+)\.(\d+)\.(sm_\w+)\.(cubin|ptx)$")

@@ -206,3 +206,63 @@ def test_bitcode_block_past_end(built, kir_cli, tmp_path):
     bad.write_bytes(bytes(data))
     result = kir_cli("inspect", bad)
     assert result.returncode == 2 and "past the end of the data" in result.stderr
+
+
+# --- formats clang 22 does not write by default, written here and read by both ------
+
+def plain_bundle(path: Path) -> bytes:
+    """The uncompressed bundle at the start of an object's .hip_fatbin, trimmed."""
+    raw = section_bytes(path, ".hip_fatbin")
+    count, off, end = struct.unpack_from("<Q", raw, 24)[0], 32, 32
+    for _ in range(count):
+        o, size, length = struct.unpack_from("<QQQ", raw, off)
+        end, off = max(end, o + size), off + 24 + length
+    return raw[:max(end, off)]
+
+
+def test_zlib_ccob_v2_read_like_clang(built, tmp_path):
+    import hashlib
+    import zlib
+    bundle = plain_bundle(built["hip.o"])
+    payload = zlib.compress(bundle, 9)
+    digest = struct.unpack_from("<Q", hashlib.md5(bundle).digest())[0]
+    path = tmp_path / "z.ccob"
+    path.write_bytes(b"CCOB" + struct.pack("<HHIIQ", 2, 0, 24 + len(payload), len(bundle), digest)
+                     + payload)
+    ids = tool(BUNDLER, "--list", "--type=bc", f"--input={path}").split()
+    binary = kir.open(path)
+    assert binary.format == "offload-bundle"
+    [container] = binary.containers
+    assert container.site.compression == "zlib" and container.site.version == 2
+    assert sorted(i.identifier for i in container.images) == sorted(ids)
+    reference = kir.open(built["hip.o"]).containers[0].images
+    assert [i.read() for i in container.images] == [i.read() for i in reference]
+
+
+def test_scan_finds_bundles_in_data(built, tmp_path):
+    """A compressed bundle linked in as plain data (`ld -r -b binary`)."""
+    path = built["embedded_bundle"]
+    assert kir.open(path).containers == []
+    [container] = kir.open(path, scan=True).containers
+    assert (container.format, container.found_by, container.section) == ("offload-bundle", "scan", ".data")
+    work = path.parent / ".embedded_bundle.work"
+    out = tmp_path / "co"
+    tool(BUNDLER, "--unbundle", "--type=bc", f"--input={work / 'b.bin'}",
+         "--targets=hipv4-amdgcn-amd-amdhsa--gfx90a", f"--output={out}")
+    [co] = [i for i in container.images if i.kind == "code-object"]
+    assert co.read() == out.read_bytes()
+
+
+def test_two_modules_in_one_llvmbc(built, tmp_path):
+    """`ld -r` concatenates .llvmbc sections: kir splits the modules apart."""
+    [container] = kir.open(built["two_modules.o"]).containers
+    modules = [i.read() for i in container.images]
+    assert len(modules) == 2 and b"".join(modules) == section_bytes(built["two_modules.o"], ".llvmbc")
+    functions = [set(re.findall(r"^define [^@]*@(\w+)", tool_dis(m, tmp_path), re.M)) for m in modules]
+    assert functions[0] == {"square", "cube"} and "offload" in functions[1]
+
+
+def tool_dis(data: bytes, tmp_path: Path) -> str:
+    path = tmp_path / "m.bc"
+    path.write_bytes(data)
+    return tool("llvm-dis-22", path, "-o", "-")

@@ -521,9 +521,42 @@ class BinaryReader {
           uint64_t skip = try_scanned(d.from(off), member, std::string(s.name));
           off += skip ? skip : 1;
         }
+        scan_bundles(d.sub(start, end - start), member, std::string(s.name));
         out_.file_->release(d.sub(start, end - start));
       }
     }
+  }
+
+  /// Offload bundles (plain or CCOB) in `window`, kept when they parse whole
+  /// and every entry id has the "<kind>-<triple>-<target>" shape.
+  void scan_bundles(ByteView window, const std::string& member, const std::string& section) {
+    if (is_bundle_section(section)) return;
+    for (uint64_t off = find_bundle(window, 0); off < window.size(); off = find_bundle(window, off)) {
+      ByteView at = ByteView(window.data() + off, window.size() - off, window.origin(off));
+      uint64_t skip = 0;
+      if (const ContainerSite* c = container_at(at.origin())) {
+        skip = c->file_offset + c->size - at.origin();
+      } else if (plausible_bundle(at)) {
+        Expected<uint64_t> size = read_bundle(at, member, section, FoundBy::scan);
+        skip = size ? *size : 0;
+      }
+      off += std::max<uint64_t>(skip, 1);
+    }
+  }
+
+  static bool is_bundle_section(const std::string& name) {
+    return name == kBundleSection || name.rfind(kOffloadBundleMagic, 0) == 0;
+  }
+
+  /// A bundle whose entries all have well-formed ids (so that chance bytes
+  /// after the magic are never reported).
+  static bool plausible_bundle(ByteView at) {
+    if (CompressedBundle::has_magic(at)) return CompressedBundle::create(at).ok();
+    Expected<OffloadBundle> b = OffloadBundle::create(at);
+    if (!b || b->entries().empty()) return false;
+    for (const BundleEntry& e : b->entries())
+      if (parse_bundle_id(e.id).triple.empty()) return false;
+    return true;
   }
 
   /// Bitcode modules held as plain data (the Proteus host JIT's private string
