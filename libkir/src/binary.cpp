@@ -564,17 +564,24 @@ class BinaryReader {
   /// a module block. Sections that are containers themselves are skipped.
   void scan_bitcode(const ElfFile& elf, const std::string& member) {
     static const char magic[4] = {'B', 'C', '\xC0', '\xDE'};
+    constexpr uint64_t kWindow = 16 << 20;
     for (const ElfSection& s : elf.sections()) {
       if (is_container_section(s)) continue;
       ByteView d = s.data;
-      for (uint64_t off = 0; off + 4 <= d.size();) {
-        const void* hit = memmem(d.data() + off, d.size() - off, magic, 4);
-        if (!hit) break;
-        off = static_cast<const uint8_t*>(hit) - d.data();
-        uint64_t size = try_scanned_bitcode(d.from(off), member, std::string(s.name));
-        off += size ? size : 1;
+      for (uint64_t start = 0, off = 0; start < d.size(); start += kWindow) {
+        uint64_t end = std::min(d.size(), start + kWindow);
+        uint64_t search_end = std::min(d.size(), end + 3);  // a magic may straddle windows
+        while (off < end) {
+          const void* hit = memmem(d.data() + off, search_end - off, magic, 4);
+          if (!hit) break;
+          off = static_cast<const uint8_t*>(hit) - d.data();
+          if (off >= end) break;  // the next window's
+          uint64_t size = try_scanned_bitcode(d.from(off), member, std::string(s.name));
+          off += size ? size : 1;
+        }
+        off = std::max(off, end);
+        out_.file_->release(d.sub(start, end - start));
       }
-      out_.file_->release(d);
     }
   }
 
