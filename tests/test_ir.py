@@ -133,3 +133,17 @@ def test_extract_ir(built, kir_cli, tmp_path):
     subprocess.run(["llvm-as-22", tmp_path / "hip_rdc.ir1.amdgcn.ll", "-o", tmp_path / "x.bc"],
                    check=True)
     assert (tmp_path / "hip_rdc.ir1.amdgcn.bc").read_bytes()[:4] == b"BC\xc0\xde"
+
+
+def test_proteus_jit_metadata(tmp_path):
+    """Kernels the Proteus pass marks with !proteus.jit are JIT-annotated."""
+    source = tmp_path / "m.ll"
+    source.write_text(
+        'target triple = "nvptx64-nvidia-cuda"\n'
+        "define ptx_kernel void @k(i32 %n) !proteus.jit !0 { ret void }\n"
+        "define ptx_kernel void @plain(i32 %n) { ret void }\n"
+        "!0 = !{i32 1}\n")
+    subprocess.run(["llvm-as-22", source, "-o", tmp_path / "m.bc"], check=True)
+    m = ir.read_module((tmp_path / "m.bc").read_bytes())
+    assert m.function("k").jit and not m.function("plain").jit
+    assert [f.name for f in m.kernels] == ["k", "plain"]

@@ -266,3 +266,21 @@ def tool_dis(data: bytes, tmp_path: Path) -> str:
     path = tmp_path / "m.bc"
     path.write_bytes(data)
     return tool("llvm-dis-22", path, "-o", "-")
+
+
+def test_code_object_without_note_uses_kernel_descriptors(built, tmp_path):
+    """With the metadata note stripped, kernels come from their .kd descriptors,
+    whose kernarg sizes agree with what the note said."""
+    image = next(i for i in kir.open(built["libhip.so"]).images if i.kind == "code-object")
+    full = tmp_path / "full.co"
+    full.write_bytes(image.read())
+    stripped = tmp_path / "stripped.co"
+    tool("llvm-objcopy-22", "--remove-section=.note", full, stripped)
+    with_note = kir.parse_code_object(full.read_bytes())
+    without = kir.parse_code_object(stripped.read_bytes())
+    assert sorted(k.name for k in without.kernels) == sorted(k.name for k in with_note.kernels)
+    kernarg = {k.name: k.param_bytes for k in without.kernels}
+    text = tool("llvm-readelf-22", "--notes", full)
+    sizes = dict((n, int(s)) for s, n in re.findall(
+        r"\.kernarg_segment_size:\s+(\d+)(?:\n(?!  -).*)*?\n    \.name:\s+(\S+)", text))
+    assert sizes and all(kernarg[n] == s for n, s in sizes.items())

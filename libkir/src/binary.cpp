@@ -224,6 +224,7 @@ class BinaryReader {
   /// Offset of the next bundle magic (plain or CCOB) at or after `off`, or bytes.size().
   static uint64_t find_bundle(ByteView bytes, uint64_t off) {
     uint64_t best = bytes.size();
+    if (off >= bytes.size()) return best;
     for (std::string_view magic : {kOffloadBundleMagic, kCompressedBundleMagic}) {
       const void* hit = memmem(bytes.data() + off, bytes.size() - off, magic.data(), magic.size());
       if (hit) best = std::min<uint64_t>(best, static_cast<const uint8_t*>(hit) - bytes.data());

@@ -11,7 +11,8 @@ Open a binary and walk what it holds::
 """
 from kir.errors import KirError
 from kir.binary import Binary, Container, Image, open
-from kir._core import DeviceCode, DeviceGlobal, Kernel, KernelParam, __version__, demangle
+from kir._core import (DeviceCode, DeviceGlobal, Kernel, KernelParam, __version__, demangle,
+                       parse_code_object, parse_cubin, parse_ptx)
 
 __all__ = [
     "Binary", "Container", "DeviceCode", "DeviceGlobal", "Image", "Kernel", "KernelParam",
