@@ -184,8 +184,10 @@ class BinaryReader {
     return {};
   }
 
-  /// Fatbin containers back to back in `bytes`, 8-aligned, zero padding between.
-  Status walk_containers(ByteView bytes, const std::string& member, const std::string& section) {
+  /// Items back to back in `bytes`, each 8-aligned, zero padding between:
+  /// `read(at)` parses and adds the one at `at` and returns its size.
+  template <class Read>
+  Status walk_aligned(ByteView bytes, Read&& read) {
     uint64_t off = 0, released = 0;
     while (off < bytes.size()) {
       ByteView at = bytes.from(off);
@@ -193,17 +195,26 @@ class BinaryReader {
         off += std::min<uint64_t>(8, at.size());
         continue;
       }
+      Expected<uint64_t> size = read(at);
+      if (!size) return size.error();
+      off = std::min(align_up(off + *size, 8), bytes.size());
+      release(bytes, released, off);
+    }
+    release(bytes, released, off, true);
+    return {};
+  }
+
+  /// Fatbin containers back to back in `bytes`.
+  Status walk_containers(ByteView bytes, const std::string& member, const std::string& section) {
+    return walk_aligned(bytes, [&](ByteView at) -> Expected<uint64_t> {
       Expected<FatbinContainer> c = FatbinContainer::create(at);
       if (!c)
         return c.error().within(member_prefix(member) + section + ": container #" +
                                 std::to_string(out_.containers_.size()) + " at file offset " +
                                 hex(at.origin()));
       add_fatbin(member, section, at.origin(), FoundBy::section, *c);
-      off = std::min(align_up(off + c->total_size(), 8), bytes.size());
-      release(bytes, released, off);
-    }
-    release(bytes, released, off, true);
-    return {};
+      return c->total_size();
+    });
   }
 
   /// Offload bundles (plain or compressed) in `bytes`, found by their magic.
@@ -232,19 +243,13 @@ class BinaryReader {
     return best;
   }
 
-  /// LLVM offloading binaries back to back, 8-aligned.
+  /// LLVM offloading binaries back to back in `bytes`.
   Status walk_offload_binaries(ByteView bytes, const std::string& member, const std::string& section) {
-    uint64_t off = 0;
-    while (off < bytes.size()) {
-      ByteView at = bytes.from(off);
-      if (is_zero_padding(at)) {
-        off += std::min<uint64_t>(8, at.size());
-        continue;
-      }
+    return walk_aligned(bytes, [&](ByteView at) -> Expected<uint64_t> {
       Expected<OffloadBinary> b = OffloadBinary::create(at);
       if (!b)
-        return b.error().within(member_prefix(member) + section + ": offloading binary at file offset " +
-                                hex(at.origin()));
+        return b.error().within(member_prefix(member) + section +
+                                ": offloading binary at file offset " + hex(at.origin()));
       ContainerSite site =
           site_for(member, section, at.origin(), FoundBy::section, ContainerFormat::offload_binary);
       site.version = b->version();
@@ -252,11 +257,11 @@ class BinaryReader {
       site.inflated = b->inflated();
       if (b->compressed()) site.compression = "compressed";
       for (const OffloadBinaryEntry& e : b->entries())
-        site.images.push_back(image_from_offload_entry(e, uint32_t(site.images.size()), !b->compressed()));
+        site.images.push_back(
+            image_from_offload_entry(e, uint32_t(site.images.size()), !b->compressed()));
       add(std::move(site));
-      off = std::min(align_up(off + b->total_size(), 8), bytes.size());
-    }
-    return {};
+      return b->total_size();
+    });
   }
 
   /// `.llvmbc` (-fembed-bitcode, with its cc1 command line in `.llvmcmd`) or
