@@ -495,6 +495,8 @@ class BinaryReader {
     if (ContainerSite* known = container_at(target); known && known->file_offset == target)
       return known;
     uint64_t local = target - elf.bytes().origin();
+    if (target < elf.bytes().origin() || !elf.bytes().contains(local, 16))
+      return Error(where + " points to file offset " + hex(target) + ", outside the object");
     const ElfSection* s = elf.section_at_offset(local);
     ByteView at = s ? s->data.from(local - s->offset) : elf.bytes().from(local);
     std::string section = s ? std::string(s->name) : "";

@@ -193,12 +193,15 @@ std::optional<uint64_t> ElfFile::file_offset_of(uint64_t vaddr, uint64_t size) c
   for (const ElfSegment& p : segments_) {
     if (p.type != elf::PT_LOAD || vaddr < p.vaddr) continue;
     uint64_t rel = vaddr - p.vaddr;
-    if (rel <= p.filesz && size <= p.filesz - rel) return p.offset + rel;
+    // The segment's claim is checked against the file too: headers are input.
+    if (rel <= p.filesz && size <= p.filesz - rel && p.offset <= bytes_.size() &&
+        rel <= bytes_.size() - p.offset && bytes_.contains(p.offset + rel, size))
+      return p.offset + rel;
   }
   for (const ElfSection& s : sections_) {
     if (s.addr == 0 || s.type == elf::SHT_NOBITS || vaddr < s.addr) continue;
     uint64_t rel = vaddr - s.addr;
-    if (rel <= s.size && size <= s.size - rel) return s.offset + rel;
+    if (rel <= s.size && size <= s.size - rel && s.data.contains(rel, size)) return s.offset + rel;
   }
   return std::nullopt;
 }
