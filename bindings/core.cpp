@@ -16,6 +16,7 @@
 #include <unordered_map>
 
 #include "kir/binary.hpp"
+#include "kir/hash/hash.hpp"
 #include "kir/kir.h"
 #include "kir/object/elf.hpp"
 #include "records.hpp"
@@ -314,6 +315,75 @@ void bind_elf(nb::module_& m) {
       }, "dynamic"_a = false, "(name, value, size, type, binding, other, section) tuples.");
 }
 
+kir::ByteView view_of(const nb::bytes& b) {
+  return kir::ByteView(reinterpret_cast<const uint8_t*>(b.c_str()), b.size());
+}
+
+std::vector<kir::ByteView> views_of(const std::vector<nb::bytes>& list) {
+  std::vector<kir::ByteView> out;
+  for (const nb::bytes& b : list) out.push_back(view_of(b));
+  return out;
+}
+
+void bind_hash(nb::module_& m) {
+  nb::class_<kir::Hash128>(m, "Hash128", "A 128-bit kir hash; str() gives its 32 hex digits.")
+      .def(nb::init<>())
+      .def_rw("high", &kir::Hash128::high)
+      .def_rw("low", &kir::Hash128::low)
+      .def_prop_ro("hex", &kir::Hash128::hex, "32 lowercase hex digits, high half first.")
+      .def_static("from_hex", [](const std::string& text) {
+        std::optional<kir::Hash128> h = kir::Hash128::from_hex(text);
+        if (!h) throw nb::value_error(("not a kir hash (32 lowercase hex digits): '" + text + "'").c_str());
+        return *h;
+      }, "text"_a, "Parse exactly 32 lowercase hex digits (ValueError otherwise).")
+      .def("__str__", &kir::Hash128::hex)
+      .def("__repr__", [](const kir::Hash128& h) { return "Hash128('" + h.hex() + "')"; })
+      .def("__eq__", [](const kir::Hash128& a, const kir::Hash128& b) { return a == b; })
+      .def("__hash__", [](const kir::Hash128& h) { return static_cast<Py_ssize_t>(h.low ^ h.high); });
+
+  nb::enum_<kir::ArgType>(m, "ArgType", "Argument value types of dynamic-hash ARG records.")
+      .value("i8", kir::ArgType::i8).value("i16", kir::ArgType::i16).value("i32", kir::ArgType::i32)
+      .value("i64", kir::ArgType::i64).value("u8", kir::ArgType::u8).value("u16", kir::ArgType::u16)
+      .value("u32", kir::ArgType::u32).value("u64", kir::ArgType::u64).value("f16", kir::ArgType::f16)
+      .value("bf16", kir::ArgType::bf16).value("f32", kir::ArgType::f32).value("f64", kir::ArgType::f64)
+      .value("ptr", kir::ArgType::ptr).value("bytes", kir::ArgType::bytes)
+      .value("bool", kir::ArgType::boolean);
+
+  m.def("xxh3_128", [](nb::bytes data) {
+    kir::ByteView v = view_of(data);
+    nb::gil_scoped_release release;
+    return kir::xxh3_128(v);
+  }, "data"_a, "XXH3-128 (seed 0) of bytes, by the system xxhash library.");
+  m.def("static_hash", [](const std::string& name, const std::string& code_kind,
+                          const std::vector<nb::bytes>& modules) {
+    return kir::static_hash(name, code_kind, views_of(modules));
+  }, "name"_a, "code_kind"_a, "modules"_a,
+  "The static hash of a kernel: its mangled name, the kind of code ('ir', 'cubin', 'ptx', "
+  "'code-object') and the code's bytes (IR modules in any order, or one image).");
+  m.def("proteus_static_hash", [](const std::string& name, const std::vector<nb::bytes>& modules,
+                                  bool llvm20_or_newer) {
+    return kir::proteus_static_hash(name, views_of(modules), llvm20_or_newer);
+  }, "name"_a, "modules"_a, "llvm20_or_newer"_a = true,
+  "Proteus's current 64-bit static hash (modules in registration order).");
+  m.def("fnv1a_64", [](nb::bytes data) { return kir::fnv1a_64(view_of(data)); }, "data"_a);
+
+  nb::class_<kir::DynamicHash>(m, "DynamicHash",
+                               "Builds a dynamic hash: static hash and arch, then records in order.")
+      .def(nb::init<const kir::Hash128&, std::string_view>(), "static_hash"_a, "arch"_a)
+      .def("arg", [](kir::DynamicHash& h, uint32_t position, kir::ArgType type, nb::bytes value)
+               -> kir::DynamicHash& { return h.arg(position, type, value.c_str(), value.size()); },
+           "position"_a, "type"_a, "value"_a, nb::rv_policy::reference_internal,
+           "A runtime-constant argument: 1-based position, type, value bytes (little-endian).")
+      .def("grid", &kir::DynamicHash::grid, "x"_a, "y"_a, "z"_a, nb::rv_policy::reference_internal)
+      .def("block", &kir::DynamicHash::block, "x"_a, "y"_a, "z"_a, nb::rv_policy::reference_internal)
+      .def("bounds", &kir::DynamicHash::bounds, "max_threads"_a, "min_blocks"_a,
+           nb::rv_policy::reference_internal)
+      .def("config", [](kir::DynamicHash& h, std::string_view key, nb::bytes value)
+               -> kir::DynamicHash& { return h.config(key, std::string_view(value.c_str(), value.size())); },
+           "key"_a, "value"_a, nb::rv_policy::reference_internal)
+      .def("finish", &kir::DynamicHash::finish);
+}
+
 }  // namespace
 
 NB_MODULE(_core, m) {
@@ -325,4 +395,5 @@ NB_MODULE(_core, m) {
   bind_fatbin(m);
   bind_binary(m);
   bind_elf(m);
+  bind_hash(m);
 }

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# The system packages kir builds against (Debian/Ubuntu): the libzstd, liblz4
-# and zlib headers, a C++17 compiler. With --tests, also what the test suite
+# The system packages kir builds against (Debian/Ubuntu): the libzstd, liblz4,
+# zlib and xxhash headers, a C++17 compiler. With --tests, also what the test suite
 # builds its fixtures with and compares against: clang, LLVM's tools, lld (22).
 # Installs only what is missing.
 set -euo pipefail
-packages=(libzstd-dev liblz4-dev zlib1g-dev g++)
+packages=(libzstd-dev liblz4-dev zlib1g-dev libxxhash-dev g++)
 if [ "${1:-}" = "--tests" ]; then
   packages+=(clang-22 llvm-22 lld-22)
 fi

@@ -11,6 +11,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent / "fixtures"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import build as fixture_build  # noqa: E402
 

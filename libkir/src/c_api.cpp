@@ -167,3 +167,87 @@ int kir_binary_kernel_param(const kir_binary* binary, size_t index, size_t kerne
 }
 
 }  // extern "C"
+
+// ---- hashes ---------------------------------------------------------------
+
+#include <new>
+
+#include "kir/hash/hash.hpp"
+
+static_assert(sizeof(kir_dynamic_hash) >= sizeof(kir::DynamicHash), "kir_dynamic_hash too small");
+static_assert(alignof(kir_dynamic_hash) >= alignof(kir::DynamicHash), "kir_dynamic_hash misaligned");
+
+namespace {
+
+std::vector<kir::ByteView> views(const kir_bytes* modules, size_t count) {
+  std::vector<kir::ByteView> out;
+  for (size_t i = 0; i < count; ++i)
+    out.emplace_back(static_cast<const uint8_t*>(modules[i].data), modules[i].size);
+  return out;
+}
+
+kir::DynamicHash* builder(kir_dynamic_hash* h) {
+  return std::launder(reinterpret_cast<kir::DynamicHash*>(h->opaque));
+}
+
+kir_hash128 to_c(const kir::Hash128& h) { return {h.high, h.low}; }
+
+}  // namespace
+
+extern "C" {
+
+kir_hash128 kir_static_hash(const char* name, const char* code_kind, const kir_bytes* modules,
+                            size_t count) {
+  return to_c(kir::static_hash(name ? name : "", code_kind ? code_kind : "", views(modules, count)));
+}
+
+void kir_dynamic_hash_begin(kir_dynamic_hash* h, kir_hash128 static_hash, const char* arch) {
+  new (h->opaque) kir::DynamicHash({static_hash.high, static_hash.low}, arch ? arch : "");
+}
+
+void kir_dynamic_hash_arg(kir_dynamic_hash* h, uint32_t position, uint8_t type, const void* value,
+                          size_t size) {
+  builder(h)->arg(position, static_cast<kir::ArgType>(type), value, size);
+}
+
+void kir_dynamic_hash_grid(kir_dynamic_hash* h, uint32_t x, uint32_t y, uint32_t z) {
+  builder(h)->grid(x, y, z);
+}
+
+void kir_dynamic_hash_block(kir_dynamic_hash* h, uint32_t x, uint32_t y, uint32_t z) {
+  builder(h)->block(x, y, z);
+}
+
+void kir_dynamic_hash_bounds(kir_dynamic_hash* h, uint32_t max_threads, uint32_t min_blocks) {
+  builder(h)->bounds(max_threads, min_blocks);
+}
+
+void kir_dynamic_hash_config(kir_dynamic_hash* h, const char* key, const void* value, size_t size) {
+  builder(h)->config(key ? key : "", std::string_view(static_cast<const char*>(value), size));
+}
+
+kir_hash128 kir_dynamic_hash_finish(kir_dynamic_hash* h) {
+  kir::Hash128 out = builder(h)->finish();
+  builder(h)->~DynamicHash();
+  return to_c(out);
+}
+
+void kir_hash_to_hex(kir_hash128 hash, char out[33]) {
+  std::string hex = kir::Hash128{hash.high, hash.low}.hex();
+  std::memcpy(out, hex.c_str(), 33);
+}
+
+int kir_hash_from_hex(const char* text, kir_hash128* out) {
+  std::optional<kir::Hash128> h = kir::Hash128::from_hex(text ? text : "");
+  if (!h || !out) return fail(std::string("not a kir hash (32 lowercase hex digits): '") +
+                              (text ? text : "") + "'");
+  *out = to_c(*h);
+  return 0;
+}
+
+uint64_t kir_proteus_static_hash(const char* name, const kir_bytes* modules, size_t count,
+                                 int llvm20_or_newer) {
+  return kir::proteus_static_hash(name ? name : "", views(modules, count), llvm20_or_newer != 0);
+}
+
+}  // extern "C"

@@ -1,6 +1,7 @@
 """kir core bindings (libkir)"""
 
 from collections.abc import Callable, Mapping, Sequence
+import enum
 
 
 class KernelParam:
@@ -419,3 +420,102 @@ class ElfFile:
 
     def symbols(self, dynamic: bool = False) -> list:
         """(name, value, size, type, binding, other, section) tuples."""
+
+class Hash128:
+    """A 128-bit kir hash; str() gives its 32 hex digits."""
+
+    def __init__(self) -> None: ...
+
+    @property
+    def high(self) -> int: ...
+
+    @high.setter
+    def high(self, arg: int, /) -> None: ...
+
+    @property
+    def low(self) -> int: ...
+
+    @low.setter
+    def low(self, arg: int, /) -> None: ...
+
+    @property
+    def hex(self) -> str:
+        """32 lowercase hex digits, high half first."""
+
+    @staticmethod
+    def from_hex(text: str) -> Hash128:
+        """Parse exactly 32 lowercase hex digits (ValueError otherwise)."""
+
+    def __str__(self) -> str: ...
+
+    def __repr__(self) -> str: ...
+
+    def __eq__(self, arg: Hash128, /) -> bool: ...
+
+    def __hash__(self) -> int: ...
+
+class ArgType(enum.Enum):
+    """Argument value types of dynamic-hash ARG records."""
+
+    i8 = 1
+
+    i16 = 2
+
+    i32 = 3
+
+    i64 = 4
+
+    u8 = 5
+
+    u16 = 6
+
+    u32 = 7
+
+    u64 = 8
+
+    f16 = 9
+
+    bf16 = 10
+
+    f32 = 11
+
+    f64 = 12
+
+    ptr = 13
+
+    bytes = 14
+
+    bool = 15
+
+def xxh3_128(data: bytes) -> Hash128:
+    """XXH3-128 (seed 0) of bytes, by the system xxhash library."""
+
+def static_hash(name: str, code_kind: str, modules: Sequence[bytes]) -> Hash128:
+    """
+    The static hash of a kernel: its mangled name, the kind of code ('ir', 'cubin', 'ptx', 'code-object') and the code's bytes (IR modules in any order, or one image).
+    """
+
+def proteus_static_hash(name: str, modules: Sequence[bytes], llvm20_or_newer: bool = True) -> int:
+    """Proteus's current 64-bit static hash (modules in registration order)."""
+
+def fnv1a_64(data: bytes) -> int: ...
+
+class DynamicHash:
+    """Builds a dynamic hash: static hash and arch, then records in order."""
+
+    def __init__(self, static_hash: Hash128, arch: str) -> None: ...
+
+    def arg(self, position: int, type: ArgType, value: bytes) -> DynamicHash:
+        """
+        A runtime-constant argument: 1-based position, type, value bytes (little-endian).
+        """
+
+    def grid(self, x: int, y: int, z: int) -> DynamicHash: ...
+
+    def block(self, x: int, y: int, z: int) -> DynamicHash: ...
+
+    def bounds(self, max_threads: int, min_blocks: int) -> DynamicHash: ...
+
+    def config(self, key: str, value: bytes) -> DynamicHash: ...
+
+    def finish(self) -> Hash128: ...

@@ -62,6 +62,7 @@ class IrModule:
     source: str                    #: where it was found, for people
     image: int                     #: index of the image it lies in
     embedded: str = ""             #: the Proteus symbol/section name when embedded in device code
+    for_kernel: str = ""           #: a Proteus per-kernel module's kernel (HIP RDC/LTO sections)
     bitcode: bytes = b""
     triple: str = ""
     data_layout: str = ""
@@ -83,11 +84,12 @@ class IrModule:
 
 
 def read_module(bitcode: bytes, index: int = 0, source: str = "", image: int = -1,
-                embedded: str = "") -> IrModule:
+                embedded: str = "", for_kernel: str = "") -> IrModule:
     """Read one bitcode module with llvmlite; a failure is recorded in `.error`."""
     import llvmlite.binding as llvm
 
-    module = IrModule(index=index, source=source, image=image, embedded=embedded, bitcode=bitcode)
+    module = IrModule(index=index, source=source, image=image, embedded=embedded,
+                      for_kernel=for_kernel, bitcode=bitcode)
     try:
         parsed = llvm.parse_bitcode(bitcode)
     except Exception as error:  # llvmlite raises RuntimeError with LLVM's message
@@ -196,7 +198,7 @@ def ir_modules(binary: Binary) -> list[IrModule]:
             for embedded in image.code.ir:
                 modules.append(read_module(embedded.bitcode, len(modules),
                                            f"{_where(image)}: {embedded.name}", image.index,
-                                           embedded.name))
+                                           embedded.name, embedded.kernel))
     return modules
 
 

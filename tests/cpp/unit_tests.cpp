@@ -17,6 +17,7 @@
 #include "kir/cuda/fatbin.hpp"
 #include "kir/kir.h"
 #include "kir/object/archive.hpp"
+#include "kir/hash/hash.hpp"
 #include "kir/llvm/offload_bundle.hpp"
 #include "kir/object/elf.hpp"
 #include "kir/support/compression.hpp"
@@ -322,6 +323,39 @@ void test_msgpack() {
   CHECK(!kir::parse_msgpack(view(bad)).ok());
 }
 
+void test_hash_c_api_matches_cpp() {
+  const char* bc = "BC\xC0\xDE module";
+  kir_bytes module{bc, std::strlen(bc)};
+  kir_hash128 s = kir_static_hash("_Z1kv", "ir", &module, 1);
+  kir::Hash128 cpp = kir::static_hash("_Z1kv", "ir", {kir::ByteView(reinterpret_cast<const uint8_t*>(bc), std::strlen(bc))});
+  CHECK(s.high == cpp.high && s.low == cpp.low);
+
+  kir_dynamic_hash h;
+  kir_dynamic_hash_begin(&h, s, "sm_90");
+  int32_t n = 256;
+  kir_dynamic_hash_arg(&h, 1, KIR_ARG_I32, &n, sizeof n);
+  kir_dynamic_hash_grid(&h, 4, 1, 1);
+  kir_dynamic_hash_block(&h, 256, 1, 1);
+  kir_dynamic_hash_config(&h, "opt", "3", 1);
+  kir_hash128 d = kir_dynamic_hash_finish(&h);
+  kir::Hash128 d2 = kir::DynamicHash(cpp, "sm_90").arg(1, kir::ArgType::i32, n).grid(4, 1, 1)
+                        .block(256, 1, 1).config("opt", "3").finish();
+  CHECK(d.high == d2.high && d.low == d2.low);
+
+  char text[33];
+  kir_hash_to_hex(d, text);
+  kir_hash128 back{};
+  CHECK(kir_hash_from_hex(text, &back) == 0 && back.high == d.high && back.low == d.low);
+  CHECK(kir_hash_from_hex("not-a-hash", &back) == -1);
+  CHECK(std::string(kir_last_error()).find("not a kir hash") != std::string::npos);
+
+  // A key longer than the inline buffer streams, and still equals the one-shot result.
+  std::vector<uint8_t> big(2000, 7);
+  kir::Hash128 streamed = kir::DynamicHash(cpp, "sm_90").arg(1, kir::ArgType::bytes, big.data(), big.size()).finish();
+  kir::Hash128 again = kir::DynamicHash(cpp, "sm_90").arg(1, kir::ArgType::bytes, big.data(), big.size()).finish();
+  CHECK(streamed == again && streamed != d2);
+}
+
 void test_demangle() {
   CHECK(kir::demangle("_Z4axpyfPKfPfi") == "axpy(float, float const*, float*, int)");
   CHECK(kir::demangle("plain_c_name") == "plain_c_name");
@@ -347,7 +381,7 @@ int main() {
       {"elf_errors", test_elf_errors},             {"archive", test_archive},
       {"ptx", test_ptx},                           {"demangle", test_demangle},
       {"md5", test_md5},                           {"bundle_ids", test_bundle_ids},
-      {"msgpack", test_msgpack},
+      {"msgpack", test_msgpack},                   {"hash_c_api", test_hash_c_api_matches_cpp},
       {"c_api_errors", test_c_api_errors}};
   for (const auto& [name, fn] : tests) {
     int before = failures;

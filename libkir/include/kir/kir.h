@@ -101,6 +101,62 @@ int kir_binary_kernel_info(const kir_binary* binary, size_t index, size_t kernel
 int kir_binary_kernel_param(const kir_binary* binary, size_t index, size_t kernel, size_t param,
                             kir_kernel_param* out);
 
+/* ---- Kernel hashes (docs/hashing.md) ------------------------------------ */
+
+/** A 128-bit hash; text form: 32 lowercase hex digits, high half first. */
+typedef struct kir_hash128 {
+  uint64_t high;
+  uint64_t low;
+} kir_hash128;
+
+typedef struct kir_bytes {
+  const void* data;
+  size_t size;
+} kir_bytes;
+
+/** Static hash of kernel `name` (mangled) whose code is `modules` (IR modules in
+ *  any order, or one device image) of `code_kind` ("ir", "cubin", "ptx", "code-object"). */
+kir_hash128 kir_static_hash(const char* name, const char* code_kind, const kir_bytes* modules,
+                            size_t count);
+
+#ifdef __cplusplus
+#define KIR_ALIGN64 alignas(64)
+#else
+#define KIR_ALIGN64 _Alignas(64)
+#endif
+
+/** Dynamic-hash builder: allocation-free, lives on the caller's stack. */
+typedef struct kir_dynamic_hash {
+  KIR_ALIGN64 unsigned char opaque[1280];
+} kir_dynamic_hash;
+
+/** Argument types of kir_dynamic_hash_arg (the ARG record's type byte). */
+enum kir_arg_type {
+  KIR_ARG_I8 = 1, KIR_ARG_I16, KIR_ARG_I32, KIR_ARG_I64, KIR_ARG_U8, KIR_ARG_U16, KIR_ARG_U32,
+  KIR_ARG_U64, KIR_ARG_F16, KIR_ARG_BF16, KIR_ARG_F32, KIR_ARG_F64, KIR_ARG_PTR, KIR_ARG_BYTES,
+  KIR_ARG_BOOL
+};
+
+void kir_dynamic_hash_begin(kir_dynamic_hash* h, kir_hash128 static_hash, const char* arch);
+/** `position` is 1-based; add arguments by increasing position. */
+void kir_dynamic_hash_arg(kir_dynamic_hash* h, uint32_t position, uint8_t type, const void* value,
+                          size_t size);
+void kir_dynamic_hash_grid(kir_dynamic_hash* h, uint32_t x, uint32_t y, uint32_t z);
+void kir_dynamic_hash_block(kir_dynamic_hash* h, uint32_t x, uint32_t y, uint32_t z);
+void kir_dynamic_hash_bounds(kir_dynamic_hash* h, uint32_t max_threads, uint32_t min_blocks);
+void kir_dynamic_hash_config(kir_dynamic_hash* h, const char* key, const void* value, size_t size);
+kir_hash128 kir_dynamic_hash_finish(kir_dynamic_hash* h);
+
+/** Writes 32 hex digits and a NUL into `out` (33 bytes). */
+void kir_hash_to_hex(kir_hash128 hash, char out[33]);
+/** Parses exactly 32 lowercase hex digits. Returns 0, or -1 (kir_last_error set). */
+int kir_hash_from_hex(const char* text, kir_hash128* out);
+
+/** Proteus's current 64-bit static hash (migration of existing caches/records):
+ *  `llvm20_or_newer` selects XXH3-64 (LLVM >= 20 builds) or FNV-1a (older). */
+uint64_t kir_proteus_static_hash(const char* name, const kir_bytes* modules, size_t count,
+                                 int llvm20_or_newer);
+
 #ifdef __cplusplus
 }
 #endif

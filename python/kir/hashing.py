@@ -1,0 +1,82 @@
+"""Kernel hashes (docs/hashing.md): the static hash of every kernel of a binary,
+dynamic hashes, and Proteus's current 64-bit hash for migration.
+
+The encoding and XXH3 live in the core (libkir); this module decides which
+bytes a kernel's code is: the IR module(s) that define it when the binary holds
+IR for it, otherwise the device image it was found in (decompressed).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kir import _core
+from kir.binary import Binary, Image
+
+Hash128 = _core.Hash128
+DynamicHash = _core.DynamicHash
+ArgType = _core.ArgType
+static_hash = _core.static_hash
+proteus_static_hash = _core.proteus_static_hash
+xxh3_128 = _core.xxh3_128
+
+CODE_IMAGES = ("cubin", "ptx", "code-object")
+
+
+@dataclass
+class KernelHash:
+    image: int          #: index of the image the kernel was found in
+    target: str         #: the image's target ("sm_90", "gfx90a")
+    kernel: str         #: mangled name
+    static: Hash128
+    code_kind: str      #: "ir", or the image kind the code was hashed from
+    source: str         #: "IR module #k, ..." or "image #i"
+    proteus: int | None = None  #: Proteus's 64-bit hash (only when there is IR)
+
+
+def kernel_hashes(binary: Binary, llvm20_or_newer: bool = True,
+                  name_filter=None) -> list[KernelHash]:
+    """The static hash of every kernel in the binary's device images."""
+    images = [i for i in binary.images if i.kind in CODE_IMAGES and not i.obfuscated]
+    binary.load_code(images)
+    modules = _ir_modules(binary)
+    out = []
+    for image in images:
+        kernels = [k for k in image.kernels if name_filter is None or name_filter(k.name)]
+        data = None
+        for kernel in kernels:
+            ir = _kernel_modules(modules, image, kernel.name)
+            if ir:
+                code = [m.bitcode for m in ir]
+                kind, source = "ir", ", ".join(f"IR module #{m.index}" for m in ir)
+            else:
+                data = data if data is not None else image.read()
+                code, kind, source = [data], image.kind, f"image #{image.index}"
+            out.append(KernelHash(
+                image=image.index, target=image.target, kernel=kernel.name,
+                static=static_hash(kernel.name, kind, code), code_kind=kind, source=source,
+                proteus=proteus_static_hash(kernel.name, code, llvm20_or_newer) if ir else None))
+    return out
+
+
+def _ir_modules(binary: Binary):
+    has_ir = any(i.kind == "bitcode" for i in binary.images) or any(
+        i._code is not None and len(i._code.ir) > 0 for i in binary.images)
+    if not has_ir:
+        return []
+    from kir import ir
+    return [m for m in ir.ir_modules(binary) if not m.error]
+
+
+def _kernel_modules(modules, image: Image, name: str):
+    """The IR a kernel's static hash covers: its own Proteus per-kernel module,
+    else the modules embedded in its image that define it, else the first
+    module of the binary that defines it for the same target family."""
+    defining = [m for m in modules if (f := m.function(name)) and f.is_kernel and not f.is_declaration]
+    own = [m for m in defining if m.image == image.index and m.for_kernel in ("", name)]
+    per_kernel = [m for m in own if m.for_kernel == name]
+    return per_kernel[:1] or own or _same_family(defining, image)
+
+
+def _same_family(defining, image: Image):
+    family = "amdgcn" if image.kind == "code-object" else "nvptx"
+    return [m for m in defining if m.triple.startswith(family)][:1]

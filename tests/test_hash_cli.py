@@ -1,0 +1,66 @@
+"""`kir hash`: kernel static hashes of real binaries, recomputed independently
+(tests/hash_reference.py over bytes from cuobjdump or the fixture's own files)."""
+from __future__ import annotations
+
+import json
+import struct
+import subprocess
+
+import hash_reference as ref
+
+
+def hash_lines(kir_cli, *args):
+    result = kir_cli("hash", "--json", *args)
+    assert result.returncode == 0, result.stderr
+    return [json.loads(line) for line in result.stdout.splitlines()]
+
+
+def test_kernels_with_embedded_ir_hash_their_ir(built, kir_cli):
+    module = (built["proteus_cuda"].parent / ".proteus_cuda.work" / "dev.bc").read_bytes()
+    lines = [h for h in hash_lines(kir_cli, built["proteus_cuda"]) if h["kernel"] == "_Z4axpyfPKfPfi"]
+    assert lines and all(h["code"] == "ir" for h in lines)
+    for h in lines:
+        assert h["static"] == ref.static_hash("_Z4axpyfPKfPfi", "ir", [module])
+        assert h["proteus"] == ref.proteus_static_hash("_Z4axpyfPKfPfi", [module], True)
+
+
+def test_kernels_without_ir_hash_their_image(built, kir_cli, cuobjdump, tmp_path):
+    subprocess.run([cuobjdump, "-xelf", "all", built["app"]], cwd=tmp_path, check=True,
+                   capture_output=True)
+    cubins = {p.name.split(".")[2]: p.read_bytes() for p in tmp_path.glob("app.*.cubin")
+              if p.stat().st_size > 4000}  # the user's cubins, not cudart's
+    for h in hash_lines(kir_cli, "--kernel", "axpy", built["app"]):
+        if h["code"] == "cubin":
+            assert h["static"] == ref.static_hash(h["kernel"], "cubin", [cubins[h["target"]]])
+            assert h["proteus"] is None
+
+
+def test_proteus_hip_hash_uses_the_section_hash(built, kir_cli):
+    """HIP: Proteus's module hash is the section name's decimal suffix (formats.md §5)."""
+    module = (built["proteus_hip.o"].parent / ".proteus_hip.o.work" / "dev.bc").read_bytes()
+    result = kir_cli("hash", "--proteus", "--llvm-before-20", "--kernel", "axpy", built["proteus_hip.o"])
+    [line] = result.stdout.splitlines()
+    value = int(line.split()[0])
+    suffix = ref.fnv1a_64(module)  # what the fixture wrote into the section name
+    assert value == ref.fnv1a_64(struct.pack("<QQ", ref.fnv1a_64(b"_Z4axpyfPKfPfi"), suffix))
+
+
+def test_dynamic_hash_from_the_command_line(kir_cli):
+    static = ref.static_hash("k", "ir", [b"m"])
+    result = kir_cli("hash", "--dynamic", static, "--arch", "sm_90", "--arg", "1:f32:2.0",
+                     "--arg", "3:i32:256", "--arg", "4:bytes:00ff", "--grid", "4,1,1",
+                     "--block", "256,1,1", "--bounds", "256,2", "--config", "opt=3")
+    assert result.returncode == 0, result.stderr
+    expected = ref.dynamic_hash(static, "sm_90",
+                                args=[(1, "f32", struct.pack("<f", 2.0)), (3, "i32", struct.pack("<i", 256)),
+                                      (4, "bytes", b"\x00\xff")],
+                                grid=[4, 1, 1], block=[256, 1, 1], bounds=[256, 2],
+                                config=[("opt", b"3")])
+    assert result.stdout.strip() == expected
+
+
+def test_bad_hash_arguments_exit_2(kir_cli):
+    for args in (["--dynamic", "XYZ"], ["--dynamic", "0" * 32, "--arg", "1:i33:5"],
+                 ["--dynamic", "0" * 32, "--grid", "1,2"], []):
+        result = kir_cli("hash", *args)
+        assert result.returncode == 2 and result.stderr.startswith("kir: error:"), args
