@@ -102,7 +102,9 @@ void bind_device_code(nb::module_& m) {
       .def_ro("functions", &kir::DeviceCode::functions, "Defined functions that are not kernels.")
       .def_ro("globals", &kir::DeviceCode::globals)
       .def_ro("target", &kir::DeviceCode::target, "AMDGPU code objects: the target id.")
-      .def_ro("ir", &kir::DeviceCode::ir, "LLVM IR embedded by the Proteus pass.");
+      .def_ro("ir", &kir::DeviceCode::ir, "LLVM IR embedded by the Proteus pass.")
+      .def_ro("image_digest", &kir::DeviceCode::image_digest,
+              "XXH3-128 of the decoded image, when decoded with digests=True.");
 
   m.def("demangle", &kir::demangle, "name"_a, "Itanium C++ demangling.");
   m.def("fatbin_flag_names", &kir::fatbin_flag_names, "flags"_a,
@@ -250,7 +252,8 @@ void bind_binary(nb::module_& m) {
         return value_or_raise(std::move(code));
       }, "container"_a, "entry"_a)
       .def("device_code_of", [](const kir::Binary& b, std::vector<kir::Binary::ImageRef> images,
-                                unsigned threads, std::function<void(size_t, size_t)> progress) {
+                                unsigned threads, std::function<void(size_t, size_t)> progress,
+                                bool digests) {
         // The callback runs on a worker thread: take the GIL around it.
         std::function<void(size_t, size_t)> guarded;
         if (progress)
@@ -261,7 +264,7 @@ void bind_binary(nb::module_& m) {
         std::vector<kir::Expected<kir::DeviceCode>> all;
         {
           nb::gil_scoped_release release;
-          all = b.device_code_of(images, threads, guarded);
+          all = b.device_code_of(images, threads, guarded, digests);
         }
         nb::list out;
         for (auto& x : all) {
@@ -269,9 +272,10 @@ void bind_binary(nb::module_& m) {
           else out.append(nb::str(x.error().message().c_str()));
         }
         return out;
-      }, "images"_a, "threads"_a = 0, "progress"_a.none() = nb::none(),
+      }, "images"_a, "threads"_a = 0, "progress"_a.none() = nb::none(), "digests"_a = false,
       "Device code of each (container, entry) in `images`, decoded in parallel, in that "
-      "order; an image that fails gives its error message (str) instead.");
+      "order; an image that fails gives its error message (str) instead. `digests` also "
+      "records each decoded image's XXH3-128.");
 }
 
 /// An ELF file read by kir's own reader, as plain tuples (for tools and tests).
@@ -360,6 +364,11 @@ void bind_hash(nb::module_& m) {
   }, "name"_a, "code_kind"_a, "modules"_a,
   "The static hash of a kernel: its mangled name, the kind of code ('ir', 'cubin', 'ptx', "
   "'code-object') and the code's bytes (IR modules in any order, or one image).");
+  m.def("static_hash_of_digests", [](const std::string& name, const std::string& code_kind,
+                                     std::vector<kir::Hash128> digests) {
+    return kir::static_hash_of_digests(name, code_kind, std::move(digests));
+  }, "name"_a, "code_kind"_a, "digests"_a,
+  "static_hash() from the modules' xxh3_128 digests: hash each module once for many kernels.");
   m.def("proteus_static_hash", [](const std::string& name, const std::vector<nb::bytes>& modules,
                                   bool llvm20_or_newer) {
     return kir::proteus_static_hash(name, views_of(modules), llvm20_or_newer);

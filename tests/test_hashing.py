@@ -57,6 +57,12 @@ def test_proteus_golden_vectors(vector):
     assert _core.proteus_static_hash(vector["name"], modules, False) == vector["fnv"]
 
 
+def test_static_hash_of_digests_equals_static_hash():
+    modules = [b"one", b"two"]
+    assert _core.static_hash_of_digests("k", "ir", [_core.xxh3_128(m) for m in modules]) == \
+        _core.static_hash("k", "ir", modules)
+
+
 def test_module_order_does_not_matter():
     a = _core.static_hash("k", "ir", [b"one", b"two", b"three"])
     assert a == _core.static_hash("k", "ir", [b"three", b"one", b"two"])

@@ -670,7 +670,7 @@ Expected<DeviceCode> Binary::device_code(uint32_t container, uint32_t image) con
 }
 
 Expected<DeviceCode> Binary::device_code(uint32_t container, uint32_t image,
-                                         Scratch& scratch) const {
+                                         Scratch& scratch, bool digest) const {
   if (container >= containers_.size() || image >= containers_[container].images.size())
     return Error("no image " + std::to_string(container) + "/" + std::to_string(image));
   const Image& i = containers_[container].images[image];
@@ -682,6 +682,7 @@ Expected<DeviceCode> Binary::device_code(uint32_t container, uint32_t image,
                               : code_object ? parse_code_object(*bytes)
                                             : parse_cubin(*bytes);
   if (!code) code.error().within(path() + ": " + image_label(container, image));
+  else if (digest) code->image_digest = xxh3_128(*bytes);
   return code;
 }
 
@@ -695,7 +696,7 @@ std::vector<Expected<DeviceCode>> Binary::all_device_code(
 
 std::vector<Expected<DeviceCode>> Binary::device_code_of(
     const std::vector<ImageRef>& images, unsigned threads,
-    const std::function<void(size_t, size_t)>& progress) const {
+    const std::function<void(size_t, size_t)>& progress, bool digests) const {
   std::vector<Expected<DeviceCode>> out(images.size(), Expected<DeviceCode>(DeviceCode{}));
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
   threads = std::min<unsigned>(threads, std::max<size_t>(1, images.size()));
@@ -705,7 +706,7 @@ std::vector<Expected<DeviceCode>> Binary::device_code_of(
     Scratch scratch;
     for (size_t i; (i = next++) < images.size();) {
       auto [c, e] = images[i];
-      out[i] = device_code(c, e, scratch);
+      out[i] = device_code(c, e, scratch, digests);
       if (c < containers_.size() && e < containers_[c].images.size() &&
           containers_[c].images[e].file_offset)
         file_->release(containers_[c].images[e].stored);  // decoded: not needed now

@@ -143,6 +143,10 @@ class DeviceCode:
     def ir(self) -> list[EmbeddedModule]:
         """LLVM IR embedded by the Proteus pass."""
 
+    @property
+    def image_digest(self) -> Hash128 | None:
+        """XXH3-128 of the decoded image, when decoded with digests=True."""
+
 def demangle(name: str) -> str:
     """Itanium C++ demangling."""
 
@@ -393,9 +397,9 @@ class Binary:
 
     def device_code(self, container: int, entry: int) -> DeviceCode: ...
 
-    def device_code_of(self, images: Sequence[tuple[int, int]], threads: int = 0, progress: Callable[[int, int], None] | None = None) -> list:
+    def device_code_of(self, images: Sequence[tuple[int, int]], threads: int = 0, progress: Callable[[int, int], None] | None = None, digests: bool = False) -> list:
         """
-        Device code of each (container, entry) in `images`, decoded in parallel, in that order; an image that fails gives its error message (str) instead.
+        Device code of each (container, entry) in `images`, decoded in parallel, in that order; an image that fails gives its error message (str) instead. `digests` also records each decoded image's XXH3-128.
         """
 
 class ElfFile:
@@ -493,6 +497,11 @@ def xxh3_128(data: bytes) -> Hash128:
 def static_hash(name: str, code_kind: str, modules: Sequence[bytes]) -> Hash128:
     """
     The static hash of a kernel: its mangled name, the kind of code ('ir', 'cubin', 'ptx', 'code-object') and the code's bytes (IR modules in any order, or one image).
+    """
+
+def static_hash_of_digests(name: str, code_kind: str, digests: Sequence[Hash128]) -> Hash128:
+    """
+    static_hash() from the modules' xxh3_128 digests: hash each module once for many kernels.
     """
 
 def proteus_static_hash(name: str, modules: Sequence[bytes], llvm20_or_newer: bool = True) -> int:

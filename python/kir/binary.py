@@ -193,15 +193,17 @@ class Binary:
         return iter(self.images)
 
     def load_code(self, images: list[Image] | None = None, threads: int = 0,
-                  progress: Callable[[int, int], None] | None = None) -> list[str]:
+                  progress: Callable[[int, int], None] | None = None,
+                  digests: bool = False) -> list[str]:
         """Decode the kernels of `images` (default: all) in parallel (`threads` 0 = all cores).
 
         Returns the error messages of images that could not be decoded; the
-        others have their `code` filled in.
+        others have their `code` filled in (with `digests`, also the decoded
+        image's XXH3-128, `code.image_digest`).
         """
         images = self.images if images is None else images
         refs = [(image.container.index, image.core.index) for image in images]
-        results = self._core.device_code_of(refs, threads, progress)
+        results = self._core.device_code_of(refs, threads, progress, digests)
         errors = []
         for image, result in zip(images, results):
             if isinstance(result, str):

@@ -34,28 +34,32 @@ class KernelHash:
 
 
 def kernel_hashes(binary: Binary, llvm20_or_newer: bool = True,
-                  name_filter=None) -> list[KernelHash]:
-    """The static hash of every kernel in the binary's device images."""
+                  name_filter=None) -> tuple[list[KernelHash], list[str]]:
+    """The static hash of every kernel in the binary's device images, and the
+    error messages of images that could not be decoded (their kernels are left out)."""
     images = [i for i in binary.images if i.kind in CODE_IMAGES and not i.obfuscated]
-    binary.load_code(images)
+    errors = binary.load_code(images, digests=True)
+    images = [i for i in images if i._code is not None]
     modules = _ir_modules(binary)
+    module_digests = {m.index: xxh3_128(m.bitcode) for m in modules}
     out = []
     for image in images:
         kernels = [k for k in image.kernels if name_filter is None or name_filter(k.name)]
-        data = None
+        image_digest = image.code.image_digest  # hashed once, while decoding, for all kernels
         for kernel in kernels:
             ir = _kernel_modules(modules, image, kernel.name)
             if ir:
-                code = [m.bitcode for m in ir]
+                digests = [module_digests[m.index] for m in ir]
                 kind, source = "ir", ", ".join(f"IR module #{m.index}" for m in ir)
             else:
-                data = data if data is not None else image.read()
-                code, kind, source = [data], image.kind, f"image #{image.index}"
+                digests, kind, source = [image_digest], image.kind, f"image #{image.index}"
             out.append(KernelHash(
                 image=image.index, target=image.target, kernel=kernel.name,
-                static=static_hash(kernel.name, kind, code), code_kind=kind, source=source,
-                proteus=proteus_static_hash(kernel.name, code, llvm20_or_newer) if ir else None))
-    return out
+                static=_core.static_hash_of_digests(kernel.name, kind, digests), code_kind=kind,
+                source=source,
+                proteus=proteus_static_hash(kernel.name, [m.bitcode for m in ir], llvm20_or_newer)
+                if ir else None))
+    return out, errors
 
 
 def _ir_modules(binary: Binary):

@@ -341,6 +341,10 @@ void test_hash_c_api_matches_cpp() {
   kir::Hash128 d2 = kir::DynamicHash(cpp, "sm_90").arg(1, kir::ArgType::i32, n).grid(4, 1, 1)
                         .block(256, 1, 1).config("opt", "3").finish();
   CHECK(d.high == d2.high && d.low == d2.low);
+  const kir::DynamicHash prefix(cpp, "sm_90");
+  kir::Hash128 d3 = kir::DynamicHash::extend(prefix).arg(1, kir::ArgType::i32, n).grid(4, 1, 1)
+                        .block(256, 1, 1).config("opt", "3").finish();
+  CHECK(d3 == d2);
 
   char text[33];
   kir_hash_to_hex(d, text);

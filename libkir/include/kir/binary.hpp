@@ -117,7 +117,9 @@ class Binary {
   /// LTO-IR and obfuscated images have none.
   Expected<DeviceCode> device_code(uint32_t container, uint32_t image) const;
   /// The same, decompressing into the caller's reusable buffer.
-  Expected<DeviceCode> device_code(uint32_t container, uint32_t image, Scratch& scratch) const;
+  /// `digest` also records the decoded image's XXH3-128 (for static hashes).
+  Expected<DeviceCode> device_code(uint32_t container, uint32_t image, Scratch& scratch,
+                                   bool digest = false) const;
 
   /// An image: (container index, image index in the container).
   using ImageRef = std::pair<uint32_t, uint32_t>;
@@ -127,7 +129,7 @@ class Binary {
   /// a time. Each payload's pages are released once decoded.
   std::vector<Expected<DeviceCode>> device_code_of(
       const std::vector<ImageRef>& images, unsigned threads = 0,
-      const std::function<void(size_t, size_t)>& progress = {}) const;
+      const std::function<void(size_t, size_t)>& progress = {}, bool digests = false) const;
 
   /// device_code_of() every image, in container/entry order.
   std::vector<Expected<DeviceCode>> all_device_code(

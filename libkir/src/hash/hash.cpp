@@ -1,9 +1,14 @@
 #include "kir/hash/hash.hpp"
 
-#define XXH_STATIC_LINKING_ONLY  // XXH3_state_t's size, for the builder's inline state
+// The system xxhash library, inlined from its header: the dynamic hash is on
+// every launch's path, where a call into a shared library costs as much as the
+// hashing. Long inputs go to an AVX2 build when the CPU has AVX2.
+#define XXH_INLINE_ALL
 #include <xxhash.h>
 
 #include <algorithm>
+
+#include "xxh3_dispatch.hpp"
 
 namespace kir {
 
@@ -20,11 +25,30 @@ constexpr std::string_view kDynamicDomain = "kir.dynamic-hash";
 Hash128 from_xxh(XXH128_hash_t h) { return {h.high64, h.low64}; }
 
 /// 16 bytes, high half first, big-endian: XXH3's canonical form.
-void put_canonical(std::string& out, const Hash128& h) {
-  XXH128_canonical_t c;
-  XXH128_canonicalFromHash(&c, XXH128_hash_t{h.low, h.high});
-  out.append(reinterpret_cast<const char*>(c.digest), sizeof c.digest);
+void canonical(const Hash128& h, unsigned char out[16]) {
+  uint64_t high = __builtin_bswap64(h.high), low = __builtin_bswap64(h.low);  // LE host
+  std::memcpy(out, &high, 8);
+  std::memcpy(out + 8, &low, 8);
 }
+
+void put_canonical(std::string& out, const Hash128& h) {
+  unsigned char c[16];
+  canonical(h, c);
+  out.append(reinterpret_cast<const char*>(c), 16);
+}
+
+/// The dynamic encoding's first record, fixed: HEADER("kir.dynamic-hash", version).
+struct DynamicHeader {
+  unsigned char bytes[5 + kDynamicDomain.size() + 4];
+  DynamicHeader() {
+    uint32_t length = uint32_t(kDynamicDomain.size() + 4), version = kHashFormatVersion;
+    bytes[0] = hash_tag::kHeader;
+    std::memcpy(bytes + 1, &length, 4);
+    std::memcpy(bytes + 5, kDynamicDomain.data(), kDynamicDomain.size());
+    std::memcpy(bytes + 5 + kDynamicDomain.size(), &version, 4);
+  }
+};
+const DynamicHeader kDynamicHeader;
 
 void record(std::string& out, uint8_t tag, std::string_view payload) {
   uint32_t length = static_cast<uint32_t>(payload.size());
@@ -67,16 +91,29 @@ std::optional<Hash128> Hash128::from_hex(std::string_view text) {
   return h;
 }
 
-Hash128 xxh3_128(ByteView bytes) { return from_xxh(XXH3_128bits(bytes.data(), bytes.size())); }
+Hash128 xxh3_128(ByteView bytes) {
+#if defined(__x86_64__) && defined(KIR_HAVE_AVX2_XXH3)
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  if (avx2 && bytes.size() >= 4096) return from_xxh(detail::xxh3_128_avx2(bytes.data(), bytes.size()));
+#endif
+  return from_xxh(XXH3_128bits(bytes.data(), bytes.size()));
+}
 
 Hash128 static_hash(std::string_view name, std::string_view code_kind,
                     const std::vector<ByteView>& modules) {
-  // Modules enter by their own digests, sorted: the result does not depend on
-  // registration or link order.
+  std::vector<Hash128> digests;
+  for (ByteView m : modules) digests.push_back(xxh3_128(m));
+  return static_hash_of_digests(name, code_kind, std::move(digests));
+}
+
+Hash128 static_hash_of_digests(std::string_view name, std::string_view code_kind,
+                               std::vector<Hash128> modules) {
+  // Modules enter by their own digests, sorted (bytewise, canonical form): the
+  // result does not depend on registration or link order.
   std::vector<std::string> digests;
-  for (ByteView m : modules) {
+  for (const Hash128& m : modules) {
     std::string d;
-    put_canonical(d, xxh3_128(m));
+    put_canonical(d, m);
     digests.push_back(std::move(d));
   }
   std::sort(digests.begin(), digests.end());
@@ -89,31 +126,23 @@ Hash128 static_hash(std::string_view name, std::string_view code_kind,
 }
 
 DynamicHash::DynamicHash(const Hash128& static_hash, std::string_view arch) {
-  std::string head = header(kDynamicDomain);
-  record(hash_tag::kHeader, head.size());
-  put(head.data(), head.size());
-  std::string digest;
-  put_canonical(digest, static_hash);
+  std::memcpy(buffer_, kDynamicHeader.bytes, sizeof kDynamicHeader.bytes);
+  used_ = sizeof kDynamicHeader.bytes;
   record(hash_tag::kStatic, 16);
-  put(digest.data(), 16);
+  canonical(static_hash, buffer_ + used_);
+  used_ += 16;
   record(hash_tag::kArch, arch.size());
   put(arch.data(), arch.size());
 }
 
-void DynamicHash::record(uint8_t tag, size_t length) {
-  uint32_t n = static_cast<uint32_t>(length);
-  put(&tag, 1);
-  put_u32(n);
-}
-
-void DynamicHash::put(const void* data, size_t size) {
-  if (used_ + size > kInline) flush();
+void DynamicHash::spill(const void* data, size_t size) {
+  flush();
   if (size > kInline) {  // larger than the whole buffer: stream it directly
     XXH3_128bits_update(reinterpret_cast<XXH3_state_t*>(state_), data, size);
     return;
   }
-  std::memcpy(buffer_ + used_, data, size);
-  used_ += size;
+  std::memcpy(buffer_, data, size);
+  used_ = size;
 }
 
 void DynamicHash::flush() {
@@ -126,20 +155,12 @@ void DynamicHash::flush() {
   used_ = 0;
 }
 
-DynamicHash& DynamicHash::arg(uint32_t position, ArgType type, const void* value, size_t size) {
+DynamicHash& DynamicHash::arg_slow(uint32_t position, ArgType type, const void* value, size_t size) {
   record(hash_tag::kArg, 5 + size);
   put_u32(position);
   uint8_t t = static_cast<uint8_t>(type);
   put(&t, 1);
   put(value, size);
-  return *this;
-}
-
-DynamicHash& DynamicHash::dims(uint8_t tag, uint32_t x, uint32_t y, uint32_t z) {
-  record(tag, 12);
-  put_u32(x);
-  put_u32(y);
-  put_u32(z);
   return *this;
 }
 

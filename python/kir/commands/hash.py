@@ -40,8 +40,8 @@ def run(args) -> int:
     from kir.binary import Binary
     from kir.hashing import kernel_hashes
     pattern = re.compile(args.kernel) if args.kernel else None
-    hashes = kernel_hashes(Binary.open(args.binary), not args.llvm_before_20,
-                           pattern.search if pattern else None)
+    hashes, errors = kernel_hashes(Binary.open(args.binary), not args.llvm_before_20,
+                                   pattern.search if pattern else None)
     for h in hashes:
         if args.json:
             import json
@@ -52,7 +52,9 @@ def run(args) -> int:
             print(f"{h.proteus if h.proteus is not None else '-':<20}  {h.target:<14} {h.kernel}")
         else:
             print(f"{h.static.hex}  {h.target:<14} {h.kernel}  ({h.source})")
-    return 0
+    for message in errors:
+        print(f"kir: error: {message}", file=sys.stderr)
+    return 2 if errors else 0
 
 
 def dynamic_hash(args):

@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "kir/hash/hash.hpp"
 #include "kir/support/bytes.hpp"
 #include "kir/support/error.hpp"
 
@@ -73,6 +74,7 @@ struct DeviceCode {
   std::vector<DeviceGlobal> globals;
   std::string target;                  // AMDGPU code objects: "amdgcn-amd-amdhsa--gfx90a:xnack+"
   std::vector<EmbeddedModule> ir;      // IR embedded by the Proteus pass
+  std::optional<Hash128> image_digest;  // XXH3-128 of the decoded image, when asked for
 };
 
 /// Kernels, functions and globals of a CUDA ELF (cubin).

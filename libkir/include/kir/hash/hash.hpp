@@ -71,6 +71,11 @@ Hash128 xxh3_128(ByteView bytes);
 Hash128 static_hash(std::string_view name, std::string_view code_kind,
                     const std::vector<ByteView>& modules);
 
+/// The same from the modules' XXH3-128 digests (xxh3_128 of each), for callers
+/// hashing many kernels of one image or module: each module is hashed once.
+Hash128 static_hash_of_digests(std::string_view name, std::string_view code_kind,
+                               std::vector<Hash128> digests);
+
 /// Builds a dynamic hash without allocating. Add records in a fixed order
 /// (docs/hashing.md): arguments by increasing position, then grid, block,
 /// bounds, then configuration in the order the client defines.
@@ -78,7 +83,21 @@ class DynamicHash {
  public:
   DynamicHash(const Hash128& static_hash, std::string_view arch);
 
-  DynamicHash& arg(uint32_t position, ArgType type, const void* value, size_t size);
+  /// Continue from `prefix`, a builder holding only what every launch of one
+  /// kernel on one device shares (its static hash and arch): copies just the
+  /// bytes written so far. A JIT keeps one prefix per kernel and device.
+  static DynamicHash extend(const DynamicHash& prefix) { return DynamicHash(prefix, 0); }
+
+  DynamicHash& arg(uint32_t position, ArgType type, const void* value, size_t size) {
+    if (unsigned char* p = reserve(10 + size)) {  // the common case: one record, in place
+      head(p, hash_tag::kArg, 5 + size);
+      store32(p + 5, position);
+      p[9] = static_cast<unsigned char>(type);
+      copy_small(p + 10, value, size);
+      return *this;
+    }
+    return arg_slow(position, type, value, size);
+  }
   template <class T>
   DynamicHash& arg(uint32_t position, ArgType type, const T& value) {
     return arg(position, type, &value, sizeof value);
@@ -93,10 +112,64 @@ class DynamicHash {
  private:
   static constexpr size_t kInline = 512;
 
-  DynamicHash& dims(uint8_t tag, uint32_t x, uint32_t y, uint32_t z);
-  void record(uint8_t tag, size_t length);  // writes tag and length
-  void put(const void* data, size_t size);
-  void put_u32(uint32_t v) { put(&v, 4); }  // little-endian hosts (checked in hash.cpp)
+  DynamicHash(const DynamicHash& prefix, int) : streaming_(prefix.streaming_), used_(prefix.used_) {
+    if (streaming_) std::memcpy(state_, prefix.state_, sizeof state_);
+    std::memcpy(buffer_, prefix.buffer_, used_);
+  }
+
+  DynamicHash& dims(uint8_t tag, uint32_t x, uint32_t y, uint32_t z) {
+    if (unsigned char* p = reserve(17)) {
+      head(p, tag, 12);
+      store32(p + 5, x);
+      store32(p + 9, y);
+      store32(p + 13, z);
+      return *this;
+    }
+    record(tag, 12);
+    put_u32(x);
+    put_u32(y);
+    put_u32(z);
+    return *this;
+  }
+  DynamicHash& arg_slow(uint32_t position, ArgType type, const void* value, size_t size);
+
+  /// `n` bytes of the inline buffer to write a record into, or nullptr when full.
+  unsigned char* reserve(size_t n) {
+    if (used_ + n > kInline) return nullptr;
+    unsigned char* p = buffer_ + used_;
+    used_ += n;
+    return p;
+  }
+  static void store32(unsigned char* p, uint32_t v) { std::memcpy(p, &v, 4); }  // LE hosts
+  static void head(unsigned char* p, uint8_t tag, size_t length) {
+    p[0] = tag;
+    store32(p + 1, static_cast<uint32_t>(length));
+  }
+  /// Fixed-size copies for the usual scalar sizes (they compile to moves).
+  static void copy_small(unsigned char* p, const void* v, size_t size) {
+    switch (size) {
+      case 1: std::memcpy(p, v, 1); break;
+      case 2: std::memcpy(p, v, 2); break;
+      case 4: std::memcpy(p, v, 4); break;
+      case 8: std::memcpy(p, v, 8); break;
+      default: std::memcpy(p, v, size);
+    }
+  }
+  void record(uint8_t tag, size_t length) {  // tag, then the payload length
+    unsigned char h[5];
+    head(h, tag, length);
+    put(h, 5);
+  }
+  void put(const void* data, size_t size) {
+    if (used_ + size <= kInline) {
+      std::memcpy(buffer_ + used_, data, size);
+      used_ += size;
+    } else {
+      spill(data, size);
+    }
+  }
+  void put_u32(uint32_t v) { put(&v, 4); }
+  void spill(const void* data, size_t size);  // the rare path: stream through XXH3's state
   void flush();
 
   alignas(64) unsigned char state_[640];  // XXH3_state_t, only used past kInline bytes
