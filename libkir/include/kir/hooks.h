@@ -1,0 +1,101 @@
+/* kir hook layer: the client API (libkir_hook.so).
+ *
+ * libkir_hook.so interposes the GPU runtime (LD_PRELOAD, or linked) and tells
+ * clients what happens: fatbins, kernels and globals registered, allocations
+ * made and freed, launches about to happen. Clients are a struct of callbacks;
+ * any callback may be NULL. `struct_size` versions the struct: the layer reads
+ * only the fields a client's struct has, so old clients keep working.
+ *
+ * Clients register by calling kir_hook_add_client() from linked code, or are
+ * loaded from the shared libraries named in KIR_HOOK_CLIENTS (colon-separated),
+ * each exporting `const kir_hook_client* kir_hook_client_entry(void)`.
+ * Callbacks may run on any application thread, concurrently.
+ */
+#ifndef KIR_HOOKS_H
+#define KIR_HOOKS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kir/kir.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KIR_HOOK_API_VERSION 1
+
+typedef struct kir_dim3 {
+  uint32_t x, y, z;
+} kir_dim3;
+
+typedef struct kir_hook_kernel {
+  const char* name;       /* mangled */
+  const void* host_stub;  /* the host function the app launches by */
+  const void* fatbin;     /* the registration handle it came with */
+  uint32_t param_count;   /* 0 when the layout is unknown */
+  const uint32_t* param_offsets;
+  const uint32_t* param_sizes;
+  kir_hash128 static_hash;
+} kir_hook_kernel;
+
+typedef struct kir_hook_global {
+  const char* name;
+  const void* host_address;
+  size_t size;
+  const void* fatbin;
+} kir_hook_global;
+
+/* Allocation kinds */
+#define KIR_ALLOC_DEVICE 1
+#define KIR_ALLOC_MANAGED 2
+#define KIR_ALLOC_HOST_PINNED 3
+
+typedef struct kir_hook_allocation {
+  uint64_t address;
+  uint64_t size;
+  int kind;  /* KIR_ALLOC_* */
+} kir_hook_allocation;
+
+typedef struct kir_hook_launch {
+  const kir_hook_kernel* kernel;  /* NULL when the stub was never registered */
+  const void* host_stub;
+  kir_dim3 grid, block;
+  size_t shared_bytes;
+  const void* stream;
+  void** args;                    /* as the app passed them */
+  kir_hash128 dynamic_hash;       /* over arch, every argument's bytes, grid and block */
+  int result;                     /* launch_completed only: the runtime's return code */
+} kir_hook_launch;
+
+typedef struct kir_hook_client {
+  uint32_t struct_size; /* sizeof(kir_hook_client) as the client was compiled */
+  uint32_t api_version; /* KIR_HOOK_API_VERSION */
+  void* user;           /* passed back to every callback */
+  void (*fatbin_registered)(void* user, const void* fatbin, size_t images);
+  void (*kernel_registered)(void* user, const kir_hook_kernel* kernel);
+  void (*global_registered)(void* user, const kir_hook_global* global);
+  void (*allocated)(void* user, const kir_hook_allocation* allocation);
+  void (*freed)(void* user, const kir_hook_allocation* allocation);
+  void (*launch_begin)(void* user, const kir_hook_launch* launch);
+  void (*launch_completed)(void* user, const kir_hook_launch* launch); /* after the runtime returned */
+} kir_hook_client;
+
+/** Add a client; returns 0, or -1 when the struct is too old or too new. */
+int kir_hook_add_client(const kir_hook_client* client);
+
+/** The live allocation holding `address`, if any. Returns 1 and fills `out`, else 0. */
+int kir_hook_find_allocation(uint64_t address, kir_hook_allocation* out);
+
+/** Counts of what the layer has seen (for tests and tools). */
+typedef struct kir_hook_stats {
+  uint32_t struct_size;
+  uint64_t fatbins, kernels, globals, live_allocations, launches;
+} kir_hook_stats;
+void kir_hook_get_stats(kir_hook_stats* out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KIR_HOOKS_H */

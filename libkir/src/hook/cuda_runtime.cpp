@@ -1,0 +1,163 @@
+// Interposers for the CUDA runtime API (libcudart.so): each records what
+// happens in the hook layer and forwards to the real function, found next in
+// the lookup order (RTLD_NEXT) or, when the runtime was dlopen'ed, in it. Return
+// values pass through unchanged. No CUDA header is needed: the few types the
+// ABI uses are declared here.
+#include <dlfcn.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+
+#include "layer.hpp"
+
+namespace {
+
+struct dim3 {
+  unsigned x, y, z;
+};
+using cudaError_t = int;
+using cudaStream_t = void*;
+constexpr cudaError_t cudaSuccess = 0;
+
+/// The real `name`: next in the lookup order, else from a loaded libcudart.
+void* real(const char* name) {
+  void* f = dlsym(RTLD_NEXT, name);
+  if (f) return f;
+  for (const char* lib : {"libcudart.so.13", "libcudart.so.12", "libcudart.so"}) {
+    if (void* h = dlopen(lib, RTLD_LAZY | RTLD_NOLOAD)) {
+      f = dlsym(h, name);
+      if (f) return f;
+    }
+  }
+  std::fprintf(stderr, "kir-hook: %s not found in the CUDA runtime\n", name);
+  std::abort();
+}
+
+template <class F>
+F next(const char* name) {
+  return reinterpret_cast<F>(real(name));
+}
+
+#define KIR_REAL(name, type) \
+  static const auto real_##name = next<type>(#name)
+
+kir::hook::Layer& layer() { return kir::hook::Layer::get(); }
+
+}  // namespace
+
+#define KIR_EXPORT __attribute__((visibility("default")))
+
+extern "C" {
+
+KIR_EXPORT void** __cudaRegisterFatBinary(void* wrapper) {
+  KIR_REAL(__cudaRegisterFatBinary, void** (*)(void*));
+  void** handle = real___cudaRegisterFatBinary(wrapper);
+  layer().fatbin_registered(handle, wrapper);
+  return handle;
+}
+
+KIR_EXPORT void __cudaRegisterFatBinaryEnd(void** handle) {
+  KIR_REAL(__cudaRegisterFatBinaryEnd, void (*)(void**));
+  real___cudaRegisterFatBinaryEnd(handle);
+}
+
+KIR_EXPORT void __cudaUnregisterFatBinary(void** handle) {
+  KIR_REAL(__cudaUnregisterFatBinary, void (*)(void**));
+  real___cudaUnregisterFatBinary(handle);
+}
+
+KIR_EXPORT void __cudaRegisterFunction(void** handle, const char* host_fun, char* device_fun,
+                            const char* device_name, int thread_limit, void* tid, void* bid,
+                            void* block_dim, void* grid_dim, int* warp_size) {
+  KIR_REAL(__cudaRegisterFunction,
+           void (*)(void**, const char*, char*, const char*, int, void*, void*, void*, void*, int*));
+  real___cudaRegisterFunction(handle, host_fun, device_fun, device_name, thread_limit, tid, bid,
+                              block_dim, grid_dim, warp_size);
+  layer().kernel_registered(handle, host_fun, device_name ? device_name : device_fun);
+}
+
+KIR_EXPORT void __cudaRegisterVar(void** handle, char* host_var, char* device_address, const char* device_name,
+                       int ext, size_t size, int constant, int global) {
+  KIR_REAL(__cudaRegisterVar, void (*)(void**, char*, char*, const char*, int, size_t, int, int));
+  real___cudaRegisterVar(handle, host_var, device_address, device_name, ext, size, constant, global);
+  layer().global_registered(handle, host_var, device_name, size);
+}
+
+KIR_EXPORT void __cudaRegisterManagedVar(void** handle, void** host_var_address, char* device_address,
+                              const char* device_name, int ext, size_t size, int constant,
+                              int global) {
+  KIR_REAL(__cudaRegisterManagedVar,
+           void (*)(void**, void**, char*, const char*, int, size_t, int, int));
+  real___cudaRegisterManagedVar(handle, host_var_address, device_address, device_name, ext, size,
+                                constant, global);
+  layer().global_registered(handle, host_var_address, device_name, size);
+}
+
+KIR_EXPORT cudaError_t cudaLaunchKernel(const void* func, dim3 grid, dim3 block, void** args,
+                             size_t shared_bytes, cudaStream_t stream) {
+  KIR_REAL(cudaLaunchKernel, cudaError_t (*)(const void*, dim3, dim3, void**, size_t, cudaStream_t));
+  kir_hook_launch launch{};
+  launch.host_stub = func;
+  launch.grid = {grid.x, grid.y, grid.z};
+  launch.block = {block.x, block.y, block.z};
+  launch.shared_bytes = shared_bytes;
+  launch.stream = stream;
+  launch.args = args;
+  layer().launch_begin(launch);
+  launch.result = real_cudaLaunchKernel(func, grid, block, args, shared_bytes, stream);
+  layer().launch_completed(launch);
+  return launch.result;
+}
+
+KIR_EXPORT cudaError_t cudaMalloc(void** ptr, size_t size) {
+  KIR_REAL(cudaMalloc, cudaError_t (*)(void**, size_t));
+  cudaError_t r = real_cudaMalloc(ptr, size);
+  if (r == cudaSuccess && ptr && *ptr) layer().allocated(uintptr_t(*ptr), size, KIR_ALLOC_DEVICE);
+  return r;
+}
+
+KIR_EXPORT cudaError_t cudaMallocManaged(void** ptr, size_t size, unsigned flags) {
+  KIR_REAL(cudaMallocManaged, cudaError_t (*)(void**, size_t, unsigned));
+  cudaError_t r = real_cudaMallocManaged(ptr, size, flags);
+  if (r == cudaSuccess && ptr && *ptr) layer().allocated(uintptr_t(*ptr), size, KIR_ALLOC_MANAGED);
+  return r;
+}
+
+KIR_EXPORT cudaError_t cudaMallocHost(void** ptr, size_t size) {
+  KIR_REAL(cudaMallocHost, cudaError_t (*)(void**, size_t));
+  cudaError_t r = real_cudaMallocHost(ptr, size);
+  if (r == cudaSuccess && ptr && *ptr) layer().allocated(uintptr_t(*ptr), size, KIR_ALLOC_HOST_PINNED);
+  return r;
+}
+
+KIR_EXPORT cudaError_t cudaMallocAsync(void** ptr, size_t size, cudaStream_t stream) {
+  KIR_REAL(cudaMallocAsync, cudaError_t (*)(void**, size_t, cudaStream_t));
+  cudaError_t r = real_cudaMallocAsync(ptr, size, stream);
+  if (r == cudaSuccess && ptr && *ptr) layer().allocated(uintptr_t(*ptr), size, KIR_ALLOC_DEVICE);
+  return r;
+}
+
+KIR_EXPORT cudaError_t cudaFree(void* ptr) {
+  KIR_REAL(cudaFree, cudaError_t (*)(void*));
+  cudaError_t r = real_cudaFree(ptr);
+  if (r == cudaSuccess && ptr) layer().freed(uintptr_t(ptr));
+  return r;
+}
+
+KIR_EXPORT cudaError_t cudaFreeAsync(void* ptr, cudaStream_t stream) {
+  KIR_REAL(cudaFreeAsync, cudaError_t (*)(void*, cudaStream_t));
+  cudaError_t r = real_cudaFreeAsync(ptr, stream);
+  if (r == cudaSuccess && ptr) layer().freed(uintptr_t(ptr));
+  return r;
+}
+
+KIR_EXPORT cudaError_t cudaFreeHost(void* ptr) {
+  KIR_REAL(cudaFreeHost, cudaError_t (*)(void*));
+  cudaError_t r = real_cudaFreeHost(ptr);
+  if (r == cudaSuccess && ptr) layer().freed(uintptr_t(ptr));
+  return r;
+}
+
+}  // extern "C"

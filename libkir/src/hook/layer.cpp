@@ -1,0 +1,277 @@
+// The hook layer's registry, allocation tracker and client dispatch.
+#include "layer.hpp"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace kir::hook {
+
+namespace {
+
+constexpr uint32_t kWrapperMagic = 0x466243B1;
+
+/// The fatbin container a `__fatBinC_Wrapper_t` points to, as a view of the app's memory.
+std::optional<FatbinContainer> container_of(const void* wrapper) {
+  if (!wrapper) return std::nullopt;
+  const auto* w = static_cast<const uint8_t*>(wrapper);
+  uint32_t magic;
+  std::memcpy(&magic, w, 4);
+  const uint8_t* data;
+  std::memcpy(&data, w + 8, sizeof data);
+  if (magic != kWrapperMagic || !data) return std::nullopt;
+  uint64_t size;
+  std::memcpy(&size, data + 8, 8);
+  if (size > (uint64_t(1) << 40)) return std::nullopt;
+  Expected<FatbinContainer> c = FatbinContainer::create(ByteView(data, 16 + size));
+  if (!c) return std::nullopt;
+  return std::move(*c);
+}
+
+}  // namespace
+
+Layer& Layer::get() {
+  static Layer* layer = new Layer();  // never destroyed: the app may call in during exit
+  return *layer;
+}
+
+Layer::Layer() { load_clients_from_environment(); }
+
+void Layer::load_clients_from_environment() {
+  const char* list = std::getenv("KIR_HOOK_CLIENTS");
+  if (!list) return;
+  std::string all(list);
+  for (size_t start = 0; start <= all.size();) {
+    size_t end = all.find(':', start);
+    std::string path = all.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    start = end == std::string::npos ? all.size() + 1 : end + 1;
+    if (path.empty()) continue;
+    void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    auto entry = lib ? reinterpret_cast<const kir_hook_client* (*)()>(dlsym(lib, "kir_hook_client_entry"))
+                     : nullptr;
+    if (!entry) {
+      std::fprintf(stderr, "kir-hook: cannot load client %s: %s\n", path.c_str(),
+                   lib ? "no kir_hook_client_entry symbol" : dlerror());
+      continue;
+    }
+    add_client(entry());
+  }
+}
+
+int Layer::add_client(const kir_hook_client* client) {
+  if (!client || client->struct_size < offsetof(kir_hook_client, fatbin_registered)) return -1;
+  kir_hook_client copy{};  // fields a smaller (older) struct lacks stay NULL
+  std::memcpy(&copy, client, std::min<size_t>(client->struct_size, sizeof copy));
+  std::lock_guard<std::mutex> lock(clients_mutex_);
+  clients_.push_back(copy);
+  client_count_ = clients_.size();
+  return 0;
+}
+
+template <class Fn>
+void Layer::each_client(Fn&& fn) {
+  if (client_count_ == 0) return;  // the common, fast case
+  std::vector<kir_hook_client> clients;
+  {
+    std::lock_guard<std::mutex> lock(clients_mutex_);
+    clients = clients_;
+  }
+  for (const kir_hook_client& c : clients) fn(c);
+}
+
+void Layer::fatbin_registered(const void* handle, const void* wrapper) {
+  auto record = std::make_unique<FatbinRecord>();
+  record->handle = handle;
+  record->container = container_of(wrapper);
+  size_t images = record->container ? record->container->entries().size() : 0;
+  {
+    std::unique_lock<std::shared_mutex> lock(registry_mutex_);
+    fatbins_[handle] = std::move(record);
+  }
+  each_client([&](const kir_hook_client& c) {
+    if (c.fatbin_registered) c.fatbin_registered(c.user, handle, images);
+  });
+}
+
+/// Pick the image launches will use and decode it: the cubin of the highest
+/// architecture (KIR_HOOK_ARCH=sm_90 chooses one), else PTX.
+void Layer::decode(FatbinRecord& f) {
+  f.decoded = true;
+  if (!f.container) return;
+  const char* want = std::getenv("KIR_HOOK_ARCH");
+  const FatbinEntry* best = nullptr;
+  for (const FatbinEntry& e : f.container->entries()) {
+    bool cubin = e.kind == uint16_t(ImageKind::cubin), ptx = e.kind == uint16_t(ImageKind::ptx);
+    if ((!cubin && !ptx) || e.obfuscated()) continue;
+    if (want && "sm_" + std::to_string(e.arch) != want) continue;
+    bool better = !best || (cubin && best->kind != uint16_t(ImageKind::cubin)) ||
+                  (e.kind == best->kind && e.arch > best->arch);
+    if (better) best = &e;
+  }
+  if (!best) return;
+  Scratch scratch;
+  Expected<ByteView> bytes = decode_image(*best, scratch);
+  if (!bytes) return;
+  Expected<DeviceCode> code = best->kind == uint16_t(ImageKind::ptx) ? parse_ptx(*bytes) : parse_cubin(*bytes);
+  if (!code) return;
+  f.code = std::move(*code);
+  f.arch = "sm_" + std::to_string(best->arch);
+  f.code_kind = image_kind_name(best->kind);
+  f.image_digest = xxh3_128(*bytes);
+}
+
+void Layer::kernel_registered(const void* handle, const void* stub, const char* name) {
+  auto k = std::make_unique<KernelRecord>();
+  k->name = name ? name : "";
+  KernelRecord* record = k.get();
+  {
+    std::unique_lock<std::shared_mutex> lock(registry_mutex_);
+    auto f = fatbins_.find(handle);
+    if (f != fatbins_.end()) {
+      FatbinRecord& fatbin = *f->second;
+      if (!fatbin.decoded) decode(fatbin);
+      k->fatbin = &fatbin;
+      if (fatbin.code)
+        for (const Kernel& kernel : fatbin.code->kernels)
+          if (kernel.name == k->name)
+            for (const KernelParam& p : kernel.params) {
+              k->offsets.push_back(p.offset);
+              k->sizes.push_back(p.size);
+            }
+    }
+    kir_hook_kernel& v = k->view;
+    v.name = k->name.c_str();
+    v.host_stub = stub;
+    v.fatbin = handle;
+    v.param_count = static_cast<uint32_t>(k->sizes.size());
+    v.param_offsets = k->offsets.data();
+    v.param_sizes = k->sizes.data();
+    Hash128 s = k->fatbin && k->fatbin->code
+                    ? static_hash_of_digests(k->name, k->fatbin->code_kind, {k->fatbin->image_digest})
+                    : static_hash(k->name, "unknown", {});
+    v.static_hash = {s.high, s.low};
+    kernels_[stub] = std::move(k);
+  }
+  each_client([&](const kir_hook_client& c) {
+    if (c.kernel_registered) c.kernel_registered(c.user, &record->view);
+  });
+}
+
+void Layer::global_registered(const void* handle, const void* host, const char* name, size_t size) {
+  const std::string* stored;
+  {
+    std::unique_lock<std::shared_mutex> lock(registry_mutex_);
+    global_names_.push_back(std::make_unique<std::string>(name ? name : ""));
+    stored = global_names_.back().get();
+  }
+  ++globals_;
+  kir_hook_global g{stored->c_str(), host, size, handle};
+  each_client([&](const kir_hook_client& c) {
+    if (c.global_registered) c.global_registered(c.user, &g);
+  });
+}
+
+void Layer::allocated(uint64_t address, uint64_t size, int kind) {
+  kir_hook_allocation a{address, size, kind};
+  {
+    std::unique_lock<std::shared_mutex> lock(allocations_mutex_);
+    allocations_[address] = a;
+  }
+  each_client([&](const kir_hook_client& c) {
+    if (c.allocated) c.allocated(c.user, &a);
+  });
+}
+
+void Layer::freed(uint64_t address) {
+  kir_hook_allocation a{};
+  {
+    std::unique_lock<std::shared_mutex> lock(allocations_mutex_);
+    auto it = allocations_.find(address);
+    if (it == allocations_.end()) return;
+    a = it->second;
+    allocations_.erase(it);
+  }
+  each_client([&](const kir_hook_client& c) {
+    if (c.freed) c.freed(c.user, &a);
+  });
+}
+
+bool Layer::find_allocation(uint64_t address, kir_hook_allocation& out) const {
+  std::shared_lock<std::shared_mutex> lock(allocations_mutex_);
+  auto it = allocations_.upper_bound(address);
+  if (it == allocations_.begin()) return false;
+  --it;
+  if (address - it->second.address >= it->second.size) return false;
+  out = it->second;
+  return true;
+}
+
+KernelRecord* Layer::kernel_for(const void* stub) {
+  std::shared_lock<std::shared_mutex> lock(registry_mutex_);
+  auto it = kernels_.find(stub);
+  return it == kernels_.end() ? nullptr : it->second.get();
+}
+
+void Layer::launch_begin(kir_hook_launch& launch) {
+  ++launches_;
+  KernelRecord* k = kernel_for(launch.host_stub);
+  launch.kernel = k ? &k->view : nullptr;
+  if (k) {
+    const std::string& arch = k->fatbin ? k->fatbin->arch : std::string();
+    DynamicHash h({k->view.static_hash.high, k->view.static_hash.low}, arch);
+    for (size_t i = 0; i < k->sizes.size() && launch.args; ++i)
+      if (launch.args[i]) h.arg(uint32_t(i + 1), ArgType::bytes, launch.args[i], k->sizes[i]);
+    h.grid(launch.grid.x, launch.grid.y, launch.grid.z).block(launch.block.x, launch.block.y, launch.block.z);
+    Hash128 d = h.finish();
+    launch.dynamic_hash = {d.high, d.low};
+  }
+  each_client([&](const kir_hook_client& c) {
+    if (c.launch_begin) c.launch_begin(c.user, &launch);
+  });
+}
+
+void Layer::launch_completed(const kir_hook_launch& launch) {
+  each_client([&](const kir_hook_client& c) {
+    if (c.launch_completed) c.launch_completed(c.user, &launch);
+  });
+}
+
+void Layer::stats(kir_hook_stats& out) const {
+  kir_hook_stats s{};
+  s.struct_size = sizeof s;
+  {
+    std::shared_lock<std::shared_mutex> lock(registry_mutex_);
+    s.fatbins = fatbins_.size();
+    s.kernels = kernels_.size();
+  }
+  {
+    std::shared_lock<std::shared_mutex> lock(allocations_mutex_);
+    s.live_allocations = allocations_.size();
+  }
+  s.globals = globals_;
+  s.launches = launches_;
+  std::memcpy(&out, &s, std::min<size_t>(out.struct_size ? out.struct_size : sizeof s, sizeof s));
+}
+
+}  // namespace kir::hook
+
+#define KIR_EXPORT __attribute__((visibility("default")))
+
+extern "C" {
+
+KIR_EXPORT int kir_hook_add_client(const kir_hook_client* client) {
+  return kir::hook::Layer::get().add_client(client);
+}
+
+KIR_EXPORT int kir_hook_find_allocation(uint64_t address, kir_hook_allocation* out) {
+  return out && kir::hook::Layer::get().find_allocation(address, *out) ? 1 : 0;
+}
+
+KIR_EXPORT void kir_hook_get_stats(kir_hook_stats* out) {
+  if (out) kir::hook::Layer::get().stats(*out);
+}
+
+}  // extern "C"

@@ -1,0 +1,83 @@
+// The hook layer's state: registry, allocation tracker, clients. Private to
+// libkir_hook.so; the interposers (cuda_runtime.cpp) feed it.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <shared_mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "kir/cuda/device_code.hpp"
+#include "kir/cuda/fatbin.hpp"
+#include "kir/support/compression.hpp"
+#include "kir/hash/hash.hpp"
+#include "kir/hooks.h"
+
+namespace kir::hook {
+
+/// A registered fatbin: the app's own container bytes, parsed.
+struct FatbinRecord {
+  const void* handle = nullptr;
+  std::optional<FatbinContainer> container;
+  std::optional<DeviceCode> code;  // of the image launches will use (decoded on first need)
+  std::string arch;                // that image's target
+  Hash128 image_digest;
+  std::string code_kind;
+  bool decoded = false;
+};
+
+/// A registered kernel; the C view handed to clients points into it.
+struct KernelRecord {
+  std::string name;
+  FatbinRecord* fatbin = nullptr;
+  std::vector<uint32_t> offsets, sizes;
+  kir_hook_kernel view{};
+};
+
+class Layer {
+ public:
+  static Layer& get();
+
+  void fatbin_registered(const void* handle, const void* wrapper);
+  void kernel_registered(const void* handle, const void* stub, const char* name);
+  void global_registered(const void* handle, const void* host, const char* name, size_t size);
+  void allocated(uint64_t address, uint64_t size, int kind);
+  void freed(uint64_t address);
+
+  /// Fill a launch event for `stub` (decoding arguments, hashing), or nullptr kernel.
+  void launch_begin(kir_hook_launch& launch);
+  void launch_completed(const kir_hook_launch& launch);
+
+  int add_client(const kir_hook_client* client);
+  bool find_allocation(uint64_t address, kir_hook_allocation& out) const;
+  void stats(kir_hook_stats& out) const;
+
+ private:
+  Layer();
+  void load_clients_from_environment();
+  KernelRecord* kernel_for(const void* stub);
+  void decode(FatbinRecord& f);
+  template <class Fn>
+  void each_client(Fn&& fn);
+
+  mutable std::shared_mutex registry_mutex_;
+  std::unordered_map<const void*, std::unique_ptr<FatbinRecord>> fatbins_;
+  std::unordered_map<const void*, std::unique_ptr<KernelRecord>> kernels_;  // by host stub
+  std::vector<std::unique_ptr<std::string>> global_names_;
+  std::atomic<uint64_t> globals_{0}, launches_{0};
+
+  mutable std::shared_mutex allocations_mutex_;
+  std::map<uint64_t, kir_hook_allocation> allocations_;  // by start address
+
+  std::mutex clients_mutex_;
+  std::vector<kir_hook_client> clients_;
+  std::atomic<size_t> client_count_{0};
+};
+
+}  // namespace kir::hook

@@ -1,0 +1,144 @@
+// The built-in tracing client (used by `kir trace`): KIR_TRACE=text|json turns
+// it on; lines go to the file descriptor KIR_TRACE_FD (default: stderr), one
+// per registration and per completed launch.
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "kir/cuda/device_code.hpp"
+#include "kir/hooks.h"
+
+namespace {
+
+FILE* out = stderr;
+bool json = false;
+
+std::string hex_hash(kir_hash128 h) {
+  char text[33];
+  kir_hash_to_hex(h, text);
+  return text;
+}
+
+std::string quoted(const std::string& s) {  // a JSON string
+  std::string q = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') q += '\\';
+    if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      q += buf;
+      continue;
+    }
+    q += c;
+  }
+  return q + "\"";
+}
+
+/// One argument's bytes: scalars (up to 8 bytes) as a little-endian hex value, larger ones as hex bytes.
+std::string arg_text(const void* value, uint32_t size) {
+  const auto* b = static_cast<const uint8_t*>(value);
+  char buf[3];
+  std::string s;
+  if (size <= 8) {
+    uint64_t v = 0;
+    std::memcpy(&v, b, size);
+    char num[24];
+    std::snprintf(num, sizeof num, "0x%llx", static_cast<unsigned long long>(v));
+    return num;
+  }
+  for (uint32_t i = 0; i < size; ++i) {
+    std::snprintf(buf, sizeof buf, "%02x", b[i]);
+    s += buf;
+  }
+  return s;
+}
+
+void line(const std::string& text) { std::fprintf(out, "%s\n", text.c_str()), std::fflush(out); }
+
+void on_fatbin(void*, const void* handle, size_t images) {
+  char buf[128];
+  std::snprintf(buf, sizeof buf, json ? "{\"event\":\"register-fatbin\",\"handle\":%llu,\"images\":%zu}"
+                                      : "kir-trace register-fatbin handle=%#llx images=%zu",
+                static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(handle)), images);
+  line(buf);
+}
+
+void on_kernel(void*, const kir_hook_kernel* k) {
+  std::string name = k->name, demangled = kir::demangle(name), h = hex_hash(k->static_hash);
+  if (json)
+    line("{\"event\":\"register-kernel\",\"kernel\":" + quoted(name) + ",\"demangled\":" +
+         quoted(demangled) + ",\"params\":" + std::to_string(k->param_count) + ",\"static\":\"" + h + "\"}");
+  else
+    line("kir-trace register-kernel " + demangled + " name=" + name + " params=" +
+         std::to_string(k->param_count) + " static=" + h);
+}
+
+void on_global(void*, const kir_hook_global* g) {
+  if (json)
+    line("{\"event\":\"register-global\",\"name\":" + quoted(g->name) + ",\"size\":" + std::to_string(g->size) + "}");
+  else
+    line("kir-trace register-global name=" + std::string(g->name) + " size=" + std::to_string(g->size));
+}
+
+const char* kind_name(int kind) {
+  return kind == KIR_ALLOC_DEVICE ? "device" : kind == KIR_ALLOC_MANAGED ? "managed" : "host-pinned";
+}
+
+void on_allocation(const char* event, const kir_hook_allocation* a) {
+  char buf[160];
+  std::snprintf(buf, sizeof buf,
+                json ? "{\"event\":\"%s\",\"address\":%llu,\"size\":%llu,\"kind\":\"%s\"}"
+                     : "kir-trace %s address=%#llx size=%llu kind=%s",
+                event, static_cast<unsigned long long>(a->address),
+                static_cast<unsigned long long>(a->size), kind_name(a->kind));
+  line(buf);
+}
+
+void on_alloc(void*, const kir_hook_allocation* a) { on_allocation("alloc", a); }
+void on_free(void*, const kir_hook_allocation* a) { on_allocation("free", a); }
+
+void on_launch(void*, const kir_hook_launch* l) {
+  std::string name = l->kernel ? l->kernel->name : "", demangled = kir::demangle(name);
+  std::string args;
+  if (l->kernel && l->args)
+    for (uint32_t i = 0; i < l->kernel->param_count; ++i) {
+      std::string a = arg_text(l->args[i], l->kernel->param_sizes[i]);
+      args += (i ? "," : "") + (json ? quoted(a) : a);
+    }
+  char dims[160];
+  std::snprintf(dims, sizeof dims,
+                json ? "\"grid\":[%u,%u,%u],\"block\":[%u,%u,%u],\"shared\":%zu,\"stream\":%llu,\"result\":%d"
+                     : "grid=(%u,%u,%u) block=(%u,%u,%u) shared=%zu stream=%#llx result=%d",
+                l->grid.x, l->grid.y, l->grid.z, l->block.x, l->block.y, l->block.z, l->shared_bytes,
+                static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(l->stream)), l->result);
+  std::string s = l->kernel ? hex_hash(l->kernel->static_hash) : "", d = hex_hash(l->dynamic_hash);
+  if (json)
+    line("{\"event\":\"launch\",\"kernel\":" + quoted(name) + ",\"demangled\":" + quoted(demangled) +
+         "," + dims + ",\"args\":[" + args + "],\"static\":\"" + s + "\",\"dynamic\":\"" + d + "\"}");
+  else
+    line("kir-trace launch " + (l->kernel ? demangled : std::string("(unregistered)")) + " " + dims +
+         " args=[" + args + "] static=" + s + " dynamic=" + d);
+}
+
+__attribute__((constructor)) void start_tracing() {
+  const char* mode = std::getenv("KIR_TRACE");
+  if (!mode || !*mode) return;
+  json = std::strcmp(mode, "json") == 0;
+  if (const char* fd = std::getenv("KIR_TRACE_FD"))
+    if (FILE* f = fdopen(std::atoi(fd), "w")) out = f;
+  static kir_hook_client client{};
+  client.struct_size = sizeof client;
+  client.api_version = KIR_HOOK_API_VERSION;
+  client.fatbin_registered = on_fatbin;
+  client.kernel_registered = on_kernel;
+  client.global_registered = on_global;
+  client.allocated = on_alloc;
+  client.freed = on_free;
+  client.launch_completed = on_launch;
+  kir_hook_add_client(&client);
+}
+
+}  // namespace
