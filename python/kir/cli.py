@@ -6,12 +6,13 @@ import os
 import sys
 from collections.abc import Sequence
 
-from kir.commands import extract, hash as hash_command, inspect
+from kir.commands import extract, hash as hash_command, inspect, trace
 
 COMMANDS = {
     "inspect": (inspect, "show the device code a binary holds"),
     "extract": (extract, "write each device image to a directory"),
     "hash": (hash_command, "print the kir hash of every kernel, or build a dynamic hash"),
+    "trace": (trace, "run an app under the hook layer and print its registrations and launches"),
 }
 
 

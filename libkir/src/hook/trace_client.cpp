@@ -13,7 +13,9 @@
 
 namespace {
 
-FILE* out = stderr;
+// Constant-initialized: start_tracing() (a constructor function) may run before
+// this file's dynamic initializers would.
+FILE* out = nullptr;  // stderr when KIR_TRACE_FD is not set
 bool json = false;
 
 std::string hex_hash(kir_hash128 h) {
@@ -56,7 +58,11 @@ std::string arg_text(const void* value, uint32_t size) {
   return s;
 }
 
-void line(const std::string& text) { std::fprintf(out, "%s\n", text.c_str()), std::fflush(out); }
+void line(const std::string& text) {
+  FILE* f = out ? out : stderr;
+  std::fprintf(f, "%s\n", text.c_str());
+  std::fflush(f);
+}
 
 void on_fatbin(void*, const void* handle, size_t images) {
   char buf[128];
@@ -119,8 +125,8 @@ void on_launch(void*, const kir_hook_launch* l) {
     line("{\"event\":\"launch\",\"kernel\":" + quoted(name) + ",\"demangled\":" + quoted(demangled) +
          "," + dims + ",\"args\":[" + args + "],\"static\":\"" + s + "\",\"dynamic\":\"" + d + "\"}");
   else
-    line("kir-trace launch " + (l->kernel ? demangled : std::string("(unregistered)")) + " " + dims +
-         " args=[" + args + "] static=" + s + " dynamic=" + d);
+    line("kir-trace launch " + (l->kernel ? demangled : std::string("(unregistered)")) + " kernel=" +
+         name + " " + dims + " args=[" + args + "] static=" + s + " dynamic=" + d);
 }
 
 __attribute__((constructor)) void start_tracing() {

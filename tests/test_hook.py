@@ -1,0 +1,129 @@
+"""The hook layer (libkir_hook.so) and `kir trace`, without a GPU: the CUDA runtime
+loads but finds no driver, so calls fail — registrations still happen, and
+launches made with cudaLaunchKernel reach the hook with their arguments."""
+from __future__ import annotations
+
+import json
+import struct
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import kir
+from kir.hashing import kernel_hashes
+
+import hash_reference as ref
+
+
+def trace(kir_cli, built, *args, threads=0):
+    result = kir_cli("trace", *args, "--", built["hook_app"], str(threads))
+    assert result.returncode == 3, result.stderr  # the app's own exit status
+    return result
+
+
+def events(result):
+    return [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+
+
+def test_app_output_and_status_pass_through(built, kir_cli):
+    bare = subprocess.run([built["hook_app"]], capture_output=True, text=True)
+    traced = trace(kir_cli, built, "--json")
+    app_lines = [l for l in traced.stdout.splitlines() if not l.startswith("{")]
+    assert app_lines == bare.stdout.splitlines()
+    assert traced.stderr == bare.stderr == "app stderr line\n"
+    assert bare.returncode == 3
+
+
+def test_registrations_match_the_binary(built, kir_cli):
+    ev = events(trace(kir_cli, built, "--json"))
+    kernels = {e["kernel"]: e for e in ev if e["event"] == "register-kernel"}
+    binary = kir.open(built["hook_app"])
+    image = max((i for i in binary.images if i.kind == "cubin"
+                 and any(k.name == "_Z4axpyfPKfPfi" for k in i.kernels)), key=lambda i: i.entry.arch)
+    assert set(kernels) == {k.name for k in image.kernels}
+    for k in image.kernels:
+        assert kernels[k.name]["params"] == len(k.params)
+    globals_ = {e["name"]: e["size"] for e in ev if e["event"] == "register-global"}
+    assert globals_ == {g.name: g.size for g in image.code.globals}
+    # The translation unit's fatbin (v1 wrapper) is registered with all its images.
+    # (The runtime's own prelinked v2 fatbin is not registered in a run without a driver.)
+    tu = [c for c in binary.containers if image in c.images]
+    assert [e["images"] for e in ev if e["event"] == "register-fatbin"] == [len(tu[0].images)]
+
+
+def test_launches_carry_decoded_arguments_and_the_runtime_result(built, kir_cli):
+    result = trace(kir_cli, built, "--json")
+    printed = [int(l.split()[1]) for l in result.stdout.splitlines() if l.startswith("launch ")]
+    launches = [e for e in events(result) if e["event"] == "launch"]
+    assert [l["result"] for l in launches] == printed
+    axpy, with_struct = launches
+    assert axpy["kernel"] == "_Z4axpyfPKfPfi" and axpy["grid"] == [4, 1, 1] and axpy["block"] == [64, 1, 1]
+    assert axpy["args"][0] == hex(struct.unpack("<I", struct.pack("<f", 2.5))[0])
+    assert axpy["args"][3] == hex(256)
+    assert with_struct["shared"] == 128
+    assert with_struct["args"] == [struct.pack("<d3i4x", 1.5, 1, 2, 3).hex(), hex(1 << 40), hex(ord("z"))]
+
+
+def test_launch_hashes_are_kir_hashes(built, kir_cli):
+    launches = [e for e in events(trace(kir_cli, built, "--json")) if e["event"] == "launch"]
+    hashes, errors = kernel_hashes(kir.open(built["hook_app"]))
+    static = {h.kernel: h.static.hex for h in hashes if h.target == "sm_90" and h.code_kind == "cubin"}
+    axpy = launches[0]
+    assert axpy["static"] == static["_Z4axpyfPKfPfi"]
+    args = [struct.pack("<f", 2.5), bytes(8), bytes(8), struct.pack("<i", 256)]
+    assert axpy["dynamic"] == ref.dynamic_hash(axpy["static"], "sm_90",
+                                               args=[(i + 1, "bytes", a) for i, a in enumerate(args)],
+                                               grid=[4, 1, 1], block=[64, 1, 1])
+
+
+def test_concurrent_launches_and_allocations(built, kir_cli):
+    launches = [e for e in events(trace(kir_cli, built, "--json", threads=4)) if e["event"] == "launch"]
+    assert len(launches) == 2 + 4 * 100
+    assert sorted(int(l["args"][3], 16) for l in launches[2:]) == sorted(list(range(100)) * 4)
+
+
+def test_kernel_filter_and_text_format(built, kir_cli):
+    result = trace(kir_cli, built, "--kernels", "with_struct")
+    lines = [l for l in result.stdout.splitlines() if l.startswith("kir-trace")]
+    assert [l.split()[1] for l in lines if "launch" in l.split()[1]] == ["launch"]
+    assert any(l.startswith("kir-trace launch with_struct(Params, long long, char)") for l in lines)
+
+
+CLIENT = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <kir/hooks.h>
+static int kernels, launches;
+static void on_kernel(void* u, const kir_hook_kernel* k) { (void)u; (void)k; ++kernels; }
+static void on_launch(void* u, const kir_hook_launch* l) { (void)u; if (l->kernel) ++launches; }
+static void report(void) {
+  FILE* f = fopen(getenv("CLIENT_REPORT"), "w");
+  fprintf(f, "%d %d\n", kernels, launches);
+  fclose(f);
+}
+static kir_hook_client client = {sizeof(kir_hook_client), KIR_HOOK_API_VERSION, 0,
+                                 0, on_kernel, 0, 0, 0, on_launch, 0};
+const kir_hook_client* kir_hook_client_entry(void) { atexit(report); return &client; }
+"""
+
+
+def test_client_loaded_from_the_environment(built, tmp_path):
+    source = tmp_path / "client.c"
+    source.write_text(CLIENT)
+    include = Path(kir.__file__).parent / "include"
+    library = tmp_path / "libclient.so"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-I", include, source, "-o", library], check=True)
+    hook = Path(kir.__file__).parent / "lib" / "libkir_hook.so"
+    report = tmp_path / "report.txt"
+    proc = subprocess.run([built["hook_app"], "2"], capture_output=True, text=True,
+                          env={"LD_PRELOAD": str(hook), "KIR_HOOK_CLIENTS": str(library),
+                               "CLIENT_REPORT": str(report), "PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 3
+    assert report.read_text().split() == ["2", str(2 + 2 * 100)]
+
+
+def test_static_runtime_is_detected(built, kir_cli):
+    result = kir_cli("trace", "--", built["app"])
+    assert "links the CUDA runtime statically" in result.stderr
+    assert "nvcc -cudart shared" in result.stderr
