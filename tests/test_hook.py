@@ -30,7 +30,9 @@ def test_app_output_and_status_pass_through(built, kir_cli):
     bare = subprocess.run([built["hook_app"]], capture_output=True, text=True)
     traced = trace(kir_cli, built, "--json")
     app_lines = [l for l in traced.stdout.splitlines() if not l.startswith("{")]
-    assert app_lines == bare.stdout.splitlines()
+    # Only under the hook does the app find the Proteus ABI (a weak symbol) and use it.
+    assert "proteus launch" not in bare.stdout
+    assert [l for l in app_lines if not l.startswith("proteus ")] == bare.stdout.splitlines()
     assert traced.stderr == bare.stderr == "app stderr line\n"
     assert bare.returncode == 3
 
@@ -56,8 +58,9 @@ def test_launches_carry_decoded_arguments_and_the_runtime_result(built, kir_cli)
     result = trace(kir_cli, built, "--json")
     printed = [int(l.split()[1]) for l in result.stdout.splitlines() if l.startswith("launch ")]
     launches = [e for e in events(result) if e["event"] == "launch"]
-    assert [l["result"] for l in launches] == printed
-    axpy, with_struct = launches
+    assert [l["api"] for l in launches] == ["cudaLaunchKernel"] * 2 + ["__proteus_launch_kernel"]
+    assert [l["result"] for l in launches[:2]] == printed
+    axpy, with_struct, _ = launches
     assert axpy["kernel"] == "_Z4axpyfPKfPfi" and axpy["grid"] == [4, 1, 1] and axpy["block"] == [64, 1, 1]
     assert axpy["args"][0] == hex(struct.unpack("<I", struct.pack("<f", 2.5))[0])
     assert axpy["args"][3] == hex(256)
@@ -79,8 +82,18 @@ def test_launch_hashes_are_kir_hashes(built, kir_cli):
 
 def test_concurrent_launches_and_allocations(built, kir_cli):
     launches = [e for e in events(trace(kir_cli, built, "--json", threads=4)) if e["event"] == "launch"]
-    assert len(launches) == 2 + 4 * 100
-    assert sorted(int(l["args"][3], 16) for l in launches[2:]) == sorted(list(range(100)) * 4)
+    assert len(launches) == 3 + 4 * 100
+    assert sorted(int(l["args"][3], 16) for l in launches[3:]) == sorted(list(range(100)) * 4)
+
+
+def test_proteus_abi_launch_is_traced_once_with_the_proteus_result(built, kir_cli):
+    result = trace(kir_cli, built, "--json")
+    printed = [int(l.split()[2]) for l in result.stdout.splitlines() if l.startswith("proteus launch ")]
+    proteus = [e for e in events(result) if e["event"] == "launch" and e["api"] == "__proteus_launch_kernel"]
+    assert len(proteus) == 1 and [proteus[0]["result"]] == printed
+    # Forwarded to cudaLaunchKernel inside the hook, which must not report it a second time.
+    assert proteus[0]["grid"] == [2, 1, 1] and proteus[0]["block"] == [128, 1, 1]
+    assert proteus[0]["kernel"] == "_Z4axpyfPKfPfi" and proteus[0]["args"][3] == hex(256)
 
 
 def test_kernel_filter_and_text_format(built, kir_cli):
@@ -120,7 +133,7 @@ def test_client_loaded_from_the_environment(built, tmp_path):
                           env={"LD_PRELOAD": str(hook), "KIR_HOOK_CLIENTS": str(library),
                                "CLIENT_REPORT": str(report), "PATH": "/usr/bin:/bin"})
     assert proc.returncode == 3
-    assert report.read_text().split() == ["2", str(2 + 2 * 100)]
+    assert report.read_text().split() == ["2", str(3 + 2 * 100)]
 
 
 def test_static_runtime_is_detected(built, kir_cli):

@@ -66,6 +66,7 @@ typedef struct kir_hook_launch {
   void** args;                    /* as the app passed them */
   kir_hash128 dynamic_hash;       /* over arch, every argument's bytes, grid and block */
   int result;                     /* launch_completed only: the runtime's return code */
+  const char* api;                /* "cudaLaunchKernel", "cuLaunchKernel", "__proteus_launch_kernel", ... */
 } kir_hook_launch;
 
 typedef struct kir_hook_client {
@@ -80,6 +81,14 @@ typedef struct kir_hook_client {
   void (*launch_begin)(void* user, const kir_hook_launch* launch);
   void (*launch_completed)(void* user, const kir_hook_launch* launch); /* after the runtime returned */
 } kir_hook_client;
+
+/** Record an allocation the layer cannot see (a client's own allocator); `kind` is KIR_ALLOC_*. */
+void kir_hook_track_allocation(uint64_t address, uint64_t size, int kind);
+void kir_hook_untrack_allocation(uint64_t address);
+
+/** The kernels registered so far: their count, and the i-th one (valid for the process's life). */
+size_t kir_hook_kernel_count(void);
+const kir_hook_kernel* kir_hook_kernel_at(size_t index);
 
 /** Add a client; returns 0, or -1 when the struct is too old or too new. */
 int kir_hook_add_client(const kir_hook_client* client);

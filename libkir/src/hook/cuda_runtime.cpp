@@ -45,6 +45,35 @@ F next(const char* name) {
 
 kir::hook::Layer& layer() { return kir::hook::Layer::get(); }
 
+/// One launch through the layer: event before, the real call, event after.
+template <class Call>
+cudaError_t traced_launch(const char* api, const void* func, dim3 grid, dim3 block, void** args,
+                          size_t shared_bytes, cudaStream_t stream, Call&& call) {
+  if (kir::hook::RuntimeCall::active()) return call();  // already reported (e.g. by Proteus's ABI)
+  kir_hook_launch launch{};
+  launch.host_stub = func;
+  launch.grid = {grid.x, grid.y, grid.z};
+  launch.block = {block.x, block.y, block.z};
+  launch.shared_bytes = shared_bytes;
+  launch.stream = stream;
+  launch.args = args;
+  launch.api = api;
+  kir::hook::RuntimeCall inside;  // the runtime's own driver calls are not launches of their own
+  layer().launch_begin(launch);
+  launch.result = call();
+  layer().launch_completed(launch);
+  return launch.result;
+}
+
+/// A runtime allocation call: the real one, then the tracker if it succeeded.
+template <class Call>
+cudaError_t tracked_alloc(void** ptr, size_t size, int kind, Call&& call) {
+  kir::hook::RuntimeCall inside;
+  cudaError_t r = call();
+  if (r == cudaSuccess && ptr && *ptr) layer().allocated(uintptr_t(*ptr), size, kind);
+  return r;
+}
+
 }  // namespace
 
 #define KIR_EXPORT __attribute__((visibility("default")))
@@ -98,49 +127,102 @@ KIR_EXPORT void __cudaRegisterManagedVar(void** handle, void** host_var_address,
 KIR_EXPORT cudaError_t cudaLaunchKernel(const void* func, dim3 grid, dim3 block, void** args,
                              size_t shared_bytes, cudaStream_t stream) {
   KIR_REAL(cudaLaunchKernel, cudaError_t (*)(const void*, dim3, dim3, void**, size_t, cudaStream_t));
-  kir_hook_launch launch{};
-  launch.host_stub = func;
-  launch.grid = {grid.x, grid.y, grid.z};
-  launch.block = {block.x, block.y, block.z};
-  launch.shared_bytes = shared_bytes;
-  launch.stream = stream;
-  launch.args = args;
-  layer().launch_begin(launch);
-  launch.result = real_cudaLaunchKernel(func, grid, block, args, shared_bytes, stream);
-  layer().launch_completed(launch);
-  return launch.result;
+  return traced_launch("cudaLaunchKernel", func, grid, block, args, shared_bytes, stream, [&] {
+    return real_cudaLaunchKernel(func, grid, block, args, shared_bytes, stream);
+  });
+}
+
+/// cudaLaunchKernelExC's config: grid, block, shared memory, stream, then attributes.
+struct LaunchConfig {
+  dim3 grid, block;
+  size_t shared_bytes;
+  cudaStream_t stream;
+  void* attrs;
+  unsigned num_attrs;
+};
+
+KIR_EXPORT cudaError_t cudaLaunchKernelExC(const LaunchConfig* config, const void* func, void** args) {
+  KIR_REAL(cudaLaunchKernelExC, cudaError_t (*)(const LaunchConfig*, const void*, void**));
+  if (!config) return real_cudaLaunchKernelExC(config, func, args);
+  return traced_launch("cudaLaunchKernelExC", func, config->grid, config->block, args,
+                       config->shared_bytes, config->stream,
+                       [&] { return real_cudaLaunchKernelExC(config, func, args); });
+}
+
+KIR_EXPORT cudaError_t cudaLaunchCooperativeKernel(const void* func, dim3 grid, dim3 block, void** args,
+                                                   size_t shared_bytes, cudaStream_t stream) {
+  KIR_REAL(cudaLaunchCooperativeKernel,
+           cudaError_t (*)(const void*, dim3, dim3, void**, size_t, cudaStream_t));
+  return traced_launch("cudaLaunchCooperativeKernel", func, grid, block, args, shared_bytes, stream, [&] {
+    return real_cudaLaunchCooperativeKernel(func, grid, block, args, shared_bytes, stream);
+  });
 }
 
 KIR_EXPORT cudaError_t cudaMalloc(void** ptr, size_t size) {
   KIR_REAL(cudaMalloc, cudaError_t (*)(void**, size_t));
-  cudaError_t r = real_cudaMalloc(ptr, size);
-  if (r == cudaSuccess && ptr && *ptr) layer().allocated(uintptr_t(*ptr), size, KIR_ALLOC_DEVICE);
-  return r;
+  return tracked_alloc(ptr, size, KIR_ALLOC_DEVICE, [&] { return real_cudaMalloc(ptr, size); });
 }
 
 KIR_EXPORT cudaError_t cudaMallocManaged(void** ptr, size_t size, unsigned flags) {
   KIR_REAL(cudaMallocManaged, cudaError_t (*)(void**, size_t, unsigned));
-  cudaError_t r = real_cudaMallocManaged(ptr, size, flags);
-  if (r == cudaSuccess && ptr && *ptr) layer().allocated(uintptr_t(*ptr), size, KIR_ALLOC_MANAGED);
-  return r;
+  return tracked_alloc(ptr, size, KIR_ALLOC_MANAGED, [&] { return real_cudaMallocManaged(ptr, size, flags); });
 }
 
 KIR_EXPORT cudaError_t cudaMallocHost(void** ptr, size_t size) {
   KIR_REAL(cudaMallocHost, cudaError_t (*)(void**, size_t));
-  cudaError_t r = real_cudaMallocHost(ptr, size);
-  if (r == cudaSuccess && ptr && *ptr) layer().allocated(uintptr_t(*ptr), size, KIR_ALLOC_HOST_PINNED);
-  return r;
+  return tracked_alloc(ptr, size, KIR_ALLOC_HOST_PINNED, [&] { return real_cudaMallocHost(ptr, size); });
+}
+
+KIR_EXPORT cudaError_t cudaHostAlloc(void** ptr, size_t size, unsigned flags) {
+  KIR_REAL(cudaHostAlloc, cudaError_t (*)(void**, size_t, unsigned));
+  return tracked_alloc(ptr, size, KIR_ALLOC_HOST_PINNED, [&] { return real_cudaHostAlloc(ptr, size, flags); });
 }
 
 KIR_EXPORT cudaError_t cudaMallocAsync(void** ptr, size_t size, cudaStream_t stream) {
   KIR_REAL(cudaMallocAsync, cudaError_t (*)(void**, size_t, cudaStream_t));
-  cudaError_t r = real_cudaMallocAsync(ptr, size, stream);
-  if (r == cudaSuccess && ptr && *ptr) layer().allocated(uintptr_t(*ptr), size, KIR_ALLOC_DEVICE);
+  return tracked_alloc(ptr, size, KIR_ALLOC_DEVICE, [&] { return real_cudaMallocAsync(ptr, size, stream); });
+}
+
+KIR_EXPORT cudaError_t cudaMallocFromPoolAsync(void** ptr, size_t size, void* pool, cudaStream_t stream) {
+  KIR_REAL(cudaMallocFromPoolAsync, cudaError_t (*)(void**, size_t, void*, cudaStream_t));
+  return tracked_alloc(ptr, size, KIR_ALLOC_DEVICE,
+                       [&] { return real_cudaMallocFromPoolAsync(ptr, size, pool, stream); });
+}
+
+KIR_EXPORT cudaError_t cudaMallocPitch(void** ptr, size_t* pitch, size_t width, size_t height) {
+  KIR_REAL(cudaMallocPitch, cudaError_t (*)(void**, size_t*, size_t, size_t));
+  kir::hook::RuntimeCall inside;
+  cudaError_t r = real_cudaMallocPitch(ptr, pitch, width, height);
+  if (r == cudaSuccess && ptr && *ptr && pitch) layer().allocated(uintptr_t(*ptr), *pitch * height, KIR_ALLOC_DEVICE);
   return r;
+}
+
+/// cudaPitchedPtr and cudaExtent, as cudaMalloc3D uses them.
+struct PitchedPtr {
+  void* ptr;
+  size_t pitch, xsize, ysize;
+};
+struct Extent {
+  size_t width, height, depth;
+};
+
+KIR_EXPORT cudaError_t cudaMalloc3D(PitchedPtr* out, Extent extent) {
+  KIR_REAL(cudaMalloc3D, cudaError_t (*)(PitchedPtr*, Extent));
+  kir::hook::RuntimeCall inside;
+  cudaError_t r = real_cudaMalloc3D(out, extent);
+  if (r == cudaSuccess && out && out->ptr)
+    layer().allocated(uintptr_t(out->ptr), out->pitch * extent.height * extent.depth, KIR_ALLOC_DEVICE);
+  return r;
+}
+
+KIR_EXPORT cudaError_t cudaSetDevice(int device) {
+  KIR_REAL(cudaSetDevice, cudaError_t (*)(int));
+  return real_cudaSetDevice(device);
 }
 
 KIR_EXPORT cudaError_t cudaFree(void* ptr) {
   KIR_REAL(cudaFree, cudaError_t (*)(void*));
+  kir::hook::RuntimeCall inside;
   cudaError_t r = real_cudaFree(ptr);
   if (r == cudaSuccess && ptr) layer().freed(uintptr_t(ptr));
   return r;
@@ -148,6 +230,7 @@ KIR_EXPORT cudaError_t cudaFree(void* ptr) {
 
 KIR_EXPORT cudaError_t cudaFreeAsync(void* ptr, cudaStream_t stream) {
   KIR_REAL(cudaFreeAsync, cudaError_t (*)(void*, cudaStream_t));
+  kir::hook::RuntimeCall inside;
   cudaError_t r = real_cudaFreeAsync(ptr, stream);
   if (r == cudaSuccess && ptr) layer().freed(uintptr_t(ptr));
   return r;
@@ -155,6 +238,7 @@ KIR_EXPORT cudaError_t cudaFreeAsync(void* ptr, cudaStream_t stream) {
 
 KIR_EXPORT cudaError_t cudaFreeHost(void* ptr) {
   KIR_REAL(cudaFreeHost, cudaError_t (*)(void*));
+  kir::hook::RuntimeCall inside;
   cudaError_t r = real_cudaFreeHost(ptr);
   if (r == cudaSuccess && ptr) layer().freed(uintptr_t(ptr));
   return r;

@@ -124,40 +124,135 @@ void Layer::decode(FatbinRecord& f) {
 }
 
 void Layer::kernel_registered(const void* handle, const void* stub, const char* name) {
-  auto k = std::make_unique<KernelRecord>();
-  k->name = name ? name : "";
-  KernelRecord* record = k.get();
+  FatbinRecord* fatbin = nullptr;
   {
     std::unique_lock<std::shared_mutex> lock(registry_mutex_);
     auto f = fatbins_.find(handle);
     if (f != fatbins_.end()) {
-      FatbinRecord& fatbin = *f->second;
-      if (!fatbin.decoded) decode(fatbin);
-      k->fatbin = &fatbin;
-      if (fatbin.code)
-        for (const Kernel& kernel : fatbin.code->kernels)
-          if (kernel.name == k->name)
-            for (const KernelParam& p : kernel.params) {
-              k->offsets.push_back(p.offset);
-              k->sizes.push_back(p.size);
-            }
+      fatbin = f->second.get();
+      if (!fatbin->decoded) decode(*fatbin);
     }
-    kir_hook_kernel& v = k->view;
-    v.name = k->name.c_str();
-    v.host_stub = stub;
-    v.fatbin = handle;
-    v.param_count = static_cast<uint32_t>(k->sizes.size());
-    v.param_offsets = k->offsets.data();
-    v.param_sizes = k->sizes.data();
-    Hash128 s = k->fatbin && k->fatbin->code
-                    ? static_hash_of_digests(k->name, k->fatbin->code_kind, {k->fatbin->image_digest})
-                    : static_hash(k->name, "unknown", {});
-    v.static_hash = {s.high, s.low};
-    kernels_[stub] = std::move(k);
+  }
+  add_kernel(handle, stub, name, fatbin);
+}
+
+void Layer::add_kernel(const void* handle, const void* stub, const char* name, FatbinRecord* fatbin) {
+  auto k = std::make_unique<KernelRecord>();
+  k->name = name ? name : "";
+  k->fatbin = fatbin;
+  KernelRecord* record = k.get();
+  if (fatbin && fatbin->code)
+    for (const Kernel& kernel : fatbin->code->kernels)
+      if (kernel.name == k->name)
+        for (const KernelParam& p : kernel.params) {
+          k->offsets.push_back(p.offset);
+          k->sizes.push_back(p.size);
+        }
+  kir_hook_kernel& v = k->view;
+  v.name = k->name.c_str();
+  v.host_stub = stub;
+  v.fatbin = handle;
+  v.param_count = static_cast<uint32_t>(k->sizes.size());
+  v.param_offsets = k->offsets.data();
+  v.param_sizes = k->sizes.data();
+  Hash128 h = fatbin && fatbin->code
+                  ? static_hash_of_digests(k->name, fatbin->code_kind, {fatbin->image_digest})
+                  : static_hash(k->name, "unknown", {});
+  v.static_hash = {h.high, h.low};
+  {
+    std::unique_lock<std::shared_mutex> lock(registry_mutex_);
+    if (!kernels_.try_emplace(stub, std::move(k)).second) return;  // registered before: keep that one
+    kernel_order_.push_back(record);
   }
   each_client([&](const kir_hook_client& c) {
     if (c.kernel_registered) c.kernel_registered(c.user, &record->view);
   });
+}
+
+namespace {
+
+/// The bytes of an image handed to cuModuleLoadData, sized from its own headers:
+/// a fatbin container, an ELF cubin (up to its last section or header table), or PTX text.
+ByteView sized_image(const void* image) {
+  const auto* p = static_cast<const uint8_t*>(image);
+  if (!p) return {};
+  uint32_t magic;
+  std::memcpy(&magic, p, 4);
+  if (magic == kFatbinMagic) {
+    uint64_t size;
+    std::memcpy(&size, p + 8, 8);
+    return ByteView(p, 16 + size);
+  }
+  if (std::memcmp(p, "\x7f" "ELF", 4) == 0) {
+    uint64_t shoff, end;
+    uint16_t shnum;
+    std::memcpy(&shoff, p + 0x28, 8);
+    std::memcpy(&shnum, p + 0x3C, 2);
+    end = shoff + uint64_t(shnum) * 64;
+    for (uint16_t i = 0; i < shnum; ++i) {
+      uint64_t offset, size;
+      uint32_t type;
+      std::memcpy(&type, p + shoff + i * 64 + 4, 4);
+      std::memcpy(&offset, p + shoff + i * 64 + 0x18, 8);
+      std::memcpy(&size, p + shoff + i * 64 + 0x20, 8);
+      if (type != 8 /* NOBITS */) end = std::max(end, offset + size);
+    }
+    return ByteView(p, end);
+  }
+  return ByteView(p, std::strlen(reinterpret_cast<const char*>(p)) + 1);  // PTX
+}
+
+}  // namespace
+
+void Layer::module_loaded(const void* module, const void* image) {
+  auto record = std::make_unique<FatbinRecord>();
+  record->handle = module;
+  ByteView bytes = sized_image(image);
+  if (FatbinContainer::has_magic(bytes)) {
+    if (Expected<FatbinContainer> c = FatbinContainer::create(bytes)) record->container = std::move(*c);
+    decode(*record);
+  } else if (!bytes.empty()) {
+    record->decoded = true;
+    bool elf = bytes.starts_with("\x7f" "ELF");
+    Expected<DeviceCode> code = elf ? parse_cubin(bytes) : parse_ptx(bytes);
+    if (code) {
+      record->code = std::move(*code);
+      record->code_kind = elf ? "cubin" : "ptx";
+      record->image_digest = xxh3_128(bytes);
+    }
+  }
+  size_t images = record->container ? record->container->entries().size() : record->code ? 1 : 0;
+  {
+    std::unique_lock<std::shared_mutex> lock(registry_mutex_);
+    fatbins_[module] = std::move(record);
+  }
+  each_client([&](const kir_hook_client& c) {
+    if (c.fatbin_registered) c.fatbin_registered(c.user, module, images);
+  });
+}
+
+void Layer::function_found(const void* module, const void* function, const char* name) {
+  {
+    std::shared_lock<std::shared_mutex> lock(registry_mutex_);
+    if (kernels_.count(function)) return;  // looked up before
+  }
+  FatbinRecord* fatbin = nullptr;
+  {
+    std::shared_lock<std::shared_mutex> lock(registry_mutex_);
+    auto f = fatbins_.find(module);
+    if (f != fatbins_.end()) fatbin = f->second.get();
+  }
+  add_kernel(module, function, name, fatbin);
+}
+
+size_t Layer::kernel_count() const {
+  std::shared_lock<std::shared_mutex> lock(registry_mutex_);
+  return kernel_order_.size();
+}
+
+const kir_hook_kernel* Layer::kernel_at(size_t index) const {
+  std::shared_lock<std::shared_mutex> lock(registry_mutex_);
+  return index < kernel_order_.size() ? &kernel_order_[index]->view : nullptr;
 }
 
 void Layer::global_registered(const void* handle, const void* host, const char* name, size_t size) {
@@ -207,6 +302,11 @@ bool Layer::find_allocation(uint64_t address, kir_hook_allocation& out) const {
   if (address - it->second.address >= it->second.size) return false;
   out = it->second;
   return true;
+}
+
+const kir_hook_kernel* Layer::kernel_view(const void* stub) {
+  KernelRecord* k = kernel_for(stub);
+  return k ? &k->view : nullptr;
 }
 
 KernelRecord* Layer::kernel_for(const void* stub) {
@@ -268,6 +368,18 @@ KIR_EXPORT int kir_hook_add_client(const kir_hook_client* client) {
 
 KIR_EXPORT int kir_hook_find_allocation(uint64_t address, kir_hook_allocation* out) {
   return out && kir::hook::Layer::get().find_allocation(address, *out) ? 1 : 0;
+}
+
+KIR_EXPORT void kir_hook_track_allocation(uint64_t address, uint64_t size, int kind) {
+  kir::hook::Layer::get().allocated(address, size, kind);
+}
+
+KIR_EXPORT void kir_hook_untrack_allocation(uint64_t address) { kir::hook::Layer::get().freed(address); }
+
+KIR_EXPORT size_t kir_hook_kernel_count(void) { return kir::hook::Layer::get().kernel_count(); }
+
+KIR_EXPORT const kir_hook_kernel* kir_hook_kernel_at(size_t index) {
+  return kir::hook::Layer::get().kernel_at(index);
 }
 
 KIR_EXPORT void kir_hook_get_stats(kir_hook_stats* out) {

@@ -21,10 +21,27 @@
 
 namespace kir::hook {
 
+/// Marks the calling thread as inside an interposed runtime call, whose own
+/// driver calls (cuLaunchKernel, cuMemAlloc ...) are therefore not reported again.
+class RuntimeCall {
+ public:
+  RuntimeCall() { ++depth(); }
+  ~RuntimeCall() { --depth(); }
+  static bool active() { return depth() > 0; }
+
+ private:
+  static int& depth() {
+    thread_local int d = 0;
+    return d;
+  }
+};
+
 /// A registered fatbin: the app's own container bytes, parsed.
 struct FatbinRecord {
   const void* handle = nullptr;
   std::optional<FatbinContainer> container;
+  std::optional<DeviceCode> module_code;  // driver-API modules: the loaded image, decoded
+  std::string module_kind;
   std::optional<DeviceCode> code;  // of the image launches will use (decoded on first need)
   std::string arch;                // that image's target
   Hash128 image_digest;
@@ -46,9 +63,19 @@ class Layer {
 
   void fatbin_registered(const void* handle, const void* wrapper);
   void kernel_registered(const void* handle, const void* stub, const char* name);
+  /// A module loaded through the driver API (cuModuleLoadData...): `image` is a
+  /// cubin, PTX text or a fatbin container, sized from its own headers.
+  void module_loaded(const void* module, const void* image);
+  /// A function looked up in such a module (cuModuleGetFunction, cuLibraryGetKernel).
+  void function_found(const void* module, const void* function, const char* name);
+  size_t kernel_count() const;
+  const kir_hook_kernel* kernel_at(size_t index) const;
   void global_registered(const void* handle, const void* host, const char* name, size_t size);
   void allocated(uint64_t address, uint64_t size, int kind);
   void freed(uint64_t address);
+
+  /// The registered kernel behind a host stub or CUfunction, or nullptr.
+  const kir_hook_kernel* kernel_view(const void* stub);
 
   /// Fill a launch event for `stub` (decoding arguments, hashing), or nullptr kernel.
   void launch_begin(kir_hook_launch& launch);
@@ -68,7 +95,9 @@ class Layer {
 
   mutable std::shared_mutex registry_mutex_;
   std::unordered_map<const void*, std::unique_ptr<FatbinRecord>> fatbins_;
-  std::unordered_map<const void*, std::unique_ptr<KernelRecord>> kernels_;  // by host stub
+  std::unordered_map<const void*, std::unique_ptr<KernelRecord>> kernels_;  // by host stub / CUfunction
+  std::vector<const KernelRecord*> kernel_order_;  // registration order, for kir_hook_kernel_at
+  void add_kernel(const void* handle, const void* stub, const char* name, FatbinRecord* fatbin);
   std::vector<std::unique_ptr<std::string>> global_names_;
   std::atomic<uint64_t> globals_{0}, launches_{0};
 

@@ -121,12 +121,13 @@ void on_launch(void*, const kir_hook_launch* l) {
                 l->grid.x, l->grid.y, l->grid.z, l->block.x, l->block.y, l->block.z, l->shared_bytes,
                 static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(l->stream)), l->result);
   std::string s = l->kernel ? hex_hash(l->kernel->static_hash) : "", d = hex_hash(l->dynamic_hash);
+  std::string api = l->api ? l->api : "";
   if (json)
-    line("{\"event\":\"launch\",\"kernel\":" + quoted(name) + ",\"demangled\":" + quoted(demangled) +
+    line("{\"event\":\"launch\",\"api\":" + quoted(api) + ",\"kernel\":" + quoted(name) + ",\"demangled\":" + quoted(demangled) +
          "," + dims + ",\"args\":[" + args + "],\"static\":\"" + s + "\",\"dynamic\":\"" + d + "\"}");
   else
     line("kir-trace launch " + (l->kernel ? demangled : std::string("(unregistered)")) + " kernel=" +
-         name + " " + dims + " args=[" + args + "] static=" + s + " dynamic=" + d);
+         name + " api=" + api + " " + dims + " args=[" + args + "] static=" + s + " dynamic=" + d);
 }
 
 __attribute__((constructor)) void start_tracing() {

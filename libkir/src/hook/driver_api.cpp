@@ -1,0 +1,222 @@
+// Interposers for the CUDA driver API (libcuda.so), for apps that load modules
+// at run time (CuPy, Triton, JITs): module loads, function lookups, launches and
+// allocations — also when the app obtains the entry points through
+// cuGetProcAddress. Calls the runtime makes on the app's behalf (inside an
+// interposed runtime call) are not reported twice.
+#include <dlfcn.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string_view>
+
+#include "layer.hpp"
+
+#define KIR_EXPORT __attribute__((visibility("default")))
+
+namespace {
+
+using CUresult = int;
+using CUdeviceptr = unsigned long long;
+using CUstream = void*;
+constexpr CUresult CUDA_SUCCESS = 0;
+
+void* real(const char* name) {
+  void* f = dlsym(RTLD_NEXT, name);
+  if (f) return f;
+  if (void* h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD)) f = dlsym(h, name);
+  if (!f) {
+    std::fprintf(stderr, "kir-hook: %s not found in the CUDA driver\n", name);
+    std::abort();
+  }
+  return f;
+}
+
+#define KIR_REAL(name, type) static const auto real_##name = reinterpret_cast<type>(real(#name))
+
+kir::hook::Layer& layer() { return kir::hook::Layer::get(); }
+bool reporting() { return !kir::hook::RuntimeCall::active(); }
+
+/// cuLaunchKernel's `extra`: a packed argument buffer instead of kernelParams.
+void** unpack_extra(void** extra, const kir_hook_kernel* kernel, void** slots) {
+  if (!extra || !kernel) return nullptr;
+  const uint8_t* buffer = nullptr;
+  for (int i = 0; extra[i] != nullptr && i < 16; i += 2) {
+    if (extra[i] == reinterpret_cast<void*>(1)) buffer = static_cast<const uint8_t*>(extra[i + 1]);
+    if (extra[i] == reinterpret_cast<void*>(0)) break;  // CU_LAUNCH_PARAM_END
+  }
+  if (!buffer) return nullptr;
+  for (uint32_t p = 0; p < kernel->param_count && p < 64; ++p)
+    slots[p] = const_cast<uint8_t*>(buffer + kernel->param_offsets[p]);
+  return slots;
+}
+
+template <class Call>
+CUresult launch(const char* api, const void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                unsigned by, unsigned bz, unsigned shared, CUstream stream, void** params,
+                void** extra, Call&& call) {
+  if (!reporting()) return call();
+  kir_hook_launch l{};
+  l.host_stub = f;
+  l.grid = {gx, gy, gz};
+  l.block = {bx, by, bz};
+  l.shared_bytes = shared;
+  l.stream = stream;
+  l.api = api;
+  void* slots[64];
+  l.args = params ? params : unpack_extra(extra, layer().kernel_view(f), slots);
+  layer().launch_begin(l);
+  l.result = call();
+  layer().launch_completed(l);
+  return l.result;
+}
+
+}  // namespace
+
+extern "C" {
+
+KIR_EXPORT CUresult cuModuleLoadData(void** module, const void* image) {
+  KIR_REAL(cuModuleLoadData, CUresult (*)(void**, const void*));
+  CUresult r = real_cuModuleLoadData(module, image);
+  if (r == CUDA_SUCCESS && module && reporting()) layer().module_loaded(*module, image);
+  return r;
+}
+
+KIR_EXPORT CUresult cuModuleLoadDataEx(void** module, const void* image, unsigned n, void* options,
+                                       void** values) {
+  KIR_REAL(cuModuleLoadDataEx, CUresult (*)(void**, const void*, unsigned, void*, void**));
+  CUresult r = real_cuModuleLoadDataEx(module, image, n, options, values);
+  if (r == CUDA_SUCCESS && module && reporting()) layer().module_loaded(*module, image);
+  return r;
+}
+
+KIR_EXPORT CUresult cuLibraryLoadData(void** library, const void* code, void* jit_options,
+                                      void** jit_values, unsigned n_jit, void* library_options,
+                                      void** library_values, unsigned n_library) {
+  KIR_REAL(cuLibraryLoadData,
+           CUresult (*)(void**, const void*, void*, void**, unsigned, void*, void**, unsigned));
+  CUresult r = real_cuLibraryLoadData(library, code, jit_options, jit_values, n_jit, library_options,
+                                      library_values, n_library);
+  if (r == CUDA_SUCCESS && library && reporting()) layer().module_loaded(*library, code);
+  return r;
+}
+
+KIR_EXPORT CUresult cuModuleGetFunction(void** function, void* module, const char* name) {
+  KIR_REAL(cuModuleGetFunction, CUresult (*)(void**, void*, const char*));
+  CUresult r = real_cuModuleGetFunction(function, module, name);
+  if (r == CUDA_SUCCESS && function && reporting()) layer().function_found(module, *function, name);
+  return r;
+}
+
+KIR_EXPORT CUresult cuLibraryGetKernel(void** kernel, void* library, const char* name) {
+  KIR_REAL(cuLibraryGetKernel, CUresult (*)(void**, void*, const char*));
+  CUresult r = real_cuLibraryGetKernel(kernel, library, name);
+  if (r == CUDA_SUCCESS && kernel && reporting()) layer().function_found(library, *kernel, name);
+  return r;
+}
+
+KIR_EXPORT CUresult cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                                   unsigned by, unsigned bz, unsigned shared, CUstream stream,
+                                   void** params, void** extra) {
+  KIR_REAL(cuLaunchKernel, CUresult (*)(void*, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                        unsigned, unsigned, CUstream, void**, void**));
+  return launch("cuLaunchKernel", f, gx, gy, gz, bx, by, bz, shared, stream, params, extra, [&] {
+    return real_cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shared, stream, params, extra);
+  });
+}
+
+/// CUlaunchConfig, as cuLaunchKernelEx takes it.
+struct LaunchConfig {
+  unsigned gx, gy, gz, bx, by, bz, shared;
+  CUstream stream;
+  void* attrs;
+  unsigned num_attrs;
+};
+
+KIR_EXPORT CUresult cuLaunchKernelEx(const LaunchConfig* c, void* f, void** params, void** extra) {
+  KIR_REAL(cuLaunchKernelEx, CUresult (*)(const LaunchConfig*, void*, void**, void**));
+  if (!c) return real_cuLaunchKernelEx(c, f, params, extra);
+  return launch("cuLaunchKernelEx", f, c->gx, c->gy, c->gz, c->bx, c->by, c->bz, c->shared, c->stream,
+                params, extra, [&] { return real_cuLaunchKernelEx(c, f, params, extra); });
+}
+
+/// Allocation calls: the real one, then the tracker when it succeeded and the
+/// app (not the runtime on its behalf) made it.
+#define KIR_DRIVER_ALLOC(name, kind, size_expr, params, args)                         \
+  KIR_EXPORT CUresult name params {                                                   \
+    KIR_REAL(name, CUresult(*) params);                                               \
+    CUresult r = real_##name args;                                                    \
+    if (r == CUDA_SUCCESS && ptr && *ptr && reporting())                              \
+      layer().allocated(uint64_t(*ptr), size_expr, kind);                             \
+    return r;                                                                         \
+  }
+
+KIR_DRIVER_ALLOC(cuMemAlloc_v2, KIR_ALLOC_DEVICE, size, (CUdeviceptr* ptr, size_t size), (ptr, size))
+KIR_DRIVER_ALLOC(cuMemAllocManaged, KIR_ALLOC_MANAGED, size,
+                 (CUdeviceptr* ptr, size_t size, unsigned flags), (ptr, size, flags))
+KIR_DRIVER_ALLOC(cuMemAllocAsync, KIR_ALLOC_DEVICE, size,
+                 (CUdeviceptr* ptr, size_t size, CUstream stream), (ptr, size, stream))
+KIR_DRIVER_ALLOC(cuMemAllocPitch_v2, KIR_ALLOC_DEVICE, *pitch * height,
+                 (CUdeviceptr* ptr, size_t* pitch, size_t width, size_t height, unsigned element),
+                 (ptr, pitch, width, height, element))
+KIR_DRIVER_ALLOC(cuMemAllocHost_v2, KIR_ALLOC_HOST_PINNED, size, (void** ptr, size_t size), (ptr, size))
+KIR_DRIVER_ALLOC(cuMemHostAlloc, KIR_ALLOC_HOST_PINNED, size,
+                 (void** ptr, size_t size, unsigned flags), (ptr, size, flags))
+
+KIR_EXPORT CUresult cuMemFree_v2(CUdeviceptr ptr) {
+  KIR_REAL(cuMemFree_v2, CUresult (*)(CUdeviceptr));
+  CUresult r = real_cuMemFree_v2(ptr);
+  if (r == CUDA_SUCCESS && ptr && reporting()) layer().freed(ptr);
+  return r;
+}
+
+KIR_EXPORT CUresult cuMemFreeAsync(CUdeviceptr ptr, CUstream stream) {
+  KIR_REAL(cuMemFreeAsync, CUresult (*)(CUdeviceptr, CUstream));
+  CUresult r = real_cuMemFreeAsync(ptr, stream);
+  if (r == CUDA_SUCCESS && ptr && reporting()) layer().freed(ptr);
+  return r;
+}
+
+KIR_EXPORT CUresult cuMemFreeHost(void* ptr) {
+  KIR_REAL(cuMemFreeHost, CUresult (*)(void*));
+  CUresult r = real_cuMemFreeHost(ptr);
+  if (r == CUDA_SUCCESS && ptr && reporting()) layer().freed(uint64_t(ptr));
+  return r;
+}
+
+/// Entry points obtained through cuGetProcAddress get the interposed versions:
+/// the name (without its _v2/_ptsz suffix choice, which the driver makes from
+/// the requested version) selects ours when we have one.
+KIR_EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version, uint64_t flags,
+                                        int* status) {
+  KIR_REAL(cuGetProcAddress_v2, CUresult (*)(const char*, void**, int, uint64_t, int*));
+  CUresult r = real_cuGetProcAddress_v2(symbol, pfn, version, flags, status);
+  if (r != CUDA_SUCCESS || !pfn || !*pfn || !symbol) return r;
+  static const std::pair<const char*, void*> ours[] = {
+      {"cuModuleLoadData", reinterpret_cast<void*>(&cuModuleLoadData)},
+      {"cuModuleLoadDataEx", reinterpret_cast<void*>(&cuModuleLoadDataEx)},
+      {"cuLibraryLoadData", reinterpret_cast<void*>(&cuLibraryLoadData)},
+      {"cuModuleGetFunction", reinterpret_cast<void*>(&cuModuleGetFunction)},
+      {"cuLibraryGetKernel", reinterpret_cast<void*>(&cuLibraryGetKernel)},
+      {"cuLaunchKernel", reinterpret_cast<void*>(&cuLaunchKernel)},
+      {"cuLaunchKernelEx", reinterpret_cast<void*>(&cuLaunchKernelEx)},
+      {"cuMemAlloc", reinterpret_cast<void*>(&cuMemAlloc_v2)},
+      {"cuMemAllocManaged", reinterpret_cast<void*>(&cuMemAllocManaged)},
+      {"cuMemAllocAsync", reinterpret_cast<void*>(&cuMemAllocAsync)},
+      {"cuMemAllocPitch", reinterpret_cast<void*>(&cuMemAllocPitch_v2)},
+      {"cuMemAllocHost", reinterpret_cast<void*>(&cuMemAllocHost_v2)},
+      {"cuMemHostAlloc", reinterpret_cast<void*>(&cuMemHostAlloc)},
+      {"cuMemFree", reinterpret_cast<void*>(&cuMemFree_v2)},
+      {"cuMemFreeAsync", reinterpret_cast<void*>(&cuMemFreeAsync)},
+      {"cuMemFreeHost", reinterpret_cast<void*>(&cuMemFreeHost)},
+  };
+  // Only the plain (legacy default stream) entry points: per-thread-stream
+  // variants (_ptsz/_ptds) have other symbols and pass through untouched.
+  if (flags != 0 && flags != 1) return r;
+  for (const auto& [name, fn] : ours)
+    if (std::strcmp(symbol, name) == 0) *pfn = fn;
+  return r;
+}
+
+}  // extern "C"

@@ -1,0 +1,83 @@
+// The Proteus JIT's registration and launch ABI (proteus-mneme.md): calls the
+// Proteus pass inserts into apps. Captured, then forwarded to the real Proteus
+// runtime when it is loaded; without it, launches go to the CUDA runtime (the
+// ABI is cudaLaunchKernel's) and registrations are only recorded.
+#include <dlfcn.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "layer.hpp"
+
+#define KIR_EXPORT __attribute__((visibility("default")))
+
+namespace {
+
+struct dim3 {
+  unsigned x, y, z;
+};
+using LaunchFn = int (*)(const void*, dim3, dim3, void**, size_t, void*);
+
+template <class F>
+F next(const char* name) {
+  return reinterpret_cast<F>(dlsym(RTLD_NEXT, name));
+}
+
+kir::hook::Layer& layer() { return kir::hook::Layer::get(); }
+
+}  // namespace
+
+extern "C" {
+
+KIR_EXPORT void __proteus_register_fatbinary(void* handle, void* wrapper, const char* module_id) {
+  static const auto real = next<void (*)(void*, void*, const char*)>("__proteus_register_fatbinary");
+  layer().fatbin_registered(handle, wrapper);
+  if (real) real(handle, wrapper, module_id);
+}
+
+KIR_EXPORT void __proteus_register_fatbinary_end(void* handle) {
+  static const auto real = next<void (*)(void*)>("__proteus_register_fatbinary_end");
+  if (real) real(handle);
+}
+
+KIR_EXPORT void __proteus_register_linked_binary(void* wrapper, const char* module_id) {
+  static const auto real = next<void (*)(void*, const char*)>("__proteus_register_linked_binary");
+  layer().fatbin_registered(wrapper, wrapper);
+  if (real) real(wrapper, module_id);
+}
+
+KIR_EXPORT void __proteus_register_var(void* handle, const void* host, const char* name, size_t size) {
+  static const auto real = next<void (*)(void*, const void*, const char*, size_t)>("__proteus_register_var");
+  layer().global_registered(handle, host, name, size);
+  if (real) real(handle, host, name, size);
+}
+
+KIR_EXPORT void __proteus_register_function(void* handle, const void* stub, const char* name,
+                                            int32_t* rc_info, int32_t count) {
+  static const auto real =
+      next<void (*)(void*, const void*, const char*, int32_t*, int32_t)>("__proteus_register_function");
+  if (!layer().kernel_view(stub)) layer().kernel_registered(handle, stub, name);
+  if (real) real(handle, stub, name, rc_info, count);
+}
+
+KIR_EXPORT int __proteus_launch_kernel(const void* kernel, dim3 grid, dim3 block, void** args,
+                                       size_t shared_bytes, void* stream) {
+  static const auto real = next<LaunchFn>("__proteus_launch_kernel");
+  static const auto runtime = real ? nullptr : reinterpret_cast<LaunchFn>(dlsym(RTLD_DEFAULT, "cudaLaunchKernel"));
+  kir_hook_launch l{};
+  l.host_stub = kernel;
+  l.grid = {grid.x, grid.y, grid.z};
+  l.block = {block.x, block.y, block.z};
+  l.shared_bytes = shared_bytes;
+  l.stream = stream;
+  l.args = args;
+  l.api = "__proteus_launch_kernel";
+  kir::hook::RuntimeCall inside;  // the launch it forwards to is this one, not another
+  layer().launch_begin(l);
+  l.result = real ? real(kernel, grid, block, args, shared_bytes, stream)
+                  : runtime ? runtime(kernel, grid, block, args, shared_bytes, stream) : 1;
+  layer().launch_completed(l);
+  return l.result;
+}
+
+}  // extern "C"
