@@ -197,6 +197,10 @@ void append_container_line(std::string& out, uint32_t index, const kir::Binary& 
   const kir::ContainerSite& c = b.containers()[index];
   char buf[160];
   out += "-- container " + std::to_string(index) + ": " + kir::container_format_name(c.format);
+  if (c.format == kir::ContainerFormat::device_elf) {  // the file is the image
+    out += ": the whole file, " + std::to_string(c.size) + " bytes\n";
+    return;
+  }
   if (!c.compression.empty()) out += " (" + c.compression + ")";
   out += " in ";
   if (!c.member.empty()) out += c.member + ":";

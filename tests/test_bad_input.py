@@ -113,6 +113,16 @@ def test_truncated_fatbin_at_every_boundary(kir_cli, built, tmp_path):
             bad.unlink()
 
 
+def test_truncated_cubin_file(kir_cli, built, tmp_path):
+    """A bare cubin cut short is a bad ELF file, said at file level, not an image."""
+    source = built["kernels_sm90.cubin"].read_bytes()
+    for cut in (4, 20, 63, 64, len(source) // 2, len(source) - 1):
+        bad = tmp_path / f"cut{cut}.cubin"
+        bad.write_bytes(source[:cut])
+        message = expect_error(kir_cli, bad, str(bad), "ELF")
+        assert "0x" in message, message
+
+
 def test_truncated_executable(kir_cli, built, tmp_path):
     """Cut inside .nv_fatbin: the section table (at the end) is gone, and kir says so."""
     offset, size = first_container(built["app"])
@@ -204,9 +214,9 @@ def test_random_mutations_never_crash(built, tmp_path):
     """Thousands of byte mutations of a fatbin and an executable's fatbin section:
     every one either parses or raises KirError (a crash would kill the test run)."""
     rng = random.Random(2024)
-    for name in ("kernels.fatbin", "app_compress_all"):
+    for name in ("kernels.fatbin", "app_compress_all", "kernels_sm90.cubin"):
         source = built[name].read_bytes()
-        start = 0 if name.endswith(".fatbin") else first_container(built[name])[0]
+        start = first_container(built[name])[0] if name.startswith("app") else 0
         for round_ in range(300):
             data = bytearray(source)
             for _ in range(rng.randint(1, 8)):

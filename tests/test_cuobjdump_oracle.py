@@ -117,3 +117,32 @@ def test_no_device_code(built, kir_cli):
     assert result.returncode == 0
     report = json.loads(result.stdout)
     assert report["images"] == [] and report["containers"] == []
+
+
+def test_a_bare_cubin_file_is_one_image(built, cuobjdump, kir_cli, tmp_path):
+    """`nvcc -cubin` output: the file is the image (container format device-elf)."""
+    path = built["kernels_sm90.cubin"]
+    binary = kir.open(path)
+    assert [c.format for c in binary.containers] == ["device-elf"]
+    (image,) = binary.images
+    listed = [l.split()[-1] for l in cuobjdump_out(cuobjdump, "-all", "-lelf", path).splitlines()
+              if l.startswith("ELF file")]
+    assert [f"{path.stem}.{image.arch}.cubin"] == listed
+    symbols = cuobjdump_out(cuobjdump, "-all", "-symbols", path).splitlines()
+    entries = {l.split()[-1] for l in symbols if l.startswith("FUNC") and " ENTRY " in f" {l} "}
+    assert {k.name for k in image.kernels} == entries and entries
+    result = kir_cli("extract", path, "-o", tmp_path)
+    assert result.returncode == 0, result.stderr
+    (extracted,) = tmp_path.iterdir()
+    assert extracted.read_bytes() == path.read_bytes()
+
+
+def test_an_extracted_code_object_reads_as_it_did_in_its_bundle(built, kir_cli, tmp_path):
+    bundled = [i for i in kir.open(built["hip.o"]).images if i.kind == "code-object"]
+    assert kir_cli("extract", built["hip.o"], "-o", tmp_path, "--kind", "code-object").returncode == 0
+    files = sorted(tmp_path.iterdir())
+    assert len(files) == len(bundled) > 0
+    for file, original in zip(files, bundled):
+        (image,) = kir.open(file).images
+        assert (image.kind, image.target, image.triple) == (original.kind, original.target, original.triple)
+        assert [k.name for k in image.kernels] == [k.name for k in original.kernels]

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <thread>
 
+#include "kir/cuda/device_code.hpp"
 #include "kir/llvm/bitcode.hpp"
 #include "kir/object/archive.hpp"
 #include "kir/object/elf.hpp"
@@ -48,6 +49,16 @@ std::string classify_elf(ByteView data) {
   if (!ElfFile::is_elf(data) || data.size() < 20) return "unknown";
   uint16_t machine = data.read<uint16_t>(18);
   return machine == elf::EM_AMDGPU ? "code-object" : machine == elf::EM_CUDA ? "cubin" : "object";
+}
+
+/// A cubin's "sm_NN" from its e_flags: bits 8-15 from ELF ABI version 8 on
+/// (CUDA 12.8+), bits 0-7 before.
+std::string cubin_target(ByteView elf) {
+  if (elf.size() < 0x34) return "";  // a truncated header: parse_cubin says what is wrong
+  uint8_t abi_version = elf.read<uint8_t>(8);
+  uint32_t flags = elf.read<uint32_t>(0x30);
+  uint32_t sm = abi_version >= 8 ? (flags >> 8) & 0xff : flags & 0xff;
+  return "sm_" + std::to_string(sm);
 }
 
 /// What a bundle entry's bytes are, from their magic.
@@ -97,6 +108,7 @@ const char* container_format_name(ContainerFormat format) {
     case ContainerFormat::offload_bundle: return "offload-bundle";
     case ContainerFormat::object_bundle: return "object-bundle";
     case ContainerFormat::offload_binary: return "offload-binary";
+    case ContainerFormat::device_elf: return "device-elf";
     default: return "bitcode-section";
   }
 }
@@ -134,6 +146,13 @@ class BinaryReader {
       return walk_offload_binaries(bytes, "", "");
     }
     if (!ElfFile::is_elf(bytes)) return Error(not_recognized(bytes));
+    std::string kind = classify_elf(bytes);
+    bool device = kind == "cubin" || kind == "code-object";
+    if (device && ElfFile::create(bytes)) {  // a cubin or code object file: one device image
+      out_.format_ = kind;
+      add_device_elf(bytes, kind);
+      return {};
+    }
     out_.format_ = "elf";
     return read_object(bytes, "");
   }
@@ -367,6 +386,30 @@ class BinaryReader {
     site.version = c.version();
     site.size = c.total_size();
     for (const FatbinEntry& e : c.entries()) site.images.push_back(image_from_fatbin(e));
+    add(std::move(site));
+  }
+
+  /// A file that is a device ELF: a container of one image, the whole file.
+  void add_device_elf(ByteView bytes, const std::string& kind) {
+    ContainerSite site = site_for("", "", 0, FoundBy::section, ContainerFormat::device_elf);
+    site.size = bytes.size();
+    Image image;
+    image.kind = kind;
+    image.stored = bytes;
+    image.file_offset = 0;
+    image.size = bytes.size();
+    if (kind == "cubin") {
+      image.target = cubin_target(bytes);
+      image.triple = "nvptx64-nvidia-cuda";
+    } else if (Expected<DeviceCode> code = parse_code_object(bytes)) {
+      // "amdgcn-amd-amdhsa--gfx90a:xnack+": the triple (empty environment), then the target.
+      size_t split = code->target.find("--");
+      if (split != std::string::npos) {
+        image.triple = code->target.substr(0, split + 1);  // as bundle ids spell it: "amdgcn-amd-amdhsa-"
+        image.target = code->target.substr(split + 2);
+      }
+    }
+    site.images.push_back(std::move(image));
     add(std::move(site));
   }
 

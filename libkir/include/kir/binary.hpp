@@ -48,8 +48,10 @@ enum class ContainerFormat {
   object_bundle,    // __CLANG_OFFLOAD_BUNDLE__<id> sections of a .o
   offload_binary,   // LLVM offloading binary, magic 10 FF 10 AD
   bitcode_section,  // .llvmbc / .llvm.lto: embedded LLVM bitcode modules
+  device_elf,       // a file that is itself one device image (cubin, AMDGPU code object)
 };
-/// "cuda-fatbin", "offload-bundle", "object-bundle", "offload-binary", "bitcode-section".
+/// "cuda-fatbin", "offload-bundle", "object-bundle", "offload-binary", "bitcode-section",
+/// "device-elf".
 const char* container_format_name(ContainerFormat format);
 
 /// One device image or embedded module, whatever container holds it.
