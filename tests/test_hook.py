@@ -140,3 +140,10 @@ def test_static_runtime_is_detected(built, kir_cli):
     result = kir_cli("trace", "--", built["app"])
     assert "links the CUDA runtime statically" in result.stderr
     assert "nvcc -cudart shared" in result.stderr
+
+
+def test_no_static_runtime_warning_for_a_driver_api_app(built, kir_cli):
+    """A host-only app that dlopens the driver has no runtime to warn about."""
+    result = kir_cli("trace", "--", built["driver_app"], "/nonexistent.cubin")
+    assert result.returncode != 0  # no driver here, or no cubin to load on a GPU machine
+    assert "statically" not in result.stderr

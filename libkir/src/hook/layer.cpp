@@ -184,11 +184,14 @@ ByteView sized_image(const void* image) {
     return ByteView(p, 16 + size);
   }
   if (std::memcmp(p, "\x7f" "ELF", 4) == 0) {
-    uint64_t shoff, end;
-    uint16_t shnum;
+    uint64_t phoff, shoff, end;
+    uint16_t phnum, shnum;
+    std::memcpy(&phoff, p + 0x20, 8);
     std::memcpy(&shoff, p + 0x28, 8);
+    std::memcpy(&phnum, p + 0x38, 2);
     std::memcpy(&shnum, p + 0x3C, 2);
-    end = shoff + uint64_t(shnum) * 64;
+    // The end of the last table or section: nvcc puts the program headers last.
+    end = std::max<uint64_t>(shoff + uint64_t(shnum) * 64, phoff + uint64_t(phnum) * 56);
     for (uint16_t i = 0; i < shnum; ++i) {
       uint64_t offset, size;
       uint32_t type;
