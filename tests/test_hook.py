@@ -4,6 +4,8 @@ launches made with cudaLaunchKernel reach the hook with their arguments."""
 from __future__ import annotations
 
 import json
+import os
+import sys
 import struct
 import subprocess
 from pathlib import Path
@@ -147,3 +149,47 @@ def test_no_static_runtime_warning_for_a_driver_api_app(built, kir_cli):
     result = kir_cli("trace", "--", built["driver_app"], "/nonexistent.cubin")
     assert result.returncode != 0  # no driver here, or no cubin to load on a GPU machine
     assert "statically" not in result.stderr
+
+
+QUERY = r"""
+import ctypes, json, sys
+import kir.hook
+before = kir.hook.active() and len(kir.hook.kernels())
+ctypes.CDLL(sys.argv[1])  # its constructor registers its fatbin with the (hooked) runtime
+kir.hook.track_allocation(0x7f0000001000, 4096, "managed")
+print(json.dumps({
+    "before": before,
+    "kernels": [[k.name, k.static_hash, list(k.param_offsets), list(k.param_sizes)] for k in kir.hook.kernels()],
+    "inside": vars(kir.hook.find_allocation(0x7f0000001fff)),
+    "outside": kir.hook.find_allocation(0x7f0000002000),
+    "stats": kir.hook.stats(),
+}))
+"""
+
+
+def test_python_queries_the_registry_from_inside_the_process(built, tmp_path):
+    library = built["libkernels_shared_runtime.so"]
+    hook = Path(kir.__file__).parent / "lib" / "libkir_hook.so"
+    proc = subprocess.run([sys.executable, "-c", QUERY, str(library)], capture_output=True, text=True,
+                          env={**os.environ, "LD_PRELOAD": str(hook)})
+    assert proc.returncode == 0, proc.stderr
+    seen = json.loads(proc.stdout)
+    assert seen["before"] == 0
+    # The hook picks the highest-architecture cubin: its kernels, layouts and kir hashes.
+    image = max((i for i in kir.open(library).images if i.kind == "cubin"
+                 and any(k.name == "_Z4axpyfPKfPfi" for k in i.kernels)), key=lambda i: i.entry.arch)
+    hashes, _ = kernel_hashes(kir.open(library))
+    static = {h.kernel: h.static.hex for h in hashes if h.target == image.target and h.code_kind == "cubin"}
+    expected = sorted([k.name, static[k.name], [p.offset for p in k.params], [p.size for p in k.params]]
+                      for k in image.kernels)
+    assert sorted(seen["kernels"]) == expected
+    assert seen["inside"] == {"address": 0x7f0000001000, "size": 4096, "kind": "managed"}
+    assert seen["outside"] is None
+    assert seen["stats"]["kernels"] == len(expected) and seen["stats"]["live_allocations"] == 1
+
+
+def test_python_query_outside_the_hook_says_so():
+    proc = subprocess.run([sys.executable, "-c", "import kir.hook; print(kir.hook.active()); kir.hook.kernels()"],
+                          capture_output=True, text=True)
+    assert proc.stdout.strip() == "False"
+    assert "the kir hook layer is not loaded in this process" in proc.stderr

@@ -1,0 +1,129 @@
+"""The hook layer's registry, queried from inside a process it is loaded in
+(`LD_PRELOAD=.../kir/lib/libkir_hook.so`, as `kir trace` runs apps, or linked):
+
+    import kir.hook
+    if kir.hook.active():
+        for k in kir.hook.kernels(): print(k.name, k.static_hash, k.param_sizes)
+        kir.hook.find_allocation(pointer)   # -> Allocation or None
+
+A thin ctypes view of the C API in `kir/hooks.h`; nothing here loads the hook
+into a process that does not already have it.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+LIBRARY = Path(__file__).resolve().parent / "lib" / "libkir_hook.so"
+ALLOCATION_KINDS = {1: "device", 2: "managed", 3: "host-pinned"}
+
+
+class _Hash128(ctypes.Structure):
+    _fields_ = [("high", ctypes.c_uint64), ("low", ctypes.c_uint64)]
+
+
+class _Kernel(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("host_stub", ctypes.c_void_p), ("fatbin", ctypes.c_void_p),
+                ("param_count", ctypes.c_uint32), ("param_offsets", ctypes.POINTER(ctypes.c_uint32)),
+                ("param_sizes", ctypes.POINTER(ctypes.c_uint32)), ("static_hash", _Hash128)]
+
+
+class _Allocation(ctypes.Structure):
+    _fields_ = [("address", ctypes.c_uint64), ("size", ctypes.c_uint64), ("kind", ctypes.c_int)]
+
+
+class _Stats(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_uint32), ("fatbins", ctypes.c_uint64), ("kernels", ctypes.c_uint64),
+                ("globals", ctypes.c_uint64), ("live_allocations", ctypes.c_uint64),
+                ("launches", ctypes.c_uint64)]
+
+
+@dataclass(frozen=True)
+class Kernel:
+    name: str                      # mangled
+    host_stub: int                 # the host function (or CUfunction) it is launched by
+    fatbin: int                    # the registration handle or module it came with
+    param_offsets: tuple[int, ...]
+    param_sizes: tuple[int, ...]
+    static_hash: str               # 32 hex digits, as `kir hash` prints it
+
+
+@dataclass(frozen=True)
+class Allocation:
+    address: int
+    size: int
+    kind: str                      # "device", "managed" or "host-pinned"
+
+
+@lru_cache(maxsize=1)
+def _library() -> ctypes.CDLL | None:
+    """The hook library already in this process, or None."""
+    try:
+        lib = ctypes.CDLL(str(LIBRARY), mode=os.RTLD_NOLOAD | ctypes.RTLD_GLOBAL)
+    except OSError:
+        try:
+            lib = ctypes.CDLL("libkir_hook.so", mode=os.RTLD_NOLOAD | ctypes.RTLD_GLOBAL)
+        except OSError:
+            return None
+    lib.kir_hook_kernel_count.restype = ctypes.c_size_t
+    lib.kir_hook_kernel_at.restype = ctypes.POINTER(_Kernel)
+    lib.kir_hook_kernel_at.argtypes = [ctypes.c_size_t]
+    lib.kir_hook_find_allocation.argtypes = [ctypes.c_uint64, ctypes.POINTER(_Allocation)]
+    lib.kir_hook_track_allocation.argtypes = [ctypes.c_uint64, ctypes.c_uint64, ctypes.c_int]
+    lib.kir_hook_untrack_allocation.argtypes = [ctypes.c_uint64]
+    return lib
+
+
+def active() -> bool:
+    """Whether the hook layer is loaded in this process."""
+    return _library() is not None
+
+
+def _require() -> ctypes.CDLL:
+    lib = _library()
+    if lib is None:
+        raise RuntimeError("the kir hook layer is not loaded in this process "
+                           f"(run it with LD_PRELOAD={LIBRARY}, or under `kir trace`)")
+    return lib
+
+
+def kernels() -> list[Kernel]:
+    """Every kernel registered so far, in registration order."""
+    lib = _require()
+    out = []
+    for i in range(lib.kir_hook_kernel_count()):
+        k = lib.kir_hook_kernel_at(i).contents
+        n = k.param_count
+        out.append(Kernel(k.name.decode(), k.host_stub or 0, k.fatbin or 0,
+                          tuple(k.param_offsets[j] for j in range(n)),
+                          tuple(k.param_sizes[j] for j in range(n)),
+                          f"{k.static_hash.high:016x}{k.static_hash.low:016x}"))
+    return out
+
+
+def find_allocation(address: int) -> Allocation | None:
+    """The live allocation holding `address`, or None."""
+    found = _Allocation()
+    if not _require().kir_hook_find_allocation(address, ctypes.byref(found)):
+        return None
+    return Allocation(found.address, found.size, ALLOCATION_KINDS.get(found.kind, str(found.kind)))
+
+
+def track_allocation(address: int, size: int, kind: str = "device") -> None:
+    """Record an allocation the layer cannot see (e.g. a Python-side allocator's)."""
+    code = {v: k for k, v in ALLOCATION_KINDS.items()}[kind]
+    _require().kir_hook_track_allocation(address, size, code)
+
+
+def untrack_allocation(address: int) -> None:
+    _require().kir_hook_untrack_allocation(address)
+
+
+def stats() -> dict[str, int]:
+    """Counts of what the layer has seen: fatbins, kernels, globals, live allocations, launches."""
+    s = _Stats(struct_size=ctypes.sizeof(_Stats))
+    _require().kir_hook_get_stats(ctypes.byref(s))
+    return {name: getattr(s, name) for name, _ in _Stats._fields_[1:]}
