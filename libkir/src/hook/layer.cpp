@@ -1,6 +1,8 @@
 // The hook layer's registry, allocation tracker and client dispatch.
 #include "layer.hpp"
 
+#include "kir/llvm/offload_bundle.hpp"
+
 #include <dlfcn.h>
 
 #include <algorithm>
@@ -246,6 +248,87 @@ void Layer::function_found(const void* module, const void* function, const char*
     if (f != fatbins_.end()) fatbin = f->second.get();
   }
   add_kernel(module, function, name, fatbin);
+}
+
+namespace {
+
+/// An offload bundle (plain or CCOB v2/v3) in memory, sized from its own header;
+/// empty when it is neither.
+ByteView sized_bundle(const uint8_t* p) {
+  if (std::memcmp(p, "CCOB", 4) == 0) {
+    uint16_t version;
+    std::memcpy(&version, p + 4, 2);
+    uint64_t total = 0;
+    if (version == 2) {
+      uint32_t t;
+      std::memcpy(&t, p + 8, 4);
+      total = t;
+    } else if (version == 3) {
+      std::memcpy(&total, p + 8, 8);
+    }
+    return total ? ByteView(p, total) : ByteView();  // v1 gives no size
+  }
+  ByteView magic(p, kOffloadBundleMagic.size());
+  if (!OffloadBundle::has_magic(magic)) return {};
+  uint64_t count, end = kOffloadBundleMagic.size() + 8;
+  std::memcpy(&count, p + kOffloadBundleMagic.size(), 8);
+  uint64_t table_end = end;
+  for (uint64_t i = 0; i < count && i < 4096; ++i) {  // offset, size, id length, id
+    uint64_t offset, size, id_length;
+    std::memcpy(&offset, p + table_end, 8);
+    std::memcpy(&size, p + table_end + 8, 8);
+    std::memcpy(&id_length, p + table_end + 16, 8);
+    table_end += 24 + id_length;
+    end = std::max(end, offset + size);
+  }
+  return ByteView(p, std::max(end, table_end));
+}
+
+/// The processor part of a bundle target ("gfx90a" of "gfx90a:xnack+").
+std::string processor(const std::string& target) { return target.substr(0, target.find(':')); }
+
+}  // namespace
+
+void Layer::hip_fatbin_registered(const void* handle, const void* wrapper) {
+  auto record = std::make_unique<FatbinRecord>();
+  record->handle = handle;
+  record->decoded = true;
+  size_t images = 0;
+  uint32_t magic = 0;
+  const uint8_t* bundle = nullptr;
+  if (wrapper) std::memcpy(&magic, wrapper, 4);
+  if (magic == kHipWrapperMagic) std::memcpy(&bundle, static_cast<const uint8_t*>(wrapper) + 8, sizeof bundle);
+  ByteView bytes = bundle ? sized_bundle(bundle) : ByteView();
+  std::vector<uint8_t> inflated;
+  if (CompressedBundle::has_magic(bytes)) {
+    Expected<CompressedBundle> c = CompressedBundle::create(bytes);
+    Expected<std::vector<uint8_t>> plain = c ? c->decompress() : Expected<std::vector<uint8_t>>(c.error());
+    if (plain) inflated = std::move(*plain);
+    bytes = ByteView(inflated.data(), inflated.size());
+  }
+  // The code object for KIR_HOOK_ARCH (a gfx processor), else the first one.
+  if (Expected<OffloadBundle> b = OffloadBundle::create(bytes)) {
+    const char* want = std::getenv("KIR_HOOK_ARCH");
+    for (const BundleEntry& e : b->entries()) {
+      BundleId id = parse_bundle_id(e.id);
+      if (id.kind == "host" || id.target.empty()) continue;
+      ++images;
+      if (record->code || (want && processor(id.target) != want)) continue;
+      if (Expected<DeviceCode> code = parse_code_object(e.data)) {
+        record->code = std::move(*code);
+        record->arch = id.target;
+        record->code_kind = "code-object";
+        record->image_digest = xxh3_128(e.data);
+      }
+    }
+  }
+  {
+    std::unique_lock<std::shared_mutex> lock(registry_mutex_);
+    fatbins_[handle] = std::move(record);
+  }
+  each_client([&](const kir_hook_client& c) {
+    if (c.fatbin_registered) c.fatbin_registered(c.user, handle, images);
+  });
 }
 
 size_t Layer::kernel_count() const {

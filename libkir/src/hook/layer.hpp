@@ -62,6 +62,8 @@ class Layer {
   static Layer& get();
 
   void fatbin_registered(const void* handle, const void* wrapper);
+  /// HIP's __hipRegisterFatBinary: `wrapper` is {"HIPF", version, offload bundle}.
+  void hip_fatbin_registered(const void* handle, const void* wrapper);
   void kernel_registered(const void* handle, const void* stub, const char* name);
   /// A module loaded through the driver API (cuModuleLoadData...): `image` is a
   /// cubin, PTX text or a fatbin container, sized from its own headers.

@@ -37,7 +37,8 @@ def warn_if_static_runtime(program: str) -> None:
         imports = {s[0] for s in kir._core.ElfFile.open(path).symbols(True)}
     except (kir.KirError, OSError):
         return
-    if binary.containers and "__cudaRegisterFatBinary" not in imports:
+    cuda = any(c.format == "cuda-fatbin" for c in binary.containers)
+    if cuda and "__cudaRegisterFatBinary" not in imports:
         print(f"kir: {program} links the CUDA runtime statically: the hook cannot see it "
               "(rebuild with `nvcc -cudart shared`)", file=sys.stderr)
 

@@ -1,0 +1,146 @@
+// Interposers for the HIP runtime (libamdhip64.so), the same shape as the CUDA
+// runtime's: registrations (the wrapper holds a clang offload bundle of AMDGPU
+// code objects), hipLaunchKernel, allocations and frees. Forwarded to the real
+// function next in the lookup order or in a loaded libamdhip64; results pass
+// through unchanged. No HIP header is needed.
+#include <dlfcn.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+
+#include "layer.hpp"
+
+namespace {
+
+struct dim3 {
+  unsigned x, y, z;
+};
+using hipError_t = int;
+using hipStream_t = void*;
+constexpr hipError_t hipSuccess = 0;
+
+void* real(const char* name) {
+  void* f = dlsym(RTLD_NEXT, name);
+  if (f) return f;
+  for (const char* lib : {"libamdhip64.so.7", "libamdhip64.so.6", "libamdhip64.so"}) {
+    if (void* h = dlopen(lib, RTLD_LAZY | RTLD_NOLOAD)) {
+      f = dlsym(h, name);
+      if (f) return f;
+    }
+  }
+  std::fprintf(stderr, "kir-hook: %s not found in the HIP runtime\n", name);
+  std::abort();
+}
+
+#define KIR_REAL(name, type) static const auto real_##name = reinterpret_cast<type>(real(#name))
+#define KIR_EXPORT __attribute__((visibility("default")))
+
+kir::hook::Layer& layer() { return kir::hook::Layer::get(); }
+
+/// An allocation call: the real one, then the tracker if it succeeded.
+template <class Call>
+hipError_t tracked_alloc(void** ptr, size_t size, int kind, Call&& call) {
+  kir::hook::RuntimeCall inside;
+  hipError_t r = call();
+  if (r == hipSuccess && ptr && *ptr) layer().allocated(uintptr_t(*ptr), size, kind);
+  return r;
+}
+
+template <class Call>
+hipError_t tracked_free(void* ptr, Call&& call) {
+  kir::hook::RuntimeCall inside;
+  hipError_t r = call();
+  if (r == hipSuccess && ptr) layer().freed(uintptr_t(ptr));
+  return r;
+}
+
+}  // namespace
+
+extern "C" {
+
+KIR_EXPORT void** __hipRegisterFatBinary(const void* wrapper) {
+  KIR_REAL(__hipRegisterFatBinary, void** (*)(const void*));
+  void** handle = real___hipRegisterFatBinary(wrapper);
+  layer().hip_fatbin_registered(handle, wrapper);
+  return handle;
+}
+
+KIR_EXPORT void __hipUnregisterFatBinary(void** handle) {
+  KIR_REAL(__hipUnregisterFatBinary, void (*)(void**));
+  real___hipUnregisterFatBinary(handle);
+}
+
+KIR_EXPORT void __hipRegisterFunction(void** handle, const void* host_fun, char* device_fun,
+                                      const char* device_name, unsigned thread_limit, void* tid,
+                                      void* bid, void* block_dim, void* grid_dim, int* warp_size) {
+  KIR_REAL(__hipRegisterFunction,
+           void (*)(void**, const void*, char*, const char*, unsigned, void*, void*, void*, void*, int*));
+  real___hipRegisterFunction(handle, host_fun, device_fun, device_name, thread_limit, tid, bid, block_dim,
+                             grid_dim, warp_size);
+  layer().kernel_registered(handle, host_fun, device_name ? device_name : device_fun);
+}
+
+KIR_EXPORT void __hipRegisterVar(void** handle, void* host_var, char* device_address, const char* device_name,
+                                 int ext, size_t size, int constant, int global) {
+  KIR_REAL(__hipRegisterVar, void (*)(void**, void*, char*, const char*, int, size_t, int, int));
+  real___hipRegisterVar(handle, host_var, device_address, device_name, ext, size, constant, global);
+  layer().global_registered(handle, host_var, device_name, size);
+}
+
+KIR_EXPORT hipError_t hipLaunchKernel(const void* func, dim3 grid, dim3 block, void** args,
+                                      size_t shared_bytes, hipStream_t stream) {
+  KIR_REAL(hipLaunchKernel, hipError_t (*)(const void*, dim3, dim3, void**, size_t, hipStream_t));
+  if (kir::hook::RuntimeCall::active()) return real_hipLaunchKernel(func, grid, block, args, shared_bytes, stream);
+  kir_hook_launch launch{};
+  launch.host_stub = func;
+  launch.grid = {grid.x, grid.y, grid.z};
+  launch.block = {block.x, block.y, block.z};
+  launch.shared_bytes = shared_bytes;
+  launch.stream = stream;
+  launch.args = args;
+  launch.api = "hipLaunchKernel";
+  kir::hook::RuntimeCall inside;
+  layer().launch_begin(launch);
+  launch.result = real_hipLaunchKernel(func, grid, block, args, shared_bytes, stream);
+  layer().launch_completed(launch);
+  return launch.result;
+}
+
+KIR_EXPORT hipError_t hipMalloc(void** ptr, size_t size) {
+  KIR_REAL(hipMalloc, hipError_t (*)(void**, size_t));
+  return tracked_alloc(ptr, size, KIR_ALLOC_DEVICE, [&] { return real_hipMalloc(ptr, size); });
+}
+
+KIR_EXPORT hipError_t hipMallocManaged(void** ptr, size_t size, unsigned flags) {
+  KIR_REAL(hipMallocManaged, hipError_t (*)(void**, size_t, unsigned));
+  return tracked_alloc(ptr, size, KIR_ALLOC_MANAGED, [&] { return real_hipMallocManaged(ptr, size, flags); });
+}
+
+KIR_EXPORT hipError_t hipHostMalloc(void** ptr, size_t size, unsigned flags) {
+  KIR_REAL(hipHostMalloc, hipError_t (*)(void**, size_t, unsigned));
+  return tracked_alloc(ptr, size, KIR_ALLOC_HOST_PINNED, [&] { return real_hipHostMalloc(ptr, size, flags); });
+}
+
+KIR_EXPORT hipError_t hipMallocAsync(void** ptr, size_t size, hipStream_t stream) {
+  KIR_REAL(hipMallocAsync, hipError_t (*)(void**, size_t, hipStream_t));
+  return tracked_alloc(ptr, size, KIR_ALLOC_DEVICE, [&] { return real_hipMallocAsync(ptr, size, stream); });
+}
+
+KIR_EXPORT hipError_t hipFree(void* ptr) {
+  KIR_REAL(hipFree, hipError_t (*)(void*));
+  return tracked_free(ptr, [&] { return real_hipFree(ptr); });
+}
+
+KIR_EXPORT hipError_t hipHostFree(void* ptr) {
+  KIR_REAL(hipHostFree, hipError_t (*)(void*));
+  return tracked_free(ptr, [&] { return real_hipHostFree(ptr); });
+}
+
+KIR_EXPORT hipError_t hipFreeAsync(void* ptr, hipStream_t stream) {
+  KIR_REAL(hipFreeAsync, hipError_t (*)(void*, hipStream_t));
+  return tracked_free(ptr, [&] { return real_hipFreeAsync(ptr, stream); });
+}
+
+}  // extern "C"

@@ -1,0 +1,81 @@
+"""The hook layer's HIP interposers, without an AMD GPU or ROCm: `hip_app` (built
+by clang-22 for gfx90a and gfx942) links a stub libamdhip64.so that accepts
+registrations, serves allocations from host memory and fails launches with
+hipErrorNoDevice (100). Under the hook, the registry must hold the bundle's
+kernels with kir's hashes, and launches and allocations must be seen."""
+from __future__ import annotations
+
+import json
+import os
+import struct
+import subprocess
+
+import pytest
+
+import kir
+from kir.hashing import kernel_hashes
+
+
+@pytest.fixture(scope="module")
+def hip_app(built):
+    if "hip_app" not in built:
+        pytest.skip("clang-22 not installed: the HIP app cannot be built")
+    return built["hip_app"]
+
+
+def trace(kir_cli, app, *args):
+    result = kir_cli("trace", "--json", *args, "--", app)
+    assert result.returncode == 3, result.stderr
+    return result, [json.loads(l) for l in result.stdout.splitlines() if l.startswith("{")]
+
+
+def static_hashes(app, target):
+    hashes, errors = kernel_hashes(kir.open(app))
+    assert not errors
+    return {h.kernel: h.static.hex for h in hashes if h.target == target and h.code_kind == "code-object"}
+
+
+def test_output_passes_through_and_no_static_runtime_warning(hip_app, kir_cli):
+    bare = subprocess.run([hip_app], capture_output=True, text=True)
+    result, _ = trace(kir_cli, hip_app)
+    assert bare.returncode == 3
+    assert [l for l in result.stdout.splitlines() if not l.startswith("{")] == bare.stdout.splitlines()
+    assert result.stderr == bare.stderr == ""
+
+
+def test_registry_holds_the_bundle_kernels_with_kir_hashes(hip_app, kir_cli):
+    _, events = trace(kir_cli, hip_app)
+    code_objects = [i for i in kir.open(hip_app).images if i.kind == "code-object"]
+    assert [e["images"] for e in events if e["event"] == "register-fatbin"] == [len(code_objects)]
+    first = code_objects[0]  # without KIR_HOOK_ARCH, the bundle's first code object
+    kernels = {e["kernel"]: e for e in events if e["event"] == "register-kernel"}
+    assert {name: k["params"] for name, k in kernels.items()} == {k.name: len(k.params) for k in first.kernels}
+    static = static_hashes(hip_app, first.target)
+    assert {name: k["static"] for name, k in kernels.items()} == static
+    assert {e["name"]: e["size"] for e in events if e["event"] == "register-global"} == {"counter": 4}
+
+
+def test_hook_arch_selects_the_code_object(hip_app, kir_cli):
+    os.environ["KIR_HOOK_ARCH"] = "gfx942"
+    try:
+        _, events = trace(kir_cli, hip_app)
+    finally:
+        del os.environ["KIR_HOOK_ARCH"]
+    static = static_hashes(hip_app, "gfx942")
+    assert {e["kernel"]: e["static"] for e in events if e["event"] == "register-kernel"} == static
+
+
+def test_launches_and_allocations(hip_app, kir_cli):
+    result, events = trace(kir_cli, hip_app)
+    printed = [int(l.split()[1]) for l in result.stdout.splitlines() if l.startswith("launch ")]
+    launches = [e for e in events if e["event"] == "launch"]
+    assert [l["result"] for l in launches] == printed == [100, 100]
+    assert {l["api"] for l in launches} == {"hipLaunchKernel"}
+    axpy, count = launches
+    allocs = [e for e in events if e["event"] == "alloc"]
+    assert [(a["size"], a["kind"]) for a in allocs] == [(4096, "device"), (512, "host-pinned")]
+    assert [e["address"] for e in events if e["event"] == "free"] == [a["address"] for a in allocs]
+    assert axpy["grid"] == [8, 1, 1] and axpy["block"] == [128, 1, 1]
+    assert axpy["args"] == [hex(struct.unpack("<I", struct.pack("<f", 1.5))[0]), hex(allocs[0]["address"]),
+                            hex(allocs[0]["address"]), hex(1024)]
+    assert count["args"] == [hex(1 << 33)] and count["shared"] == 16
