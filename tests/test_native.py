@@ -1,5 +1,6 @@
 """The C++ side: unit tests and the parser fuzz target under AddressSanitizer and
-UndefinedBehaviorSanitizer, and a downstream CMake project that consumes the
+UndefinedBehaviorSanitizer, the hook layer under ThreadSanitizer in a program
+that allocates, frees and launches from several threads, and a downstream CMake project that consumes the
 installed package (find_package(kir CONFIG) -> kir::kir) through the C API."""
 from __future__ import annotations
 
@@ -94,3 +95,24 @@ def test_downstream_reports_errors(installed_prefix, tmp_path):
 
 def test_python_package_ships_the_cmake_package():
     assert (Path(kir.cmake_dir()) / "kirConfig.cmake").is_file()
+
+
+def test_hook_layer_under_thread_sanitizer(built, tmp_path):
+    """libkir_hook.so built with -fsanitize=thread, preloaded (after the TSan
+    runtime) into hook_app running 4 threads of cudaMalloc/cudaFree/cudaLaunchKernel
+    with the tracing client on: no data race reported."""
+    build = ROOT / "build" / "native-tsan"
+    run("cmake", "-S", ROOT, "-B", build, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=RelWithDebInfo",
+        "-DKIR_SANITIZE_THREAD=ON")
+    run("cmake", "--build", build, "--target", "kir_hook")
+    hook = next(build.rglob("libkir_hook.so"))
+    tsan = run("g++", "-print-file-name=libtsan.so").stdout.strip()
+    trace = tmp_path / "trace.jsonl"
+    with open(trace, "w") as out:
+        proc = subprocess.run([built["hook_app"], "4"], capture_output=True, text=True, pass_fds=(out.fileno(),),
+                              env={**os.environ, "LD_PRELOAD": f"{tsan} {hook}", "KIR_TRACE": "json",
+                                   "KIR_TRACE_FD": str(out.fileno()), "TSAN_OPTIONS": "exitcode=66"})
+    assert "ThreadSanitizer" not in proc.stderr, proc.stderr[-4000:]
+    assert proc.returncode == 3, proc.stderr[-2000:]
+    launches = [l for l in trace.read_text().splitlines() if '"event":"launch"' in l]
+    assert len(launches) == 3 + 4 * 100
