@@ -4,6 +4,8 @@ and what the hook saw matches the program."""
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 import struct
 import subprocess
 
@@ -71,3 +73,65 @@ def test_driver_api_app_under_the_hook(gpu, built, kir_cli):
     assert [(a["size"], a["kind"]) for a in allocs] == [(1024, "device")]
     assert [e["address"] for e in events if e["event"] == "free"] == [allocs[0]["address"]]
     assert hex(allocs[0]["address"]) == params["args"][1]
+
+
+COMPLETION_CLIENT = r"""
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include <kir/hooks.h>
+static atomic_int begun, completed, kernel_done, other_thread, args_ok;
+static pthread_t app_thread;
+static int (*query)(void*);
+static void on_begin(void* u, const kir_hook_launch* l) { (void)u; (void)l; ++begun; }
+static void on_completed(void* u, const kir_hook_launch* l) {
+  (void)u;
+  ++completed;
+  if (!pthread_equal(pthread_self(), app_thread)) ++other_thread;
+  if (MODE == KIR_COMPLETION_SYNCHRONIZE && query(l->stream) == 0) ++kernel_done;
+  if (l->kernel && l->kernel->param_count == 4 && l->args && *(const int*)l->args[3] >= 0) ++args_ok;
+}
+static void report(void) {
+  for (int i = 0; i < 2000 && completed < begun; ++i) usleep(1000);  /* stream-ordered stragglers */
+  FILE* f = fopen(getenv(REPORT), "w");
+  fprintf(f, "%d %d %d %d %d\n", (int)begun, (int)completed, (int)kernel_done, (int)other_thread, (int)args_ok);
+  fclose(f);
+}
+static kir_hook_client client = {sizeof(kir_hook_client), KIR_HOOK_API_VERSION, 0, 0, 0, 0, 0, 0,
+                                 on_begin, on_completed, MODE};
+const kir_hook_client* kir_hook_client_entry(void) {
+  app_thread = pthread_self();
+  query = (int (*)(void*))dlsym(RTLD_DEFAULT, "cudaStreamQuery");
+  atexit(report);
+  return &client;
+}
+"""
+
+
+def test_launch_completion_synchronized_or_stream_ordered(gpu, built, tmp_path):
+    """Two clients: one asks for completion by synchronizing (on the app's thread,
+    the stream idle), one stream-ordered (from the runtime's thread, with copied
+    argument bytes)."""
+    include = Path(kir.__file__).parent / "include"
+    libraries = []
+    for mode, report in ((1, "SYNC_REPORT"), (2, "ORDERED_REPORT")):
+        library = tmp_path / f"libclient{mode}.so"
+        source = tmp_path / "client.c"
+        source.write_text(COMPLETION_CLIENT)
+        subprocess.run(["gcc", "-shared", "-fPIC", f"-DMODE={mode}", f'-DREPORT="{report}"', "-I", include,
+                        source, "-o", library, "-ldl", "-lpthread"], check=True)
+        libraries.append(str(library))
+    hook = Path(kir.__file__).parent / "lib" / "libkir_hook.so"
+    env = {**os.environ, "LD_PRELOAD": str(hook), "KIR_HOOK_CLIENTS": ":".join(libraries),
+           "SYNC_REPORT": str(tmp_path / "sync.txt"), "ORDERED_REPORT": str(tmp_path / "ordered.txt")}
+    proc = subprocess.run([built["hook_app"]], capture_output=True, text=True, env=env)
+    assert proc.returncode == 3, proc.stderr
+    launches = 3  # two cudaLaunchKernel, one through the Proteus ABI
+    begun, completed, done, other, args_ok = map(int, (tmp_path / "sync.txt").read_text().split())
+    assert (begun, completed, done, other) == (launches, launches, launches, 0)
+    begun, completed, done, other, args_ok = map(int, (tmp_path / "ordered.txt").read_text().split())
+    assert (begun, completed, other) == (launches, launches, launches)
+    assert args_ok == 2  # the two axpy launches, their copied `n` readable

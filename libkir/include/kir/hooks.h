@@ -79,8 +79,22 @@ typedef struct kir_hook_client {
   void (*allocated)(void* user, const kir_hook_allocation* allocation);
   void (*freed)(void* user, const kir_hook_allocation* allocation);
   void (*launch_begin)(void* user, const kir_hook_launch* launch);
-  void (*launch_completed)(void* user, const kir_hook_launch* launch); /* after the runtime returned */
+  void (*launch_completed)(void* user, const kir_hook_launch* launch); /* see `completion` */
+  int completion;       /* KIR_COMPLETION_*: when launch_completed comes (a smaller struct: RETURNED) */
 } kir_hook_client;
+
+/* When a client's launch_completed is called, for launches the runtime accepted
+ * (a failed launch is reported at once, with its error):
+ *   RETURNED       as the launch call returns (the kernel may still be running);
+ *   SYNCHRONIZE    after the hook synchronized the launch's stream, on the app's
+ *                  thread (the kernel is done; the app waits for it);
+ *   STREAM_ORDERED from a host function enqueued on the stream after the kernel
+ *                  (the kernel is done; the app does not wait; the callback runs
+ *                  on a runtime thread, must not call the GPU runtime, and sees
+ *                  copies of the argument bytes). */
+#define KIR_COMPLETION_RETURNED 0
+#define KIR_COMPLETION_SYNCHRONIZE 1
+#define KIR_COMPLETION_STREAM_ORDERED 2
 
 /** Record an allocation the layer cannot see (a client's own allocator); `kind` is KIR_ALLOC_*. */
 void kir_hook_track_allocation(uint64_t address, uint64_t size, int kind);

@@ -45,6 +45,17 @@ F next(const char* name) {
 
 kir::hook::Layer& layer() { return kir::hook::Layer::get(); }
 
+/// The runtime's stream waits, for clients that want completion when the kernel is done.
+int synchronize(void* stream) {
+  KIR_REAL(cudaStreamSynchronize, cudaError_t (*)(cudaStream_t));
+  return real_cudaStreamSynchronize(stream);
+}
+int enqueue_host(void* stream, void (*fn)(void*), void* data) {
+  KIR_REAL(cudaLaunchHostFunc, cudaError_t (*)(cudaStream_t, void (*)(void*), void*));
+  return real_cudaLaunchHostFunc(stream, fn, data);
+}
+const kir::hook::StreamOps kStreamOps{synchronize, enqueue_host};
+
 /// One launch through the layer: event before, the real call, event after.
 template <class Call>
 cudaError_t traced_launch(const char* api, const void* func, dim3 grid, dim3 block, void** args,
@@ -61,7 +72,7 @@ cudaError_t traced_launch(const char* api, const void* func, dim3 grid, dim3 blo
   kir::hook::RuntimeCall inside;  // the runtime's own driver calls are not launches of their own
   layer().launch_begin(launch);
   launch.result = call();
-  layer().launch_completed(launch);
+  layer().launch_completed(launch, &kStreamOps);
   return launch.result;
 }
 

@@ -52,6 +52,16 @@ void** unpack_extra(void** extra, const kir_hook_kernel* kernel, void** slots) {
   return slots;
 }
 
+int synchronize(void* stream) {
+  KIR_REAL(cuStreamSynchronize, CUresult (*)(CUstream));
+  return real_cuStreamSynchronize(stream);
+}
+int enqueue_host(void* stream, void (*fn)(void*), void* data) {
+  KIR_REAL(cuLaunchHostFunc, CUresult (*)(CUstream, void (*)(void*), void*));
+  return real_cuLaunchHostFunc(stream, fn, data);
+}
+const kir::hook::StreamOps kStreamOps{synchronize, enqueue_host};
+
 template <class Call>
 CUresult launch(const char* api, const void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                 unsigned by, unsigned bz, unsigned shared, CUstream stream, void** params,
@@ -68,7 +78,7 @@ CUresult launch(const char* api, const void* f, unsigned gx, unsigned gy, unsign
   l.args = params ? params : unpack_extra(extra, layer().kernel_view(f), slots);
   layer().launch_begin(l);
   l.result = call();
-  layer().launch_completed(l);
+  layer().launch_completed(l, &kStreamOps);
   return l.result;
 }
 

@@ -39,6 +39,16 @@ void* real(const char* name) {
 
 kir::hook::Layer& layer() { return kir::hook::Layer::get(); }
 
+int synchronize(void* stream) {
+  KIR_REAL(hipStreamSynchronize, hipError_t (*)(hipStream_t));
+  return real_hipStreamSynchronize(stream);
+}
+int enqueue_host(void* stream, void (*fn)(void*), void* data) {
+  KIR_REAL(hipLaunchHostFunc, hipError_t (*)(hipStream_t, void (*)(void*), void*));
+  return real_hipLaunchHostFunc(stream, fn, data);
+}
+const kir::hook::StreamOps kStreamOps{synchronize, enqueue_host};
+
 /// An allocation call: the real one, then the tracker if it succeeded.
 template <class Call>
 hipError_t tracked_alloc(void** ptr, size_t size, int kind, Call&& call) {
@@ -104,7 +114,7 @@ KIR_EXPORT hipError_t hipLaunchKernel(const void* func, dim3 grid, dim3 block, v
   kir::hook::RuntimeCall inside;
   layer().launch_begin(launch);
   launch.result = real_hipLaunchKernel(func, grid, block, args, shared_bytes, stream);
-  layer().launch_completed(launch);
+  layer().launch_completed(launch, &kStreamOps);
   return launch.result;
 }
 

@@ -419,9 +419,57 @@ void Layer::launch_begin(kir_hook_launch& launch) {
   });
 }
 
-void Layer::launch_completed(const kir_hook_launch& launch) {
+namespace {
+
+/// A launch event kept until its stream reaches it: the client, the event, and
+/// copies of the argument bytes (the app's own may be gone by then).
+struct PendingCompletion {
+  kir_hook_client client;
+  kir_hook_launch launch;
+  std::vector<std::vector<uint8_t>> bytes;
+  std::vector<void*> args;
+
+  PendingCompletion(const kir_hook_client& c, const kir_hook_launch& l) : client(c), launch(l) {
+    const kir_hook_kernel* k = l.kernel;
+    if (!k || !l.args) {
+      launch.args = nullptr;
+      return;
+    }
+    for (uint32_t i = 0; i < k->param_count; ++i) {
+      const auto* from = static_cast<const uint8_t*>(l.args[i]);
+      bytes.emplace_back(from, from + k->param_sizes[i]);
+    }
+    for (std::vector<uint8_t>& b : bytes) args.push_back(b.data());
+    launch.args = args.data();
+  }
+
+  static void run(void* self) {
+    std::unique_ptr<PendingCompletion> p(static_cast<PendingCompletion*>(self));
+    p->client.launch_completed(p->client.user, &p->launch);
+  }
+};
+
+}  // namespace
+
+void Layer::launch_completed(const kir_hook_launch& launch, const StreamOps* ops) {
+  bool synchronized = false;
+  void* stream = const_cast<void*>(launch.stream);
   each_client([&](const kir_hook_client& c) {
-    if (c.launch_completed) c.launch_completed(c.user, &launch);
+    if (!c.launch_completed) return;
+    int when = launch.result == 0 && ops ? c.completion : KIR_COMPLETION_RETURNED;
+    if (when == KIR_COMPLETION_SYNCHRONIZE && !synchronized) {
+      ops->synchronize(stream);
+      synchronized = true;
+    }
+    if (when == KIR_COMPLETION_STREAM_ORDERED) {
+      auto pending = std::make_unique<PendingCompletion>(c, launch);
+      if (ops->enqueue_host(stream, &PendingCompletion::run, pending.get()) == 0) {
+        pending.release();  // run() owns it now
+        return;
+      }
+      ops->synchronize(stream);  // could not enqueue: wait instead, and report now
+    }
+    c.launch_completed(c.user, &launch);
   });
 }
 

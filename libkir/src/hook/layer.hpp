@@ -36,6 +36,14 @@ class RuntimeCall {
   }
 };
 
+/// How the interposing runtime waits for a launch (cudaStreamSynchronize and
+/// cudaLaunchHostFunc, or their driver/HIP twins), for clients that want
+/// launch_completed once the kernel is done.
+struct StreamOps {
+  int (*synchronize)(void* stream);
+  int (*enqueue_host)(void* stream, void (*fn)(void*), void* data);
+};
+
 /// A registered fatbin: the app's own container bytes, parsed.
 struct FatbinRecord {
   const void* handle = nullptr;
@@ -81,7 +89,9 @@ class Layer {
 
   /// Fill a launch event for `stub` (decoding arguments, hashing), or nullptr kernel.
   void launch_begin(kir_hook_launch& launch);
-  void launch_completed(const kir_hook_launch& launch);
+  /// Tell clients the launch is done, each when its `completion` asks (with `ops`;
+  /// without them, or for a failed launch, at once).
+  void launch_completed(const kir_hook_launch& launch, const StreamOps* ops = nullptr);
 
   int add_client(const kir_hook_client* client);
   bool find_allocation(uint64_t address, kir_hook_allocation& out) const;

@@ -76,7 +76,10 @@ KIR_EXPORT int __proteus_launch_kernel(const void* kernel, dim3 grid, dim3 block
   layer().launch_begin(l);
   l.result = real ? real(kernel, grid, block, args, shared_bytes, stream)
                   : runtime ? runtime(kernel, grid, block, args, shared_bytes, stream) : 1;
-  layer().launch_completed(l);
+  static const kir::hook::StreamOps ops{
+      reinterpret_cast<int (*)(void*)>(dlsym(RTLD_DEFAULT, "cudaStreamSynchronize")),
+      reinterpret_cast<int (*)(void*, void (*)(void*), void*)>(dlsym(RTLD_DEFAULT, "cudaLaunchHostFunc"))};
+  layer().launch_completed(l, ops.synchronize && ops.enqueue_host ? &ops : nullptr);
   return l.result;
 }
 
