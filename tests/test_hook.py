@@ -157,12 +157,14 @@ import kir.hook
 before = kir.hook.active() and len(kir.hook.kernels())
 ctypes.CDLL(sys.argv[1])  # its constructor registers its fatbin with the (hooked) runtime
 kir.hook.track_allocation(0x7f0000001000, 4096, "managed")
+tagged = [kir.hook.tag_allocation(0x7f0000001800, 0xfeed), kir.hook.tag_allocation(0x7f0000002000, 1)]
 print(json.dumps({
     "before": before,
     "kernels": [[k.name, k.static_hash, list(k.param_offsets), list(k.param_sizes)] for k in kir.hook.kernels()],
     "inside": vars(kir.hook.find_allocation(0x7f0000001fff)),
     "outside": kir.hook.find_allocation(0x7f0000002000),
     "stats": kir.hook.stats(),
+    "tagged": tagged,
 }))
 """
 
@@ -183,7 +185,8 @@ def test_python_queries_the_registry_from_inside_the_process(built, tmp_path):
     expected = sorted([k.name, static[k.name], [p.offset for p in k.params], [p.size for p in k.params]]
                       for k in image.kernels)
     assert sorted(seen["kernels"]) == expected
-    assert seen["inside"] == {"address": 0x7f0000001000, "size": 4096, "kind": "managed"}
+    assert seen["inside"] == {"address": 0x7f0000001000, "size": 4096, "kind": "managed", "tag": 0xfeed}
+    assert seen["tagged"] == [True, False]  # the second address is one past the end
     assert seen["outside"] is None
     assert seen["stats"]["kernels"] == len(expected) and seen["stats"]["live_allocations"] == 1
 

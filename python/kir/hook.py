@@ -4,7 +4,7 @@
     import kir.hook
     if kir.hook.active():
         for k in kir.hook.kernels(): print(k.name, k.static_hash, k.param_sizes)
-        kir.hook.find_allocation(pointer)   # -> Allocation or None
+        kir.hook.find_allocation(pointer)   # -> Allocation (address, size, kind, tag) or None
 
 A thin ctypes view of the C API in `kir/hooks.h`; nothing here loads the hook
 into a process that does not already have it.
@@ -32,7 +32,8 @@ class _Kernel(ctypes.Structure):
 
 
 class _Allocation(ctypes.Structure):
-    _fields_ = [("address", ctypes.c_uint64), ("size", ctypes.c_uint64), ("kind", ctypes.c_int)]
+    _fields_ = [("address", ctypes.c_uint64), ("size", ctypes.c_uint64), ("kind", ctypes.c_int),
+                ("tag", ctypes.c_void_p)]
 
 
 class _Stats(ctypes.Structure):
@@ -56,6 +57,7 @@ class Allocation:
     address: int
     size: int
     kind: str                      # "device", "managed" or "host-pinned"
+    tag: int                       # a client's tag (kir_hook_tag_allocation), 0 when none
 
 
 @lru_cache(maxsize=1)
@@ -74,6 +76,7 @@ def _library() -> ctypes.CDLL | None:
     lib.kir_hook_find_allocation.argtypes = [ctypes.c_uint64, ctypes.POINTER(_Allocation)]
     lib.kir_hook_track_allocation.argtypes = [ctypes.c_uint64, ctypes.c_uint64, ctypes.c_int]
     lib.kir_hook_untrack_allocation.argtypes = [ctypes.c_uint64]
+    lib.kir_hook_tag_allocation.argtypes = [ctypes.c_uint64, ctypes.c_void_p]
     return lib
 
 
@@ -109,7 +112,14 @@ def find_allocation(address: int) -> Allocation | None:
     found = _Allocation()
     if not _require().kir_hook_find_allocation(address, ctypes.byref(found)):
         return None
-    return Allocation(found.address, found.size, ALLOCATION_KINDS.get(found.kind, str(found.kind)))
+    return Allocation(found.address, found.size, ALLOCATION_KINDS.get(found.kind, str(found.kind)),
+                      found.tag or 0)
+
+
+def tag_allocation(address: int, tag: int) -> bool:
+    """Attach `tag` (a pointer-sized integer) to the live allocation holding
+    `address`; False when none holds it."""
+    return bool(_require().kir_hook_tag_allocation(address, tag))
 
 
 def track_allocation(address: int, size: int, kind: str = "device") -> None:

@@ -55,6 +55,7 @@ typedef struct kir_hook_allocation {
   uint64_t address;
   uint64_t size;
   int kind;  /* KIR_ALLOC_* */
+  void* tag; /* a client's, set by kir_hook_tag_allocation; NULL until then */
 } kir_hook_allocation;
 
 typedef struct kir_hook_launch {
@@ -109,6 +110,10 @@ int kir_hook_add_client(const kir_hook_client* client);
 
 /** The live allocation holding `address`, if any. Returns 1 and fills `out`, else 0. */
 int kir_hook_find_allocation(uint64_t address, kir_hook_allocation* out);
+
+/** Attach a client's `tag` to the live allocation holding `address` (replacing
+ *  any earlier tag). Returns 1, or 0 when no live allocation holds it. */
+int kir_hook_tag_allocation(uint64_t address, void* tag);
 
 /** Counts of what the layer has seen (for tests and tools). */
 typedef struct kir_hook_stats {

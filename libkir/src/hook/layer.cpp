@@ -356,7 +356,7 @@ void Layer::global_registered(const void* handle, const void* host, const char* 
 }
 
 void Layer::allocated(uint64_t address, uint64_t size, int kind) {
-  kir_hook_allocation a{address, size, kind};
+  kir_hook_allocation a{address, size, kind, nullptr};
   {
     std::unique_lock<std::shared_mutex> lock(allocations_mutex_);
     allocations_[address] = a;
@@ -380,14 +380,31 @@ void Layer::freed(uint64_t address) {
   });
 }
 
+namespace {
+
+/// The allocation of `map` (by start address) holding `address`, or nullptr.
+template <class Map>
+auto* holding(Map& map, uint64_t address) {
+  auto it = map.upper_bound(address);
+  if (it == map.begin()) return static_cast<decltype(&it->second)>(nullptr);
+  --it;
+  return address - it->second.address < it->second.size ? &it->second : nullptr;
+}
+
+}  // namespace
+
 bool Layer::find_allocation(uint64_t address, kir_hook_allocation& out) const {
   std::shared_lock<std::shared_mutex> lock(allocations_mutex_);
-  auto it = allocations_.upper_bound(address);
-  if (it == allocations_.begin()) return false;
-  --it;
-  if (address - it->second.address >= it->second.size) return false;
-  out = it->second;
-  return true;
+  const kir_hook_allocation* a = holding(allocations_, address);
+  if (a) out = *a;
+  return a != nullptr;
+}
+
+bool Layer::tag_allocation(uint64_t address, void* tag) {
+  std::unique_lock<std::shared_mutex> lock(allocations_mutex_);
+  kir_hook_allocation* a = holding(allocations_, address);
+  if (a) a->tag = tag;
+  return a != nullptr;
 }
 
 const kir_hook_kernel* Layer::kernel_view(const void* stub) {
@@ -502,6 +519,10 @@ KIR_EXPORT int kir_hook_add_client(const kir_hook_client* client) {
 
 KIR_EXPORT int kir_hook_find_allocation(uint64_t address, kir_hook_allocation* out) {
   return out && kir::hook::Layer::get().find_allocation(address, *out) ? 1 : 0;
+}
+
+KIR_EXPORT int kir_hook_tag_allocation(uint64_t address, void* tag) {
+  return kir::hook::Layer::get().tag_allocation(address, tag) ? 1 : 0;
 }
 
 KIR_EXPORT void kir_hook_track_allocation(uint64_t address, uint64_t size, int kind) {

@@ -95,6 +95,7 @@ class Layer {
 
   int add_client(const kir_hook_client* client);
   bool find_allocation(uint64_t address, kir_hook_allocation& out) const;
+  bool tag_allocation(uint64_t address, void* tag);
   void stats(kir_hook_stats& out) const;
 
  private:
