@@ -135,3 +135,27 @@ def test_launch_completion_synchronized_or_stream_ordered(gpu, built, tmp_path):
     begun, completed, done, other, args_ok = map(int, (tmp_path / "ordered.txt").read_text().split())
     assert (begun, completed, other) == (launches, launches, launches)
     assert args_ok == 2  # the two axpy launches, their copied `n` readable
+
+
+def test_registry_uses_the_image_the_device_loads(gpu, built, kir_cli):
+    """hook_app_sm100 holds sm_80, sm_90 and sm_100 cubins: on an sm_90 device the
+    registry must describe (and hash) the sm_90 cubin, not the newest one."""
+    app = built["hook_app_sm100"]
+    err, device = driver.cuDeviceGet(0)
+    err, major = driver.cuDeviceGetAttribute(
+        driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device)
+    err, minor = driver.cuDeviceGetAttribute(
+        driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device)
+    target = f"sm_{major}{minor}"
+    hashes, _ = kernel_hashes(kir.open(app))
+    by_target = {}
+    for h in hashes:
+        if h.code_kind == "cubin" and h.kernel == "_Z4axpyfPKfPfi":
+            by_target[h.target] = h.static.hex
+    assert target in by_target and "sm_100" in by_target and target != "sm_100"
+    traced = kir_cli("trace", "--json", "--", app)
+    events = [json.loads(l) for l in traced.stdout.splitlines() if l.startswith("{")]
+    axpy = [e for e in events if e["event"] == "register-kernel" and e["kernel"] == "_Z4axpyfPKfPfi"]
+    assert [e["static"] for e in axpy] == [by_target[target]]
+    launches = [e for e in events if e["event"] == "launch" and e["kernel"] == "_Z4axpyfPKfPfi"]
+    assert launches and all(l["result"] == 0 and l["static"] == by_target[target] for l in launches)

@@ -98,21 +98,69 @@ void Layer::fatbin_registered(const void* handle, const void* wrapper) {
   });
 }
 
-/// Pick the image launches will use and decode it: the cubin of the highest
-/// architecture (KIR_HOOK_ARCH=sm_90 chooses one), else PTX.
-void Layer::decode(FatbinRecord& f) {
-  f.decoded = true;
-  if (!f.container) return;
-  const char* want = std::getenv("KIR_HOOK_ARCH");
+namespace {
+
+/// The compute capability (e.g. 90) of device 0 as the CUDA driver reports it,
+/// or 0 without a driver or device. Asked once per process; registration runs
+/// before main, when device 0 is the current device.
+int device_compute_capability() {
+  static const int cc = [] {
+    void* driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+    if (!driver) return 0;
+    auto init = reinterpret_cast<int (*)(unsigned)>(dlsym(driver, "cuInit"));
+    auto get = reinterpret_cast<int (*)(int*, int)>(dlsym(driver, "cuDeviceGet"));
+    auto attribute = reinterpret_cast<int (*)(int*, int, int)>(dlsym(driver, "cuDeviceGetAttribute"));
+    constexpr int kMajor = 75, kMinor = 76;  // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR/MINOR
+    int device = 0, major = 0, minor = 0;
+    if (!init || !get || !attribute || init(0) != 0 || get(&device, 0) != 0 ||
+        attribute(&major, kMajor, device) != 0 || attribute(&minor, kMinor, device) != 0)
+      return 0;
+    return major * 10 + minor;
+  }();
+  return cc;
+}
+
+/// How well fatbin entry `e` suits device `cc` (higher is better; 0: unusable):
+/// its own cubin, then a compatible cubin (same major, lower minor), then PTX
+/// the driver can JIT (arch <= device), the newest of each first.
+int suitability(const FatbinEntry& e, int cc) {
+  bool cubin = e.kind == uint16_t(ImageKind::cubin);
+  int arch = int(e.arch);
+  if (cubin && arch == cc) return 3000;
+  if (cubin && arch / 10 == cc / 10 && arch < cc) return 2000 + arch;
+  if (!cubin && arch <= cc) return 1000 + arch;
+  return 0;
+}
+
+/// The image launches will use: KIR_HOOK_ARCH=sm_NN (`want`) when set; else the
+/// one device `cc` would load (its cubin, a compatible cubin, or PTX); else (no
+/// device, or none suits it) the cubin of the highest architecture, else PTX.
+const FatbinEntry* pick_image(const FatbinContainer& container, const char* want, int cc) {
   const FatbinEntry* best = nullptr;
-  for (const FatbinEntry& e : f.container->entries()) {
+  int best_fit = 0;
+  for (const FatbinEntry& e : container.entries()) {
     bool cubin = e.kind == uint16_t(ImageKind::cubin), ptx = e.kind == uint16_t(ImageKind::ptx);
     if ((!cubin && !ptx) || e.obfuscated()) continue;
     if (want && "sm_" + std::to_string(e.arch) != want) continue;
+    if (cc) {
+      int fit = suitability(e, cc);
+      if (fit > best_fit) best = &e, best_fit = fit;
+      continue;
+    }
     bool better = !best || (cubin && best->kind != uint16_t(ImageKind::cubin)) ||
                   (e.kind == best->kind && e.arch > best->arch);
     if (better) best = &e;
   }
+  return best || !cc ? best : pick_image(container, want, 0);
+}
+
+}  // namespace
+
+void Layer::decode(FatbinRecord& f) {
+  f.decoded = true;
+  if (!f.container) return;
+  const char* want = std::getenv("KIR_HOOK_ARCH");
+  const FatbinEntry* best = pick_image(*f.container, want, want ? 0 : device_compute_capability());
   if (!best) return;
   Scratch scratch;
   Expected<ByteView> bytes = decode_image(*best, scratch);
