@@ -165,6 +165,8 @@ print(json.dumps({
     "outside": kir.hook.find_allocation(0x7f0000002000),
     "stats": kir.hook.stats(),
     "tagged": tagged,
+    "globals": [[g.name, g.size] for g in kir.hook.globals_()],
+    "resolved": [kir.hook.global_device_address(g.host_address) for g in kir.hook.globals_()],
 }))
 """
 
@@ -187,6 +189,9 @@ def test_python_queries_the_registry_from_inside_the_process(built, tmp_path):
     assert sorted(seen["kernels"]) == expected
     assert seen["inside"] == {"address": 0x7f0000001000, "size": 4096, "kind": "managed", "tag": 0xfeed}
     assert seen["tagged"] == [True, False]  # the second address is one past the end
+    assert sorted(seen["globals"]) == sorted([g.name, g.size] for g in image.code.globals)
+    if not Path("/dev/nvidiactl").exists():  # no driver: resolving fails cleanly (test_hook_gpu resolves)
+        assert seen["resolved"] == [0] * len(seen["globals"])
     assert seen["outside"] is None
     assert seen["stats"]["kernels"] == len(expected) and seen["stats"]["live_allocations"] == 1
 

@@ -159,3 +159,32 @@ def test_registry_uses_the_image_the_device_loads(gpu, built, kir_cli):
     assert [e["static"] for e in axpy] == [by_target[target]]
     launches = [e for e in events if e["event"] == "launch" and e["kernel"] == "_Z4axpyfPKfPfi"]
     assert launches and all(l["result"] == 0 and l["static"] == by_target[target] for l in launches)
+
+
+GLOBALS_QUERY = r"""
+import ctypes, json, sys
+import kir.hook
+from cuda.bindings import driver
+ctypes.CDLL(sys.argv[1])
+out = []
+for g in kir.hook.globals_():
+    address = kir.hook.global_device_address(g.host_address)
+    err, kind = driver.cuPointerGetAttribute(driver.CUpointer_attribute.CU_POINTER_ATTRIBUTE_MEMORY_TYPE, address)
+    err2, size = driver.cuPointerGetAttribute(driver.CUpointer_attribute.CU_POINTER_ATTRIBUTE_RANGE_SIZE, address)
+    out.append([g.name, g.size, address, int(kind) if err == 0 else -1, int(size) if err2 == 0 else -1,
+                address == kir.hook.global_device_address(g.host_address)])
+print(json.dumps(out))
+"""
+
+
+def test_python_resolves_global_device_addresses_inside_the_app(gpu, built):
+    import sys
+    hook = Path(kir.__file__).parent / "lib" / "libkir_hook.so"
+    proc = subprocess.run([sys.executable, "-c", GLOBALS_QUERY, str(built["libkernels_shared_runtime.so"])],
+                          capture_output=True, text=True, env={**os.environ, "LD_PRELOAD": str(hook)})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    seen = json.loads(proc.stdout)
+    assert seen
+    device = int(driver.CUmemorytype.CU_MEMORYTYPE_DEVICE)
+    for name, size, address, kind, range_size, cached in seen:
+        assert address != 0 and kind == device and range_size >= size and cached, name

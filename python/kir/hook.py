@@ -4,6 +4,7 @@
     import kir.hook
     if kir.hook.active():
         for k in kir.hook.kernels(): print(k.name, k.static_hash, k.param_sizes)
+        for g in kir.hook.globals_(): print(g.name, g.size, kir.hook.global_device_address(g.host_address))
         kir.hook.find_allocation(pointer)   # -> Allocation (address, size, kind, tag) or None
 
 A thin ctypes view of the C API in `kir/hooks.h`; nothing here loads the hook
@@ -31,6 +32,11 @@ class _Kernel(ctypes.Structure):
                 ("param_sizes", ctypes.POINTER(ctypes.c_uint32)), ("static_hash", _Hash128)]
 
 
+class _Global(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("host_address", ctypes.c_void_p), ("size", ctypes.c_size_t),
+                ("fatbin", ctypes.c_void_p)]
+
+
 class _Allocation(ctypes.Structure):
     _fields_ = [("address", ctypes.c_uint64), ("size", ctypes.c_uint64), ("kind", ctypes.c_int),
                 ("tag", ctypes.c_void_p)]
@@ -50,6 +56,14 @@ class Kernel:
     param_offsets: tuple[int, ...]
     param_sizes: tuple[int, ...]
     static_hash: str               # 32 hex digits, as `kir hash` prints it
+
+
+@dataclass(frozen=True)
+class Global:
+    name: str
+    host_address: int              # the host shadow variable the app uses as its handle
+    size: int
+    fatbin: int
 
 
 @dataclass(frozen=True)
@@ -73,6 +87,11 @@ def _library() -> ctypes.CDLL | None:
     lib.kir_hook_kernel_count.restype = ctypes.c_size_t
     lib.kir_hook_kernel_at.restype = ctypes.POINTER(_Kernel)
     lib.kir_hook_kernel_at.argtypes = [ctypes.c_size_t]
+    lib.kir_hook_global_count.restype = ctypes.c_size_t
+    lib.kir_hook_global_at.restype = ctypes.POINTER(_Global)
+    lib.kir_hook_global_at.argtypes = [ctypes.c_size_t]
+    lib.kir_hook_global_device_address.restype = ctypes.c_uint64
+    lib.kir_hook_global_device_address.argtypes = [ctypes.c_void_p]
     lib.kir_hook_find_allocation.argtypes = [ctypes.c_uint64, ctypes.POINTER(_Allocation)]
     lib.kir_hook_track_allocation.argtypes = [ctypes.c_uint64, ctypes.c_uint64, ctypes.c_int]
     lib.kir_hook_untrack_allocation.argtypes = [ctypes.c_uint64]
@@ -105,6 +124,22 @@ def kernels() -> list[Kernel]:
                           tuple(k.param_sizes[j] for j in range(n)),
                           f"{k.static_hash.high:016x}{k.static_hash.low:016x}"))
     return out
+
+
+def globals_() -> list[Global]:
+    """Every device variable registered so far, in registration order."""
+    lib = _require()
+    out = []
+    for i in range(lib.kir_hook_global_count()):
+        g = lib.kir_hook_global_at(i).contents
+        out.append(Global(g.name.decode(), g.host_address or 0, g.size, g.fatbin or 0))
+    return out
+
+
+def global_device_address(host_address: int) -> int:
+    """The device address of the variable registered with `host_address`,
+    resolved through the runtime on first request; 0 when it cannot be."""
+    return _require().kir_hook_global_device_address(host_address)
 
 
 def find_allocation(address: int) -> Allocation | None:

@@ -105,6 +105,14 @@ void kir_hook_untrack_allocation(uint64_t address);
 size_t kir_hook_kernel_count(void);
 const kir_hook_kernel* kir_hook_kernel_at(size_t index);
 
+/** The device variables registered so far: their count, the i-th one (valid
+ *  for the process's life), and the device address of the one registered with
+ *  `host_address` — resolved through the runtime on first request (the module
+ *  is then loaded on the current device) and cached; 0 when it cannot be. */
+size_t kir_hook_global_count(void);
+const kir_hook_global* kir_hook_global_at(size_t index);
+uint64_t kir_hook_global_device_address(const void* host_address);
+
 /** Add a client; returns 0, or -1 when the struct is too old or too new. */
 int kir_hook_add_client(const kir_hook_client* client);
 

@@ -56,6 +56,11 @@ int enqueue_host(void* stream, void (*fn)(void*), void* data) {
 }
 const kir::hook::StreamOps kStreamOps{synchronize, enqueue_host};
 
+int symbol_address(void** device, const void* host) {
+  KIR_REAL(cudaGetSymbolAddress, cudaError_t (*)(void**, const void*));
+  return real_cudaGetSymbolAddress(device, host);
+}
+
 /// One launch through the layer: event before, the real call, event after.
 template <class Call>
 cudaError_t traced_launch(const char* api, const void* func, dim3 grid, dim3 block, void** args,
@@ -122,7 +127,7 @@ KIR_EXPORT void __cudaRegisterVar(void** handle, char* host_var, char* device_ad
                        int ext, size_t size, int constant, int global) {
   KIR_REAL(__cudaRegisterVar, void (*)(void**, char*, char*, const char*, int, size_t, int, int));
   real___cudaRegisterVar(handle, host_var, device_address, device_name, ext, size, constant, global);
-  layer().global_registered(handle, host_var, device_name, size);
+  layer().global_registered(handle, host_var, device_name, size, symbol_address);
 }
 
 KIR_EXPORT void __cudaRegisterManagedVar(void** handle, void** host_var_address, char* device_address,
@@ -132,7 +137,7 @@ KIR_EXPORT void __cudaRegisterManagedVar(void** handle, void** host_var_address,
            void (*)(void**, void**, char*, const char*, int, size_t, int, int));
   real___cudaRegisterManagedVar(handle, host_var_address, device_address, device_name, ext, size,
                                 constant, global);
-  layer().global_registered(handle, host_var_address, device_name, size);
+  layer().global_registered(handle, host_var_address, device_name, size, symbol_address);
 }
 
 KIR_EXPORT cudaError_t cudaLaunchKernel(const void* func, dim3 grid, dim3 block, void** args,

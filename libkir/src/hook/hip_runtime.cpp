@@ -49,6 +49,11 @@ int enqueue_host(void* stream, void (*fn)(void*), void* data) {
 }
 const kir::hook::StreamOps kStreamOps{synchronize, enqueue_host};
 
+int symbol_address(void** device, const void* host) {
+  KIR_REAL(hipGetSymbolAddress, hipError_t (*)(void**, const void*));
+  return real_hipGetSymbolAddress(device, host);
+}
+
 /// An allocation call: the real one, then the tracker if it succeeded.
 template <class Call>
 hipError_t tracked_alloc(void** ptr, size_t size, int kind, Call&& call) {
@@ -96,7 +101,7 @@ KIR_EXPORT void __hipRegisterVar(void** handle, void* host_var, char* device_add
                                  int ext, size_t size, int constant, int global) {
   KIR_REAL(__hipRegisterVar, void (*)(void**, void*, char*, const char*, int, size_t, int, int));
   real___hipRegisterVar(handle, host_var, device_address, device_name, ext, size, constant, global);
-  layer().global_registered(handle, host_var, device_name, size);
+  layer().global_registered(handle, host_var, device_name, size, symbol_address);
 }
 
 KIR_EXPORT hipError_t hipLaunchKernel(const void* func, dim3 grid, dim3 block, void** args,

@@ -389,18 +389,48 @@ const kir_hook_kernel* Layer::kernel_at(size_t index) const {
   return index < kernel_order_.size() ? &kernel_order_[index]->view : nullptr;
 }
 
-void Layer::global_registered(const void* handle, const void* host, const char* name, size_t size) {
-  const std::string* stored;
+void Layer::global_registered(const void* handle, const void* host, const char* name, size_t size,
+                              SymbolResolver resolve) {
+  auto g = std::make_unique<GlobalRecord>();
+  g->name = name ? name : "";
+  g->view = {g->name.c_str(), host, size, handle};
+  g->resolve = resolve;
+  const kir_hook_global* view = &g->view;
   {
     std::unique_lock<std::shared_mutex> lock(registry_mutex_);
-    global_names_.push_back(std::make_unique<std::string>(name ? name : ""));
-    stored = global_names_.back().get();
+    globals_by_host_[host] = g.get();
+    globals_order_.push_back(std::move(g));
   }
   ++globals_;
-  kir_hook_global g{stored->c_str(), host, size, handle};
   each_client([&](const kir_hook_client& c) {
-    if (c.global_registered) c.global_registered(c.user, &g);
+    if (c.global_registered) c.global_registered(c.user, view);
   });
+}
+
+size_t Layer::global_count() const {
+  std::shared_lock<std::shared_mutex> lock(registry_mutex_);
+  return globals_order_.size();
+}
+
+const kir_hook_global* Layer::global_at(size_t index) const {
+  std::shared_lock<std::shared_mutex> lock(registry_mutex_);
+  return index < globals_order_.size() ? &globals_order_[index]->view : nullptr;
+}
+
+uint64_t Layer::global_device_address(const void* host) {
+  GlobalRecord* g = nullptr;
+  {
+    std::shared_lock<std::shared_mutex> lock(registry_mutex_);
+    auto it = globals_by_host_.find(host);
+    if (it != globals_by_host_.end()) g = it->second;
+  }
+  if (!g) return 0;
+  if (uint64_t cached = g->device_address.load()) return cached;
+  void* device = nullptr;
+  RuntimeCall inside;  // the runtime's own work here is not the app's
+  if (!g->resolve || g->resolve(&device, host) != 0) return 0;
+  g->device_address = reinterpret_cast<uintptr_t>(device);
+  return g->device_address;
 }
 
 void Layer::allocated(uint64_t address, uint64_t size, int kind) {
@@ -567,6 +597,14 @@ KIR_EXPORT int kir_hook_add_client(const kir_hook_client* client) {
 
 KIR_EXPORT int kir_hook_find_allocation(uint64_t address, kir_hook_allocation* out) {
   return out && kir::hook::Layer::get().find_allocation(address, *out) ? 1 : 0;
+}
+
+KIR_EXPORT size_t kir_hook_global_count(void) { return kir::hook::Layer::get().global_count(); }
+KIR_EXPORT const kir_hook_global* kir_hook_global_at(size_t index) {
+  return kir::hook::Layer::get().global_at(index);
+}
+KIR_EXPORT uint64_t kir_hook_global_device_address(const void* host_address) {
+  return kir::hook::Layer::get().global_device_address(host_address);
 }
 
 KIR_EXPORT int kir_hook_tag_allocation(uint64_t address, void* tag) {

@@ -44,6 +44,17 @@ struct StreamOps {
   int (*enqueue_host)(void* stream, void (*fn)(void*), void* data);
 };
 
+/// cudaGetSymbolAddress / hipGetSymbolAddress: (device address out, host symbol) -> error.
+using SymbolResolver = int (*)(void** device, const void* host);
+
+/// A registered device variable; the C view handed to clients points into it.
+struct GlobalRecord {
+  std::string name;
+  kir_hook_global view{};
+  SymbolResolver resolve = nullptr;
+  std::atomic<uint64_t> device_address{0};
+};
+
 /// A registered fatbin: the app's own container bytes, parsed.
 struct FatbinRecord {
   const void* handle = nullptr;
@@ -80,7 +91,12 @@ class Layer {
   void function_found(const void* module, const void* function, const char* name);
   size_t kernel_count() const;
   const kir_hook_kernel* kernel_at(size_t index) const;
-  void global_registered(const void* handle, const void* host, const char* name, size_t size);
+  /// `resolve` is the registering runtime's cudaGetSymbolAddress (or HIP's twin).
+  void global_registered(const void* handle, const void* host, const char* name, size_t size,
+                         SymbolResolver resolve);
+  size_t global_count() const;
+  const kir_hook_global* global_at(size_t index) const;
+  uint64_t global_device_address(const void* host);
   void allocated(uint64_t address, uint64_t size, int kind);
   void freed(uint64_t address);
 
@@ -111,7 +127,8 @@ class Layer {
   std::unordered_map<const void*, std::unique_ptr<KernelRecord>> kernels_;  // by host stub / CUfunction
   std::vector<const KernelRecord*> kernel_order_;  // registration order, for kir_hook_kernel_at
   void add_kernel(const void* handle, const void* stub, const char* name, FatbinRecord* fatbin);
-  std::vector<std::unique_ptr<std::string>> global_names_;
+  std::vector<std::unique_ptr<GlobalRecord>> globals_order_;
+  std::unordered_map<const void*, GlobalRecord*> globals_by_host_;
   std::atomic<uint64_t> globals_{0}, launches_{0};
 
   mutable std::shared_mutex allocations_mutex_;

@@ -48,7 +48,9 @@ KIR_EXPORT void __proteus_register_linked_binary(void* wrapper, const char* modu
 
 KIR_EXPORT void __proteus_register_var(void* handle, const void* host, const char* name, size_t size) {
   static const auto real = next<void (*)(void*, const void*, const char*, size_t)>("__proteus_register_var");
-  layer().global_registered(handle, host, name, size);
+  static const auto resolve =
+      reinterpret_cast<kir::hook::SymbolResolver>(dlsym(RTLD_DEFAULT, "cudaGetSymbolAddress"));
+  layer().global_registered(handle, host, name, size, resolve);
   if (real) real(handle, host, name, size);
 }
 
