@@ -201,3 +201,21 @@ def test_python_query_outside_the_hook_says_so():
                           capture_output=True, text=True)
     assert proc.stdout.strip() == "False"
     assert "the kir hook layer is not loaded in this process" in proc.stderr
+
+
+def test_registry_links_proteus_embedded_ir(built, kir_cli):
+    """proteus_cuda_shared embeds Proteus IR (`_jit_bitcode_*`) in one translation
+    unit's cubin: that unit's kernel carries those bytes, the other unit's none."""
+    if "proteus_cuda_shared" not in built:
+        pytest.skip("clang-22 not installed: the Proteus fixture cannot be built")
+    app = built["proteus_cuda_shared"]
+    expected = {}
+    for image in kir.open(app).images:
+        if image.kind == "cubin":
+            modules = [m for m in image.code.ir if not m.kernel]
+            for k in image.kernels:
+                expected[k.name] = len(modules[0].bitcode) if modules else 0
+    assert sorted(set(expected.values()))[0] == 0 and max(expected.values()) > 0  # both cases present
+    result = kir_cli("trace", "--json", "--", app)
+    registered = {e["kernel"]: e["ir"] for e in events(result) if e["event"] == "register-kernel"}
+    assert registered == expected

@@ -29,7 +29,8 @@ class _Hash128(ctypes.Structure):
 class _Kernel(ctypes.Structure):
     _fields_ = [("name", ctypes.c_char_p), ("host_stub", ctypes.c_void_p), ("fatbin", ctypes.c_void_p),
                 ("param_count", ctypes.c_uint32), ("param_offsets", ctypes.POINTER(ctypes.c_uint32)),
-                ("param_sizes", ctypes.POINTER(ctypes.c_uint32)), ("static_hash", _Hash128)]
+                ("param_sizes", ctypes.POINTER(ctypes.c_uint32)), ("static_hash", _Hash128),
+                ("ir", ctypes.c_void_p), ("ir_size", ctypes.c_size_t)]
 
 
 class _Global(ctypes.Structure):
@@ -56,6 +57,7 @@ class Kernel:
     param_offsets: tuple[int, ...]
     param_sizes: tuple[int, ...]
     static_hash: str               # 32 hex digits, as `kir hash` prints it
+    ir: bytes                      # bitcode the Proteus pass embedded for it (b"" when none)
 
 
 @dataclass(frozen=True)
@@ -122,7 +124,8 @@ def kernels() -> list[Kernel]:
         out.append(Kernel(k.name.decode(), k.host_stub or 0, k.fatbin or 0,
                           tuple(k.param_offsets[j] for j in range(n)),
                           tuple(k.param_sizes[j] for j in range(n)),
-                          f"{k.static_hash.high:016x}{k.static_hash.low:016x}"))
+                          f"{k.static_hash.high:016x}{k.static_hash.low:016x}",
+                          ctypes.string_at(k.ir, k.ir_size) if k.ir else b""))
     return out
 
 

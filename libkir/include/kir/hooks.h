@@ -37,6 +37,9 @@ typedef struct kir_hook_kernel {
   const uint32_t* param_offsets;
   const uint32_t* param_sizes;
   kir_hash128 static_hash;
+  const void* ir;         /* LLVM bitcode the Proteus pass embedded for this kernel (HIP) or its
+                             translation unit (CUDA), from the same image; NULL when none */
+  size_t ir_size;
 } kir_hook_kernel;
 
 typedef struct kir_hook_global {

@@ -186,6 +186,21 @@ void Layer::kernel_registered(const void* handle, const void* stub, const char* 
   add_kernel(handle, stub, name, fatbin);
 }
 
+namespace {
+
+/// The Proteus-embedded module for kernel `name` in `code`: its own (HIP
+/// per-kernel sections), else the translation unit's.
+const EmbeddedModule* embedded_ir_of(const DeviceCode& code, const std::string& name) {
+  const EmbeddedModule* unit = nullptr;
+  for (const EmbeddedModule& m : code.ir) {
+    if (m.kernel == name) return &m;
+    if (m.kernel.empty() && !unit) unit = &m;
+  }
+  return unit;
+}
+
+}  // namespace
+
 void Layer::add_kernel(const void* handle, const void* stub, const char* name, FatbinRecord* fatbin) {
   auto k = std::make_unique<KernelRecord>();
   k->name = name ? name : "";
@@ -198,7 +213,10 @@ void Layer::add_kernel(const void* handle, const void* stub, const char* name, F
           k->offsets.push_back(p.offset);
           k->sizes.push_back(p.size);
         }
+  const EmbeddedModule* ir = fatbin && fatbin->code ? embedded_ir_of(*fatbin->code, k->name) : nullptr;
   kir_hook_kernel& v = k->view;
+  v.ir = ir ? ir->bitcode.data() : nullptr;
+  v.ir_size = ir ? ir->bitcode.size() : 0;
   v.name = k->name.c_str();
   v.host_stub = stub;
   v.fatbin = handle;

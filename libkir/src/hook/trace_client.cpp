@@ -76,10 +76,11 @@ void on_kernel(void*, const kir_hook_kernel* k) {
   std::string name = k->name, demangled = kir::demangle(name), h = hex_hash(k->static_hash);
   if (json)
     line("{\"event\":\"register-kernel\",\"kernel\":" + quoted(name) + ",\"demangled\":" +
-         quoted(demangled) + ",\"params\":" + std::to_string(k->param_count) + ",\"static\":\"" + h + "\"}");
+         quoted(demangled) + ",\"params\":" + std::to_string(k->param_count) + ",\"static\":\"" + h +
+         "\",\"ir\":" + std::to_string(k->ir_size) + "}");
   else
     line("kir-trace register-kernel " + demangled + " name=" + name + " params=" +
-         std::to_string(k->param_count) + " static=" + h);
+         std::to_string(k->param_count) + " static=" + h + " ir=" + std::to_string(k->ir_size));
 }
 
 void on_global(void*, const kir_hook_global* g) {
