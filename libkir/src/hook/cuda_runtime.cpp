@@ -3,45 +3,25 @@
 // the lookup order (RTLD_NEXT) or, when the runtime was dlopen'ed, in it. Return
 // values pass through unchanged. No CUDA header is needed: the few types the
 // ABI uses are declared here.
-#include <dlfcn.h>
-
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 
-#include "layer.hpp"
+#include "interpose.hpp"
 
 namespace {
 
-struct dim3 {
-  unsigned x, y, z;
-};
+using kir::hook::Dim3;
+using kir::hook::launch_event;
+using kir::hook::reported_call;
+using kir::hook::tracked_alloc;
+using kir::hook::tracked_free;
+using kir::hook::traced_launch;
 using cudaError_t = int;
 using cudaStream_t = void*;
-constexpr cudaError_t cudaSuccess = 0;
 
-/// The real `name`: next in the lookup order, else from a loaded libcudart.
-void* real(const char* name) {
-  void* f = dlsym(RTLD_NEXT, name);
-  if (f) return f;
-  for (const char* lib : {"libcudart.so.13", "libcudart.so.12", "libcudart.so"}) {
-    if (void* h = dlopen(lib, RTLD_LAZY | RTLD_NOLOAD)) {
-      f = dlsym(h, name);
-      if (f) return f;
-    }
-  }
-  std::fprintf(stderr, "kir-hook: %s not found in the CUDA runtime\n", name);
-  std::abort();
-}
-
-template <class F>
-F next(const char* name) {
-  return reinterpret_cast<F>(real(name));
-}
-
-#define KIR_REAL(name, type) \
-  static const auto real_##name = next<type>(#name)
+#define KIR_REAL(name, type)                                                                   \
+  static const auto real_##name = reinterpret_cast<type>(kir::hook::find_real(                 \
+      #name, {"libcudart.so.13", "libcudart.so.12", "libcudart.so"}, "CUDA runtime"))
 
 kir::hook::Layer& layer() { return kir::hook::Layer::get(); }
 
@@ -61,38 +41,7 @@ int symbol_address(void** device, const void* host) {
   return real_cudaGetSymbolAddress(device, host);
 }
 
-/// One launch through the layer: event before, the real call, event after.
-template <class Call>
-cudaError_t traced_launch(const char* api, const void* func, dim3 grid, dim3 block, void** args,
-                          size_t shared_bytes, cudaStream_t stream, Call&& call) {
-  if (kir::hook::RuntimeCall::active()) return call();  // already reported (e.g. by Proteus's ABI)
-  kir_hook_launch launch{};
-  launch.host_stub = func;
-  launch.grid = {grid.x, grid.y, grid.z};
-  launch.block = {block.x, block.y, block.z};
-  launch.shared_bytes = shared_bytes;
-  launch.stream = stream;
-  launch.args = args;
-  launch.api = api;
-  kir::hook::RuntimeCall inside;  // the runtime's own driver calls are not launches of their own
-  layer().launch_begin(launch);
-  launch.result = call();
-  layer().launch_completed(launch, &kStreamOps);
-  return launch.result;
-}
-
-/// A runtime allocation call: the real one, then the tracker if it succeeded.
-template <class Call>
-cudaError_t tracked_alloc(void** ptr, size_t size, int kind, Call&& call) {
-  kir::hook::RuntimeCall inside;
-  cudaError_t r = call();
-  if (r == cudaSuccess && ptr && *ptr) layer().allocated(uintptr_t(*ptr), size, kind);
-  return r;
-}
-
 }  // namespace
-
-#define KIR_EXPORT __attribute__((visibility("default")))
 
 extern "C" {
 
@@ -140,17 +89,16 @@ KIR_EXPORT void __cudaRegisterManagedVar(void** handle, void** host_var_address,
   layer().global_registered(handle, host_var_address, device_name, size, symbol_address);
 }
 
-KIR_EXPORT cudaError_t cudaLaunchKernel(const void* func, dim3 grid, dim3 block, void** args,
+KIR_EXPORT cudaError_t cudaLaunchKernel(const void* func, Dim3 grid, Dim3 block, void** args,
                              size_t shared_bytes, cudaStream_t stream) {
-  KIR_REAL(cudaLaunchKernel, cudaError_t (*)(const void*, dim3, dim3, void**, size_t, cudaStream_t));
-  return traced_launch("cudaLaunchKernel", func, grid, block, args, shared_bytes, stream, [&] {
-    return real_cudaLaunchKernel(func, grid, block, args, shared_bytes, stream);
-  });
+  KIR_REAL(cudaLaunchKernel, cudaError_t (*)(const void*, Dim3, Dim3, void**, size_t, cudaStream_t));
+  return traced_launch(launch_event("cudaLaunchKernel", func, grid, block, shared_bytes, stream, args),
+                       &kStreamOps, [&] { return real_cudaLaunchKernel(func, grid, block, args, shared_bytes, stream); });
 }
 
 /// cudaLaunchKernelExC's config: grid, block, shared memory, stream, then attributes.
 struct LaunchConfig {
-  dim3 grid, block;
+  Dim3 grid, block;
   size_t shared_bytes;
   cudaStream_t stream;
   void* attrs;
@@ -160,18 +108,18 @@ struct LaunchConfig {
 KIR_EXPORT cudaError_t cudaLaunchKernelExC(const LaunchConfig* config, const void* func, void** args) {
   KIR_REAL(cudaLaunchKernelExC, cudaError_t (*)(const LaunchConfig*, const void*, void**));
   if (!config) return real_cudaLaunchKernelExC(config, func, args);
-  return traced_launch("cudaLaunchKernelExC", func, config->grid, config->block, args,
-                       config->shared_bytes, config->stream,
-                       [&] { return real_cudaLaunchKernelExC(config, func, args); });
+  return traced_launch(launch_event("cudaLaunchKernelExC", func, config->grid, config->block,
+                                    config->shared_bytes, config->stream, args),
+                       &kStreamOps, [&] { return real_cudaLaunchKernelExC(config, func, args); });
 }
 
-KIR_EXPORT cudaError_t cudaLaunchCooperativeKernel(const void* func, dim3 grid, dim3 block, void** args,
+KIR_EXPORT cudaError_t cudaLaunchCooperativeKernel(const void* func, Dim3 grid, Dim3 block, void** args,
                                                    size_t shared_bytes, cudaStream_t stream) {
   KIR_REAL(cudaLaunchCooperativeKernel,
-           cudaError_t (*)(const void*, dim3, dim3, void**, size_t, cudaStream_t));
-  return traced_launch("cudaLaunchCooperativeKernel", func, grid, block, args, shared_bytes, stream, [&] {
-    return real_cudaLaunchCooperativeKernel(func, grid, block, args, shared_bytes, stream);
-  });
+           cudaError_t (*)(const void*, Dim3, Dim3, void**, size_t, cudaStream_t));
+  return traced_launch(
+      launch_event("cudaLaunchCooperativeKernel", func, grid, block, shared_bytes, stream, args), &kStreamOps,
+      [&] { return real_cudaLaunchCooperativeKernel(func, grid, block, args, shared_bytes, stream); });
 }
 
 KIR_EXPORT cudaError_t cudaMalloc(void** ptr, size_t size) {
@@ -207,10 +155,9 @@ KIR_EXPORT cudaError_t cudaMallocFromPoolAsync(void** ptr, size_t size, void* po
 
 KIR_EXPORT cudaError_t cudaMallocPitch(void** ptr, size_t* pitch, size_t width, size_t height) {
   KIR_REAL(cudaMallocPitch, cudaError_t (*)(void**, size_t*, size_t, size_t));
-  kir::hook::RuntimeCall inside;
-  cudaError_t r = real_cudaMallocPitch(ptr, pitch, width, height);
-  if (r == cudaSuccess && ptr && *ptr && pitch) layer().allocated(uintptr_t(*ptr), *pitch * height, KIR_ALLOC_DEVICE);
-  return r;
+  return reported_call([&] { return real_cudaMallocPitch(ptr, pitch, width, height); }, [&] {
+    if (ptr && *ptr && pitch) layer().allocated(kir::hook::address_of(*ptr), *pitch * height, KIR_ALLOC_DEVICE);
+  });
 }
 
 /// cudaPitchedPtr and cudaExtent, as cudaMalloc3D uses them.
@@ -224,11 +171,11 @@ struct Extent {
 
 KIR_EXPORT cudaError_t cudaMalloc3D(PitchedPtr* out, Extent extent) {
   KIR_REAL(cudaMalloc3D, cudaError_t (*)(PitchedPtr*, Extent));
-  kir::hook::RuntimeCall inside;
-  cudaError_t r = real_cudaMalloc3D(out, extent);
-  if (r == cudaSuccess && out && out->ptr)
-    layer().allocated(uintptr_t(out->ptr), out->pitch * extent.height * extent.depth, KIR_ALLOC_DEVICE);
-  return r;
+  return reported_call([&] { return real_cudaMalloc3D(out, extent); }, [&] {
+    if (out && out->ptr)
+      layer().allocated(kir::hook::address_of(out->ptr), out->pitch * extent.height * extent.depth,
+                        KIR_ALLOC_DEVICE);
+  });
 }
 
 KIR_EXPORT cudaError_t cudaSetDevice(int device) {
@@ -238,26 +185,17 @@ KIR_EXPORT cudaError_t cudaSetDevice(int device) {
 
 KIR_EXPORT cudaError_t cudaFree(void* ptr) {
   KIR_REAL(cudaFree, cudaError_t (*)(void*));
-  kir::hook::RuntimeCall inside;
-  cudaError_t r = real_cudaFree(ptr);
-  if (r == cudaSuccess && ptr) layer().freed(uintptr_t(ptr));
-  return r;
+  return tracked_free(kir::hook::address_of(ptr), [&] { return real_cudaFree(ptr); });
 }
 
 KIR_EXPORT cudaError_t cudaFreeAsync(void* ptr, cudaStream_t stream) {
   KIR_REAL(cudaFreeAsync, cudaError_t (*)(void*, cudaStream_t));
-  kir::hook::RuntimeCall inside;
-  cudaError_t r = real_cudaFreeAsync(ptr, stream);
-  if (r == cudaSuccess && ptr) layer().freed(uintptr_t(ptr));
-  return r;
+  return tracked_free(kir::hook::address_of(ptr), [&] { return real_cudaFreeAsync(ptr, stream); });
 }
 
 KIR_EXPORT cudaError_t cudaFreeHost(void* ptr) {
   KIR_REAL(cudaFreeHost, cudaError_t (*)(void*));
-  kir::hook::RuntimeCall inside;
-  cudaError_t r = real_cudaFreeHost(ptr);
-  if (r == cudaSuccess && ptr) layer().freed(uintptr_t(ptr));
-  return r;
+  return tracked_free(kir::hook::address_of(ptr), [&] { return real_cudaFreeHost(ptr); });
 }
 
 }  // extern "C"

@@ -3,37 +3,23 @@
 // allocations — also when the app obtains the entry points through
 // cuGetProcAddress. Calls the runtime makes on the app's behalf (inside an
 // interposed runtime call) are not reported twice.
-#include <dlfcn.h>
-
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
-#include <string_view>
+#include <utility>
 
-#include "layer.hpp"
-
-#define KIR_EXPORT __attribute__((visibility("default")))
+#include "interpose.hpp"
 
 namespace {
 
+using kir::hook::Dim3;
 using CUresult = int;
 using CUdeviceptr = unsigned long long;
 using CUstream = void*;
 constexpr CUresult CUDA_SUCCESS = 0;
 
-void* real(const char* name) {
-  void* f = dlsym(RTLD_NEXT, name);
-  if (f) return f;
-  if (void* h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD)) f = dlsym(h, name);
-  if (!f) {
-    std::fprintf(stderr, "kir-hook: %s not found in the CUDA driver\n", name);
-    std::abort();
-  }
-  return f;
-}
-
-#define KIR_REAL(name, type) static const auto real_##name = reinterpret_cast<type>(real(#name))
+#define KIR_REAL(name, type)                                                                    \
+  static const auto real_##name =                                                               \
+      reinterpret_cast<type>(kir::hook::find_real(#name, {"libcuda.so.1"}, "CUDA driver"))
 
 kir::hook::Layer& layer() { return kir::hook::Layer::get(); }
 bool reporting() { return !kir::hook::RuntimeCall::active(); }
@@ -42,10 +28,8 @@ bool reporting() { return !kir::hook::RuntimeCall::active(); }
 void** unpack_extra(void** extra, const kir_hook_kernel* kernel, void** slots) {
   if (!extra || !kernel) return nullptr;
   const uint8_t* buffer = nullptr;
-  for (int i = 0; extra[i] != nullptr && i < 16; i += 2) {
+  for (int i = 0; i < 16 && extra[i] != nullptr; i += 2)  // up to CU_LAUNCH_PARAM_END (NULL)
     if (extra[i] == reinterpret_cast<void*>(1)) buffer = static_cast<const uint8_t*>(extra[i + 1]);
-    if (extra[i] == reinterpret_cast<void*>(0)) break;  // CU_LAUNCH_PARAM_END
-  }
   if (!buffer) return nullptr;
   for (uint32_t p = 0; p < kernel->param_count && p < 64; ++p)
     slots[p] = const_cast<uint8_t*>(buffer + kernel->param_offsets[p]);
@@ -63,23 +47,13 @@ int enqueue_host(void* stream, void (*fn)(void*), void* data) {
 const kir::hook::StreamOps kStreamOps{synchronize, enqueue_host};
 
 template <class Call>
-CUresult launch(const char* api, const void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
-                unsigned by, unsigned bz, unsigned shared, CUstream stream, void** params,
-                void** extra, Call&& call) {
+CUresult launch(const char* api, const void* f, Dim3 grid, Dim3 block, unsigned shared, CUstream stream,
+                void** params, void** extra, Call&& call) {
   if (!reporting()) return call();
-  kir_hook_launch l{};
-  l.host_stub = f;
-  l.grid = {gx, gy, gz};
-  l.block = {bx, by, bz};
-  l.shared_bytes = shared;
-  l.stream = stream;
-  l.api = api;
   void* slots[64];
-  l.args = params ? params : unpack_extra(extra, layer().kernel_view(f), slots);
-  layer().launch_begin(l);
-  l.result = call();
-  layer().launch_completed(l, &kStreamOps);
-  return l.result;
+  void** args = params ? params : unpack_extra(extra, layer().kernel_view(f), slots);
+  return kir::hook::traced_launch(kir::hook::launch_event(api, f, grid, block, shared, stream, args), &kStreamOps,
+                                  call);
 }
 
 }  // namespace
@@ -131,7 +105,7 @@ KIR_EXPORT CUresult cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned g
                                    void** params, void** extra) {
   KIR_REAL(cuLaunchKernel, CUresult (*)(void*, unsigned, unsigned, unsigned, unsigned, unsigned,
                                         unsigned, unsigned, CUstream, void**, void**));
-  return launch("cuLaunchKernel", f, gx, gy, gz, bx, by, bz, shared, stream, params, extra, [&] {
+  return launch("cuLaunchKernel", f, {gx, gy, gz}, {bx, by, bz}, shared, stream, params, extra, [&] {
     return real_cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shared, stream, params, extra);
   });
 }
@@ -147,7 +121,7 @@ struct LaunchConfig {
 KIR_EXPORT CUresult cuLaunchKernelEx(const LaunchConfig* c, void* f, void** params, void** extra) {
   KIR_REAL(cuLaunchKernelEx, CUresult (*)(const LaunchConfig*, void*, void**, void**));
   if (!c) return real_cuLaunchKernelEx(c, f, params, extra);
-  return launch("cuLaunchKernelEx", f, c->gx, c->gy, c->gz, c->bx, c->by, c->bz, c->shared, c->stream,
+  return launch("cuLaunchKernelEx", f, {c->gx, c->gy, c->gz}, {c->bx, c->by, c->bz}, c->shared, c->stream,
                 params, extra, [&] { return real_cuLaunchKernelEx(c, f, params, extra); });
 }
 
@@ -156,10 +130,9 @@ KIR_EXPORT CUresult cuLaunchKernelEx(const LaunchConfig* c, void* f, void** para
 #define KIR_DRIVER_ALLOC(name, kind, size_expr, params, args)                         \
   KIR_EXPORT CUresult name params {                                                   \
     KIR_REAL(name, CUresult(*) params);                                               \
-    CUresult r = real_##name args;                                                    \
-    if (r == CUDA_SUCCESS && ptr && *ptr && reporting())                              \
-      layer().allocated(uint64_t(*ptr), size_expr, kind);                             \
-    return r;                                                                         \
+    return kir::hook::reported_call([&] { return real_##name args; }, [&] {           \
+      if (ptr && *ptr) layer().allocated(kir::hook::address_of(*ptr), size_expr, kind); \
+    });                                                                               \
   }
 
 KIR_DRIVER_ALLOC(cuMemAlloc_v2, KIR_ALLOC_DEVICE, size, (CUdeviceptr* ptr, size_t size), (ptr, size))
@@ -176,23 +149,17 @@ KIR_DRIVER_ALLOC(cuMemHostAlloc, KIR_ALLOC_HOST_PINNED, size,
 
 KIR_EXPORT CUresult cuMemFree_v2(CUdeviceptr ptr) {
   KIR_REAL(cuMemFree_v2, CUresult (*)(CUdeviceptr));
-  CUresult r = real_cuMemFree_v2(ptr);
-  if (r == CUDA_SUCCESS && ptr && reporting()) layer().freed(ptr);
-  return r;
+  return kir::hook::tracked_free(kir::hook::address_of(ptr), [&] { return real_cuMemFree_v2(ptr); });
 }
 
 KIR_EXPORT CUresult cuMemFreeAsync(CUdeviceptr ptr, CUstream stream) {
   KIR_REAL(cuMemFreeAsync, CUresult (*)(CUdeviceptr, CUstream));
-  CUresult r = real_cuMemFreeAsync(ptr, stream);
-  if (r == CUDA_SUCCESS && ptr && reporting()) layer().freed(ptr);
-  return r;
+  return kir::hook::tracked_free(kir::hook::address_of(ptr), [&] { return real_cuMemFreeAsync(ptr, stream); });
 }
 
 KIR_EXPORT CUresult cuMemFreeHost(void* ptr) {
   KIR_REAL(cuMemFreeHost, CUresult (*)(void*));
-  CUresult r = real_cuMemFreeHost(ptr);
-  if (r == CUDA_SUCCESS && ptr && reporting()) layer().freed(uint64_t(ptr));
-  return r;
+  return kir::hook::tracked_free(kir::hook::address_of(ptr), [&] { return real_cuMemFreeHost(ptr); });
 }
 
 /// Entry points obtained through cuGetProcAddress get the interposed versions:

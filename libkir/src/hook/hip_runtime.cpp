@@ -3,39 +3,24 @@
 // code objects), hipLaunchKernel, allocations and frees. Forwarded to the real
 // function next in the lookup order or in a loaded libamdhip64; results pass
 // through unchanged. No HIP header is needed.
-#include <dlfcn.h>
-
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 
-#include "layer.hpp"
+#include "interpose.hpp"
 
 namespace {
 
-struct dim3 {
-  unsigned x, y, z;
-};
+using kir::hook::Dim3;
+using kir::hook::launch_event;
+using kir::hook::tracked_alloc;
+using kir::hook::tracked_free;
+using kir::hook::traced_launch;
 using hipError_t = int;
 using hipStream_t = void*;
-constexpr hipError_t hipSuccess = 0;
 
-void* real(const char* name) {
-  void* f = dlsym(RTLD_NEXT, name);
-  if (f) return f;
-  for (const char* lib : {"libamdhip64.so.7", "libamdhip64.so.6", "libamdhip64.so"}) {
-    if (void* h = dlopen(lib, RTLD_LAZY | RTLD_NOLOAD)) {
-      f = dlsym(h, name);
-      if (f) return f;
-    }
-  }
-  std::fprintf(stderr, "kir-hook: %s not found in the HIP runtime\n", name);
-  std::abort();
-}
-
-#define KIR_REAL(name, type) static const auto real_##name = reinterpret_cast<type>(real(#name))
-#define KIR_EXPORT __attribute__((visibility("default")))
+#define KIR_REAL(name, type)                                                                    \
+  static const auto real_##name = reinterpret_cast<type>(kir::hook::find_real(                  \
+      #name, {"libamdhip64.so.7", "libamdhip64.so.6", "libamdhip64.so"}, "HIP runtime"))
 
 kir::hook::Layer& layer() { return kir::hook::Layer::get(); }
 
@@ -52,23 +37,6 @@ const kir::hook::StreamOps kStreamOps{synchronize, enqueue_host};
 int symbol_address(void** device, const void* host) {
   KIR_REAL(hipGetSymbolAddress, hipError_t (*)(void**, const void*));
   return real_hipGetSymbolAddress(device, host);
-}
-
-/// An allocation call: the real one, then the tracker if it succeeded.
-template <class Call>
-hipError_t tracked_alloc(void** ptr, size_t size, int kind, Call&& call) {
-  kir::hook::RuntimeCall inside;
-  hipError_t r = call();
-  if (r == hipSuccess && ptr && *ptr) layer().allocated(uintptr_t(*ptr), size, kind);
-  return r;
-}
-
-template <class Call>
-hipError_t tracked_free(void* ptr, Call&& call) {
-  kir::hook::RuntimeCall inside;
-  hipError_t r = call();
-  if (r == hipSuccess && ptr) layer().freed(uintptr_t(ptr));
-  return r;
 }
 
 }  // namespace
@@ -104,23 +72,11 @@ KIR_EXPORT void __hipRegisterVar(void** handle, void* host_var, char* device_add
   layer().global_registered(handle, host_var, device_name, size, symbol_address);
 }
 
-KIR_EXPORT hipError_t hipLaunchKernel(const void* func, dim3 grid, dim3 block, void** args,
+KIR_EXPORT hipError_t hipLaunchKernel(const void* func, Dim3 grid, Dim3 block, void** args,
                                       size_t shared_bytes, hipStream_t stream) {
-  KIR_REAL(hipLaunchKernel, hipError_t (*)(const void*, dim3, dim3, void**, size_t, hipStream_t));
-  if (kir::hook::RuntimeCall::active()) return real_hipLaunchKernel(func, grid, block, args, shared_bytes, stream);
-  kir_hook_launch launch{};
-  launch.host_stub = func;
-  launch.grid = {grid.x, grid.y, grid.z};
-  launch.block = {block.x, block.y, block.z};
-  launch.shared_bytes = shared_bytes;
-  launch.stream = stream;
-  launch.args = args;
-  launch.api = "hipLaunchKernel";
-  kir::hook::RuntimeCall inside;
-  layer().launch_begin(launch);
-  launch.result = real_hipLaunchKernel(func, grid, block, args, shared_bytes, stream);
-  layer().launch_completed(launch, &kStreamOps);
-  return launch.result;
+  KIR_REAL(hipLaunchKernel, hipError_t (*)(const void*, Dim3, Dim3, void**, size_t, hipStream_t));
+  return traced_launch(launch_event("hipLaunchKernel", func, grid, block, shared_bytes, stream, args),
+                       &kStreamOps, [&] { return real_hipLaunchKernel(func, grid, block, args, shared_bytes, stream); });
 }
 
 KIR_EXPORT hipError_t hipMalloc(void** ptr, size_t size) {
@@ -145,17 +101,17 @@ KIR_EXPORT hipError_t hipMallocAsync(void** ptr, size_t size, hipStream_t stream
 
 KIR_EXPORT hipError_t hipFree(void* ptr) {
   KIR_REAL(hipFree, hipError_t (*)(void*));
-  return tracked_free(ptr, [&] { return real_hipFree(ptr); });
+  return tracked_free(kir::hook::address_of(ptr), [&] { return real_hipFree(ptr); });
 }
 
 KIR_EXPORT hipError_t hipHostFree(void* ptr) {
   KIR_REAL(hipHostFree, hipError_t (*)(void*));
-  return tracked_free(ptr, [&] { return real_hipHostFree(ptr); });
+  return tracked_free(kir::hook::address_of(ptr), [&] { return real_hipHostFree(ptr); });
 }
 
 KIR_EXPORT hipError_t hipFreeAsync(void* ptr, hipStream_t stream) {
   KIR_REAL(hipFreeAsync, hipError_t (*)(void*, hipStream_t));
-  return tracked_free(ptr, [&] { return real_hipFreeAsync(ptr, stream); });
+  return tracked_free(kir::hook::address_of(ptr), [&] { return real_hipFreeAsync(ptr, stream); });
 }
 
 }  // extern "C"

@@ -2,21 +2,15 @@
 // Proteus pass inserts into apps. Captured, then forwarded to the real Proteus
 // runtime when it is loaded; without it, launches go to the CUDA runtime (the
 // ABI is cudaLaunchKernel's) and registrations are only recorded.
-#include <dlfcn.h>
-
 #include <cstddef>
 #include <cstdint>
 
-#include "layer.hpp"
-
-#define KIR_EXPORT __attribute__((visibility("default")))
+#include "interpose.hpp"
 
 namespace {
 
-struct dim3 {
-  unsigned x, y, z;
-};
-using LaunchFn = int (*)(const void*, dim3, dim3, void**, size_t, void*);
+using kir::hook::Dim3;
+using LaunchFn = int (*)(const void*, Dim3, Dim3, void**, size_t, void*);
 
 template <class F>
 F next(const char* name) {
@@ -62,27 +56,20 @@ KIR_EXPORT void __proteus_register_function(void* handle, const void* stub, cons
   if (real) real(handle, stub, name, rc_info, count);
 }
 
-KIR_EXPORT int __proteus_launch_kernel(const void* kernel, dim3 grid, dim3 block, void** args,
+KIR_EXPORT int __proteus_launch_kernel(const void* kernel, Dim3 grid, Dim3 block, void** args,
                                        size_t shared_bytes, void* stream) {
   static const auto real = next<LaunchFn>("__proteus_launch_kernel");
+  // Without Proteus: cudaLaunchKernel (ours, which forwards without a second report).
   static const auto runtime = real ? nullptr : reinterpret_cast<LaunchFn>(dlsym(RTLD_DEFAULT, "cudaLaunchKernel"));
-  kir_hook_launch l{};
-  l.host_stub = kernel;
-  l.grid = {grid.x, grid.y, grid.z};
-  l.block = {block.x, block.y, block.z};
-  l.shared_bytes = shared_bytes;
-  l.stream = stream;
-  l.args = args;
-  l.api = "__proteus_launch_kernel";
-  kir::hook::RuntimeCall inside;  // the launch it forwards to is this one, not another
-  layer().launch_begin(l);
-  l.result = real ? real(kernel, grid, block, args, shared_bytes, stream)
-                  : runtime ? runtime(kernel, grid, block, args, shared_bytes, stream) : 1;
   static const kir::hook::StreamOps ops{
       reinterpret_cast<int (*)(void*)>(dlsym(RTLD_DEFAULT, "cudaStreamSynchronize")),
       reinterpret_cast<int (*)(void*, void (*)(void*), void*)>(dlsym(RTLD_DEFAULT, "cudaLaunchHostFunc"))};
-  layer().launch_completed(l, ops.synchronize && ops.enqueue_host ? &ops : nullptr);
-  return l.result;
+  kir_hook_launch launch = kir::hook::launch_event("__proteus_launch_kernel", kernel, grid, block, shared_bytes,
+                                                   stream, args);
+  return kir::hook::traced_launch(launch, ops.synchronize && ops.enqueue_host ? &ops : nullptr, [&] {
+    LaunchFn forward = real ? real : runtime;
+    return forward ? forward(kernel, grid, block, args, shared_bytes, stream) : 1;
+  });
 }
 
 }  // extern "C"

@@ -1,0 +1,93 @@
+// What every interposer file (CUDA runtime, driver, HIP, Proteus ABI) shares:
+// finding the real function, and reporting a launch, an allocation or a free
+// around the real call. Calls made inside another reported call (the runtime's
+// own driver calls, a Proteus launch forwarded to cudaLaunchKernel) are only
+// forwarded, so each app-level call is reported once.
+#pragma once
+
+#include <dlfcn.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <initializer_list>
+
+#include "layer.hpp"
+
+#define KIR_EXPORT __attribute__((visibility("default")))
+
+namespace kir::hook {
+
+/// dim3, as the runtimes pass it by value.
+struct Dim3 {
+  unsigned x, y, z;
+};
+
+/// The real `name`: next in the lookup order, else in one of `libraries` when the
+/// app dlopen'ed it. Aborts, naming `runtime`, when neither has it.
+inline void* find_real(const char* name, std::initializer_list<const char*> libraries, const char* runtime) {
+  if (void* f = dlsym(RTLD_NEXT, name)) return f;
+  for (const char* lib : libraries)
+    if (void* h = dlopen(lib, RTLD_LAZY | RTLD_NOLOAD))
+      if (void* f = dlsym(h, name)) return f;
+  std::fprintf(stderr, "kir-hook: %s not found in the %s\n", name, runtime);
+  std::abort();
+}
+
+/// A launch event's fields as every launch API has them.
+inline kir_hook_launch launch_event(const char* api, const void* function, Dim3 grid, Dim3 block,
+                                    size_t shared_bytes, const void* stream, void** args) {
+  kir_hook_launch l{};
+  l.api = api;
+  l.host_stub = function;
+  l.grid = {grid.x, grid.y, grid.z};
+  l.block = {block.x, block.y, block.z};
+  l.shared_bytes = shared_bytes;
+  l.stream = stream;
+  l.args = args;
+  return l;
+}
+
+/// One launch through the layer: launch_begin, the real call, launch_completed
+/// (`ops` lets clients wait for the kernel). Returns the real call's result.
+template <class Call>
+int traced_launch(kir_hook_launch launch, const StreamOps* ops, Call&& call) {
+  if (RuntimeCall::active()) return call();
+  RuntimeCall inside;
+  Layer& layer = Layer::get();
+  layer.launch_begin(launch);
+  launch.result = call();
+  layer.launch_completed(launch, ops);
+  return launch.result;
+}
+
+/// A call the app made: the real one, then `record()` when it succeeded (0).
+template <class Call, class Record>
+int reported_call(Call&& call, Record&& record) {
+  if (RuntimeCall::active()) return call();
+  RuntimeCall inside;
+  int r = call();
+  if (r == 0) record();
+  return r;
+}
+
+inline uint64_t address_of(const void* p) { return reinterpret_cast<uintptr_t>(p); }
+inline uint64_t address_of(unsigned long long p) { return p; }  // CUdeviceptr
+
+/// An allocation call: `size` bytes of `kind` at `*ptr` once it succeeded.
+template <class Ptr, class Call>
+int tracked_alloc(Ptr* ptr, uint64_t size, int kind, Call&& call) {
+  return reported_call(call, [&] {
+    if (ptr && *ptr) Layer::get().allocated(address_of(*ptr), size, kind);
+  });
+}
+
+/// A free call: the allocation at `address` is gone once it succeeded.
+template <class Call>
+int tracked_free(uint64_t address, Call&& call) {
+  return reported_call(call, [&] {
+    if (address) Layer::get().freed(address);
+  });
+}
+
+}  // namespace kir::hook
