@@ -116,7 +116,8 @@ size_t kir_hook_global_count(void);
 const kir_hook_global* kir_hook_global_at(size_t index);
 uint64_t kir_hook_global_device_address(const void* host_address);
 
-/** Add a client; returns 0, or -1 when the struct is too old or too new. */
+/** Add a client (at most 16 per process); returns 0, or -1 when the struct is
+ *  too old or the table is full. Clients cannot be removed. */
 int kir_hook_add_client(const kir_hook_client* client);
 
 /** The live allocation holding `address`, if any. Returns 1 and fills `out`, else 0. */

@@ -65,23 +65,19 @@ void Layer::load_clients_from_environment() {
 
 int Layer::add_client(const kir_hook_client* client) {
   if (!client || client->struct_size < offsetof(kir_hook_client, fatbin_registered)) return -1;
-  kir_hook_client copy{};  // fields a smaller (older) struct lacks stay NULL
-  std::memcpy(&copy, client, std::min<size_t>(client->struct_size, sizeof copy));
   std::lock_guard<std::mutex> lock(clients_mutex_);
-  clients_.push_back(copy);
-  client_count_ = clients_.size();
+  size_t n = client_count_.load(std::memory_order_relaxed);
+  if (n == kMaxClients) return -1;
+  kir_hook_client& slot = clients_[n];  // fields a smaller (older) struct lacks stay zero
+  std::memcpy(&slot, client, std::min<size_t>(client->struct_size, sizeof slot));
+  client_count_.store(n + 1, std::memory_order_release);
   return 0;
 }
 
 template <class Fn>
 void Layer::each_client(Fn&& fn) {
-  if (client_count_ == 0) return;  // the common, fast case
-  std::vector<kir_hook_client> clients;
-  {
-    std::lock_guard<std::mutex> lock(clients_mutex_);
-    clients = clients_;
-  }
-  for (const kir_hook_client& c : clients) fn(c);
+  size_t n = client_count_.load(std::memory_order_acquire);  // usually 0: nothing to do
+  for (size_t i = 0; i < n; ++i) fn(clients_[i]);
 }
 
 void Layer::fatbin_registered(const void* handle, const void* wrapper) {
@@ -419,7 +415,6 @@ void Layer::global_registered(const void* handle, const void* host, const char* 
     globals_by_host_[host] = g.get();
     globals_order_.push_back(std::move(g));
   }
-  ++globals_;
   each_client([&](const kir_hook_client& c) {
     if (c.global_registered) c.global_registered(c.user, view);
   });
@@ -593,12 +588,12 @@ void Layer::stats(kir_hook_stats& out) const {
     std::shared_lock<std::shared_mutex> lock(registry_mutex_);
     s.fatbins = fatbins_.size();
     s.kernels = kernels_.size();
+    s.globals = globals_order_.size();
   }
   {
     std::shared_lock<std::shared_mutex> lock(allocations_mutex_);
     s.live_allocations = allocations_.size();
   }
-  s.globals = globals_;
   s.launches = launches_;
   std::memcpy(&out, &s, std::min<size_t>(out.struct_size ? out.struct_size : sizeof s, sizeof s));
 }

@@ -2,6 +2,7 @@
 // libkir_hook.so; the interposers (cuda_runtime.cpp) feed it.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <map>
@@ -59,8 +60,6 @@ struct GlobalRecord {
 struct FatbinRecord {
   const void* handle = nullptr;
   std::optional<FatbinContainer> container;
-  std::optional<DeviceCode> module_code;  // driver-API modules: the loaded image, decoded
-  std::string module_kind;
   std::optional<DeviceCode> code;  // of the image launches will use (decoded on first need)
   std::string arch;                // that image's target
   Hash128 image_digest;
@@ -129,13 +128,16 @@ class Layer {
   void add_kernel(const void* handle, const void* stub, const char* name, FatbinRecord* fatbin);
   std::vector<std::unique_ptr<GlobalRecord>> globals_order_;
   std::unordered_map<const void*, GlobalRecord*> globals_by_host_;
-  std::atomic<uint64_t> globals_{0}, launches_{0};
+  std::atomic<uint64_t> launches_{0};
 
   mutable std::shared_mutex allocations_mutex_;
   std::map<uint64_t, kir_hook_allocation> allocations_;  // by start address
 
-  std::mutex clients_mutex_;
-  std::vector<kir_hook_client> clients_;
+  // Append-only: a client is written, then published by the count (release), so
+  // events read the first client_count_ entries without a lock or a copy.
+  static constexpr size_t kMaxClients = 16;
+  std::mutex clients_mutex_;  // between clients being added
+  std::array<kir_hook_client, kMaxClients> clients_{};
   std::atomic<size_t> client_count_{0};
 };
 
