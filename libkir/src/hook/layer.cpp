@@ -2,6 +2,7 @@
 #include "layer.hpp"
 
 #include "kir/llvm/offload_bundle.hpp"
+#include "kir/object/elf.hpp"
 
 #include <dlfcn.h>
 
@@ -235,36 +236,23 @@ void Layer::add_kernel(const void* handle, const void* stub, const char* name, F
 
 namespace {
 
+/// Images and bundles handed to the runtimes come as bare addresses: parsers
+/// given this much read only their headers, which say how far they run.
+constexpr uint64_t kUnknownSize = uint64_t(1) << 40;
+
 /// The bytes of an image handed to cuModuleLoadData, sized from its own headers:
-/// a fatbin container, an ELF cubin (up to its last section or header table), or PTX text.
+/// a fatbin container, an ELF cubin, or PTX text.
 ByteView sized_image(const void* image) {
   const auto* p = static_cast<const uint8_t*>(image);
   if (!p) return {};
-  uint32_t magic;
-  std::memcpy(&magic, p, 4);
-  if (magic == kFatbinMagic) {
-    uint64_t size;
-    std::memcpy(&size, p + 8, 8);
-    return ByteView(p, 16 + size);
+  ByteView open(p, kUnknownSize);
+  if (FatbinContainer::has_magic(open)) {
+    Expected<FatbinContainer> c = FatbinContainer::create(open);
+    return c ? ByteView(p, c->total_size()) : ByteView();
   }
-  if (std::memcmp(p, "\x7f" "ELF", 4) == 0) {
-    uint64_t phoff, shoff, end;
-    uint16_t phnum, shnum;
-    std::memcpy(&phoff, p + 0x20, 8);
-    std::memcpy(&shoff, p + 0x28, 8);
-    std::memcpy(&phnum, p + 0x38, 2);
-    std::memcpy(&shnum, p + 0x3C, 2);
-    // The end of the last table or section: nvcc puts the program headers last.
-    end = std::max<uint64_t>(shoff + uint64_t(shnum) * 64, phoff + uint64_t(phnum) * 56);
-    for (uint16_t i = 0; i < shnum; ++i) {
-      uint64_t offset, size;
-      uint32_t type;
-      std::memcpy(&type, p + shoff + i * 64 + 4, 4);
-      std::memcpy(&offset, p + shoff + i * 64 + 0x18, 8);
-      std::memcpy(&size, p + shoff + i * 64 + 0x20, 8);
-      if (type != 8 /* NOBITS */) end = std::max(end, offset + size);
-    }
-    return ByteView(p, end);
+  if (ElfFile::is_elf(open)) {
+    Expected<ElfFile> elf = ElfFile::create(open);
+    return elf ? ByteView(p, elf->extent()) : ByteView();
   }
   return ByteView(p, std::strlen(reinterpret_cast<const char*>(p)) + 1);  // PTX
 }
@@ -314,38 +302,6 @@ void Layer::function_found(const void* module, const void* function, const char*
 
 namespace {
 
-/// An offload bundle (plain or CCOB v2/v3) in memory, sized from its own header;
-/// empty when it is neither.
-ByteView sized_bundle(const uint8_t* p) {
-  if (std::memcmp(p, "CCOB", 4) == 0) {
-    uint16_t version;
-    std::memcpy(&version, p + 4, 2);
-    uint64_t total = 0;
-    if (version == 2) {
-      uint32_t t;
-      std::memcpy(&t, p + 8, 4);
-      total = t;
-    } else if (version == 3) {
-      std::memcpy(&total, p + 8, 8);
-    }
-    return total ? ByteView(p, total) : ByteView();  // v1 gives no size
-  }
-  ByteView magic(p, kOffloadBundleMagic.size());
-  if (!OffloadBundle::has_magic(magic)) return {};
-  uint64_t count, end = kOffloadBundleMagic.size() + 8;
-  std::memcpy(&count, p + kOffloadBundleMagic.size(), 8);
-  uint64_t table_end = end;
-  for (uint64_t i = 0; i < count && i < 4096; ++i) {  // offset, size, id length, id
-    uint64_t offset, size, id_length;
-    std::memcpy(&offset, p + table_end, 8);
-    std::memcpy(&size, p + table_end + 8, 8);
-    std::memcpy(&id_length, p + table_end + 16, 8);
-    table_end += 24 + id_length;
-    end = std::max(end, offset + size);
-  }
-  return ByteView(p, std::max(end, table_end));
-}
-
 /// The processor part of a bundle target ("gfx90a" of "gfx90a:xnack+").
 std::string processor(const std::string& target) { return target.substr(0, target.find(':')); }
 
@@ -360,12 +316,12 @@ void Layer::hip_fatbin_registered(const void* handle, const void* wrapper) {
   const uint8_t* bundle = nullptr;
   if (wrapper) std::memcpy(&magic, wrapper, 4);
   if (magic == kHipWrapperMagic) std::memcpy(&bundle, static_cast<const uint8_t*>(wrapper) + 8, sizeof bundle);
-  ByteView bytes = bundle ? sized_bundle(bundle) : ByteView();
+  ByteView bytes = bundle ? ByteView(bundle, kUnknownSize) : ByteView();
   std::vector<uint8_t> inflated;
-  if (CompressedBundle::has_magic(bytes)) {
+  if (CompressedBundle::has_magic(bytes)) {  // v2/v3 headers give the size; v1 does not
     Expected<CompressedBundle> c = CompressedBundle::create(bytes);
-    Expected<std::vector<uint8_t>> plain = c ? c->decompress() : Expected<std::vector<uint8_t>>(c.error());
-    if (plain) inflated = std::move(*plain);
+    if (c && c->version > 1)
+      if (Expected<std::vector<uint8_t>> plain = c->decompress()) inflated = std::move(*plain);
     bytes = ByteView(inflated.data(), inflated.size());
   }
   // The code object for KIR_HOOK_ARCH (a gfx processor), else the first one.

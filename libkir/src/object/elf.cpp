@@ -1,5 +1,7 @@
 #include "kir/object/elf.hpp"
 
+#include <algorithm>
+
 #include <string>
 
 namespace kir {
@@ -33,6 +35,7 @@ Expected<ElfFile> ElfFile::create(ByteView bytes) {
 
   ElfFile f;
   f.bytes_ = bytes;
+  f.extent_ = kHeaderSize;
   f.type_ = bytes.read<uint16_t>(0x10);
   f.machine_ = bytes.read<uint16_t>(0x12);
   f.flags_ = bytes.read<uint32_t>(0x30);
@@ -65,6 +68,7 @@ Status ElfFile::read_sections(uint64_t shoff, uint16_t shnum16, uint16_t shentsi
                  std::to_string(shnum) + " entries runs past the end of the file (size " +
                  hex(bytes_.size()) + ")");
   sections_.resize(shnum);
+  extent_ = std::max(extent_, shoff + shnum * kSectionHeaderSize);
   for (uint64_t i = 0; i < shnum; ++i) {
     uint64_t h = shoff + i * kSectionHeaderSize;
     ElfSection& s = sections_[i];
@@ -84,6 +88,7 @@ Status ElfFile::read_sections(uint64_t shoff, uint16_t shnum16, uint16_t shentsi
                    " (size " + hex(s.size) + ") runs past the end of the file (size " +
                    hex(bytes_.size()) + ")");
     s.data = bytes_.sub(s.offset, s.size);
+    extent_ = std::max(extent_, s.offset + s.size);
   }
   if (shnum == 0) return {};
   if (shstrndx >= shnum)
@@ -112,6 +117,7 @@ Status ElfFile::read_segments(uint64_t phoff, uint16_t phnum, uint16_t phentsize
                  std::to_string(phnum) + " entries runs past the end of the file (size " +
                  hex(bytes_.size()) + ")");
   segments_.resize(phnum);
+  extent_ = std::max(extent_, phoff + uint64_t(phnum) * kProgramHeaderSize);
   for (uint32_t i = 0; i < phnum; ++i) {
     uint64_t h = phoff + i * kProgramHeaderSize;
     ElfSegment& p = segments_[i];

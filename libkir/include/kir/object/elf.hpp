@@ -93,6 +93,10 @@ class ElfFile {
   const std::vector<ElfSection>& sections() const { return sections_; }
   const std::vector<ElfSegment>& segments() const { return segments_; }
 
+  /// Where the ELF ends: past its header, header tables and section bytes —
+  /// the size of an image known only by its address (cuModuleLoadData).
+  uint64_t extent() const { return extent_; }
+
   /// The first section named `name`, or nullptr.
   const ElfSection* section_by_name(std::string_view name) const;
 
@@ -127,6 +131,7 @@ class ElfFile {
   uint32_t flags_ = 0;
   std::vector<ElfSection> sections_;
   std::vector<ElfSegment> segments_;
+  uint64_t extent_ = 0;
 };
 
 }  // namespace kir
