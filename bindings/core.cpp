@@ -20,6 +20,7 @@
 #include "kir/kir.h"
 #include "kir/object/elf.hpp"
 #include "records.hpp"
+#include "recording.hpp"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -28,10 +29,7 @@ namespace {
 
 PyObject* kir_error_type = nullptr;  // kir.errors.KirError, kept for the process
 
-[[noreturn]] void raise(const kir::Error& e) {
-  PyErr_SetString(kir_error_type, e.message().c_str());
-  throw nb::python_error();
-}
+[[noreturn]] void raise(const kir::Error& e) { kir_bindings::raise_kir_error(e); }
 
 template <class T>
 T value_or_raise(kir::Expected<T>&& x) {
@@ -395,6 +393,15 @@ void bind_hash(nb::module_& m) {
 
 }  // namespace
 
+namespace kir_bindings {
+
+void raise_kir_error(const kir::Error& e) {
+  PyErr_SetString(kir_error_type, e.message().c_str());
+  throw nb::python_error();
+}
+
+}  // namespace kir_bindings
+
 NB_MODULE(_core, m) {
   m.doc() = "kir core bindings (libkir)";
   m.attr("__version__") = kir_version();
@@ -405,4 +412,5 @@ NB_MODULE(_core, m) {
   bind_binary(m);
   bind_elf(m);
   bind_hash(m);
+  kir_bindings::bind_recording(m);
 }

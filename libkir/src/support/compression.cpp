@@ -84,3 +84,31 @@ Expected<ByteView> decompress_zlib(ByteView src, uint64_t size, Scratch& scratch
 }
 
 }  // namespace kir
+
+namespace kir {
+
+namespace {
+
+/// One compression context per thread, reused across chunks.
+ZSTD_CCtx* thread_zstd_compressor() {
+  struct Owner {
+    ZSTD_CCtx* ctx = ZSTD_createCCtx();
+    ~Owner() { ZSTD_freeCCtx(ctx); }
+  };
+  thread_local Owner owner;
+  return owner.ctx;
+}
+
+}  // namespace
+
+Expected<uint64_t> compress_zstd(ByteView src, int level, std::vector<uint8_t>& out, uint64_t offset) {
+  size_t bound = ZSTD_compressBound(src.size());
+  out.resize(offset + bound);
+  ZSTD_CCtx* ctx = thread_zstd_compressor();
+  size_t n = ZSTD_compressCCtx(ctx, out.data() + offset, bound, src.data(), src.size(), level);
+  if (ZSTD_isError(n)) return Error(std::string("zstd compression failed: ") + ZSTD_getErrorName(n));
+  out.resize(offset + n);
+  return uint64_t(n);
+}
+
+}  // namespace kir

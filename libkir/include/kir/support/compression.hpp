@@ -40,4 +40,8 @@ Expected<ByteView> decompress_zstd(ByteView src, uint64_t size, Scratch& scratch
 /// exactly `size` bytes, decoded into `scratch`.
 Expected<ByteView> decompress_zlib(ByteView src, uint64_t size, Scratch& scratch);
 
+/// `src` as one zstd frame (with its content size) at `level`, appended to `out`
+/// after `out`'s first `offset` bytes; returns the frame's size.
+Expected<uint64_t> compress_zstd(ByteView src, int level, std::vector<uint8_t>& out, uint64_t offset);
+
 }  // namespace kir

@@ -1,6 +1,8 @@
-// A small MessagePack reader: enough of the format for the AMDGPU code-object
-// metadata note (maps, arrays, strings, integers, booleans, floats, nil).
-// Bounds-checked and depth-limited; values are views into the input.
+// A small MessagePack reader and writer. The reader is enough of the format for
+// the AMDGPU code-object metadata note (maps, arrays, strings, integers,
+// booleans, floats, nil), bounds-checked and depth-limited, its values views
+// into the input. The writer emits the same subset plus binary blobs, always in
+// the shortest encoding (the record format's metadata).
 #pragma once
 
 #include <cstdint>
@@ -27,5 +29,31 @@ struct MsgpackValue {
 
 /// Decode the one value at the start of `bytes`.
 Expected<MsgpackValue> parse_msgpack(ByteView bytes);
+
+/// Appends MessagePack values to a buffer. Containers are written as a header
+/// (`map(n)`: n key/value pairs follow; `array(n)`: n values follow).
+class MsgpackWriter {
+ public:
+  MsgpackWriter& nil();
+  MsgpackWriter& boolean(bool value);
+  MsgpackWriter& uint(uint64_t value);
+  MsgpackWriter& sint(int64_t value);
+  MsgpackWriter& f64(double value);
+  MsgpackWriter& str(std::string_view text);
+  MsgpackWriter& bin(const void* data, size_t size);
+  MsgpackWriter& array(uint32_t count);
+  MsgpackWriter& map(uint32_t count);
+  /// A map key: the same as str(), named for readability at call sites.
+  MsgpackWriter& key(std::string_view name) { return str(name); }
+
+  const std::vector<uint8_t>& bytes() const { return out_; }
+  std::vector<uint8_t> take() { return std::move(out_); }
+
+ private:
+  void put(uint8_t byte) { out_.push_back(byte); }
+  void put_be(uint64_t value, int bytes);
+  void header(uint8_t fix_base, uint32_t fix_limit, uint8_t tag16, uint8_t tag32, uint32_t count);
+  std::vector<uint8_t> out_;
+};
 
 }  // namespace kir

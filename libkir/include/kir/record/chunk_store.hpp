@@ -1,0 +1,65 @@
+// The content-addressed chunk store of a recording (docs/record-format.md):
+// DIR/chunks/<XXH3-128>.kirc, each chunk zstd-compressed (or raw when that
+// does not shrink it), written atomically, and stored once however often it
+// recurs — across regions, launches, and prologue/epilogue.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <unordered_set>
+
+#include "kir/hash/hash.hpp"
+#include "kir/support/bytes.hpp"
+#include "kir/support/error.hpp"
+
+namespace kir::record {
+
+constexpr uint32_t kFormatVersion = 1;
+constexpr char kChunkMagic[8] = {'K', 'I', 'R', 'C', 'H', 'U', 'N', 'K'};
+constexpr char kRecordMagic[8] = {'K', 'I', 'R', 'R', 'E', 'C', 'R', 'D'};
+constexpr uint64_t kChunkHeaderSize = 48;
+constexpr uint64_t kRecordHeaderSize = 40;
+constexpr uint32_t kCodecRaw = 0;
+constexpr uint32_t kCodecZstd = 1;
+
+/// Write `bytes` to `path` atomically: a temporary name in the same directory,
+/// then rename. A crash leaves the old state or the new, never a part.
+Status write_file_atomically(const std::string& path, const void* bytes, uint64_t size);
+
+/// Thread-safe: many threads may put() at once.
+class ChunkStore {
+ public:
+  /// Creates DIR and DIR/chunks when missing.
+  static Expected<std::unique_ptr<ChunkStore>> open(const std::string& directory, int zstd_level = 1);
+
+  /// Store `raw` (unless stored already) and return its name, XXH3-128 of `raw`.
+  Expected<Hash128> put(ByteView raw);
+  /// Store `raw` whose XXH3-128 the caller computed already.
+  Status put(ByteView raw, const Hash128& name);
+
+  const std::string& directory() const { return directory_; }
+  std::string chunk_path(const Hash128& name) const;
+  /// Bytes this store wrote to disk (headers included), and chunks written.
+  uint64_t stored_bytes() const { return stored_bytes_; }
+  uint64_t stored_chunks() const { return stored_chunks_; }
+
+ private:
+  ChunkStore(std::string directory, int zstd_level) : directory_(std::move(directory)), level_(zstd_level) {}
+  bool known(const Hash128& name);
+  void remember(const Hash128& name);
+
+  std::string directory_;
+  int level_;
+  std::mutex known_mutex_;
+  struct NameHash {
+    size_t operator()(const Hash128& h) const { return size_t(h.low ^ (h.high * 0x9e3779b97f4a7c15ull)); }
+  };
+  std::unordered_set<Hash128, NameHash> known_;  // stored by this process, or found on disk
+  std::atomic<uint64_t> stored_bytes_{0};
+  std::atomic<uint64_t> stored_chunks_{0};
+};
+
+}  // namespace kir::record

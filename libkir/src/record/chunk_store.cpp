@@ -1,0 +1,122 @@
+// The chunk store (kir/record/chunk_store.hpp) and atomic file writes.
+#include "kir/record/chunk_store.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "kir/support/compression.hpp"
+
+namespace kir::record {
+
+namespace {
+
+Error os_error(const std::string& what, const std::string& path) {
+  return Error(path + ": " + what + ": " + std::strerror(errno));
+}
+
+Status make_directory(const std::string& path) {
+  if (::mkdir(path.c_str(), 0777) == 0 || errno == EEXIST) return {};
+  return os_error("cannot create the directory", path);
+}
+
+/// ".<name>.<pid>.<thread>.tmp" beside `path`: readers skip names starting with '.'.
+std::string temporary_name(const std::string& path) {
+  size_t slash = path.rfind('/');
+  std::string dir = slash == std::string::npos ? "" : path.substr(0, slash + 1);
+  std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
+  size_t thread = std::hash<std::thread::id>()(std::this_thread::get_id());
+  return dir + "." + base + "." + std::to_string(::getpid()) + "." + std::to_string(thread % 1000000007) + ".tmp";
+}
+
+Status write_all(int fd, const uint8_t* p, uint64_t size, const std::string& path) {
+  while (size > 0) {
+    ssize_t n = ::write(fd, p, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return os_error("write failed", path);
+    p += n;
+    size -= uint64_t(n);
+  }
+  return {};
+}
+
+void put_u32(uint8_t* p, uint32_t v) { std::memcpy(p, &v, 4); }  // little-endian hosts only (x86-64, aarch64)
+void put_u64(uint8_t* p, uint64_t v) { std::memcpy(p, &v, 8); }
+
+}  // namespace
+
+Status write_file_atomically(const std::string& path, const void* bytes, uint64_t size) {
+  std::string temporary = temporary_name(path);
+  int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return os_error("cannot create", temporary);
+  Status written = write_all(fd, static_cast<const uint8_t*>(bytes), size, temporary);
+  if (::close(fd) != 0 && written) written = os_error("close failed", temporary);
+  if (written && ::rename(temporary.c_str(), path.c_str()) != 0) written = os_error("cannot rename onto", path);
+  if (!written) ::unlink(temporary.c_str());
+  return written;
+}
+
+Expected<std::unique_ptr<ChunkStore>> ChunkStore::open(const std::string& directory, int zstd_level) {
+  for (const std::string& dir : {directory, directory + "/chunks", directory + "/records"})
+    if (Status made = make_directory(dir); !made) return made.error();
+  return std::unique_ptr<ChunkStore>(new ChunkStore(directory, zstd_level));
+}
+
+std::string ChunkStore::chunk_path(const Hash128& name) const {
+  return directory_ + "/chunks/" + name.hex() + ".kirc";
+}
+
+bool ChunkStore::known(const Hash128& name) {
+  std::lock_guard<std::mutex> lock(known_mutex_);
+  return known_.count(name) != 0;
+}
+
+void ChunkStore::remember(const Hash128& name) {
+  std::lock_guard<std::mutex> lock(known_mutex_);
+  known_.insert(name);
+}
+
+Expected<Hash128> ChunkStore::put(ByteView raw) {
+  Hash128 name = xxh3_128(raw);
+  if (Status stored = put(raw, name); !stored) return stored.error();
+  return name;
+}
+
+Status ChunkStore::put(ByteView raw, const Hash128& name) {
+  if (known(name)) return {};
+  std::string path = chunk_path(name);
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0) {  // stored by an earlier run or another rank
+    remember(name);
+    return {};
+  }
+  thread_local std::vector<uint8_t> file;
+  Expected<uint64_t> packed = compress_zstd(raw, level_, file, kChunkHeaderSize);
+  if (!packed) return packed.error().within(path);
+  uint32_t codec = kCodecZstd;
+  if (*packed >= raw.size()) {  // incompressible: store it as it is
+    codec = kCodecRaw;
+    file.resize(kChunkHeaderSize + raw.size());
+    if (!raw.empty()) std::memcpy(file.data() + kChunkHeaderSize, raw.data(), raw.size());
+  }
+  uint8_t* h = file.data();
+  std::memcpy(h, kChunkMagic, 8);
+  put_u32(h + 8, kFormatVersion);
+  put_u32(h + 12, codec);
+  put_u64(h + 16, raw.size());
+  put_u64(h + 24, file.size() - kChunkHeaderSize);
+  put_u64(h + 32, name.high);
+  put_u64(h + 40, name.low);
+  if (Status written = write_file_atomically(path, file.data(), file.size()); !written) return written;
+  stored_bytes_ += file.size();
+  ++stored_chunks_;
+  remember(name);
+  return {};
+}
+
+}  // namespace kir::record
