@@ -116,6 +116,41 @@ size_t kir_hook_global_count(void);
 const kir_hook_global* kir_hook_global_at(size_t index);
 uint64_t kir_hook_global_device_address(const void* host_address);
 
+/** A registered kernel's device code, as the layer holds it (valid for the
+ *  process's life). `which`: KIR_CODE_LAUNCHED, the image its launches use
+ *  (a cubin, or PTX the driver compiles); KIR_CODE_PTX, the PTX of the same
+ *  registration that suits this device (the launched image when that is PTX).
+ *  Returns 1 and fills `out`, or 0 when there is none. */
+#define KIR_CODE_LAUNCHED 0
+#define KIR_CODE_PTX 1
+typedef struct kir_hook_code {
+  const void* bytes;
+  size_t size;
+  const char* kind; /* "cubin" or "ptx" */
+  const char* arch; /* "sm_90"; "" for an image loaded through the driver API */
+} kir_hook_code;
+int kir_hook_kernel_code(const kir_hook_kernel* kernel, int which, kir_hook_code* out);
+
+/** Call `visit` for every live allocation, in address order, under the
+ *  tracker's reader lock: `visit` must not allocate, free or track. */
+void kir_hook_for_each_allocation(void (*visit)(void* user, const kir_hook_allocation* allocation), void* user);
+
+/** A client's allocator for device memory (cudaMalloc, cudaMallocAsync,
+ *  cuMemAlloc, cuMemAllocAsync and their frees): a recorder serving
+ *  allocations from a fixed virtual-address range, say. `allocate` returns 0
+ *  and sets `*address` when it served the request, non-zero to let the runtime
+ *  allocate. `release` returns 1 when it had served `address` and released it,
+ *  0 to let the runtime free it. `stream` is the async calls' stream, else NULL.
+ *  Served allocations are tracked and reported like the runtime's own. */
+typedef struct kir_hook_allocator {
+  uint32_t struct_size; /* sizeof(kir_hook_allocator) */
+  void* user;
+  int (*allocate)(void* user, uint64_t size, const void* stream, uint64_t* address);
+  int (*release)(void* user, uint64_t address, const void* stream);
+} kir_hook_allocator;
+/** Install the allocator (one per process): 0, or -1 when one is installed already. */
+int kir_hook_set_allocator(const kir_hook_allocator* allocator);
+
 /** Add a client (at most 16 per process); returns 0, or -1 when the struct is
  *  too old or the table is full. Clients cannot be removed. */
 int kir_hook_add_client(const kir_hook_client* client);

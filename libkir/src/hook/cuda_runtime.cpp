@@ -124,7 +124,7 @@ KIR_EXPORT cudaError_t cudaLaunchCooperativeKernel(const void* func, Dim3 grid, 
 
 KIR_EXPORT cudaError_t cudaMalloc(void** ptr, size_t size) {
   KIR_REAL(cudaMalloc, cudaError_t (*)(void**, size_t));
-  return tracked_alloc(ptr, size, KIR_ALLOC_DEVICE, [&] { return real_cudaMalloc(ptr, size); });
+  return kir::hook::device_alloc(ptr, size, nullptr, [&] { return real_cudaMalloc(ptr, size); });
 }
 
 KIR_EXPORT cudaError_t cudaMallocManaged(void** ptr, size_t size, unsigned flags) {
@@ -144,7 +144,7 @@ KIR_EXPORT cudaError_t cudaHostAlloc(void** ptr, size_t size, unsigned flags) {
 
 KIR_EXPORT cudaError_t cudaMallocAsync(void** ptr, size_t size, cudaStream_t stream) {
   KIR_REAL(cudaMallocAsync, cudaError_t (*)(void**, size_t, cudaStream_t));
-  return tracked_alloc(ptr, size, KIR_ALLOC_DEVICE, [&] { return real_cudaMallocAsync(ptr, size, stream); });
+  return kir::hook::device_alloc(ptr, size, stream, [&] { return real_cudaMallocAsync(ptr, size, stream); });
 }
 
 KIR_EXPORT cudaError_t cudaMallocFromPoolAsync(void** ptr, size_t size, void* pool, cudaStream_t stream) {
@@ -185,12 +185,12 @@ KIR_EXPORT cudaError_t cudaSetDevice(int device) {
 
 KIR_EXPORT cudaError_t cudaFree(void* ptr) {
   KIR_REAL(cudaFree, cudaError_t (*)(void*));
-  return tracked_free(kir::hook::address_of(ptr), [&] { return real_cudaFree(ptr); });
+  return kir::hook::device_free(kir::hook::address_of(ptr), nullptr, [&] { return real_cudaFree(ptr); });
 }
 
 KIR_EXPORT cudaError_t cudaFreeAsync(void* ptr, cudaStream_t stream) {
   KIR_REAL(cudaFreeAsync, cudaError_t (*)(void*, cudaStream_t));
-  return tracked_free(kir::hook::address_of(ptr), [&] { return real_cudaFreeAsync(ptr, stream); });
+  return kir::hook::device_free(kir::hook::address_of(ptr), stream, [&] { return real_cudaFreeAsync(ptr, stream); });
 }
 
 KIR_EXPORT cudaError_t cudaFreeHost(void* ptr) {

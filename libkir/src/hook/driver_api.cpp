@@ -135,11 +135,18 @@ KIR_EXPORT CUresult cuLaunchKernelEx(const LaunchConfig* c, void* f, void** para
     });                                                                               \
   }
 
-KIR_DRIVER_ALLOC(cuMemAlloc_v2, KIR_ALLOC_DEVICE, size, (CUdeviceptr* ptr, size_t size), (ptr, size))
+KIR_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr* ptr, size_t size) {
+  KIR_REAL(cuMemAlloc_v2, CUresult (*)(CUdeviceptr*, size_t));
+  return CUresult(kir::hook::device_alloc(ptr, size, nullptr, [&] { return real_cuMemAlloc_v2(ptr, size); }));
+}
+
+KIR_EXPORT CUresult cuMemAllocAsync(CUdeviceptr* ptr, size_t size, CUstream stream) {
+  KIR_REAL(cuMemAllocAsync, CUresult (*)(CUdeviceptr*, size_t, CUstream));
+  return CUresult(kir::hook::device_alloc(ptr, size, stream, [&] { return real_cuMemAllocAsync(ptr, size, stream); }));
+}
+
 KIR_DRIVER_ALLOC(cuMemAllocManaged, KIR_ALLOC_MANAGED, size,
                  (CUdeviceptr* ptr, size_t size, unsigned flags), (ptr, size, flags))
-KIR_DRIVER_ALLOC(cuMemAllocAsync, KIR_ALLOC_DEVICE, size,
-                 (CUdeviceptr* ptr, size_t size, CUstream stream), (ptr, size, stream))
 KIR_DRIVER_ALLOC(cuMemAllocPitch_v2, KIR_ALLOC_DEVICE, *pitch * height,
                  (CUdeviceptr* ptr, size_t* pitch, size_t width, size_t height, unsigned element),
                  (ptr, pitch, width, height, element))
@@ -149,12 +156,12 @@ KIR_DRIVER_ALLOC(cuMemHostAlloc, KIR_ALLOC_HOST_PINNED, size,
 
 KIR_EXPORT CUresult cuMemFree_v2(CUdeviceptr ptr) {
   KIR_REAL(cuMemFree_v2, CUresult (*)(CUdeviceptr));
-  return kir::hook::tracked_free(kir::hook::address_of(ptr), [&] { return real_cuMemFree_v2(ptr); });
+  return CUresult(kir::hook::device_free(ptr, nullptr, [&] { return real_cuMemFree_v2(ptr); }));
 }
 
 KIR_EXPORT CUresult cuMemFreeAsync(CUdeviceptr ptr, CUstream stream) {
   KIR_REAL(cuMemFreeAsync, CUresult (*)(CUdeviceptr, CUstream));
-  return kir::hook::tracked_free(kir::hook::address_of(ptr), [&] { return real_cuMemFreeAsync(ptr, stream); });
+  return CUresult(kir::hook::device_free(ptr, stream, [&] { return real_cuMemFreeAsync(ptr, stream); }));
 }
 
 KIR_EXPORT CUresult cuMemFreeHost(void* ptr) {

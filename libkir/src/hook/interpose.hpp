@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <initializer_list>
+#include <type_traits>
 
 #include "layer.hpp"
 
@@ -88,6 +89,40 @@ int tracked_free(uint64_t address, Call&& call) {
   return reported_call(call, [&] {
     if (address) Layer::get().freed(address);
   });
+}
+
+/// `address` as the allocation call's pointer type (void* or CUdeviceptr).
+template <class Ptr>
+Ptr as_pointer(uint64_t address) {
+  if constexpr (std::is_pointer_v<Ptr>)
+    return reinterpret_cast<Ptr>(static_cast<uintptr_t>(address));
+  else
+    return static_cast<Ptr>(address);
+}
+
+/// A device allocation: served by a client's allocator when one takes it
+/// (kir_hook_set_allocator), else the runtime's own call, tracked.
+template <class Ptr, class Call>
+int device_alloc(Ptr* ptr, uint64_t size, const void* stream, Call&& call) {
+  if (ptr && !RuntimeCall::active()) {
+    RuntimeCall inside;
+    uint64_t address = 0;
+    if (Layer::get().serve_allocation(size, stream, address)) {
+      *ptr = as_pointer<Ptr>(address);
+      return 0;
+    }
+  }
+  return tracked_alloc(ptr, size, KIR_ALLOC_DEVICE, call);
+}
+
+/// A device free: the client allocator's when it served `address`, else the runtime's, tracked.
+template <class Call>
+int device_free(uint64_t address, const void* stream, Call&& call) {
+  if (!RuntimeCall::active()) {
+    RuntimeCall inside;
+    if (Layer::get().release_allocation(address, stream)) return 0;
+  }
+  return tracked_free(address, call);
 }
 
 }  // namespace kir::hook

@@ -95,11 +95,6 @@ void Layer::fatbin_registered(const void* handle, const void* wrapper) {
   });
 }
 
-namespace {
-
-/// The compute capability (e.g. 90) of device 0 as the CUDA driver reports it,
-/// or 0 without a driver or device. Asked once per process; registration runs
-/// before main, when device 0 is the current device.
 int device_compute_capability() {
   static const int cc = [] {
     void* driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
@@ -116,6 +111,8 @@ int device_compute_capability() {
   }();
   return cc;
 }
+
+namespace {
 
 /// How well fatbin entry `e` suits device `cc` (higher is better; 0: unusable):
 /// its own cubin, then a compatible cubin (same major, lower minor), then PTX
@@ -165,6 +162,7 @@ void Layer::decode(FatbinRecord& f) {
   Expected<DeviceCode> code = best->kind == uint16_t(ImageKind::ptx) ? parse_ptx(*bytes) : parse_cubin(*bytes);
   if (!code) return;
   f.code = std::move(*code);
+  f.chosen = best;
   f.arch = "sm_" + std::to_string(best->arch);
   f.code_kind = image_kind_name(best->kind);
   f.image_digest = xxh3_128(*bytes);
@@ -274,6 +272,8 @@ void Layer::module_loaded(const void* module, const void* image) {
       record->code = std::move(*code);
       record->code_kind = elf ? "cubin" : "ptx";
       record->image_digest = xxh3_128(bytes);
+      record->launched_bytes.assign(bytes.data(), bytes.data() + bytes.size());  // the app may free its copy
+      record->launched_ready = true;
     }
   }
   size_t images = record->container ? record->container->entries().size() : record->code ? 1 : 0;

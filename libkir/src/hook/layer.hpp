@@ -37,6 +37,11 @@ class RuntimeCall {
   }
 };
 
+/// The compute capability (e.g. 90) of device 0 as the CUDA driver reports it,
+/// or 0 without a driver or device. Asked once per process; registration runs
+/// before main, when device 0 is the current device.
+int device_compute_capability();
+
 /// How the interposing runtime waits for a launch (cudaStreamSynchronize and
 /// cudaLaunchHostFunc, or their driver/HIP twins), for clients that want
 /// launch_completed once the kernel is done.
@@ -65,6 +70,13 @@ struct FatbinRecord {
   Hash128 image_digest;
   std::string code_kind;
   bool decoded = false;
+  const FatbinEntry* chosen = nullptr;  // the container entry `code` came from
+  // The code's bytes for clients that ask (kir_hook_kernel_code): decoded on
+  // first request and kept; a driver-loaded bare image is copied at load.
+  std::mutex code_mutex;
+  std::vector<uint8_t> launched_bytes, ptx_bytes;
+  std::string ptx_arch;
+  bool launched_ready = false, ptx_ready = false;
 };
 
 /// A registered kernel; the C view handed to clients points into it.
@@ -110,6 +122,15 @@ class Layer {
 
   int add_client(const kir_hook_client* client);
   bool find_allocation(uint64_t address, kir_hook_allocation& out) const;
+  void for_each_allocation(void (*visit)(void*, const kir_hook_allocation*), void* user) const;
+  /// The device code of a registered kernel (KIR_CODE_*), decoded on first request.
+  bool kernel_code(const kir_hook_kernel* kernel, int which, kir_hook_code& out);
+  /// A client's allocator for device allocations (one per process).
+  int set_allocator(const kir_hook_allocator* allocator);
+  /// Serve a device allocation from the client allocator: true and `address` when it did.
+  bool serve_allocation(uint64_t size, const void* stream, uint64_t& address);
+  /// Give `address` back to the client allocator: true when it had served it.
+  bool release_allocation(uint64_t address, const void* stream);
   bool tag_allocation(uint64_t address, void* tag);
   void stats(kir_hook_stats& out) const;
 
@@ -139,6 +160,8 @@ class Layer {
   std::mutex clients_mutex_;  // between clients being added
   std::array<kir_hook_client, kMaxClients> clients_{};
   std::atomic<size_t> client_count_{0};
+  kir_hook_allocator allocator_{};
+  std::atomic<bool> has_allocator_{false};
 };
 
 }  // namespace kir::hook

@@ -1,0 +1,113 @@
+// The layer's services for clients that capture launches (a recorder): a
+// kernel's device code as bytes, the live allocations, and a client allocator
+// that serves device allocations in place of the runtime.
+#include <cstring>
+
+#include "layer.hpp"
+
+namespace kir::hook {
+
+namespace {
+
+/// The PTX entry of `container` the driver would JIT on device `cc`: the
+/// newest not above it (the newest of all when cc is 0).
+const FatbinEntry* pick_ptx(const FatbinContainer& container, int cc) {
+  const FatbinEntry* best = nullptr;
+  for (const FatbinEntry& e : container.entries()) {
+    if (e.kind != uint16_t(ImageKind::ptx) || e.obfuscated()) continue;
+    if (cc && int(e.arch) > cc) continue;
+    if (!best || e.arch > best->arch) best = &e;
+  }
+  return best;
+}
+
+bool decode_into(const FatbinEntry* entry, std::vector<uint8_t>& out) {
+  if (!entry) return false;
+  Scratch scratch;
+  Expected<ByteView> bytes = decode_image(*entry, scratch);
+  if (!bytes) return false;
+  out.assign(bytes->data(), bytes->data() + bytes->size());
+  return true;
+}
+
+void fill(kir_hook_code& out, const std::vector<uint8_t>& bytes, const char* kind, const std::string& arch) {
+  out.bytes = bytes.data();
+  out.size = bytes.size();
+  out.kind = kind;
+  out.arch = arch.c_str();
+}
+
+}  // namespace
+
+bool Layer::kernel_code(const kir_hook_kernel* kernel, int which, kir_hook_code& out) {
+  KernelRecord* k = kernel ? kernel_for(kernel->host_stub) : nullptr;
+  FatbinRecord* f = k ? k->fatbin : nullptr;
+  if (!f || !f->code) return false;
+  std::lock_guard<std::mutex> lock(f->code_mutex);
+  if (!f->launched_ready && f->container) f->launched_ready = decode_into(f->chosen, f->launched_bytes);
+  bool launched_is_ptx = f->code_kind == "ptx";
+  if (which == KIR_CODE_LAUNCHED || (which == KIR_CODE_PTX && launched_is_ptx)) {
+    if (!f->launched_ready) return false;
+    fill(out, f->launched_bytes, launched_is_ptx ? "ptx" : "cubin", f->arch);
+    return true;
+  }
+  if (which != KIR_CODE_PTX || !f->container) return false;
+  if (!f->ptx_ready) {
+    const FatbinEntry* ptx = pick_ptx(*f->container, device_compute_capability());
+    f->ptx_ready = decode_into(ptx, f->ptx_bytes);
+    if (f->ptx_ready) f->ptx_arch = "sm_" + std::to_string(ptx->arch);
+  }
+  if (!f->ptx_ready) return false;
+  fill(out, f->ptx_bytes, "ptx", f->ptx_arch);
+  return true;
+}
+
+void Layer::for_each_allocation(void (*visit)(void*, const kir_hook_allocation*), void* user) const {
+  std::shared_lock<std::shared_mutex> lock(allocations_mutex_);
+  for (const auto& [address, a] : allocations_) visit(user, &a);
+}
+
+int Layer::set_allocator(const kir_hook_allocator* allocator) {
+  if (!allocator || allocator->struct_size < sizeof(kir_hook_allocator) || !allocator->allocate ||
+      !allocator->release)
+    return -1;
+  std::lock_guard<std::mutex> lock(clients_mutex_);
+  if (has_allocator_.load()) return -1;
+  allocator_ = *allocator;
+  has_allocator_.store(true, std::memory_order_release);
+  return 0;
+}
+
+bool Layer::serve_allocation(uint64_t size, const void* stream, uint64_t& address) {
+  if (!has_allocator_.load(std::memory_order_acquire) || size == 0) return false;
+  if (allocator_.allocate(allocator_.user, size, stream, &address) != 0) return false;
+  allocated(address, size, KIR_ALLOC_DEVICE);
+  return true;
+}
+
+bool Layer::release_allocation(uint64_t address, const void* stream) {
+  if (!has_allocator_.load(std::memory_order_acquire) || address == 0) return false;
+  if (allocator_.release(allocator_.user, address, stream) != 1) return false;
+  freed(address);
+  return true;
+}
+
+}  // namespace kir::hook
+
+#define KIR_EXPORT __attribute__((visibility("default")))
+
+extern "C" {
+
+KIR_EXPORT int kir_hook_kernel_code(const kir_hook_kernel* kernel, int which, kir_hook_code* out) {
+  return out && kir::hook::Layer::get().kernel_code(kernel, which, *out) ? 1 : 0;
+}
+
+KIR_EXPORT void kir_hook_for_each_allocation(void (*visit)(void*, const kir_hook_allocation*), void* user) {
+  if (visit) kir::hook::Layer::get().for_each_allocation(visit, user);
+}
+
+KIR_EXPORT int kir_hook_set_allocator(const kir_hook_allocator* allocator) {
+  return kir::hook::Layer::get().set_allocator(allocator);
+}
+
+}  // extern "C"

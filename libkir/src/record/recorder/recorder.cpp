@@ -1,0 +1,493 @@
+// libkir_record.so: the recording client of the hook layer (docs/recording.md).
+// Loaded through KIR_HOOK_CLIENTS (as `kir record` runs apps). It serves device
+// allocations from a fixed virtual-address range (VaAllocator) and, for each
+// selected launch, stores the memory the kernel can reach before it and after
+// it, with the kernel's code and arguments, as one record.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <regex>
+#include <set>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "driver.hpp"
+#include "kir/cuda/device_code.hpp"
+#include "kir/hooks.h"
+#include "kir/record/reachability.hpp"
+#include "kir/record/record_builder.hpp"
+#include "snapshot.hpp"
+#include "va_allocator.hpp"
+
+#define KIR_EXPORT __attribute__((visibility("default")))
+
+namespace kir::record {
+
+namespace {
+
+void say(const std::string& text) { std::fprintf(stderr, "kir-record: %s\n", text.c_str()); }
+
+// ---------------------------------------------------------------- settings
+
+uint64_t env_number(const char* name, uint64_t fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::strtoull(v, nullptr, 0) : fallback;
+}
+
+/// The MPI rank the launcher gave this process, or -1.
+int64_t launcher_rank() {
+  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "MV2_COMM_WORLD_RANK", "PALS_RANKID",
+                           "SLURM_PROCID"})
+    if (const char* v = std::getenv(name); v && *v) return std::strtoll(v, nullptr, 10);
+  return -1;
+}
+
+/// Whether KIR_RECORD_RANKS ("0,3") selects `rank` (all ranks when unset).
+bool rank_selected(int64_t rank) {
+  const char* list = std::getenv("KIR_RECORD_RANKS");
+  if (!list || !*list) return true;
+  std::string text = list;
+  for (size_t at = 0; at <= text.size();) {
+    size_t comma = std::min(text.find(',', at), text.size());
+    if (std::strtoll(text.substr(at, comma - at).c_str(), nullptr, 10) == std::max<int64_t>(rank, 0)) return true;
+    at = comma + 1;
+  }
+  return false;
+}
+
+struct Settings {
+  std::string directory;
+  std::optional<std::regex> kernels;
+  uint64_t max_per_kernel = 4, skip = 0;
+  bool reachable = false, use_va = true;
+  uint64_t va_base = 0x153940000000ull, va_size = 64ull << 30;
+  uint64_t chunk_size = 4 << 20, staging = 256 << 20;
+  int zstd_level = 1;
+  unsigned threads = 1;
+
+  static Settings from_environment() {
+    Settings s;
+    const char* dir = std::getenv("KIR_RECORD_DIR");
+    s.directory = dir && *dir ? dir : "kir-records";
+    if (const char* re = std::getenv("KIR_RECORD_KERNELS"); re && *re) s.kernels.emplace(re, std::regex::ECMAScript);
+    s.max_per_kernel = env_number("KIR_RECORD_MAX_PER_KERNEL", 4);
+    s.skip = env_number("KIR_RECORD_SKIP", 0);
+    s.reachable = env_number("KIR_RECORD_REACHABLE", 0) != 0;
+    s.use_va = env_number("KIR_RECORD_NO_VA", 0) == 0;
+    s.va_base = env_number("KIR_RECORD_VA_BASE", s.va_base);
+    s.va_size = env_number("KIR_RECORD_VA_SIZE", s.va_size);
+    s.chunk_size = std::max<uint64_t>(env_number("KIR_RECORD_CHUNK_SIZE", s.chunk_size), 4096);
+    s.staging = std::max(s.chunk_size, s.staging / s.chunk_size * s.chunk_size);
+    s.zstd_level = int(env_number("KIR_RECORD_ZSTD_LEVEL", 1));
+    s.threads = unsigned(env_number("KIR_RECORD_THREADS", std::max(1u, std::thread::hardware_concurrency())));
+    return s;
+  }
+};
+
+// ------------------------------------------------------- what a launch reaches
+
+struct LiveAllocation {
+  uint64_t address, size;
+  int kind;
+};
+
+std::vector<LiveAllocation> live_allocations() {
+  std::vector<LiveAllocation> out;
+  kir_hook_for_each_allocation(
+      [](void* user, const kir_hook_allocation* a) {
+        static_cast<std::vector<LiveAllocation>*>(user)->push_back({a->address, a->size, a->kind});
+      },
+      &out);
+  return out;
+}
+
+const char* kind_name(int kind) {
+  return kind == KIR_ALLOC_MANAGED ? "managed" : kind == KIR_ALLOC_HOST_PINNED ? "host" : "device";
+}
+
+struct ModuleGlobal {
+  std::string name;
+  uint64_t address, size;
+};
+
+/// The device variables registered with the kernel's fatbin, at their device addresses.
+std::vector<ModuleGlobal> module_globals(const kir_hook_kernel& kernel) {
+  std::vector<ModuleGlobal> out;
+  for (size_t i = 0, n = kir_hook_global_count(); i < n; ++i) {
+    const kir_hook_global* g = kir_hook_global_at(i);
+    if (!g || g->fatbin != kernel.fatbin || !g->size) continue;
+    if (uint64_t address = kir_hook_global_device_address(g->host_address))
+      out.push_back({g->name ? g->name : "", address, g->size});
+  }
+  return out;
+}
+
+/// An argument's bytes as the app passed them.
+std::vector<std::vector<uint8_t>> argument_bytes(const kir_hook_launch& l) {
+  std::vector<std::vector<uint8_t>> out;
+  const kir_hook_kernel& k = *l.kernel;
+  for (uint32_t i = 0; i < k.param_count && l.args; ++i) {
+    const auto* p = static_cast<const uint8_t*>(l.args[i]);
+    out.emplace_back(p, p + k.param_sizes[i]);
+  }
+  return out;
+}
+
+/// Pointer-sized argument values: the roots of what the launch reaches.
+std::vector<uint64_t> pointer_candidates(const std::vector<std::vector<uint8_t>>& args) {
+  std::vector<uint64_t> out;
+  for (const std::vector<uint8_t>& a : args)
+    for (size_t at = 0; at + 8 <= a.size(); at += 8) {  // by-value structs may hold pointers too
+      uint64_t v;
+      std::memcpy(&v, a.data() + at, 8);
+      if (v) out.push_back(v);
+    }
+  return out;
+}
+
+const LiveAllocation* holding(const std::vector<LiveAllocation>& live, uint64_t address) {
+  for (const LiveAllocation& a : live)
+    if (address - a.address < a.size) return &a;
+  return nullptr;
+}
+
+// ------------------------------------------------------------------ recorder
+
+class Recorder {
+ public:
+  explicit Recorder(Settings s) : settings_(std::move(s)), rank_(launcher_rank()) {}
+
+  bool start();
+  void launch_begin(const kir_hook_launch& l);
+  void launch_completed(const kir_hook_launch& l);
+  int allocate(uint64_t size, const void* stream, uint64_t* address);
+  int release(uint64_t address, const void* stream);
+
+ private:
+  struct Pending {
+    std::unique_ptr<RecordBuilder> builder;
+    std::vector<size_t> snapshotted;
+    std::string label;
+  };
+
+  bool selected(const kir_hook_launch& l, uint64_t& ordinal);
+  std::unique_ptr<Pending> begin_record(const kir_hook_launch& l, uint64_t ordinal);
+  void describe_kernel(RecordBuilder& b, const kir_hook_launch& l);
+  std::vector<size_t> add_regions(RecordBuilder& b, const kir_hook_launch& l,
+                                  const std::vector<std::vector<uint8_t>>& args);
+  void flag_arguments(RecordBuilder& b, const std::vector<std::vector<uint8_t>>& args,
+                      const std::vector<LiveAllocation>& live, const std::vector<ModuleGlobal>& globals);
+  Status snapshot_prologue(Pending& p, const std::vector<uint64_t>& roots);
+
+  Settings settings_;
+  int64_t rank_;
+  const Driver* driver_ = nullptr;
+  std::unique_ptr<ChunkStore> store_;
+  std::unique_ptr<VaAllocator> va_;
+  std::unique_ptr<Snapshotter> snapshotter_;
+  std::string device_name_, device_arch_;
+  int device_ = -1;
+
+  std::mutex selection_mutex_;
+  std::unordered_map<const void*, uint64_t> launches_, recorded_;  // per kernel
+  std::set<std::pair<uint64_t, uint64_t>> seen_;                   // dynamic hashes recorded
+  std::mutex recording_mutex_;  // one launch recorded at a time, prologue to epilogue
+  static thread_local std::unique_ptr<Pending> pending_;
+  bool va_warned_ = false;
+};
+
+thread_local std::unique_ptr<Recorder::Pending> Recorder::pending_;
+
+bool Recorder::start() {
+  std::string why;
+  driver_ = Driver::get(&why);
+  if (!driver_) {
+    say("disabled: " + why);
+    return false;
+  }
+  Expected<std::unique_ptr<ChunkStore>> store = ChunkStore::open(settings_.directory, settings_.zstd_level);
+  if (!store) {
+    say("disabled: " + store.error().message());
+    return false;
+  }
+  store_ = std::move(*store);
+  snapshotter_ = std::make_unique<Snapshotter>(*driver_, settings_.staging, settings_.threads);
+  if (settings_.use_va) va_ = std::make_unique<VaAllocator>(*driver_, settings_.va_base, settings_.va_size);
+  return true;
+}
+
+int Recorder::allocate(uint64_t size, const void*, uint64_t* address) {
+  if (!va_) return 1;
+  if (!va_->ready()) {
+    if (!va_warned_) say("warning: cannot reserve the VA range: " + va_->why() + "; allocations fall back to the runtime (records get the outside-va-range flag)");
+    va_warned_ = true;
+    return 1;
+  }
+  *address = va_->allocate(size);
+  if (!*address && !va_warned_) {
+    say("warning: " + va_->why() + "; this allocation falls back to the runtime");
+    va_warned_ = true;
+  }
+  return *address ? 0 : 1;
+}
+
+int Recorder::release(uint64_t address, const void* stream) {
+  if (!va_ || !va_->holds(address)) return 0;
+  // Work already queued may still use the memory: wait for it before unmapping.
+  if (stream) driver_->cuStreamSynchronize(const_cast<void*>(stream));
+  else driver_->cuCtxSynchronize();
+  return va_->release(address) ? 1 : 0;
+}
+
+bool Recorder::selected(const kir_hook_launch& l, uint64_t& ordinal) {
+  const kir_hook_kernel* k = l.kernel;
+  if (!k) return false;
+  std::lock_guard<std::mutex> lock(selection_mutex_);
+  ordinal = launches_[k]++;
+  if (settings_.kernels) {
+    std::string name = k->name ? k->name : "";
+    if (!std::regex_search(name, *settings_.kernels) && !std::regex_search(demangle(name), *settings_.kernels))
+      return false;
+  }
+  if (ordinal < settings_.skip) return false;
+  if (settings_.max_per_kernel && recorded_[k] >= settings_.max_per_kernel) return false;
+  if (!seen_.insert({l.dynamic_hash.high, l.dynamic_hash.low}).second) return false;  // recorded this one
+  ++recorded_[k];
+  return true;
+}
+
+void Recorder::describe_kernel(RecordBuilder& b, const kir_hook_launch& l) {
+  const kir_hook_kernel& k = *l.kernel;
+  std::string name = k.name ? k.name : "";
+  b.set_kernel(name, demangle(name), Hash128{k.static_hash.high, k.static_hash.low},
+               std::vector<uint32_t>(k.param_offsets, k.param_offsets + k.param_count),
+               std::vector<uint32_t>(k.param_sizes, k.param_sizes + k.param_count));
+  kir_hook_code code{};
+  if (kir_hook_kernel_code(&k, KIR_CODE_LAUNCHED, &code)) {
+    (void)b.set_image(code.kind, code.arch, ByteView(static_cast<const uint8_t*>(code.bytes), code.size));
+  } else {
+    b.add_flag("no-layout", "the hook holds no device image for this kernel: its parameter layout is unknown");
+  }
+  kir_hook_code ptx{};
+  if (kir_hook_kernel_code(&k, KIR_CODE_PTX, &ptx)) {
+    ByteView text(static_cast<const uint8_t*>(ptx.bytes), ptx.size);
+    (void)b.set_ptx(ptx.arch, text);
+    std::string_view s(reinterpret_cast<const char*>(text.data()), text.size());
+    for (const char* marker : {".texref", ".surfref", "tex.", "suld.", "sust."})
+      if (s.find(marker) != std::string_view::npos) {
+        b.add_flag("texture-or-surface", std::string("the kernel's PTX uses ") + marker);
+        break;
+      }
+  }
+  if (k.ir && k.ir_size) (void)b.set_ir(ByteView(static_cast<const uint8_t*>(k.ir), k.ir_size));
+}
+
+void Recorder::flag_arguments(RecordBuilder& b, const std::vector<std::vector<uint8_t>>& args,
+                              const std::vector<LiveAllocation>& live, const std::vector<ModuleGlobal>& globals) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i].size() != 8) continue;
+    uint64_t v;
+    std::memcpy(&v, args[i].data(), 8);
+    if (!v) continue;
+    std::string which = "argument " + std::to_string(i + 1) + " (" + hex(v) + ")";
+    if (const LiveAllocation* a = holding(live, v)) {
+      if (a->kind == KIR_ALLOC_HOST_PINNED) b.add_flag("host-pointer", which + " points into pinned host memory");
+      continue;
+    }
+    bool in_global = false;
+    for (const ModuleGlobal& g : globals) in_global |= v - g.address < g.size;
+    if (in_global) {
+      b.add_flag("global-pointer", which + " points into a module global, which moves between module loads");
+      continue;
+    }
+    int type = 0;
+    if (driver_->cuPointerGetAttribute(&type, 2 /* MEMORY_TYPE */, v) != 0) continue;  // not a pointer the driver knows
+    if (type == kHostMemory) b.add_flag("host-pointer", which + " points into host memory");
+    else b.add_flag("unknown-pointer", which + " is device memory outside every tracked allocation");
+  }
+}
+
+std::vector<size_t> Recorder::add_regions(RecordBuilder& b, const kir_hook_launch& l,
+                                          const std::vector<std::vector<uint8_t>>& args) {
+  std::vector<LiveAllocation> live = live_allocations();
+  std::vector<ModuleGlobal> globals = module_globals(*l.kernel);
+  flag_arguments(b, args, live, globals);
+  std::vector<size_t> snapshot;
+  for (const LiveAllocation& a : live) {
+    bool in_range = va_ && va_->holds(a.address);
+    size_t index = b.add_allocation(a.address, a.size, kind_name(a.kind), in_range);
+    if (a.kind == KIR_ALLOC_HOST_PINNED) continue;
+    snapshot.push_back(index);
+  }
+  for (const ModuleGlobal& g : globals) snapshot.push_back(b.add_global(g.name, g.address, g.size));
+  return snapshot;
+}
+
+/// The prologue: every snapshotted region, or (--reachable) those reachable
+/// from the arguments and the module's globals.
+Status Recorder::snapshot_prologue(Pending& p, const std::vector<uint64_t>& roots) {
+  RecordBuilder& b = *p.builder;
+  if (!settings_.reachable) return snapshotter_->copy(b, p.snapshotted, false);
+  std::vector<MemoryRange> ranges;
+  std::vector<uint64_t> all_roots = roots;
+  for (size_t i : p.snapshotted) {
+    const Region& r = b.regions()[i];
+    ranges.push_back({r.address, r.size});
+    if (r.global) all_roots.push_back(r.address);
+  }
+  std::vector<std::vector<uint8_t>> contents(ranges.size());
+  Status failure;
+  std::vector<size_t> reached = reachable_ranges(ranges, all_roots, [&](size_t i) {
+    Expected<std::vector<uint8_t>> bytes = snapshotter_->read(ranges[i].address, ranges[i].size);
+    if (bytes) contents[i] = std::move(*bytes);
+    else failure = bytes.error();
+    return ByteView(contents[i].data(), contents[i].size());
+  });
+  if (!failure) return failure;
+  std::vector<size_t> kept;
+  for (size_t i : reached) {
+    size_t region = p.snapshotted[i];
+    if (Status s = b.snapshot(region, false, 0, ByteView(contents[i].data(), contents[i].size()), settings_.threads); !s)
+      return s;
+    kept.push_back(region);
+  }
+  p.snapshotted = kept;
+  return {};
+}
+
+/// One flag for the managed allocations, one for those outside the VA range.
+void flag_regions(RecordBuilder& b) {
+  size_t managed = 0, outside = 0;
+  uint64_t first_managed = 0, first_outside = 0;
+  for (const Region& r : b.regions()) {
+    if (r.global) continue;
+    if (r.kind == "managed" && !managed++) first_managed = r.address;
+    if (r.kind != "host" && !r.in_va_range && !outside++) first_outside = r.address;
+  }
+  if (managed)
+    b.add_flag("managed-memory", std::to_string(managed) + " managed allocation(s), the first at " + hex(first_managed));
+  if (outside)
+    b.add_flag("outside-va-range", std::to_string(outside) + " allocation(s) outside the reserved range, the first at " +
+                                       hex(first_outside));
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+std::unique_ptr<Recorder::Pending> Recorder::begin_record(const kir_hook_launch& l, uint64_t ordinal) {
+  auto p = std::make_unique<Pending>();
+  p->builder = std::make_unique<RecordBuilder>(*store_, settings_.chunk_size);
+  RecordBuilder& b = *p->builder;
+  p->label = demangle(l.kernel->name ? l.kernel->name : "?") + " launch #" + std::to_string(ordinal);
+  if (device_ < 0) {
+    device_ = driver_->ensure_context();
+    char name[256] = {0};
+    int major = 0, minor = 0;
+    driver_->cuDeviceGetName(name, sizeof name, device_);
+    driver_->cuDeviceGetAttribute(&major, 75, device_);
+    driver_->cuDeviceGetAttribute(&minor, 76, device_);
+    device_name_ = name, device_arch_ = "sm_" + std::to_string(major * 10 + minor);
+  }
+  b.set_process(::getpid(), rank_);
+  b.set_device(device_name_, device_arch_, device_);
+  if (va_ && va_->holds(va_->base())) b.set_va_range(va_->base(), va_->size());
+  describe_kernel(b, l);
+  std::vector<std::vector<uint8_t>> args = argument_bytes(l);
+  b.set_launch(l.api ? l.api : "", Hash128{l.dynamic_hash.high, l.dynamic_hash.low}, {l.grid.x, l.grid.y, l.grid.z},
+               {l.block.x, l.block.y, l.block.z}, l.shared_bytes, reinterpret_cast<uintptr_t>(l.stream), args,
+               ordinal);
+  p->snapshotted = add_regions(b, l, args);
+  flag_regions(b);
+  auto start = std::chrono::steady_clock::now();
+  driver_->cuCtxSynchronize();  // earlier work, on any stream, done
+  if (Status s = snapshot_prologue(*p, pointer_candidates(args)); !s) {
+    say("cannot record " + p->label + ": " + s.error().message());
+    return nullptr;
+  }
+  b.add_time(false, seconds_since(start));
+  return p;
+}
+
+void Recorder::launch_begin(const kir_hook_launch& l) {
+  uint64_t ordinal = 0;
+  if (!selected(l, ordinal)) return;
+  recording_mutex_.lock();  // released in launch_completed, on this thread
+  pending_ = begin_record(l, ordinal);
+  if (!pending_) recording_mutex_.unlock();
+}
+
+void Recorder::launch_completed(const kir_hook_launch& l) {
+  if (!pending_) return;
+  std::unique_ptr<Pending> p = std::move(pending_);
+  RecordBuilder& b = *p->builder;
+  if (l.result != 0) {
+    say("not recorded: " + p->label + " failed to launch (error " + std::to_string(l.result) + ")");
+  } else {
+    auto start = std::chrono::steady_clock::now();
+    driver_->cuCtxSynchronize();
+    Status s = snapshotter_->copy(b, p->snapshotted, true);
+    b.add_time(true, seconds_since(start));
+    Expected<std::string> path = s ? b.write() : Expected<std::string>(s.error());
+    if (!path) say("cannot record " + p->label + ": " + path.error().message());
+    for (const Flag& f : b.flags())
+      say("warning: " + p->label + " may not replay faithfully: " + f.flag + ": " + f.detail);
+  }
+  recording_mutex_.unlock();
+}
+
+// ------------------------------------------------------------- the client
+
+Recorder* the_recorder = nullptr;
+
+kir_hook_client make_client() {
+  kir_hook_client c{};
+  c.struct_size = sizeof c;
+  c.api_version = KIR_HOOK_API_VERSION;
+  c.completion = KIR_COMPLETION_SYNCHRONIZE;
+  c.launch_begin = [](void*, const kir_hook_launch* l) { the_recorder->launch_begin(*l); };
+  c.launch_completed = [](void*, const kir_hook_launch* l) { the_recorder->launch_completed(*l); };
+  return c;
+}
+
+kir_hook_allocator make_allocator() {
+  kir_hook_allocator a{};
+  a.struct_size = sizeof a;
+  a.allocate = [](void*, uint64_t size, const void* stream, uint64_t* address) {
+    return the_recorder->allocate(size, stream, address);
+  };
+  a.release = [](void*, uint64_t address, const void* stream) { return the_recorder->release(address, stream); };
+  return a;
+}
+
+}  // namespace
+
+}  // namespace kir::record
+
+extern "C" KIR_EXPORT const kir_hook_client* kir_hook_client_entry(void) {
+  using namespace kir::record;
+  static kir_hook_client disabled = [] {
+    kir_hook_client c{};
+    c.struct_size = sizeof c;
+    c.api_version = KIR_HOOK_API_VERSION;
+    return c;
+  }();
+  static kir_hook_client client = make_client();
+  static kir_hook_allocator allocator = make_allocator();
+  if (the_recorder) return &client;
+  int64_t rank = launcher_rank();
+  if (!rank_selected(rank)) return &disabled;
+  auto* recorder = new Recorder(Settings::from_environment());  // lives as long as the process
+  if (!recorder->start()) return &disabled;
+  the_recorder = recorder;
+  kir_hook_set_allocator(&allocator);
+  return &client;
+}
