@@ -68,11 +68,14 @@ void Layer::for_each_allocation(void (*visit)(void*, const kir_hook_allocation*)
 }
 
 int Layer::set_allocator(const kir_hook_allocator* allocator) {
-  if (!allocator || allocator->struct_size < sizeof(kir_hook_allocator) || !allocator->allocate ||
-      !allocator->release)
-    return -1;
   std::lock_guard<std::mutex> lock(clients_mutex_);
-  if (has_allocator_.load()) return -1;
+  return install_allocator(allocator);
+}
+
+int Layer::install_allocator(const kir_hook_allocator* allocator) {
+  if (!allocator || allocator->struct_size < sizeof(kir_hook_allocator) || !allocator->allocate ||
+      !allocator->release || has_allocator_.load())
+    return -1;
   allocator_ = *allocator;
   has_allocator_.store(true, std::memory_order_release);
   return 0;

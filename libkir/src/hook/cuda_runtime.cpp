@@ -122,6 +122,32 @@ KIR_EXPORT cudaError_t cudaLaunchCooperativeKernel(const void* func, Dim3 grid, 
       [&] { return real_cudaLaunchCooperativeKernel(func, grid, block, args, shared_bytes, stream); });
 }
 
+// CUDA 13's <<<>>>: the launch site asks once for the kernel handle of its host
+// stub (__cudaGetKernel), then launches by that handle. The layer keeps the
+// handle -> stub map, so these launches reach clients by their stub like any other.
+KIR_EXPORT cudaError_t __cudaGetKernel(void** kernel, const void* stub) {
+  KIR_REAL(__cudaGetKernel, cudaError_t (*)(void**, const void*));
+  cudaError_t r = real___cudaGetKernel(kernel, stub);
+  if (r == 0 && kernel && *kernel) layer().kernel_handle_found(*kernel, stub);
+  return r;
+}
+
+KIR_EXPORT cudaError_t __cudaLaunchKernel(void* kernel, Dim3 grid, Dim3 block, void** args, size_t shared_bytes,
+                                          cudaStream_t stream) {
+  KIR_REAL(__cudaLaunchKernel, cudaError_t (*)(void*, Dim3, Dim3, void**, size_t, cudaStream_t));
+  return traced_launch(
+      launch_event("__cudaLaunchKernel", layer().stub_of_handle(kernel), grid, block, shared_bytes, stream, args), &kStreamOps,
+      [&] { return real___cudaLaunchKernel(kernel, grid, block, args, shared_bytes, stream); });
+}
+
+KIR_EXPORT cudaError_t __cudaLaunchKernel_ptsz(void* kernel, Dim3 grid, Dim3 block, void** args,
+                                               size_t shared_bytes, cudaStream_t stream) {
+  KIR_REAL(__cudaLaunchKernel_ptsz, cudaError_t (*)(void*, Dim3, Dim3, void**, size_t, cudaStream_t));
+  return traced_launch(
+      launch_event("__cudaLaunchKernel_ptsz", layer().stub_of_handle(kernel), grid, block, shared_bytes, stream, args), &kStreamOps,
+      [&] { return real___cudaLaunchKernel_ptsz(kernel, grid, block, args, shared_bytes, stream); });
+}
+
 KIR_EXPORT cudaError_t cudaMalloc(void** ptr, size_t size) {
   KIR_REAL(cudaMalloc, cudaError_t (*)(void**, size_t));
   return kir::hook::device_alloc(ptr, size, nullptr, [&] { return real_cudaMalloc(ptr, size); });

@@ -72,6 +72,7 @@ int Layer::add_client(const kir_hook_client* client) {
   kir_hook_client& slot = clients_[n];  // fields a smaller (older) struct lacks stay zero
   std::memcpy(&slot, client, std::min<size_t>(client->struct_size, sizeof slot));
   client_count_.store(n + 1, std::memory_order_release);
+  if (slot.allocator) install_allocator(slot.allocator);
   return 0;
 }
 
@@ -457,6 +458,17 @@ bool Layer::tag_allocation(uint64_t address, void* tag) {
 const kir_hook_kernel* Layer::kernel_view(const void* stub) {
   KernelRecord* k = kernel_for(stub);
   return k ? &k->view : nullptr;
+}
+
+void Layer::kernel_handle_found(const void* handle, const void* stub) {
+  std::unique_lock<std::shared_mutex> lock(registry_mutex_);
+  stub_by_handle_[handle] = stub;
+}
+
+const void* Layer::stub_of_handle(const void* handle) const {
+  std::shared_lock<std::shared_mutex> lock(registry_mutex_);
+  auto it = stub_by_handle_.find(handle);
+  return it == stub_by_handle_.end() ? handle : it->second;
 }
 
 KernelRecord* Layer::kernel_for(const void* stub) {

@@ -100,6 +100,9 @@ class Layer {
   void module_loaded(const void* module, const void* image);
   /// A function looked up in such a module (cuModuleGetFunction, cuLibraryGetKernel).
   void function_found(const void* module, const void* function, const char* name);
+  /// A runtime kernel handle (cudaKernel_t) for a host stub, and back.
+  void kernel_handle_found(const void* handle, const void* stub);
+  const void* stub_of_handle(const void* handle) const;  // `handle` itself when unknown
   size_t kernel_count() const;
   const kir_hook_kernel* kernel_at(size_t index) const;
   /// `resolve` is the registering runtime's cudaGetSymbolAddress (or HIP's twin).
@@ -137,6 +140,7 @@ class Layer {
  private:
   Layer();
   void load_clients_from_environment();
+  int install_allocator(const kir_hook_allocator* allocator);  // under clients_mutex_
   KernelRecord* kernel_for(const void* stub);
   void decode(FatbinRecord& f);
   template <class Fn>
@@ -145,7 +149,8 @@ class Layer {
   mutable std::shared_mutex registry_mutex_;
   std::unordered_map<const void*, std::unique_ptr<FatbinRecord>> fatbins_;
   std::unordered_map<const void*, std::unique_ptr<KernelRecord>> kernels_;  // by host stub / CUfunction
-  std::vector<const KernelRecord*> kernel_order_;  // registration order, for kir_hook_kernel_at
+  std::vector<const KernelRecord*> kernel_order_;
+  std::unordered_map<const void*, const void*> stub_by_handle_;  // registration order, for kir_hook_kernel_at
   void add_kernel(const void* handle, const void* stub, const char* name, FatbinRecord* fatbin);
   std::vector<std::unique_ptr<GlobalRecord>> globals_order_;
   std::unordered_map<const void*, GlobalRecord*> globals_by_host_;
