@@ -73,6 +73,19 @@ typedef struct kir_hook_launch {
   const char* api;                /* "cudaLaunchKernel", "cuLaunchKernel", "__proteus_launch_kernel", ... */
 } kir_hook_launch;
 
+/** A client's allocator for device memory (cudaMalloc, cudaMallocAsync,
+ *  cuMemAlloc, cuMemAllocAsync and their frees): a recorder serving
+ *  allocations from a fixed virtual-address range, say. `allocate` returns 0
+ *  and sets `*address` when it served the request, non-zero to let the runtime
+ *  allocate. `release` returns 1 when it had served `address` and released it,
+ *  0 to let the runtime free it. `stream` is the async calls' stream, else NULL.
+ *  Served allocations are tracked and reported like the runtime's own. */
+typedef struct kir_hook_allocator {
+  uint32_t struct_size; /* sizeof(kir_hook_allocator) */
+  void* user;
+  int (*allocate)(void* user, uint64_t size, const void* stream, uint64_t* address);
+  int (*release)(void* user, uint64_t address, const void* stream);
+} kir_hook_allocator;
 typedef struct kir_hook_client {
   uint32_t struct_size; /* sizeof(kir_hook_client) as the client was compiled */
   uint32_t api_version; /* KIR_HOOK_API_VERSION */
@@ -85,6 +98,9 @@ typedef struct kir_hook_client {
   void (*launch_begin)(void* user, const kir_hook_launch* launch);
   void (*launch_completed)(void* user, const kir_hook_launch* launch); /* see `completion` */
   int completion;       /* KIR_COMPLETION_*: when launch_completed comes (a smaller struct: RETURNED) */
+  const kir_hook_allocator* allocator; /* optional: installed when the client is added, as by
+                                          kir_hook_set_allocator (a client loaded from the
+                                          environment cannot call the layer while it loads) */
 } kir_hook_client;
 
 /* When a client's launch_completed is called, for launches the runtime accepted
@@ -135,20 +151,7 @@ int kir_hook_kernel_code(const kir_hook_kernel* kernel, int which, kir_hook_code
  *  tracker's reader lock: `visit` must not allocate, free or track. */
 void kir_hook_for_each_allocation(void (*visit)(void* user, const kir_hook_allocation* allocation), void* user);
 
-/** A client's allocator for device memory (cudaMalloc, cudaMallocAsync,
- *  cuMemAlloc, cuMemAllocAsync and their frees): a recorder serving
- *  allocations from a fixed virtual-address range, say. `allocate` returns 0
- *  and sets `*address` when it served the request, non-zero to let the runtime
- *  allocate. `release` returns 1 when it had served `address` and released it,
- *  0 to let the runtime free it. `stream` is the async calls' stream, else NULL.
- *  Served allocations are tracked and reported like the runtime's own. */
-typedef struct kir_hook_allocator {
-  uint32_t struct_size; /* sizeof(kir_hook_allocator) */
-  void* user;
-  int (*allocate)(void* user, uint64_t size, const void* stream, uint64_t* address);
-  int (*release)(void* user, uint64_t address, const void* stream);
-} kir_hook_allocator;
-/** Install the allocator (one per process): 0, or -1 when one is installed already. */
+/** Install a client allocator (one per process): 0, or -1 when one is installed already. */
 int kir_hook_set_allocator(const kir_hook_allocator* allocator);
 
 /** Add a client (at most 16 per process); returns 0, or -1 when the struct is

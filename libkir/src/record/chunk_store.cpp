@@ -71,14 +71,25 @@ std::string ChunkStore::chunk_path(const Hash128& name) const {
   return directory_ + "/chunks/" + name.hex() + ".kirc";
 }
 
-bool ChunkStore::known(const Hash128& name) {
-  std::lock_guard<std::mutex> lock(known_mutex_);
-  return known_.count(name) != 0;
+bool ChunkStore::claim(const Hash128& name) {
+  std::unique_lock<std::mutex> lock(known_mutex_);
+  for (;;) {
+    auto [it, inserted] = known_.try_emplace(name, false);
+    if (inserted) return true;
+    if (it->second) return false;
+    settled_.wait(lock);  // another thread is storing it: its record may not name it before it lands
+  }
 }
 
-void ChunkStore::remember(const Hash128& name) {
-  std::lock_guard<std::mutex> lock(known_mutex_);
-  known_.insert(name);
+void ChunkStore::settle(const Hash128& name, bool stored) {
+  {
+    std::lock_guard<std::mutex> lock(known_mutex_);
+    if (stored)
+      known_[name] = true;
+    else
+      known_.erase(name);  // failed: a later put tries again
+  }
+  settled_.notify_all();
 }
 
 Expected<Hash128> ChunkStore::put(ByteView raw) {
@@ -88,13 +99,16 @@ Expected<Hash128> ChunkStore::put(ByteView raw) {
 }
 
 Status ChunkStore::put(ByteView raw, const Hash128& name) {
-  if (known(name)) return {};
+  if (!claim(name)) return {};
+  Status stored = write_chunk(raw, name);
+  settle(name, bool(stored));
+  return stored;
+}
+
+Status ChunkStore::write_chunk(ByteView raw, const Hash128& name) {
   std::string path = chunk_path(name);
   struct stat st;
-  if (::stat(path.c_str(), &st) == 0) {  // stored by an earlier run or another rank
-    remember(name);
-    return {};
-  }
+  if (::stat(path.c_str(), &st) == 0) return {};  // stored by an earlier run or another rank
   thread_local std::vector<uint8_t> file;
   Expected<uint64_t> packed = compress_zstd(raw, level_, file, kChunkHeaderSize);
   if (!packed) return packed.error().within(path);
@@ -115,7 +129,6 @@ Status ChunkStore::put(ByteView raw, const Hash128& name) {
   if (Status written = write_file_atomically(path, file.data(), file.size()); !written) return written;
   stored_bytes_ += file.size();
   ++stored_chunks_;
-  remember(name);
   return {};
 }
 

@@ -9,7 +9,8 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
-#include <unordered_set>
+#include <condition_variable>
+#include <unordered_map>
 
 #include "kir/hash/hash.hpp"
 #include "kir/support/bytes.hpp"
@@ -48,16 +49,20 @@ class ChunkStore {
 
  private:
   ChunkStore(std::string directory, int zstd_level) : directory_(std::move(directory)), level_(zstd_level) {}
-  bool known(const Hash128& name);
-  void remember(const Hash128& name);
+  /// Claim `name` for this thread to store: false when it is stored already
+  /// (waiting for another thread that is storing it right now).
+  bool claim(const Hash128& name);
+  void settle(const Hash128& name, bool stored);
+  Status write_chunk(ByteView raw, const Hash128& name);
 
   std::string directory_;
   int level_;
   std::mutex known_mutex_;
+  std::condition_variable settled_;
   struct NameHash {
     size_t operator()(const Hash128& h) const { return size_t(h.low ^ (h.high * 0x9e3779b97f4a7c15ull)); }
   };
-  std::unordered_set<Hash128, NameHash> known_;  // stored by this process, or found on disk
+  std::unordered_map<Hash128, bool, NameHash> known_;  // name -> stored (false: being stored)
   std::atomic<uint64_t> stored_bytes_{0};
   std::atomic<uint64_t> stored_chunks_{0};
 };

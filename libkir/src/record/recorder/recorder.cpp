@@ -5,6 +5,7 @@
 // it, with the kernel's code and arguments, as one record.
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -67,7 +68,7 @@ struct Settings {
   std::string directory;
   std::optional<std::regex> kernels;
   uint64_t max_per_kernel = 4, skip = 0;
-  bool reachable = false, use_va = true;
+  bool reachable = false, use_va = true, verbose = false;
   uint64_t va_base = 0x153940000000ull, va_size = 64ull << 30;
   uint64_t chunk_size = 4 << 20, staging = 256 << 20;
   int zstd_level = 1;
@@ -81,6 +82,7 @@ struct Settings {
     s.max_per_kernel = env_number("KIR_RECORD_MAX_PER_KERNEL", 4);
     s.skip = env_number("KIR_RECORD_SKIP", 0);
     s.reachable = env_number("KIR_RECORD_REACHABLE", 0) != 0;
+    s.verbose = env_number("KIR_RECORD_VERBOSE", 0) != 0;
     s.use_va = env_number("KIR_RECORD_NO_VA", 0) == 0;
     s.va_base = env_number("KIR_RECORD_VA_BASE", s.va_base);
     s.va_size = env_number("KIR_RECORD_VA_SIZE", s.va_size);
@@ -170,6 +172,8 @@ class Recorder {
   void launch_completed(const kir_hook_launch& l);
   int allocate(uint64_t size, const void* stream, uint64_t* address);
   int release(uint64_t address, const void* stream);
+  /// One line on stderr: what was recorded where.
+  void summarize();
 
  private:
   struct Pending {
@@ -199,6 +203,8 @@ class Recorder {
   std::mutex selection_mutex_;
   std::unordered_map<const void*, uint64_t> launches_, recorded_;  // per kernel
   std::set<std::pair<uint64_t, uint64_t>> seen_;                   // dynamic hashes recorded
+  uint64_t seen_launches_ = 0, unknown_launches_ = 0;
+  std::atomic<uint64_t> written_{0}, failed_{0};
   std::mutex recording_mutex_;  // one launch recorded at a time, prologue to epilogue
   static thread_local std::unique_ptr<Pending> pending_;
   bool va_warned_ = false;
@@ -249,8 +255,12 @@ int Recorder::release(uint64_t address, const void* stream) {
 
 bool Recorder::selected(const kir_hook_launch& l, uint64_t& ordinal) {
   const kir_hook_kernel* k = l.kernel;
-  if (!k) return false;
   std::lock_guard<std::mutex> lock(selection_mutex_);
+  ++seen_launches_;
+  if (!k) {
+    ++unknown_launches_;
+    return false;
+  }
   ordinal = launches_[k]++;
   if (settings_.kernels) {
     std::string name = k->name ? k->name : "";
@@ -262,6 +272,23 @@ bool Recorder::selected(const kir_hook_launch& l, uint64_t& ordinal) {
   if (!seen_.insert({l.dynamic_hash.high, l.dynamic_hash.low}).second) return false;  // recorded this one
   ++recorded_[k];
   return true;
+}
+
+void Recorder::summarize() {
+  std::lock_guard<std::mutex> lock(selection_mutex_);
+  std::string text = "recorded " + std::to_string(written_) + " of " + std::to_string(seen_launches_) +
+                     " launches in " + settings_.directory;
+  if (unknown_launches_)
+    text += " (" + std::to_string(unknown_launches_) + " launches of kernels the hook never saw registered)";
+  if (failed_) text += "; " + std::to_string(failed_) + " could not be recorded";
+  if (settings_.verbose) {
+    kir_hook_stats stats{};
+    stats.struct_size = sizeof stats;
+    kir_hook_get_stats(&stats);
+    text += " [hook: " + std::to_string(stats.kernels) + " kernels, " + std::to_string(stats.launches) +
+            " launches, " + std::to_string(stats.live_allocations) + " live allocations]";
+  }
+  say(text);
 }
 
 void Recorder::describe_kernel(RecordBuilder& b, const kir_hook_launch& l) {
@@ -411,6 +438,7 @@ std::unique_ptr<Recorder::Pending> Recorder::begin_record(const kir_hook_launch&
   driver_->cuCtxSynchronize();  // earlier work, on any stream, done
   if (Status s = snapshot_prologue(*p, pointer_candidates(args)); !s) {
     say("cannot record " + p->label + ": " + s.error().message());
+    ++failed_;
     return nullptr;
   }
   b.add_time(false, seconds_since(start));
@@ -431,13 +459,20 @@ void Recorder::launch_completed(const kir_hook_launch& l) {
   RecordBuilder& b = *p->builder;
   if (l.result != 0) {
     say("not recorded: " + p->label + " failed to launch (error " + std::to_string(l.result) + ")");
+    ++failed_;
   } else {
     auto start = std::chrono::steady_clock::now();
     driver_->cuCtxSynchronize();
     Status s = snapshotter_->copy(b, p->snapshotted, true);
     b.add_time(true, seconds_since(start));
     Expected<std::string> path = s ? b.write() : Expected<std::string>(s.error());
-    if (!path) say("cannot record " + p->label + ": " + path.error().message());
+    if (!path) {
+      say("cannot record " + p->label + ": " + path.error().message());
+      ++failed_;
+    } else {
+      ++written_;
+      if (settings_.verbose) say("recorded " + p->label + ": " + *path);
+    }
     for (const Flag& f : b.flags())
       say("warning: " + p->label + " may not replay faithfully: " + f.flag + ": " + f.detail);
   }
@@ -480,14 +515,15 @@ extern "C" KIR_EXPORT const kir_hook_client* kir_hook_client_entry(void) {
     c.api_version = KIR_HOOK_API_VERSION;
     return c;
   }();
-  static kir_hook_client client = make_client();
   static kir_hook_allocator allocator = make_allocator();
+  static kir_hook_client client = make_client();
   if (the_recorder) return &client;
   int64_t rank = launcher_rank();
   if (!rank_selected(rank)) return &disabled;
   auto* recorder = new Recorder(Settings::from_environment());  // lives as long as the process
   if (!recorder->start()) return &disabled;
   the_recorder = recorder;
-  kir_hook_set_allocator(&allocator);
+  std::atexit([] { the_recorder->summarize(); });
+  client.allocator = &allocator;  // installed by the layer as it adds the client
   return &client;
 }
