@@ -23,7 +23,6 @@ from kir.record import Record, RecordError, Recording
 WRITER = textwrap.dedent("""
     import os, sys
     import kir._core as core
-from kir.errors import KirError
     directory, seed = sys.argv[1], int(sys.argv[2])
     rng = __import__("random").Random(seed)
     for n in range(10_000):
