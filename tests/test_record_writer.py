@@ -97,6 +97,16 @@ def test_snapshot_parts_must_fit_the_region(tmp_path):
         b.snapshot(region, False, bytes(10), offset=100)  # not at a chunk boundary
     with pytest.raises(KirError, match="no region #7"):
         b.snapshot(7, False, b"")
+    with pytest.raises(KirError, match="ends inside a chunk"):
+        b.snapshot(region, False, bytes(3))  # short of the region's end, off a chunk boundary
+    b.snapshot(region, False, bytes(4096))  # the first chunk only: the record is incomplete
+    with pytest.raises(KirError, match=r"record not written: region #0 at 0x1000: has a prologue but no epilogue"):
+        b.write()
+    b.snapshot(region, True, bytes(10000))
+    with pytest.raises(KirError, match=r"region #0 at 0x1000: the prologue covers 1 of its 3 chunks"):
+        b.write()
+    b.snapshot(region, False, bytes(10000 - 4096), offset=4096)
+    assert Path(b.write()).exists()
 
 
 def one_record(directory: Path, seed: int = 1) -> Path:

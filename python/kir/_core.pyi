@@ -528,3 +528,64 @@ class DynamicHash:
     def config(self, key: str, value: bytes) -> DynamicHash: ...
 
     def finish(self) -> Hash128: ...
+
+class RecordBuilder:
+    """
+    Writes one launch record (docs/record-format.md) into a recording directory: the C++ writer the in-app recorder uses, fed host bytes.
+    """
+
+    def __init__(self, directory: str, chunk_size: int = 4194304, zstd_level: int = 1) -> None: ...
+
+    def set_process(self, pid: int, rank: int) -> None: ...
+
+    def set_device(self, name: str, arch: str, ordinal: int) -> None: ...
+
+    def set_kernel(self, name: str, demangled: str, static_hash: Hash128, offsets: Sequence[int], sizes: Sequence[int]) -> None: ...
+
+    def set_image(self, kind: str, arch: str, data: bytes) -> None: ...
+
+    def set_ptx(self, arch: str, data: bytes) -> None: ...
+
+    def set_ir(self, data: bytes) -> None: ...
+
+    def set_launch(self, api: str, dynamic_hash: Hash128, grid: tuple[int, int, int], block: tuple[int, int, int], shared_bytes: int, stream: int, args: Sequence[bytes], ordinal: int) -> None: ...
+
+    def set_va_range(self, base: int, size: int) -> None: ...
+
+    def add_allocation(self, address: int, size: int, kind: str, in_va_range: bool) -> int:
+        """
+        Add an allocation; returns its region index (allocations and globals share one index space).
+        """
+
+    def add_global(self, name: str, address: int, size: int) -> int:
+        """Add a module global; returns its region index."""
+
+    def snapshot(self, region: int, epilogue: bool, data: bytes, offset: int = 0, threads: int = 1) -> None:
+        """
+        Store a region's contents (before the kernel, or after it with epilogue=True) from byte `offset`.
+        """
+
+    def add_flag(self, flag: str, detail: str) -> None: ...
+
+    def metadata(self) -> bytes:
+        """The record's metadata as msgpack."""
+
+    def write(self) -> str:
+        """Write the .kirrec atomically; returns its path."""
+
+    @property
+    def stored_bytes(self) -> int:
+        """Bytes this builder's chunk store wrote to disk."""
+
+    @property
+    def stored_chunks(self) -> int: ...
+
+def reachable_ranges(ranges: Sequence[tuple[int, int]], roots: Sequence[int], contents: Sequence[bytes]) -> list[int]:
+    """
+    Indices of the (address, size) ranges reachable from `roots` through 8-byte-aligned words of reachable ranges' contents (the recorder's --reachable walk).
+    """
+
+def zstd_decompress(data: bytes, raw_size: int) -> bytes:
+    """
+    zstd data that must decode to exactly raw_size bytes (KirError otherwise).
+    """

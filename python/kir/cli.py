@@ -1,4 +1,5 @@
-"""The `kir` command line. Exit status: 0 success, 2 bad input or usage."""
+"""The `kir` command line. Exit status: 0 success, 2 bad input or usage (`kir replay`:
+1 when the output differs from the recording; `kir trace`/`kir record`: the app's)."""
 from __future__ import annotations
 
 import argparse
@@ -6,13 +7,16 @@ import os
 import sys
 from collections.abc import Sequence
 
-from kir.commands import extract, hash as hash_command, inspect, trace
+from kir.commands import extract, hash as hash_command, inspect, record, records, replay, trace
 
 COMMANDS = {
     "inspect": (inspect, "show the device code a binary holds"),
     "extract": (extract, "write each device image to a directory"),
     "hash": (hash_command, "print the kir hash of every kernel, or build a dynamic hash"),
     "trace": (trace, "run an app under the hook layer and print its registrations and launches"),
+    "record": (record, "run an app and record kernel launches (arguments and memory) for replay"),
+    "records": (records, "list the launches a recording holds"),
+    "replay": (replay, "re-run a recorded launch alone and check its output"),
 }
 
 

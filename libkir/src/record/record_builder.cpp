@@ -84,6 +84,10 @@ Status RecordBuilder::snapshot(size_t region, bool epilogue, uint64_t offset, By
   if (offset % chunk_size_ || offset > r.size || bytes.size() > r.size - offset)
     return Error("snapshot of " + hex(bytes.size()) + " bytes at " + hex(offset) + " does not fit region #" +
                  std::to_string(region) + " (" + hex(r.size) + " bytes, chunks of " + hex(chunk_size_) + ")");
+  if (offset + bytes.size() != r.size && bytes.size() % chunk_size_)
+    return Error("snapshot of " + hex(bytes.size()) + " bytes at " + hex(offset) + " of region #" +
+                 std::to_string(region) + " (" + hex(r.size) + " bytes) ends inside a chunk of " + hex(chunk_size_) +
+                 " bytes: only the region's last part may end off a chunk boundary");
   std::vector<Hash128>& list = chunk_list(region, epilogue);
   uint64_t first = offset / chunk_size_, count = (bytes.size() + chunk_size_ - 1) / chunk_size_;
   std::atomic<uint64_t> next{0};
@@ -205,7 +209,30 @@ std::vector<uint8_t> RecordBuilder::metadata() const {
   return w.take();
 }
 
+namespace {
+
+/// A region whose snapshots do not cover it whole (a part never stored), or
+/// that has a prologue and no epilogue: the record would not read back.
+Status check_complete(const Region& r, size_t index) {
+  std::string which = "region #" + std::to_string(index) + " at " + hex(r.address);
+  if (bool(r.prologue) != bool(r.epilogue))
+    return Error(which + ": has a " + (r.prologue ? "prologue but no epilogue" : "epilogue but no prologue"));
+  for (const auto* list : {&r.prologue, &r.epilogue}) {
+    if (!*list) continue;
+    size_t stored = 0;
+    for (const Hash128& h : **list) stored += h != Hash128{};
+    if (stored != (*list)->size())
+      return Error(which + ": the " + (list == &r.prologue ? "prologue" : "epilogue") + " covers " +
+                   std::to_string(stored) + " of its " + std::to_string((*list)->size()) + " chunks");
+  }
+  return {};
+}
+
+}  // namespace
+
 Expected<std::string> RecordBuilder::write() const {
+  for (size_t i = 0; i < regions_.size(); ++i)
+    if (Status complete = check_complete(regions_[i], i); !complete) return complete.error().within("record not written");
   std::vector<uint8_t> body = metadata();
   std::vector<uint8_t> file(kRecordHeaderSize);
   std::memcpy(file.data(), kRecordMagic, 8);

@@ -1,0 +1,77 @@
+"""`kir records DIR`: the launches a recording holds — kernel, hashes, grid, block,
+regions, bytes snapshotted and stored, flags — and the chunks on disk.
+A record that cannot be read is reported (exit 2) after the others are listed."""
+from __future__ import annotations
+
+import json
+import sys
+
+from kir.record import Record, RecordError, Recording
+
+SCHEMA = "kir.records/1"
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("directory", metavar="DIR", help="the recording (kir record -o DIR)")
+    parser.add_argument("--json", action="store_true", help=f"one JSON object ({SCHEMA})")
+
+
+def run(args) -> int:
+    recording = Recording(args.directory)
+    records, errors = load_all(recording)
+    chunks = {"count": len(recording.chunk_paths), "bytes": recording.chunk_bytes()}
+    if args.json:
+        print(json.dumps({"format": SCHEMA, "directory": str(recording.directory),
+                          "records": [entry(r) for r in records], "chunks": chunks}))
+    else:
+        print_table(records, chunks, recording)
+    for message in errors:
+        print(f"kir: error: {message}", file=sys.stderr)
+    return 2 if errors else 0
+
+
+def load_all(recording: Recording) -> tuple[list[Record], list[str]]:
+    """The records that load, and the error message of each that does not."""
+    records, errors = [], []
+    for path in recording.record_paths:
+        try:
+            records.append(Record.load(path))
+        except RecordError as error:
+            errors.append(str(error))
+    return records, errors
+
+
+def entry(r: Record) -> dict:
+    """A record as an element of the JSON `records` list."""
+    return {"file": r.path.name, "kernel": r.kernel.name, "demangled": r.kernel.demangled,
+            "static_hash": r.kernel.static_hash, "dynamic_hash": r.launch.dynamic_hash,
+            "grid": list(r.launch.grid), "block": list(r.launch.block),
+            "shared_bytes": r.launch.shared_bytes, "ordinal": r.launch.ordinal,
+            "allocations": len(r.allocations), "globals": len(r.globals),
+            "prologue_bytes": r.stats.prologue_bytes, "stored_bytes": r.stats.stored_bytes,
+            "flags": r.flag_names}
+
+
+def mib(n: int) -> str:
+    return f"{n / (1 << 20):.1f} MiB"
+
+
+COLUMNS = ("static", "dynamic", "grid", "block", "#", "allocs", "snapshot", "stored", "flags", "kernel")
+
+
+def print_table(records: list[Record], chunks: dict, recording: Recording) -> None:
+    rows = [COLUMNS] + [row(r) for r in records]
+    widths = [max(len(x[i]) for x in rows) for i in range(len(COLUMNS) - 1)]
+    for line in rows:
+        print("  ".join(cell.ljust(w) for cell, w in zip(line, widths)) + "  " + line[-1])
+    print(f"{len(records)} records, {chunks['count']} chunks ({mib(chunks['bytes'])}) "
+          f"in {recording.directory / 'chunks'}")
+
+
+def row(r: Record) -> tuple[str, ...]:
+    launch = r.launch
+    return (r.kernel.static_hash[:12], launch.dynamic_hash[:12],
+            ",".join(map(str, launch.grid)), ",".join(map(str, launch.block)), str(launch.ordinal),
+            f"{len(r.allocations)}+{len(r.globals)}g" if r.globals else str(len(r.allocations)),
+            mib(r.stats.prologue_bytes), mib(r.stats.stored_bytes), ",".join(r.flag_names) or "-",
+            r.kernel.demangled)

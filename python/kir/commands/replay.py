@@ -1,0 +1,111 @@
+"""`kir replay RECORD`: re-run one recorded launch alone on this machine's GPU and
+check its output against the recording. `--plan` prints what a replay would do
+(no GPU). Exit status: 0 the output matches (or --no-verify), 1 it differs,
+2 the record or the GPU could not be used."""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+
+from kir.replay import CODE_KINDS, DTYPES, NORMS, Tolerance
+
+SCHEMA = "kir.replay/1"
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("record", metavar="RECORD", help="a .kirrec file (DIR/records/...)")
+    parser.add_argument("--code", choices=CODE_KINDS, default="cubin",
+                        help="what to load: the recorded cubin (default), its PTX, or its LLVM IR "
+                             "compiled with llvmlite")
+    parser.add_argument("--repeat", type=int, default=1, metavar="N", help="launch N times (timed)")
+    parser.add_argument("--verify", action=argparse.BooleanOptionalAction, default=True,
+                        help="compare device memory with the recorded epilogues (default: on)")
+    parser.add_argument("--grid", metavar="X,Y,Z", help="launch a variant with this grid")
+    parser.add_argument("--block", metavar="X,Y,Z", help="launch a variant with this block")
+    parser.add_argument("--shared-bytes", type=int, metavar="N", help="dynamic shared memory")
+    tolerance = parser.add_argument_group("comparing with a tolerance (default: bitwise)")
+    tolerance.add_argument("--atol", type=float, help="absolute tolerance")
+    tolerance.add_argument("--rtol", type=float, help="relative tolerance")
+    tolerance.add_argument("--norm", choices=NORMS, default="linf", help="norm of the difference")
+    tolerance.add_argument("--dtype", choices=DTYPES, default="float32", help="element type of the outputs")
+    parser.add_argument("--plan", action="store_true", help="print the replay plan only (needs no GPU)")
+    parser.add_argument("--device-arch", default="sm_90", metavar="SM",
+                        help="with --plan: the GPU to plan for (default sm_90)")
+    parser.add_argument("--json", action="store_true", help=f"print one JSON object ({SCHEMA})")
+
+
+def run(args) -> int:
+    from kir.record import Record
+    record = Record.load(args.record)
+    if args.plan:
+        return print_plan(record, args)
+    from kir.replay import Replayer
+    options = dict(grid=dims(args.grid, "--grid"), block=dims(args.block, "--block"),
+                   shared_bytes=args.shared_bytes, repeat=positive(args.repeat), verify=args.verify,
+                   tolerance=tolerance_of(args))
+    with Replayer(record, code=args.code) as replayer:
+        warn_about(replayer.plan)
+        for name in replayer.absent_globals:
+            print(f"kir: warning: the {args.code} code defines no global {name}: not restored", file=sys.stderr)
+        result = replayer.run(**options)
+    report(record, replayer.plan, result, args)
+    return 1 if result.verified is False else 0
+
+
+def print_plan(record, args) -> int:
+    from kir.replay import plan
+    p = plan(record, code=args.code, device_arch=args.device_arch)
+    if args.code == "ir":
+        p.code_bytes()  # compile now: an IR that does not compile is an error of the plan
+    print(json.dumps(p.to_json()) if args.json else p.describe())
+    if not p.hashes_match:
+        print(f"kir: warning: {record.path}: the record's hashes do not match its contents", file=sys.stderr)
+    return 0
+
+
+def warn_about(p) -> None:
+    for note in p.notes:
+        print(f"kir: warning: {note}", file=sys.stderr)
+
+
+def report(record, p, result, args) -> None:
+    mismatches = [dataclasses.asdict(m) for m in result.mismatches]
+    if args.json:
+        print(json.dumps({
+            "format": SCHEMA, "record": str(record.path), "code": p.code.kind,
+            "static_hash": record.kernel.static_hash, "dynamic_hash": result.dynamic_hash,
+            "hashes_match": p.hashes_match, "variant": result.variant, "verified": result.verified,
+            "mismatches": mismatches, "times_ms": result.times_ms, "median_ms": result.median_ms,
+            "repeat": len(result.times_ms)}))
+        return
+    print(f"{record.kernel.demangled}: {p.code.kind}, grid {','.join(map(str, result.grid))} "
+          f"block {','.join(map(str, result.block))}{' (variant)' if result.variant else ''}: "
+          f"median {result.median_ms:.3f} ms over {len(result.times_ms)}")
+    print({True: "verified: output matches the recording", False: "verified: OUTPUT DIFFERS",
+           None: "not verified"}[result.verified])
+    for m in result.mismatches:
+        norm = f", {args.norm} {m.norm:g} > {m.limit:g}" if m.norm is not None else ""
+        print(f"  {m.region}: {m.differing_bytes} bytes differ, the first at offset {m.first_offset}{norm}")
+
+
+def tolerance_of(args) -> Tolerance | None:
+    if args.atol is None and args.rtol is None:
+        return None
+    return Tolerance(atol=args.atol or 0.0, rtol=args.rtol or 0.0, norm=args.norm, dtype=args.dtype)
+
+
+def dims(text: str | None, option: str):
+    if text is None:
+        return None
+    parts = text.split(",")
+    if len(parts) != 3 or not all(p.strip().isdigit() and int(p) > 0 for p in parts):
+        raise ValueError(f"{option} {text!r}: expected three positive integers X,Y,Z")
+    return tuple(int(p) for p in parts)
+
+
+def positive(n: int) -> int:
+    if n < 1:
+        raise ValueError(f"--repeat {n}: must be at least 1")
+    return n

@@ -1,0 +1,562 @@
+"""Reading kernel-launch records (docs/record-format.md).
+
+A recording is a directory of records (`records/*.kirrec`, one per recorded
+launch) and the content-addressed chunks they point to (`chunks/<h>.kirc`)::
+
+    from kir.record import Recording, Record
+    for record in Recording("kir-records").records():
+        print(record.kernel.demangled, record.launch.grid, record.launch.block)
+        for region in record.allocations:
+            before = record.prologue(region)           # bytes, checked against their hashes
+            print(hex(region.address), record.changed_ranges(region))
+
+Everything read is checked: magic, version, exact size and XXH3-128 of every
+file, the name of every chunk. Anything wrong raises `RecordError`, whose message
+names the file, the chunk (if any), the byte offset where it applies and what differs.
+The C++ writer lives in `libkir/include/kir/record/`.
+"""
+from __future__ import annotations
+
+import re
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kir import _core
+from kir.errors import KirError
+
+VERSIONS = (1,)  #: the format versions this reader knows
+RECORD_MAGIC = b"KIRRECRD"
+CHUNK_MAGIC = b"KIRCHUNK"
+RECORD_HEADER = struct.Struct("<8sIIQQQ")    # magic, version, reserved, body size, hash high, low
+CHUNK_HEADER = struct.Struct("<8sIIQQQQ")    # magic, version, codec, raw size, stored size, high, low
+CODECS = {0: "raw", 1: "zstd"}
+HEX32 = re.compile(r"[0-9a-f]{32}\Z")
+FLAGS = ("managed-memory", "host-pointer", "unknown-pointer", "global-pointer",
+         "outside-va-range", "texture-or-surface", "no-layout")
+
+
+class RecordError(KirError):
+    """A record or chunk is missing, damaged or of an unknown version: the message says
+    which file, which chunk and what is wrong."""
+
+
+# --- metadata ---------------------------------------------------------------------------
+
+@dataclass
+class Process:
+    pid: int
+    rank: int               #: -1 without MPI
+
+
+@dataclass
+class Device:
+    name: str
+    arch: str               #: "sm_90"
+    ordinal: int
+
+
+@dataclass
+class Code:
+    """A device image or IR module stored as one chunk."""
+    kind: str               #: "cubin", "ptx" or "ir"
+    arch: str               #: "sm_90" ("" for IR)
+    chunk: str
+    size: int
+
+
+@dataclass
+class Param:
+    offset: int
+    size: int
+
+
+@dataclass
+class Kernel:
+    name: str               #: mangled
+    demangled: str
+    static_hash: str        #: 32 hex digits
+    params: list[Param]
+    image: Code             #: the image the launch ran
+    ptx: Code | None        #: the same fatbin's PTX for the device
+    ir: Code | None         #: the LLVM bitcode module embedded for the kernel
+
+
+@dataclass
+class Launch:
+    api: str
+    dynamic_hash: str
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared_bytes: int
+    stream: int
+    args: list[bytes]       #: one per parameter, as the app passed it
+    ordinal: int            #: this kernel's launch count in the process, 0-based
+
+
+@dataclass
+class VaRange:
+    base: int
+    size: int
+
+    def contains(self, address: int, size: int) -> bool:
+        return self.base <= address and address + size <= self.base + self.size
+
+
+@dataclass
+class Region:
+    """An allocation or a global; `prologue`/`epilogue` are chunk names (None when the
+    region was not snapshotted)."""
+    index: int              #: position in `Record.regions` (allocations first, then globals)
+    address: int
+    size: int
+    prologue: list[str] | None
+    epilogue: list[str] | None
+    kind: str = ""          #: allocations: "device", "managed" or "host"; "global" for globals
+    name: str = ""          #: globals: the variable's name
+    in_va_range: bool = False
+
+    @property
+    def is_global(self) -> bool:
+        return self.kind == "global"
+
+    @property
+    def snapshotted(self) -> bool:
+        return self.prologue is not None and self.epilogue is not None
+
+    @property
+    def label(self) -> str:
+        """How messages name the region."""
+        if self.is_global:
+            return f"global {self.name}"
+        return f"{self.kind} allocation at {self.address:#x}"
+
+
+@dataclass
+class Flag:
+    flag: str
+    detail: str
+
+
+@dataclass
+class Stats:
+    prologue_bytes: int = 0
+    prologue_seconds: float = 0.0
+    epilogue_bytes: int = 0
+    epilogue_seconds: float = 0.0
+    stored_bytes: int = 0
+
+
+# --- files --------------------------------------------------------------------------------
+
+def read_chunk(path: Path, name: str) -> bytes:
+    """The raw bytes of chunk `name` stored in `path`, checked as the spec says."""
+    where = f"{path}: chunk {name}"
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise RecordError(f"{where}: missing") from None
+    except OSError as error:
+        raise RecordError(f"{where}: cannot read: {error.strerror}") from None
+    if len(data) < CHUNK_HEADER.size:
+        raise RecordError(f"{where}: truncated: {len(data)} bytes, a chunk header is {CHUNK_HEADER.size}")
+    magic, version, codec, raw_size, stored_size, high, low = CHUNK_HEADER.unpack_from(data)
+    _check_magic(where, magic, CHUNK_MAGIC, "chunk")
+    _check_version(where, version)
+    _check_size(where, len(data), CHUNK_HEADER.size + stored_size)
+    header_hash = f"{high:016x}{low:016x}"
+    if header_hash != name:
+        raise RecordError(f"{where}: byte 32: header says hash {header_hash}, the file name says {name}")
+    raw = _decode(where, codec, data[CHUNK_HEADER.size:], raw_size)
+    if len(raw) != raw_size:
+        raise RecordError(f"{where}: decoded {len(raw)} bytes, header (byte 16) says {raw_size}")
+    digest = str(_core.xxh3_128(raw))
+    if digest != name:
+        raise RecordError(f"{where}: hash of the decoded bytes is {digest}, not {name}")
+    return raw
+
+
+def _decode(where: str, codec: int, payload: bytes, raw_size: int) -> bytes:
+    if codec == 0:
+        return payload
+    if codec != 1:
+        raise RecordError(f"{where}: byte 12: unknown codec {codec} (known: 0 raw, 1 zstd)")
+    decompress = getattr(_core, "zstd_decompress", None)
+    if decompress is None:
+        raise RecordError(f"{where}: stored with zstd, and this kir build has no zstd decoder")
+    try:
+        return decompress(payload, raw_size)
+    except Exception as error:  # the binding raises ValueError/RuntimeError with zstd's message
+        raise RecordError(f"{where}: zstd payload does not decode: {error}") from None
+
+
+def _check_magic(where: str, found: bytes, expected: bytes, what: str) -> None:
+    if found != expected:
+        raise RecordError(f"{where}: byte 0: not a kir {what} (magic {found!r}, expected {expected!r})")
+
+
+def _check_version(where: str, version: int) -> None:
+    if version not in VERSIONS:
+        known = ", ".join(map(str, VERSIONS))
+        raise RecordError(f"{where}: byte 8: format version {version} is not supported "
+                          f"(this reader knows version {known})")
+
+
+def _check_size(where: str, actual: int, expected: int) -> None:
+    if actual < expected:
+        raise RecordError(f"{where}: truncated: {actual} bytes, header says {expected}")
+    if actual > expected:
+        raise RecordError(f"{where}: {actual - expected} bytes of trailing data: "
+                          f"{actual} bytes, header says {expected}")
+
+
+def read_record_body(path: Path) -> dict:
+    """The metadata map of a `.kirrec` file, after checking its header and checksum."""
+    where = str(path)
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        raise RecordError(f"{where}: cannot read: {error.strerror}") from None
+    if len(data) < RECORD_HEADER.size:
+        raise RecordError(f"{where}: truncated: {len(data)} bytes, a record header is {RECORD_HEADER.size}")
+    magic, version, _reserved, body_size, high, low = RECORD_HEADER.unpack_from(data)
+    _check_magic(where, magic, RECORD_MAGIC, "record")
+    _check_version(where, version)
+    _check_size(where, len(data), RECORD_HEADER.size + body_size)
+    body = data[RECORD_HEADER.size:]
+    header_hash, digest = f"{high:016x}{low:016x}", str(_core.xxh3_128(body))
+    if digest != header_hash:
+        raise RecordError(f"{where}: checksum of the body is {digest}, header (byte 24) says {header_hash}")
+    return _unpack(where, body)
+
+
+def _unpack(where: str, body: bytes) -> dict:
+    import msgpack
+    try:
+        meta = msgpack.unpackb(body, raw=False, strict_map_key=True)
+    except Exception as error:  # msgpack raises several types (ExtraData, ValueError, ...)
+        raise RecordError(f"{where}: byte {RECORD_HEADER.size}: the body is not a msgpack "
+                          f"value: {error}") from None
+    if not isinstance(meta, dict):
+        raise RecordError(f"{where}: the body is a msgpack {type(meta).__name__}, not a map")
+    return meta
+
+
+# --- decoding the metadata --------------------------------------------------------------
+
+class _Fields:
+    """Typed access to a metadata map: a missing key or a wrong type is a RecordError
+    naming the key's path ('kernel.params[2].size')."""
+
+    def __init__(self, where: str, value: dict, path: str = "") -> None:
+        self.where, self.value, self.path = where, value, path
+
+    def key_path(self, key: str) -> str:
+        return f"{self.path}.{key}" if self.path else key
+
+    def get(self, key: str, types, optional: bool = False):
+        if key not in self.value:
+            self.fail(f"metadata has no '{self.key_path(key)}'")
+        item = self.value[key]
+        if item is None and optional:
+            return None
+        if not isinstance(item, types) or (isinstance(item, bool) and bool not in _tuple(types)):
+            self.fail(f"metadata '{self.key_path(key)}' is {_kind(item)}, expected {_names(types)}")
+        return item
+
+    def sub(self, key: str, optional: bool = False) -> _Fields | None:
+        item = self.get(key, dict, optional)
+        return None if item is None else _Fields(self.where, item, self.key_path(key))
+
+    def items(self, key: str) -> list[_Fields]:
+        return [self.element(f"{self.key_path(key)}[{i}]", item) for i, item in enumerate(self.get(key, list))]
+
+    def element(self, path: str, item) -> _Fields:
+        if not isinstance(item, dict):
+            self.fail(f"metadata '{path}' is {_kind(item)}, expected map")
+        return _Fields(self.where, item, path)
+
+    def hash(self, key: str) -> str:
+        text = self.get(key, str)
+        if not HEX32.match(text):
+            self.fail(f"metadata '{self.key_path(key)}' is {text!r}, not 32 lowercase hex digits")
+        return text
+
+    def dims(self, key: str) -> tuple[int, int, int]:
+        value = self.get(key, list)
+        if len(value) != 3 or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+            self.fail(f"metadata '{self.key_path(key)}' is {value!r}, expected [x, y, z]")
+        return tuple(value)
+
+    def chunks(self, key: str) -> list[str] | None:
+        names = self.get(key, list, optional=True)
+        for name in names or []:
+            if not isinstance(name, str) or not HEX32.match(name):
+                self.fail(f"metadata '{self.key_path(key)}' holds {name!r}, not a chunk name")
+        return names
+
+    def fail(self, message: str):
+        raise RecordError(f"{self.where}: {message}")
+
+
+def _kind(item) -> str:
+    return "nil" if item is None else "a " + _names(type(item))
+
+
+def _tuple(types) -> tuple:
+    return types if isinstance(types, tuple) else (types,)
+
+
+def _names(types) -> str:
+    return " or ".join({"dict": "map", "list": "list", "str": "string", "bytes": "bin",
+                        "int": "integer", "float": "float", "bool": "bool"}.get(t.__name__, t.__name__)
+                       for t in _tuple(types))
+
+
+def _code(fields: _Fields | None, kind: str = "") -> Code | None:
+    if fields is None:
+        return None
+    return Code(kind=kind or fields.get("kind", str), arch=fields.get("arch", str) if not kind else "",
+                chunk=fields.hash("chunk"), size=fields.get("size", int))
+
+
+def _kernel(f: _Fields) -> Kernel:
+    return Kernel(name=f.get("name", str), demangled=f.get("demangled", str),
+                  static_hash=f.hash("static_hash"),
+                  params=[Param(p.get("offset", int), p.get("size", int)) for p in f.items("params")],
+                  image=_code(f.sub("image", optional=True)), ptx=_code(f.sub("ptx", optional=True)),
+                  ir=_code(f.sub("ir", optional=True), kind="ir"))
+
+
+def _launch(f: _Fields) -> Launch:
+    args = f.get("args", list)
+    for i, arg in enumerate(args):
+        if not isinstance(arg, bytes):
+            f.fail(f"metadata 'launch.args[{i}]' is {_kind(arg)}, expected bin")
+    return Launch(api=f.get("api", str), dynamic_hash=f.hash("dynamic_hash"), grid=f.dims("grid"),
+                  block=f.dims("block"), shared_bytes=f.get("shared_bytes", int),
+                  stream=f.get("stream", int), args=list(args), ordinal=f.get("ordinal", int))
+
+
+def _region(f: _Fields, index: int, kind: str = "") -> Region:
+    is_global = kind == "global"
+    return Region(index=index, address=f.get("address", int), size=f.get("size", int),
+                  prologue=f.chunks("prologue"), epilogue=f.chunks("epilogue"),
+                  kind=kind or f.get("kind", str), name=f.get("name", str) if is_global else "",
+                  in_va_range=bool(f.get("in_va_range", bool)) if not is_global else False)
+
+
+def _stats(f: _Fields) -> Stats:
+    number = (int, float)
+    return Stats(prologue_bytes=f.get("prologue_bytes", int), prologue_seconds=f.get("prologue_seconds", number),
+                 epilogue_bytes=f.get("epilogue_bytes", int), epilogue_seconds=f.get("epilogue_seconds", number),
+                 stored_bytes=f.get("stored_bytes", int))
+
+
+# --- records --------------------------------------------------------------------------
+
+@dataclass
+class Record:
+    """One recorded launch: its metadata as attributes, its memory through
+    `prologue()`, `epilogue()` and `chunk()`."""
+    path: Path
+    version: int
+    kir_version: str
+    created: float
+    process: Process
+    device: Device
+    kernel: Kernel
+    launch: Launch
+    chunk_size: int
+    va_range: VaRange | None
+    allocations: list[Region]
+    globals: list[Region]
+    flags: list[Flag]
+    stats: Stats
+    meta: dict = field(repr=False)  #: the whole metadata map, unknown keys included
+
+    @classmethod
+    def load(cls, path) -> Record:
+        """Read and check a `.kirrec` file (not the chunks it names: `check()` reads those)."""
+        path = Path(path)
+        meta = read_record_body(path)
+        f = _Fields(str(path), meta)
+        if meta.get("format") != "kir.record":
+            f.fail(f"metadata 'format' is {meta.get('format')!r}, not 'kir.record'")
+        if f.get("version", int) not in VERSIONS:
+            f.fail(f"metadata 'version' is {meta['version']}, this reader knows {VERSIONS[-1]}")
+        allocations = [_region(a, i) for i, a in enumerate(f.items("allocations"))]
+        globals_ = [_region(g, len(allocations) + i, "global") for i, g in enumerate(f.items("globals"))]
+        va = f.sub("va_range", optional=True)
+        record = cls(
+            path=path, version=meta["version"], kir_version=f.get("kir_version", str),
+            created=f.get("created", (int, float)),
+            process=_process(f.sub("process")),
+            device=_device(f.sub("device")), kernel=_kernel(f.sub("kernel")), launch=_launch(f.sub("launch")),
+            chunk_size=f.get("chunk_size", int),
+            va_range=VaRange(va.get("base", int), va.get("size", int)) if va else None,
+            allocations=allocations, globals=globals_,
+            flags=[Flag(x.get("flag", str), x.get("detail", str)) for x in f.items("flags")],
+            stats=_stats(f.sub("stats")), meta=meta)
+        record._check_layout()
+        return record
+
+    # -- memory --
+
+    @property
+    def regions(self) -> list[Region]:
+        """Allocations, then globals (`Region.index` is the position here)."""
+        return self.allocations + self.globals
+
+    @property
+    def directory(self) -> Path:
+        """The recording the record belongs to."""
+        return self.path.parent.parent
+
+    def chunk_path(self, name: str) -> Path:
+        return self.directory / "chunks" / f"{name}.kirc"
+
+    def chunk(self, name: str) -> bytes:
+        """The raw bytes of a chunk, checked (magic, version, size, codec, hash, name)."""
+        if not HEX32.match(name):
+            raise RecordError(f"{self.path}: {name!r} is not a chunk name")
+        return read_chunk(self.chunk_path(name), name)
+
+    def prologue(self, region: Region | int | str) -> bytes:
+        """The region's bytes before the kernel ran."""
+        return self._snapshot(self.region(region), "prologue")
+
+    def epilogue(self, region: Region | int | str) -> bytes:
+        """The region's bytes after the kernel ran."""
+        return self._snapshot(self.region(region), "epilogue")
+
+    def changed_ranges(self, region: Region | int | str) -> list[tuple[int, int]]:
+        """(offset, length) of the parts the kernel changed: the chunks whose names
+        differ between prologue and epilogue, neighbours merged. Reads no chunk."""
+        region = self.region(region)
+        self._require_snapshot(region, "epilogue")
+        ranges: list[tuple[int, int]] = []
+        for i, (before, after) in enumerate(zip(region.prologue, region.epilogue)):
+            if before == after:
+                continue
+            offset = i * self.chunk_size
+            length = min(self.chunk_size, region.size - offset)
+            if ranges and ranges[-1][0] + ranges[-1][1] == offset:
+                ranges[-1] = (ranges[-1][0], ranges[-1][1] + length)
+            else:
+                ranges.append((offset, length))
+        return ranges
+
+    def region(self, key: Region | int | str) -> Region:
+        """A region by itself, by its index in `regions`, or a global by its name."""
+        if isinstance(key, Region):
+            return key
+        if isinstance(key, int):
+            if 0 <= key < len(self.regions):
+                return self.regions[key]
+            raise RecordError(f"{self.path}: no region #{key} ({len(self.regions)} regions)")
+        found = [g for g in self.globals if g.name == key]
+        if not found:
+            raise RecordError(f"{self.path}: no global named {key!r}")
+        return found[0]
+
+    def chunk_names(self) -> set[str]:
+        """Every chunk the record names: code and memory."""
+        codes = [c for c in (self.kernel.image, self.kernel.ptx, self.kernel.ir) if c]
+        names = {c.chunk for c in codes}
+        for region in self.regions:
+            names.update(region.prologue or [])
+            names.update(region.epilogue or [])
+        return names
+
+    def check(self) -> None:
+        """Read every chunk the record names (raises RecordError on the first bad one)."""
+        for name in sorted(self.chunk_names()):
+            self.chunk(name)
+
+    def code(self, which: str = "image") -> bytes:
+        """The bytes of the kernel's `image`, `ptx` or `ir` (checked against its size)."""
+        code = getattr(self.kernel, which)
+        if code is None:
+            raise RecordError(f"{self.path}: the record holds no {which} for {self.kernel.name}")
+        data = self.chunk(code.chunk)
+        if len(data) != code.size:
+            raise RecordError(f"{self.path}: kernel.{which} is {len(data)} bytes, metadata says {code.size}")
+        return data
+
+    @property
+    def flag_names(self) -> list[str]:
+        return [f.flag for f in self.flags]
+
+    def _snapshot(self, region: Region, which: str) -> bytes:
+        self._require_snapshot(region, which)
+        data = b"".join(self.chunk(name) for name in getattr(region, which))
+        if len(data) != region.size:
+            raise RecordError(f"{self.path}: {region.label}: {which} chunks hold {len(data)} bytes, "
+                              f"the region is {region.size}")
+        return data
+
+    def _require_snapshot(self, region: Region, which: str) -> None:
+        if getattr(region, which) is None:
+            raise RecordError(f"{self.path}: {region.label} was not snapshotted (no {which})")
+
+    def _check_layout(self) -> None:
+        """Each snapshot has as many chunks as its size needs; one bin per parameter."""
+        if self.chunk_size <= 0:
+            raise RecordError(f"{self.path}: metadata 'chunk_size' is {self.chunk_size}")
+        for region in self.regions:
+            count = -(-region.size // self.chunk_size)
+            for which in ("prologue", "epilogue"):
+                names = getattr(region, which)
+                if names is not None and len(names) != count:
+                    raise RecordError(f"{self.path}: {region.label}: {which} has {len(names)} chunks, "
+                                      f"{region.size} bytes need {count} of {self.chunk_size}")
+        args, params = self.launch.args, self.kernel.params
+        if args and len(args) != len(params):
+            raise RecordError(f"{self.path}: launch has {len(args)} arguments, kernel.params {len(params)}")
+
+
+def _process(f: _Fields) -> Process:
+    return Process(pid=f.get("pid", int), rank=f.get("rank", int))
+
+
+def _device(f: _Fields) -> Device:
+    return Device(name=f.get("name", str), arch=f.get("arch", str), ordinal=f.get("ordinal", int))
+
+
+class Recording:
+    """A recording directory: its records (sorted by file name) and chunks."""
+
+    def __init__(self, directory) -> None:
+        self.directory = Path(directory)
+        if not (self.directory / "records").is_dir():
+            raise RecordError(f"{self.directory}: not a kir recording (no records/ folder)")
+
+    @property
+    def record_paths(self) -> list[Path]:
+        return _visible(self.directory / "records", ".kirrec")
+
+    @property
+    def chunk_paths(self) -> list[Path]:
+        return _visible(self.directory / "chunks", ".kirc")
+
+    def chunk_bytes(self) -> int:
+        """Bytes the chunk files take (as stored, headers included)."""
+        return sum(p.stat().st_size for p in self.chunk_paths)
+
+    def records(self) -> list[Record]:
+        """Every record, loaded (the first bad one raises RecordError)."""
+        return [Record.load(p) for p in self.record_paths]
+
+    def __iter__(self):
+        return iter(self.records())
+
+    def __len__(self) -> int:
+        return len(self.record_paths)
+
+
+def _visible(folder: Path, suffix: str) -> list[Path]:
+    """Finished files: writers' temporary files start with '.'."""
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.iterdir() if p.name.endswith(suffix) and not p.name.startswith("."))
