@@ -16,12 +16,18 @@ from pathlib import Path
 import kir
 
 HERE = Path(__file__).resolve().parent
+# Counts the launches it is told about, and says how many at exit: the
+# benchmark checks that the hook saw every launch (it measures nothing else).
 NOOP_CLIENT = r"""
+#include <stdio.h>
 #include <kir/hooks.h>
-static void on_launch(void* u, const kir_hook_launch* l) { (void)u; (void)l; }
+static unsigned long long seen;
+static void on_begin(void* u, const kir_hook_launch* l) { (void)u; (void)l; __atomic_fetch_add(&seen, 1, __ATOMIC_RELAXED); }
+static void on_done(void* u, const kir_hook_launch* l) { (void)u; (void)l; }
 static kir_hook_client client = {sizeof(kir_hook_client), KIR_HOOK_API_VERSION, 0,
-                                 0, 0, 0, 0, 0, on_launch, on_launch};
+                                 0, 0, 0, 0, 0, on_begin, on_done};
 const kir_hook_client* kir_hook_client_entry(void) { return &client; }
+__attribute__((destructor)) static void report(void) { fprintf(stderr, "noop-client launches=%llu\n", seen); }
 """
 
 
@@ -36,9 +42,13 @@ def build(work: Path) -> tuple[Path, Path]:
 
 
 def ns_per_launch(exe: Path, launches: int, env: dict) -> float:
-    out = subprocess.run([str(exe), str(launches)], capture_output=True, text=True, check=True,
-                         env={**os.environ, **env}).stdout
-    return float(out.strip())
+    run = subprocess.run([str(exe), str(launches)], capture_output=True, text=True, check=True,
+                         env={**os.environ, **env})
+    if "KIR_HOOK_CLIENTS" in env:  # the hook must have seen every launch (1000 warm-up + n)
+        seen = run.stderr.split("noop-client launches=")[-1].split()[0]
+        if int(seen) != launches + 1000:
+            raise SystemExit(f"the hook saw {seen} of {launches + 1000} launches: nothing is measured")
+    return float(run.stdout.strip())
 
 
 def main() -> None:
