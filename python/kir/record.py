@@ -145,6 +145,7 @@ class Stats:
     epilogue_bytes: int = 0
     epilogue_seconds: float = 0.0
     stored_bytes: int = 0
+    store_seconds: float = 0.0  # storing snapshots held on the device, after the app moved on
 
 
 # --- files --------------------------------------------------------------------------------
@@ -350,7 +351,8 @@ def _stats(f: _Fields) -> Stats:
     number = (int, float)
     return Stats(prologue_bytes=f.get("prologue_bytes", int), prologue_seconds=f.get("prologue_seconds", number),
                  epilogue_bytes=f.get("epilogue_bytes", int), epilogue_seconds=f.get("epilogue_seconds", number),
-                 stored_bytes=f.get("stored_bytes", int))
+                 stored_bytes=f.get("stored_bytes", int),
+                 store_seconds=f.get("store_seconds", number) if "store_seconds" in f.value else 0.0)
 
 
 # --- records --------------------------------------------------------------------------

@@ -48,6 +48,17 @@ Status write_all(int fd, const uint8_t* p, uint64_t size, const std::string& pat
 void put_u32(uint8_t* p, uint32_t v) { std::memcpy(p, &v, 4); }  // little-endian hosts only (x86-64, aarch64)
 void put_u64(uint8_t* p, uint64_t v) { std::memcpy(p, &v, 8); }
 
+/// Whether zstd is likely to shrink `raw`: a large chunk whose first 64 KiB
+/// do not shrink by a tenth is stored raw without compressing the rest
+/// (incompressible data, such as float results, costs zstd the most).
+bool worth_compressing(ByteView raw) {
+  constexpr uint64_t kProbe = 64 << 10;
+  if (raw.size() <= 4 * kProbe) return true;
+  thread_local std::vector<uint8_t> probe;
+  Expected<uint64_t> n = compress_zstd(raw.sub(0, kProbe), 1, probe, 0);
+  return n && *n < kProbe - kProbe / 10;
+}
+
 }  // namespace
 
 Status write_file_atomically(const std::string& path, const void* bytes, uint64_t size) {
@@ -110,7 +121,8 @@ Status ChunkStore::write_chunk(ByteView raw, const Hash128& name) {
   struct stat st;
   if (::stat(path.c_str(), &st) == 0) return {};  // stored by an earlier run or another rank
   thread_local std::vector<uint8_t> file;
-  Expected<uint64_t> packed = compress_zstd(raw, level_, file, kChunkHeaderSize);
+  Expected<uint64_t> packed = uint64_t(raw.size());
+  if (worth_compressing(raw)) packed = compress_zstd(raw, level_, file, kChunkHeaderSize);
   if (!packed) return packed.error().within(path);
   uint32_t codec = kCodecZstd;
   if (*packed >= raw.size()) {  // incompressible: store it as it is

@@ -203,9 +203,9 @@ std::vector<uint8_t> RecordBuilder::metadata() const {
     if (r.global) write_region(w, r);
   w.key("flags").array(uint32_t(flags_.size()));
   for (const Flag& f : flags_) w.map(2).key("flag").str(f.flag).key("detail").str(f.detail);
-  w.key("stats").map(5).key("prologue_bytes").uint(bytes_[0]).key("prologue_seconds").f64(seconds_[0]);
+  w.key("stats").map(6).key("prologue_bytes").uint(bytes_[0]).key("prologue_seconds").f64(seconds_[0]);
   w.key("epilogue_bytes").uint(bytes_[1]).key("epilogue_seconds").f64(seconds_[1]);
-  w.key("stored_bytes").uint(store_.stored_bytes() - stored_before_);
+  w.key("stored_bytes").uint(store_.stored_bytes() - stored_before_).key("store_seconds").f64(store_seconds_);
   return w.take();
 }
 

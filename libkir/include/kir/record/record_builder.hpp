@@ -66,6 +66,8 @@ class RecordBuilder {
   Status snapshot(size_t region, bool epilogue, uint64_t offset, ByteView bytes, unsigned threads = 1);
   /// Timing the recorder measured, kept in the record's `stats`.
   void add_time(bool epilogue, double seconds);
+  /// Time spent storing snapshots taken to device memory first (after the app moved on).
+  void add_store_time(double seconds) { store_seconds_ += seconds; }
 
   /// The metadata as msgpack (the record file's body).
   std::vector<uint8_t> metadata() const;
@@ -96,6 +98,7 @@ class RecordBuilder {
   std::vector<Flag> flags_;
   uint64_t bytes_[2] = {0, 0};
   double seconds_[2] = {0, 0};
+  double store_seconds_ = 0;
 };
 
 }  // namespace kir::record

@@ -42,6 +42,9 @@ Driver load(std::string& why) {
   resolve(lib, "cuMemHostAlloc", d.cuMemHostAlloc, missing);
   resolve(lib, "cuMemcpyDtoH_v2", d.cuMemcpyDtoH, missing);
   resolve(lib, "cuMemcpyDtoHAsync_v2", d.cuMemcpyDtoHAsync, missing);
+  resolve(lib, "cuMemcpyDtoDAsync_v2", d.cuMemcpyDtoDAsync, missing);
+  resolve(lib, "cuMemAlloc_v2", d.cuMemAlloc, missing);
+  resolve(lib, "cuMemFree_v2", d.cuMemFree, missing);
   resolve(lib, "cuStreamCreate", d.cuStreamCreate, missing);
   resolve(lib, "cuStreamSynchronize", d.cuStreamSynchronize, missing);
   resolve(lib, "cuPointerGetAttribute", d.cuPointerGetAttribute, missing);

@@ -180,6 +180,8 @@ class Recorder {
     std::unique_ptr<RecordBuilder> builder;
     std::vector<size_t> snapshotted;
     std::string label;
+    // Copies on the device, stored to the record later by the writer thread.
+    std::optional<Snapshotter::DeviceCopy> prologue, epilogue;
   };
 
   bool selected(const kir_hook_launch& l, uint64_t& ordinal);
@@ -190,6 +192,9 @@ class Recorder {
   void flag_arguments(RecordBuilder& b, const std::vector<std::vector<uint8_t>>& args,
                       const std::vector<LiveAllocation>& live, const std::vector<ModuleGlobal>& globals);
   Status snapshot_prologue(Pending& p, const std::vector<uint64_t>& roots);
+  /// Store what is left of `p` (device copies) and write it: on the writer thread.
+  void finish_record(Pending& p);
+  void wait_for_writer();
 
   Settings settings_;
   int64_t rank_;
@@ -207,10 +212,14 @@ class Recorder {
   std::atomic<uint64_t> written_{0}, failed_{0};
   std::mutex recording_mutex_;  // one launch recorded at a time, prologue to epilogue
   static thread_local std::unique_ptr<Pending> pending_;
+  std::thread writer_;  // stores and writes the last record while the app runs on
+  bool exit_hook_ = false;
   bool va_warned_ = false;
 };
 
 thread_local std::unique_ptr<Recorder::Pending> Recorder::pending_;
+
+Recorder* the_recorder = nullptr;  // the process's one recorder, once started
 
 bool Recorder::start() {
   std::string why;
@@ -280,6 +289,7 @@ void Recorder::summarize() {
                      " launches in " + settings_.directory;
   if (unknown_launches_)
     text += " (" + std::to_string(unknown_launches_) + " launches of kernels the hook never saw registered)";
+  wait_for_writer();
   if (failed_) text += "; " + std::to_string(failed_) + " could not be recorded";
   if (settings_.verbose) {
     kir_hook_stats stats{};
@@ -362,7 +372,10 @@ std::vector<size_t> Recorder::add_regions(RecordBuilder& b, const kir_hook_launc
 /// from the arguments and the module's globals.
 Status Recorder::snapshot_prologue(Pending& p, const std::vector<uint64_t>& roots) {
   RecordBuilder& b = *p.builder;
-  if (!settings_.reachable) return snapshotter_->copy(b, p.snapshotted, false);
+  if (!settings_.reachable) {
+    p.prologue = snapshotter_->copy_on_device(b, p.snapshotted);
+    return p.prologue ? Status() : snapshotter_->copy(b, p.snapshotted, false);
+  }
   std::vector<MemoryRange> ranges;
   std::vector<uint64_t> all_roots = roots;
   for (size_t i : p.snapshotted) {
@@ -410,7 +423,37 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
+void Recorder::wait_for_writer() {
+  if (writer_.joinable()) writer_.join();
+}
+
+void Recorder::finish_record(Pending& p) {
+  RecordBuilder& b = *p.builder;
+  auto start = std::chrono::steady_clock::now();
+  Status s;
+  if (p.prologue) s = snapshotter_->store(b, p.snapshotted, false, *p.prologue);
+  if (p.epilogue) {
+    Status e = snapshotter_->store(b, p.snapshotted, true, *p.epilogue);
+    if (s) s = e;
+  }
+  b.add_store_time(seconds_since(start));
+  Expected<std::string> path = s ? b.write() : Expected<std::string>(s.error());
+  if (!path) {
+    say("cannot record " + p.label + ": " + path.error().message());
+    ++failed_;
+  } else {
+    ++written_;
+    if (settings_.verbose) say("recorded " + p.label + ": " + *path);
+  }
+  for (const Flag& f : b.flags()) say("warning: " + p.label + " may not replay faithfully: " + f.flag + ": " + f.detail);
+}
+
 std::unique_ptr<Recorder::Pending> Recorder::begin_record(const kir_hook_launch& l, uint64_t ordinal) {
+  wait_for_writer();  // the staging buffers and stream are free again
+  if (!exit_hook_) {  // registered after the runtime's own exit handler, so it runs before it
+    exit_hook_ = true;
+    std::atexit([] { the_recorder->wait_for_writer(); });
+  }
   auto p = std::make_unique<Pending>();
   p->builder = std::make_unique<RecordBuilder>(*store_, settings_.chunk_size);
   RecordBuilder& b = *p->builder;
@@ -463,25 +506,25 @@ void Recorder::launch_completed(const kir_hook_launch& l) {
   } else {
     auto start = std::chrono::steady_clock::now();
     driver_->cuCtxSynchronize();
-    Status s = snapshotter_->copy(b, p->snapshotted, true);
+    p->epilogue = snapshotter_->copy_on_device(b, p->snapshotted);
+    Status s = p->epilogue ? Status() : snapshotter_->copy(b, p->snapshotted, true);
     b.add_time(true, seconds_since(start));
-    Expected<std::string> path = s ? b.write() : Expected<std::string>(s.error());
-    if (!path) {
-      say("cannot record " + p->label + ": " + path.error().message());
+    if (!s) {
+      say("cannot record " + p->label + ": " + s.error().message());
       ++failed_;
     } else {
-      ++written_;
-      if (settings_.verbose) say("recorded " + p->label + ": " + *path);
+      CUcontext context = nullptr;
+      driver_->cuCtxGetCurrent(&context);
+      writer_ = std::thread([this, context, pending = std::shared_ptr<Pending>(std::move(p))] {
+        driver_->cuCtxSetCurrent(context);
+        finish_record(*pending);
+      });
     }
-    for (const Flag& f : b.flags())
-      say("warning: " + p->label + " may not replay faithfully: " + f.flag + ": " + f.detail);
   }
   recording_mutex_.unlock();
 }
 
 // ------------------------------------------------------------- the client
-
-Recorder* the_recorder = nullptr;
 
 kir_hook_client make_client() {
   kir_hook_client c{};

@@ -19,7 +19,8 @@ Status Snapshotter::prepare() {
   return {};
 }
 
-Status Snapshotter::copy(RecordBuilder& builder, const std::vector<size_t>& regions, bool epilogue) {
+Status Snapshotter::copy(RecordBuilder& builder, const std::vector<size_t>& regions, bool epilogue,
+                         const std::vector<uint64_t>* sources) {
   if (Status ready = prepare(); !ready) return ready;
   struct Batch {
     size_t region;
@@ -29,11 +30,15 @@ Status Snapshotter::copy(RecordBuilder& builder, const std::vector<size_t>& regi
   // Batches never straddle a chunk boundary of their region: staging holds
   // whole chunks except for each region's last.
   std::vector<Batch> batches;
-  for (size_t region : regions) {
-    const Region& r = builder.regions()[region];
-    for (uint64_t at = 0; at < r.size; at += staging_bytes_)
-      batches.push_back({region, at, std::min(staging_bytes_, r.size - at), int(batches.size() % 2)});
-    if (r.size == 0) batches.push_back({region, 0, 0, int(batches.size() % 2)});
+  std::vector<uint64_t> from;  // each batch's device address
+  for (size_t i = 0; i < regions.size(); ++i) {
+    const Region& r = builder.regions()[regions[i]];
+    uint64_t source = sources ? (*sources)[i] : r.address;
+    for (uint64_t at = 0; at < r.size || (at == 0 && r.size == 0); at += std::max<uint64_t>(staging_bytes_, 1)) {
+      batches.push_back({regions[i], at, std::min(staging_bytes_, r.size - at), int(batches.size() % 2)});
+      from.push_back(source + at);
+      if (r.size == 0) break;
+    }
   }
   auto store = [&](const Batch& b) {
     return builder.snapshot(b.region, epilogue, b.offset, ByteView(staging_[b.buffer], b.size), threads_);
@@ -41,7 +46,7 @@ Status Snapshotter::copy(RecordBuilder& builder, const std::vector<size_t>& regi
   for (size_t i = 0; i < batches.size(); ++i) {
     const Batch& b = batches[i];
     const Region& r = builder.regions()[b.region];
-    CUresult issued = b.size ? driver_.cuMemcpyDtoHAsync(staging_[b.buffer], r.address + b.offset, b.size, stream_) : 0;
+    CUresult issued = b.size ? driver_.cuMemcpyDtoHAsync(staging_[b.buffer], from[i], b.size, stream_) : 0;
     Status stored = i ? store(batches[i - 1]) : Status();  // the previous batch, while this one copies
     CUresult done = driver_.cuStreamSynchronize(stream_);
     if (issued != 0 || done != 0)
@@ -50,6 +55,38 @@ Status Snapshotter::copy(RecordBuilder& builder, const std::vector<size_t>& regi
     if (!stored) return stored;
   }
   return batches.empty() ? Status() : store(batches.back());
+}
+
+std::optional<Snapshotter::DeviceCopy> Snapshotter::copy_on_device(const RecordBuilder& builder,
+                                                                  const std::vector<size_t>& regions) {
+  if (!prepare()) return std::nullopt;
+  DeviceCopy copied;
+  uint64_t total = 0;
+  for (size_t region : regions) {
+    copied.sources.push_back(total);
+    total += (builder.regions()[region].size + 255) / 256 * 256;
+  }
+  if (total == 0 || driver_.cuMemAlloc(&copied.scratch, total) != 0) return std::nullopt;
+  bool ok = true;
+  for (size_t i = 0; i < regions.size() && ok; ++i) {
+    const Region& r = builder.regions()[regions[i]];
+    copied.sources[i] += copied.scratch;
+    if (r.size) ok = driver_.cuMemcpyDtoDAsync(copied.sources[i], r.address, r.size, stream_) == 0;
+  }
+  ok = driver_.cuStreamSynchronize(stream_) == 0 && ok;
+  if (!ok) {
+    driver_.cuMemFree(copied.scratch);
+    return std::nullopt;
+  }
+  return copied;
+}
+
+Status Snapshotter::store(RecordBuilder& builder, const std::vector<size_t>& regions, bool epilogue,
+                          DeviceCopy& copied) {
+  Status stored = copy(builder, regions, epilogue, &copied.sources);
+  driver_.cuMemFree(copied.scratch);
+  copied.scratch = 0;
+  return stored;
 }
 
 Expected<std::vector<uint8_t>> Snapshotter::read(uint64_t address, uint64_t size) {
