@@ -5,17 +5,23 @@
 
 namespace kir::record {
 
-Status Snapshotter::prepare() {
+Status Snapshotter::prepare_stream() {
   if (stream_) return {};
+  if (CUresult r = driver_.cuStreamCreate(&stream_, 1 /* CU_STREAM_NON_BLOCKING */); r != 0)
+    return Error("cannot create the recorder's stream: " + driver_.error_name(r));
+  return {};
+}
+
+Status Snapshotter::prepare() {
+  if (Status s = prepare_stream(); !s) return s;
   for (uint8_t*& buffer : staging_) {
+    if (buffer) continue;
     void* p = nullptr;
     if (CUresult r = driver_.cuMemHostAlloc(&p, staging_bytes_, 0); r != 0)
       return Error("cannot allocate " + hex(staging_bytes_) + " bytes of pinned staging memory: " +
                    driver_.error_name(r));
     buffer = static_cast<uint8_t*>(p);
   }
-  if (CUresult r = driver_.cuStreamCreate(&stream_, 1 /* CU_STREAM_NON_BLOCKING */); r != 0)
-    return Error("cannot create the recorder's stream: " + driver_.error_name(r));
   return {};
 }
 
@@ -59,7 +65,7 @@ Status Snapshotter::copy(RecordBuilder& builder, const std::vector<size_t>& regi
 
 std::optional<Snapshotter::DeviceCopy> Snapshotter::copy_on_device(const RecordBuilder& builder,
                                                                   const std::vector<size_t>& regions) {
-  if (!prepare()) return std::nullopt;
+  if (!prepare_stream()) return std::nullopt;  // the staging buffers wait for the writer thread
   DeviceCopy copied;
   uint64_t total = 0;
   for (size_t region : regions) {

@@ -41,7 +41,8 @@ class Snapshotter {
   Expected<std::vector<uint8_t>> read(uint64_t address, uint64_t size);
 
  private:
-  Status prepare();
+  Status prepare();         // the stream and the pinned staging buffers
+  Status prepare_stream();  // the stream alone
 
   const Driver& driver_;
   uint64_t staging_bytes_;
