@@ -378,6 +378,47 @@ void test_c_api_errors() {
 
 }  // namespace
 
+/// Every writer encoding boundary, read back by the reader.
+void test_msgpack_writer() {
+  kir::MsgpackWriter w;
+  const uint64_t uints[] = {0, 127, 128, 255, 256, 65535, 65536, 0xffffffffull, 0x100000000ull, UINT64_MAX / 2};
+  const int64_t sints[] = {-1, -32, -33, -128, -129, -32768, -32769, INT32_MIN, int64_t(INT32_MIN) - 1};
+  std::string long_text(70000, 'x');
+  w.map(4).key("u").array(10);
+  for (uint64_t u : uints) w.uint(u);
+  w.key("s").array(9);
+  for (int64_t s : sints) w.sint(s);
+  w.key("t").array(4).str("").str(std::string(31, 'a')).str(std::string(300, 'b')).str(long_text);
+  w.key("b").array(3).bin("\1\2", 2).bin(long_text.data(), 300).nil();
+  std::vector<uint8_t> bytes = w.take();
+  kir::Expected<kir::MsgpackValue> v = kir::parse_msgpack(kir::ByteView(bytes.data(), bytes.size()));
+  CHECK(v.ok());
+  if (!v) return;
+  const kir::MsgpackValue* u = v->get("u");
+  CHECK(u && u->items.size() == 10);
+  for (size_t i = 0; u && i < 10; ++i) CHECK(uint64_t(u->items[i].integer) == uints[i]);
+  const kir::MsgpackValue* s = v->get("s");
+  CHECK(s && s->items.size() == 9);
+  for (size_t i = 0; s && i < 9; ++i) CHECK(s->items[i].integer == sints[i]);
+  const kir::MsgpackValue* t = v->get("t");
+  CHECK(t && t->items.size() == 4 && t->items[3].string == long_text && t->items[2].string.size() == 300);
+  const kir::MsgpackValue* b = v->get("b");
+  CHECK(b && b->items[0].type == kir::MsgpackValue::Type::binary && b->items[0].string == "\1\2");
+  CHECK(b && b->items[1].string.size() == 300 && b->items[2].type == kir::MsgpackValue::Type::nil);
+}
+
+/// A zstd round trip through the writer's compressor and the reader's decoder.
+void test_zstd_compress() {
+  std::vector<uint8_t> raw(100000);
+  for (size_t i = 0; i < raw.size(); ++i) raw[i] = uint8_t(i % 7);
+  std::vector<uint8_t> packed = {0xaa};
+  kir::Expected<uint64_t> n = kir::compress_zstd(kir::ByteView(raw.data(), raw.size()), 1, packed, 1);
+  CHECK(n.ok() && packed.size() == 1 + *n && packed[0] == 0xaa && *n < raw.size() / 10);
+  kir::Scratch scratch;
+  kir::Expected<kir::ByteView> back = kir::decompress_zstd(kir::ByteView(packed.data() + 1, *n), raw.size(), scratch);
+  CHECK(back.ok() && back->size() == raw.size() && std::memcmp(back->data(), raw.data(), raw.size()) == 0);
+}
+
 int main() {
   const std::pair<const char*, std::function<void()>> tests[] = {
       {"byte_view_bounds", test_byte_view_bounds}, {"fatbin_roundtrip", test_fatbin_roundtrip},
@@ -386,7 +427,8 @@ int main() {
       {"ptx", test_ptx},                           {"demangle", test_demangle},
       {"md5", test_md5},                           {"bundle_ids", test_bundle_ids},
       {"msgpack", test_msgpack},                   {"hash_c_api", test_hash_c_api_matches_cpp},
-      {"c_api_errors", test_c_api_errors}};
+      {"c_api_errors", test_c_api_errors},         {"msgpack_writer", test_msgpack_writer},
+      {"zstd_compress", test_zstd_compress}};
   for (const auto& [name, fn] : tests) {
     int before = failures;
     fn();
