@@ -58,3 +58,16 @@ def run_kir(*args: str, cwd=None) -> Result:
 @pytest.fixture
 def kir_cli():
     return run_kir
+
+
+@pytest.fixture(scope="session")
+def gpu():
+    """Skip, visibly, unless the CUDA driver loads and sees a GPU."""
+    driver = pytest.importorskip("cuda.bindings.driver", reason="cuda-bindings not installed")
+    try:
+        err, = driver.cuInit(0)
+    except Exception as error:
+        pytest.skip(f"no GPU driver: {error}")
+    err, count = driver.cuDeviceGetCount()
+    if err != driver.CUresult.CUDA_SUCCESS or count == 0:
+        pytest.skip("no GPU present")

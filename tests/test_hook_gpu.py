@@ -17,17 +17,6 @@ from kir.hashing import kernel_hashes
 driver = pytest.importorskip("cuda.bindings.driver", reason="cuda-bindings not installed")
 
 
-@pytest.fixture(scope="module")
-def gpu():
-    try:
-        err, = driver.cuInit(0)
-    except Exception as error:
-        pytest.skip(f"no GPU driver: {error}")
-    err, count = driver.cuDeviceGetCount()
-    if err != driver.CUresult.CUDA_SUCCESS or count == 0:
-        pytest.skip("no GPU present")
-
-
 def test_app_runs_for_real_under_the_hook(gpu, built, kir_cli):
     bare = subprocess.run([built["hook_app"], "2"], capture_output=True, text=True)
     traced = kir_cli("trace", "--json", "--", built["hook_app"], "2")

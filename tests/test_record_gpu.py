@@ -39,17 +39,6 @@ UNFLAGGED = {"rec_vector_add", "rec_jacobi", "rec_pointer_chase", "rec_device_gl
 POOL_FLAGS = {"outside-va-range"}
 
 
-@pytest.fixture(scope="module")
-def gpu():
-    try:
-        err, = driver.cuInit(0)
-    except Exception as error:
-        pytest.skip(f"no GPU driver: {error}")
-    err, count = driver.cuDeviceGetCount()
-    if err != driver.CUresult.CUDA_SUCCESS or count == 0:
-        pytest.skip("no GPU present")
-
-
 # --- helpers -------------------------------------------------------------------------------------
 
 
