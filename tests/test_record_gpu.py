@@ -358,3 +358,32 @@ def test_python_api_replays_one_record_repeatedly(recordings):
             result = replayer.run(repeat=4)
             assert result.verified is True
             assert result.median_ms > 0
+
+
+def test_only_the_asked_mpi_ranks_record(gpu, built, tmp_path):
+    """The rank comes from the launcher's variables; records of a rank carry it
+    in their file names, so ranks can share one directory."""
+    from kir.record import record_app
+
+    app = app_path(built, "rec_vector_add")
+    status, skipped = record_app([app], tmp_path, ranks=[1], env={"OMPI_COMM_WORLD_RANK": "0"})
+    assert status == 0 and skipped.records() == []
+    status, recorded = record_app([app], tmp_path, ranks=[1], env={"OMPI_COMM_WORLD_RANK": "1"})
+    (record,) = recorded.records()
+    assert status == 0 and record.path.name.endswith(".rank1.kirrec") and record.process.rank == 1
+
+
+def test_unavailable_va_range_is_said_and_replays_at_exact_addresses(gpu, built, tmp_path):
+    """A range the driver will not place where asked: the recorder says so,
+    falls back to the runtime's allocations, flags the records, and replay maps
+    each allocation at its own recorded address instead."""
+    app = app_path(built, "rec_vector_add")
+    result = run_kir("record", "--va-base", "0x1000", "-o", tmp_path, "--", app)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "cannot reserve the VA range" in result.stderr
+    (path,) = (tmp_path / "records").glob("*.kirrec")
+    meta = read_meta(path)
+    assert meta["va_range"] is None
+    assert [f["flag"] for f in meta["flags"]] == ["outside-va-range"]
+    status, report = replay(path)
+    assert status == 0 and report["verified"] is True

@@ -701,3 +701,15 @@ def test_record_rejects_bad_options_before_running(tmp_path, kir_cli, option):
     assert result.returncode == 2 and result.stderr.startswith("kir: error: "), result.stderr
     assert option[-2] in result.stderr  # the message names the option
     assert not marker.exists()
+
+
+def test_record_app_passes_the_recorder_settings(tmp_path, capfd):
+    """kir.record.record_app: the Python twin of `kir record` (the recorder itself
+    needs a GPU: tests/test_record_gpu.py)."""
+    from kir.record import record_app
+    script = "echo $KIR_RECORD_DIR $KIR_RECORD_RANKS $KIR_RECORD_KERNELS $KIR_RECORD_VA_BASE $PMI_RANK; exit 3"
+    status, recording = record_app(["sh", "-c", script], tmp_path / "rec", ranks=[0, 2], kernels="axpy",
+                                   va_base=0x200000000000, env={"PMI_RANK": "2"})
+    out = capfd.readouterr().out.split()
+    assert status == 3 and out == [str(tmp_path / "rec"), "0,2", "axpy", "0x200000000000", "2"]
+    assert recording.records() == [] and recording.directory == tmp_path / "rec"

@@ -562,3 +562,27 @@ def _visible(folder: Path, suffix: str) -> list[Path]:
     if not folder.is_dir():
         return []
     return sorted(p for p in folder.iterdir() if p.name.endswith(suffix) and not p.name.startswith("."))
+
+
+# --- recording -------------------------------------------------------------------------
+
+def record_app(command, directory="kir-records", *, kernels: str | None = None, max_per_kernel: int = 4,
+               skip: int = 0, ranks=None, reachable: bool = False, va_base: int | None = None,
+               va_size: int | None = None, no_va: bool = False, env: dict | None = None) -> tuple[int, Recording]:
+    """Run `command` (a list: program and arguments) under the recorder, as
+    `kir record` does, with the same options; returns the app's exit status and
+    the recording. `env` adds to this process's environment (e.g. a launcher's
+    rank variable)."""
+    from argparse import Namespace
+    from kir.commands import record as cli
+    from kir.commands.app import hooked_environment, library, run_app
+    options = Namespace(kernels=kernels, max_per_kernel=max_per_kernel, skip=skip,
+                        ranks=",".join(map(str, ranks)) if ranks is not None else None, reachable=reachable,
+                        no_va=no_va, va_base=f"{va_base:#x}" if va_base else None,
+                        va_size=str(va_size) if va_size else None)
+    directory = Path(directory).resolve()
+    environment = {**hooked_environment([library("libkir_record.so")]), **(env or {}),
+                   **cli.recorder_environment(options, directory)}
+    status = run_app([str(c) for c in command], environment)
+    (directory / "records").mkdir(parents=True, exist_ok=True)  # an app that recorded nothing
+    return status, Recording(directory)
