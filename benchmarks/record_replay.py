@@ -57,8 +57,7 @@ def record(exe: Path, out: Path, kernel: str, *args, max_per_kernel: int = 4) ->
                            "-o", str(out), "--", str(exe), *map(str, args)], capture_output=True, text=True)
     if proc.returncode != 0:
         raise SystemExit(f"kir record failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-    records = Recording(out).records
-    records = list(records() if callable(records) else records)
+    records = Recording(out).records()
     if not records:
         raise SystemExit(f"kir record wrote no records for {kernel}:\n{proc.stderr[-3000:]}")
     return sorted(records, key=lambda r: r.launch.ordinal)
@@ -83,7 +82,7 @@ def snapshot_throughput(exe: Path, work: Path, mib: int, runs: int, copies: int)
         s = rec.stats
         prologue.append(s.prologue_bytes / GIB / s.prologue_seconds)
         epilogue.append(s.epilogue_bytes / GIB / s.epilogue_seconds)
-        waited = s.prologue_seconds + s.epilogue_seconds + getattr(s, "store_seconds", 0.0)
+        waited = s.prologue_seconds + s.epilogue_seconds + s.store_seconds
         whole.append((s.prologue_bytes + s.epilogue_bytes) / GIB / waited)
     live = s.prologue_bytes
     print(f"\n(a) snapshot throughput: `transform` over two {mib} MiB buffers of non-trivial floats "
@@ -96,7 +95,7 @@ def snapshot_throughput(exe: Path, work: Path, mib: int, runs: int, copies: int)
           f"{max(prologue) / d2h * 100:.0f}%) |")
     print(f"| record epilogue (after the launch: {size(s.epilogue_bytes)}) | {statistics.median(epilogue):.2f} | "
           f"{statistics.median(epilogue) / d2h * 100:.0f}% |")
-    print(f"| whole record, until it is on disk (both snapshots stored: {getattr(s, 'store_seconds', 0.0):.2f} s "
+    print(f"| whole record, until it is on disk (both snapshots stored: {s.store_seconds:.2f} s "
           f"after the app moved on) | {statistics.median(whole):.2f} | {statistics.median(whole) / d2h * 100:.0f}% |")
     print("\nThe app waits only for the prologue and epilogue rows: snapshots go to device scratch memory "
           "first (when it has room) and are copied to the host, hashed, compressed and written while the "

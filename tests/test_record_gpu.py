@@ -77,11 +77,7 @@ class Recorded:
         assert len(on_disk) == len(self.records)
 
     def path(self, record: dict) -> Path:
-        file = Path(record["file"])
-        for candidate in (file, self.out / file, self.out / "records" / file):
-            if candidate.is_file():
-                return candidate
-        raise AssertionError(f"record file {file} not found under {self.out}")
+        return self.out / "records" / record["file"]
 
     def of(self, kernel: str) -> list[dict]:
         return [r for r in self.records if r["kernel"] == kernel]
@@ -134,23 +130,13 @@ def assert_replays(rec: Recorded, record_entry: dict, codes=("cubin", "ptx")) ->
         status, out = replay(path, "--code", code)
         where = f"{rec.app.name} {record_entry['demangled']} #{record_entry['ordinal']} --code {code}"
         assert out["code"] == code, where
-        assert out["verified"] is True and out["mismatches"] in (0, [], None, {}), f"{where}: {out}"
+        assert out["verified"] is True and out["mismatches"] == [], f"{where}: {out}"
         assert out["hashes_match"] is True, f"{where}: {out}"
         assert out["variant"] is False, where
         assert status == 0, where
         if code == "cubin":
             assert out["static_hash"] == record_entry["static_hash"], where
             assert out["dynamic_hash"] == record_entry["dynamic_hash"], where
-
-
-def hexstr(value) -> str:
-    """A hash as its 32-hex-digit text, whatever object the Python API hands back."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, (bytes, bytearray)):
-        return value.hex()
-    text = getattr(value, "hex", None)
-    return text() if callable(text) else str(text if text is not None else value)
 
 
 # --- recordings, one per app and module ----------------------------------------------------------
@@ -348,10 +334,9 @@ def test_python_api_replays_one_record_repeatedly(recordings):
 
     rec = recordings("rec_vector_add")
     (listed,) = rec.records
-    records = Recording(rec.out).records
-    (record,) = records() if callable(records) else records  # the brief's property, or a method
+    (record,) = Recording(rec.out).records()
     assert record.kernel.name == listed["kernel"]
-    assert hexstr(record.launch.dynamic_hash) == listed["dynamic_hash"]
+    assert record.launch.dynamic_hash == listed["dynamic_hash"]
     assert len(record.allocations) >= 3 and not record.flags
     with Replayer(record, code="cubin") as replayer:
         for _ in range(3):

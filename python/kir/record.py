@@ -182,12 +182,9 @@ def _decode(where: str, codec: int, payload: bytes, raw_size: int) -> bytes:
         return payload
     if codec != 1:
         raise RecordError(f"{where}: byte 12: unknown codec {codec} (known: 0 raw, 1 zstd)")
-    decompress = getattr(_core, "zstd_decompress", None)
-    if decompress is None:
-        raise RecordError(f"{where}: stored with zstd, and this kir build has no zstd decoder")
     try:
-        return decompress(payload, raw_size)
-    except Exception as error:  # the binding raises ValueError/RuntimeError with zstd's message
+        return _core.zstd_decompress(payload, raw_size)
+    except KirError as error:
         raise RecordError(f"{where}: zstd payload does not decode: {error}") from None
 
 
