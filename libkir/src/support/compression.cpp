@@ -38,15 +38,19 @@ Expected<ByteView> decompress_lz4_block(ByteView src, uint64_t size, Scratch& sc
 
 namespace {
 
-/// One decompression context per thread, reused across images.
-ZSTD_DCtx* thread_zstd_context() {
+/// One zstd context of a kind per thread, reused across calls.
+template <class Context, Context* (*create)(), size_t (*destroy)(Context*)>
+Context* thread_context() {
   struct Owner {
-    ZSTD_DCtx* ctx = ZSTD_createDCtx();
-    ~Owner() { ZSTD_freeDCtx(ctx); }
+    Context* ctx = create();
+    ~Owner() { destroy(ctx); }
   };
   thread_local Owner owner;
   return owner.ctx;
 }
+
+ZSTD_DCtx* thread_zstd_context() { return thread_context<ZSTD_DCtx, ZSTD_createDCtx, ZSTD_freeDCtx>(); }
+ZSTD_CCtx* thread_zstd_compressor() { return thread_context<ZSTD_CCtx, ZSTD_createCCtx, ZSTD_freeCCtx>(); }
 
 }  // namespace
 
@@ -82,24 +86,6 @@ Expected<ByteView> decompress_zlib(ByteView src, uint64_t size, Scratch& scratch
     return Error("zlib stream decodes to " + hex(n) + " bytes, but the header claims " + hex(size));
   return ByteView(out, size);
 }
-
-}  // namespace kir
-
-namespace kir {
-
-namespace {
-
-/// One compression context per thread, reused across chunks.
-ZSTD_CCtx* thread_zstd_compressor() {
-  struct Owner {
-    ZSTD_CCtx* ctx = ZSTD_createCCtx();
-    ~Owner() { ZSTD_freeCCtx(ctx); }
-  };
-  thread_local Owner owner;
-  return owner.ctx;
-}
-
-}  // namespace
 
 Expected<uint64_t> compress_zstd(ByteView src, int level, std::vector<uint8_t>& out, uint64_t offset) {
   size_t bound = ZSTD_compressBound(src.size());

@@ -96,16 +96,11 @@ struct Settings {
 
 // ------------------------------------------------------- what a launch reaches
 
-struct LiveAllocation {
-  uint64_t address, size;
-  int kind;
-};
-
-std::vector<LiveAllocation> live_allocations() {
-  std::vector<LiveAllocation> out;
+std::vector<kir_hook_allocation> live_allocations() {
+  std::vector<kir_hook_allocation> out;
   kir_hook_for_each_allocation(
       [](void* user, const kir_hook_allocation* a) {
-        static_cast<std::vector<LiveAllocation>*>(user)->push_back({a->address, a->size, a->kind});
+        static_cast<std::vector<kir_hook_allocation>*>(user)->push_back(*a);
       },
       &out);
   return out;
@@ -155,12 +150,6 @@ std::vector<uint64_t> pointer_candidates(const std::vector<std::vector<uint8_t>>
   return out;
 }
 
-const LiveAllocation* holding(const std::vector<LiveAllocation>& live, uint64_t address) {
-  for (const LiveAllocation& a : live)
-    if (address - a.address < a.size) return &a;
-  return nullptr;
-}
-
 // ------------------------------------------------------------------ recorder
 
 class Recorder {
@@ -190,7 +179,7 @@ class Recorder {
   std::vector<size_t> add_regions(RecordBuilder& b, const kir_hook_launch& l,
                                   const std::vector<std::vector<uint8_t>>& args);
   void flag_arguments(RecordBuilder& b, const std::vector<std::vector<uint8_t>>& args,
-                      const std::vector<LiveAllocation>& live, const std::vector<ModuleGlobal>& globals);
+                      const std::vector<ModuleGlobal>& globals);
   Status snapshot_prologue(Pending& p, const std::vector<uint64_t>& roots);
   /// Store what is left of `p` (device copies) and write it: on the writer thread.
   void finish_record(Pending& p);
@@ -328,15 +317,15 @@ void Recorder::describe_kernel(RecordBuilder& b, const kir_hook_launch& l) {
 }
 
 void Recorder::flag_arguments(RecordBuilder& b, const std::vector<std::vector<uint8_t>>& args,
-                              const std::vector<LiveAllocation>& live, const std::vector<ModuleGlobal>& globals) {
+                              const std::vector<ModuleGlobal>& globals) {
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i].size() != 8) continue;
     uint64_t v;
     std::memcpy(&v, args[i].data(), 8);
     if (!v) continue;
     std::string which = "argument " + std::to_string(i + 1) + " (" + hex(v) + ")";
-    if (const LiveAllocation* a = holding(live, v)) {
-      if (a->kind == KIR_ALLOC_HOST_PINNED) b.add_flag("host-pointer", which + " points into pinned host memory");
+    if (kir_hook_allocation a{}; kir_hook_find_allocation(v, &a)) {
+      if (a.kind == KIR_ALLOC_HOST_PINNED) b.add_flag("host-pointer", which + " points into pinned host memory");
       continue;
     }
     bool in_global = false;
@@ -354,11 +343,11 @@ void Recorder::flag_arguments(RecordBuilder& b, const std::vector<std::vector<ui
 
 std::vector<size_t> Recorder::add_regions(RecordBuilder& b, const kir_hook_launch& l,
                                           const std::vector<std::vector<uint8_t>>& args) {
-  std::vector<LiveAllocation> live = live_allocations();
+  std::vector<kir_hook_allocation> live = live_allocations();
   std::vector<ModuleGlobal> globals = module_globals(*l.kernel);
-  flag_arguments(b, args, live, globals);
+  flag_arguments(b, args, globals);
   std::vector<size_t> snapshot;
-  for (const LiveAllocation& a : live) {
+  for (const kir_hook_allocation& a : live) {
     bool in_range = va_ && va_->holds(a.address);
     size_t index = b.add_allocation(a.address, a.size, kind_name(a.kind), in_range);
     if (a.kind == KIR_ALLOC_HOST_PINNED) continue;

@@ -30,33 +30,33 @@ Status Snapshotter::copy(RecordBuilder& builder, const std::vector<size_t>& regi
   if (Status ready = prepare(); !ready) return ready;
   struct Batch {
     size_t region;
-    uint64_t offset, size;
+    uint64_t offset, size, from;  // from: the device address it is copied from
     int buffer;
   };
   // Batches never straddle a chunk boundary of their region: staging holds
-  // whole chunks except for each region's last.
+  // whole chunks except for each region's last. An empty region is stored at once.
   std::vector<Batch> batches;
-  std::vector<uint64_t> from;  // each batch's device address
   for (size_t i = 0; i < regions.size(); ++i) {
     const Region& r = builder.regions()[regions[i]];
-    uint64_t source = sources ? (*sources)[i] : r.address;
-    for (uint64_t at = 0; at < r.size || (at == 0 && r.size == 0); at += std::max<uint64_t>(staging_bytes_, 1)) {
-      batches.push_back({regions[i], at, std::min(staging_bytes_, r.size - at), int(batches.size() % 2)});
-      from.push_back(source + at);
-      if (r.size == 0) break;
+    if (r.size == 0) {
+      if (Status s = builder.snapshot(regions[i], epilogue, 0, ByteView()); !s) return s;
+      continue;
     }
+    uint64_t source = sources ? (*sources)[i] : r.address;
+    for (uint64_t at = 0; at < r.size; at += staging_bytes_)
+      batches.push_back({regions[i], at, std::min(staging_bytes_, r.size - at), source + at, int(batches.size() % 2)});
   }
   auto store = [&](const Batch& b) {
     return builder.snapshot(b.region, epilogue, b.offset, ByteView(staging_[b.buffer], b.size), threads_);
   };
   for (size_t i = 0; i < batches.size(); ++i) {
     const Batch& b = batches[i];
-    const Region& r = builder.regions()[b.region];
-    CUresult issued = b.size ? driver_.cuMemcpyDtoHAsync(staging_[b.buffer], from[i], b.size, stream_) : 0;
+    CUresult issued = driver_.cuMemcpyDtoHAsync(staging_[b.buffer], b.from, b.size, stream_);
     Status stored = i ? store(batches[i - 1]) : Status();  // the previous batch, while this one copies
     CUresult done = driver_.cuStreamSynchronize(stream_);
     if (issued != 0 || done != 0)
-      return Error("copying " + hex(b.size) + " bytes at " + hex(r.address + b.offset) + " to the host failed: " +
+      return Error("copying " + hex(b.size) + " bytes at " + hex(builder.regions()[b.region].address + b.offset) +
+                   " to the host failed: " +
                    driver_.error_name(issued ? issued : done));
     if (!stored) return stored;
   }
