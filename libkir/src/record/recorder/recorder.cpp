@@ -174,6 +174,7 @@ class Recorder {
   };
 
   bool selected(const kir_hook_launch& l, uint64_t& ordinal);
+  bool name_selected(const std::string& name) const;
   std::unique_ptr<Pending> begin_record(const kir_hook_launch& l, uint64_t ordinal);
   void describe_kernel(RecordBuilder& b, const kir_hook_launch& l);
   std::vector<size_t> add_regions(RecordBuilder& b, const kir_hook_launch& l,
@@ -195,7 +196,11 @@ class Recorder {
   int device_ = -1;
 
   std::mutex selection_mutex_;
-  std::unordered_map<const void*, uint64_t> launches_, recorded_;  // per kernel
+  struct KernelState {
+    uint64_t launches = 0, recorded = 0;
+    bool matches = false;  // by --kernels
+  };
+  std::unordered_map<const void*, KernelState> kernels_;
   std::set<std::pair<uint64_t, uint64_t>> seen_;                   // dynamic hashes recorded
   uint64_t seen_launches_ = 0, unknown_launches_ = 0;
   std::atomic<uint64_t> written_{0}, failed_{0};
@@ -259,17 +264,20 @@ bool Recorder::selected(const kir_hook_launch& l, uint64_t& ordinal) {
     ++unknown_launches_;
     return false;
   }
-  ordinal = launches_[k]++;
-  if (settings_.kernels) {
-    std::string name = k->name ? k->name : "";
-    if (!std::regex_search(name, *settings_.kernels) && !std::regex_search(demangle(name), *settings_.kernels))
-      return false;
-  }
-  if (ordinal < settings_.skip) return false;
-  if (settings_.max_per_kernel && recorded_[k] >= settings_.max_per_kernel) return false;
+  auto [it, first] = kernels_.try_emplace(k);
+  KernelState& state = it->second;
+  if (first) state.matches = name_selected(k->name ? k->name : "");  // once per kernel, not per launch
+  ordinal = state.launches++;
+  if (!state.matches || ordinal < settings_.skip) return false;
+  if (settings_.max_per_kernel && state.recorded >= settings_.max_per_kernel) return false;
   if (!seen_.insert({l.dynamic_hash.high, l.dynamic_hash.low}).second) return false;  // recorded this one
-  ++recorded_[k];
+  ++state.recorded;
   return true;
+}
+
+bool Recorder::name_selected(const std::string& name) const {
+  return !settings_.kernels || std::regex_search(name, *settings_.kernels) ||
+         std::regex_search(demangle(name), *settings_.kernels);
 }
 
 void Recorder::summarize() {
@@ -466,8 +474,8 @@ std::unique_ptr<Recorder::Pending> Recorder::begin_record(const kir_hook_launch&
                ordinal);
   p->snapshotted = add_regions(b, l, args);
   flag_regions(b);
-  auto start = std::chrono::steady_clock::now();
   driver_->cuCtxSynchronize();  // earlier work, on any stream, done
+  auto start = std::chrono::steady_clock::now();
   if (Status s = snapshot_prologue(*p, pointer_candidates(args)); !s) {
     say("cannot record " + p->label + ": " + s.error().message());
     ++failed_;
@@ -493,8 +501,8 @@ void Recorder::launch_completed(const kir_hook_launch& l) {
     say("not recorded: " + p->label + " failed to launch (error " + std::to_string(l.result) + ")");
     ++failed_;
   } else {
+    driver_->cuCtxSynchronize();  // the kernel, and anything else in flight, done
     auto start = std::chrono::steady_clock::now();
-    driver_->cuCtxSynchronize();
     p->epilogue = snapshotter_->copy_on_device(b, p->snapshotted);
     Status s = p->epilogue ? Status() : snapshotter_->copy(b, p->snapshotted, true);
     b.add_time(true, seconds_since(start));
@@ -519,7 +527,9 @@ kir_hook_client make_client() {
   kir_hook_client c{};
   c.struct_size = sizeof c;
   c.api_version = KIR_HOOK_API_VERSION;
-  c.completion = KIR_COMPLETION_SYNCHRONIZE;
+  // Told as each launch returns: the recorder synchronizes only the launches it
+  // records (asking the hook to, with SYNCHRONIZE, would stall every launch).
+  c.completion = KIR_COMPLETION_RETURNED;
   c.launch_begin = [](void*, const kir_hook_launch* l) { the_recorder->launch_begin(*l); };
   c.launch_completed = [](void*, const kir_hook_launch* l) { the_recorder->launch_completed(*l); };
   return c;
