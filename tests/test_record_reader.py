@@ -713,3 +713,16 @@ def test_record_app_passes_the_recorder_settings(tmp_path, capfd):
     out = capfd.readouterr().out.split()
     assert status == 3 and out == [str(tmp_path / "rec"), "0,2", "axpy", "0x200000000000", "2"]
     assert recording.records() == [] and recording.directory == tmp_path / "rec"
+
+
+def test_a_record_without_an_image_is_read_but_not_planned(tmp_path):
+    """A no-layout record (the hook held no image) reads back, and the planner
+    refuses it with the reason instead of failing on the missing image."""
+    b = _core.RecordBuilder(str(tmp_path), CS)
+    b.set_kernel("k", "k()", _core.static_hash("k", "unknown", []), [], [])
+    b.set_launch("cudaLaunchKernel", _core.xxh3_128(b"d"), (1, 1, 1), (1, 1, 1), 0, 0, [], 0)
+    b.add_flag("no-layout", "no image")
+    record = Record.load(b.write())
+    assert record.kernel.image is None and [f.flag for f in record.flags] == ["no-layout"]
+    with pytest.raises(replay.PlanError, match="holds no device image"):
+        replay.plan(record)

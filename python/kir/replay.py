@@ -139,6 +139,9 @@ def plan(record: Record, code: str = "cubin", device_arch: str = "sm_90",
     for name, value in (("granularity", granularity), ("reserve_alignment", reserve_alignment)):
         if value <= 0 or value & (value - 1):
             raise PlanError(f"{name} {value} is not a power of two")
+    if record.kernel.image is None:
+        raise PlanError(f"{record.path}: the record holds no device image (flag no-layout): "
+                        "its hashes and argument layout cannot be checked")
     launch = record.launch
     mappings, skipped = _mappings(record, granularity)
     result = ReplayPlan(
@@ -514,6 +517,20 @@ class RunResult:
         return statistics.median(self.times_ms) if self.times_ms else None
 
 
+class _LaunchParameters:
+    """The packed argument buffer as cuLaunchKernel's `extra` array (an address,
+    0 when the kernel takes none), built once per run and kept alive with it."""
+
+    def __init__(self, d, args: bytes) -> None:
+        import ctypes
+        self._buffer = ctypes.create_string_buffer(args, max(1, len(args)))
+        self._size = ctypes.c_size_t(len(args))
+        self._extra = (ctypes.c_void_p * 5)(d.CU_LAUNCH_PARAM_BUFFER_POINTER, ctypes.addressof(self._buffer),
+                                            d.CU_LAUNCH_PARAM_BUFFER_SIZE, ctypes.addressof(self._size),
+                                            d.CU_LAUNCH_PARAM_END)
+        self.extra = ctypes.addressof(self._extra) if args else 0
+
+
 def _driver():
     try:
         from cuda.bindings import driver
@@ -696,7 +713,8 @@ class Replayer:
         grid, block = tuple(grid or launch.grid), tuple(block or launch.block)
         shared = launch.shared_bytes if shared_bytes is None else shared_bytes
         self._allow_shared(shared)
-        times = [self._timed_launch(grid, block, shared) for _ in range(repeat)]
+        parameters = _LaunchParameters(self.driver, self.plan.args)
+        times = [self._timed_launch(grid, block, shared, parameters) for _ in range(repeat)]
         mismatches = self.verify(tolerance) if verify else []
         return RunResult(grid=grid, block=block, shared_bytes=shared,
                          dynamic_hash=str(self.plan.variant_dynamic_hash(grid, block)),
@@ -710,20 +728,14 @@ class Replayer:
             self._call("cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)",
                        d.cuFuncSetAttribute(self.function, attribute, shared))
 
-    def _timed_launch(self, grid, block, shared: int) -> float:
-        import ctypes
+    def _timed_launch(self, grid, block, shared: int, parameters: _LaunchParameters) -> float:
         d = self.driver
         self.restore()
-        buffer = ctypes.create_string_buffer(self.plan.args, max(1, len(self.plan.args)))
-        size = ctypes.c_size_t(len(self.plan.args))
-        extra = (ctypes.c_void_p * 5)(d.CU_LAUNCH_PARAM_BUFFER_POINTER, ctypes.addressof(buffer),
-                                      d.CU_LAUNCH_PARAM_BUFFER_SIZE, ctypes.addressof(size), d.CU_LAUNCH_PARAM_END)
         start, end = (self._call("cuEventCreate", d.cuEventCreate(0)) for _ in range(2))
         try:
             self._call("cuEventRecord", d.cuEventRecord(start, 0))
             self._call(f"cuLaunchKernel({self.record.kernel.name})",
-                       d.cuLaunchKernel(self.function, *grid, *block, shared, 0, None,
-                                        ctypes.addressof(extra) if self.plan.args else 0))
+                       d.cuLaunchKernel(self.function, *grid, *block, shared, 0, None, parameters.extra))
             self._call("cuEventRecord", d.cuEventRecord(end, 0))
             self._call("the kernel", d.cuEventSynchronize(end))
             return float(self._call("cuEventElapsedTime", d.cuEventElapsedTime(start, end)))
