@@ -16,6 +16,10 @@
 #include <unordered_map>
 
 #include "kir/binary.hpp"
+#include "kir/amdgpu/code_object.hpp"
+#include "kir/cuda/cubin.hpp"
+#include "kir/cuda/ptx.hpp"
+#include "kir/support/demangle.hpp"
 #include "kir/hash/hash.hpp"
 #include "kir/kir.h"
 #include "kir/object/elf.hpp"

@@ -13,7 +13,10 @@
 #include <vector>
 
 #include "kir/binary.hpp"
-#include "kir/cuda/device_code.hpp"
+#include "kir/amdgpu/code_object.hpp"
+#include "kir/cuda/cubin.hpp"
+#include "kir/cuda/ptx.hpp"
+#include "kir/support/demangle.hpp"
 #include "kir/cuda/fatbin.hpp"
 #include "kir/kir.h"
 #include "kir/object/archive.hpp"

@@ -12,6 +12,9 @@
 #include <string>
 
 #include "kir/binary.hpp"
+#include "kir/amdgpu/code_object.hpp"
+#include "kir/cuda/cubin.hpp"
+#include "kir/cuda/ptx.hpp"
 #include "kir/llvm/bitcode.hpp"
 #include "kir/llvm/offload_binary.hpp"
 #include "kir/llvm/offload_bundle.hpp"

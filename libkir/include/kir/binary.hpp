@@ -29,7 +29,7 @@
 #include <string>
 #include <vector>
 
-#include "kir/cuda/device_code.hpp"
+#include "kir/device_code.hpp"
 #include "kir/cuda/fatbin.hpp"
 #include "kir/llvm/offload_binary.hpp"
 #include "kir/llvm/offload_bundle.hpp"

@@ -3,7 +3,7 @@
 #include <cstdlib>
 #include <memory>
 
-#include "kir/cuda/device_code.hpp"
+#include "kir/support/demangle.hpp"
 
 namespace kir {
 

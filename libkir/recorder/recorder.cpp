@@ -21,7 +21,8 @@
 #include <vector>
 
 #include "driver.hpp"
-#include "kir/cuda/device_code.hpp"
+#include "kir/device_code.hpp"
+#include "kir/support/demangle.hpp"
 #include "kir/hooks.h"
 #include "kir/record/reachability.hpp"
 #include "kir/record/record_builder.hpp"

@@ -2,6 +2,9 @@
 #include "layer.hpp"
 
 #include "kir/llvm/offload_bundle.hpp"
+#include "kir/amdgpu/code_object.hpp"
+#include "kir/cuda/cubin.hpp"
+#include "kir/cuda/ptx.hpp"
 #include "kir/object/elf.hpp"
 
 #include <dlfcn.h>

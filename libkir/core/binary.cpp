@@ -7,7 +7,9 @@
 #include <mutex>
 #include <thread>
 
-#include "kir/cuda/device_code.hpp"
+#include "kir/amdgpu/code_object.hpp"
+#include "kir/cuda/cubin.hpp"
+#include "kir/cuda/ptx.hpp"
 #include "kir/llvm/bitcode.hpp"
 #include "kir/object/archive.hpp"
 #include "kir/object/elf.hpp"

@@ -3,7 +3,8 @@
 #include <string_view>
 #include <unordered_map>
 
-#include "kir/cuda/device_code.hpp"
+#include "kir/cuda/cubin.hpp"
+#include "kir/support/demangle.hpp"
 #include "kir/object/elf.hpp"
 
 namespace kir {

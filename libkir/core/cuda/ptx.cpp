@@ -8,7 +8,8 @@
 #include <cstring>
 #include <string_view>
 
-#include "kir/cuda/device_code.hpp"
+#include "kir/cuda/ptx.hpp"
+#include "kir/support/demangle.hpp"
 
 namespace kir {
 

@@ -14,7 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "kir/cuda/device_code.hpp"
+#include "kir/device_code.hpp"
 #include "kir/cuda/fatbin.hpp"
 #include "kir/support/compression.hpp"
 #include "kir/hash/hash.hpp"

@@ -8,7 +8,8 @@
 // ".private_segment_fixed_size" (scratch), ".vgpr_count", ".max_flat_workgroup_size".
 // Without a note, kernels come from their 64-byte `<name>.kd` descriptors
 // (u32 group segment size at 0, private segment size at 4, kernarg size at 8).
-#include "kir/cuda/device_code.hpp"
+#include "kir/amdgpu/code_object.hpp"
+#include "kir/support/demangle.hpp"
 #include "kir/object/elf.hpp"
 #include "kir/support/msgpack.hpp"
 

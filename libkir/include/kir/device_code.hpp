@@ -1,22 +1,7 @@
-// What a device image holds: its kernels (with parameter layout and the
-// resources the compiler recorded), other functions, and global variables.
-//
-// Cubins (CUDA ELF, e_machine 190) record per-kernel attributes in
-// `.nv.info.<kernel>` and per-module ones in `.nv.info`, as a list of EIATTR
-// records: u8 format, u8 attribute, then
-//   format 1 (NVAL) u16 unused       format 2 (BVAL) u8 value, u8 unused
-//   format 3 (HVAL) u16 value        format 4 (SVAL) u16 size, size bytes
-// Attributes decoded here (values read off cubins built by nvcc 13):
-//   0x17 KPARAM_INFO  {u32 index, u16 ordinal, u16 offset, u32 bits}, size = bits >> 18
-//   0x19 CBANK_PARAM_SIZE  (HVAL) total parameter bytes
-//   0x2f REGCOUNT     {u32 symbol index, u32 registers}      (in .nv.info)
-//   0x11 FRAME_SIZE   {u32 symbol index, u32 bytes}           (in .nv.info)
-//   0x05 MAX_THREADS  {u32 x, u32 y, u32 z}  (__launch_bounds__)
-//   0x10 REQNTID      {u32 x, u32 y, u32 z}  (required block size)
-//   0x3d CTA_PER_CLUSTER {u32 x, u32 y, u32 z} (__cluster_dims__)
-// A function is a kernel (an entry point) when the cubin has a parameter
-// constant bank `.nv.constant0.<name>` for it. Static shared memory is the size
-// of `.nv.shared.<name>`.
+// What a device image holds, whatever its format: its kernels (with parameter
+// layout and the resources the compiler recorded), other functions, global
+// variables, and the LLVM IR embedded in it. The parsers live with their
+// formats: kir/cuda/cubin.hpp, kir/cuda/ptx.hpp, kir/amdgpu/code_object.hpp.
 #pragma once
 
 #include <array>
@@ -76,18 +61,5 @@ struct DeviceCode {
   std::vector<EmbeddedModule> ir;      // IR embedded by the Proteus pass
   std::optional<Hash128> image_digest;  // XXH3-128 of the decoded image, when asked for
 };
-
-/// Kernels, functions and globals of a CUDA ELF (cubin).
-Expected<DeviceCode> parse_cubin(ByteView cubin);
-
-/// Kernels (from the metadata note: parameters, registers, LDS, scratch; else
-/// from `.kd` descriptors), the target id and embedded IR of an AMDGPU code object.
-Expected<DeviceCode> parse_code_object(ByteView elf);
-
-/// Kernels (`.entry`, with parameter sizes and offsets) and globals of PTX text.
-Expected<DeviceCode> parse_ptx(ByteView ptx);
-
-/// Itanium C++ demangling (the name itself when it is not a mangled name).
-std::string demangle(const std::string& name);
 
 }  // namespace kir

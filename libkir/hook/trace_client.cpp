@@ -8,7 +8,8 @@
 #include <cstring>
 #include <string>
 
-#include "kir/cuda/device_code.hpp"
+#include "kir/device_code.hpp"
+#include "kir/support/demangle.hpp"
 #include "kir/hooks.h"
 
 namespace {
