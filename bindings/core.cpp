@@ -21,6 +21,8 @@
 #include "kir/cuda/ptx.hpp"
 #include "kir/support/demangle.hpp"
 #include "kir/hash/hash.hpp"
+#include "kir/hash/kernel_code.hpp"
+#include "kir/model.hpp"
 #include "kir/kir.h"
 #include "kir/object/elf.hpp"
 #include "records.hpp"
@@ -94,6 +96,7 @@ void bind_device_code(nb::module_& m) {
       .def_prop_ro("bitcode", [](const kir::EmbeddedModule& e) {
         return nb::bytes(reinterpret_cast<const char*>(e.bitcode.data()), e.bitcode.size());
       })
+      .def_ro("digest", &kir::EmbeddedModule::digest, "XXH3-128 of the bitcode.")
       .def("__repr__", [](const kir::EmbeddedModule& e) { return "EmbeddedModule('" + e.name + "')"; });
 
   nb::class_<kir::DeviceCode>(m, "DeviceCode", "Kernels, functions and globals of one image.")
@@ -105,8 +108,21 @@ void bind_device_code(nb::module_& m) {
       .def_ro("globals", &kir::DeviceCode::globals)
       .def_ro("target", &kir::DeviceCode::target, "AMDGPU code objects: the target id.")
       .def_ro("ir", &kir::DeviceCode::ir, "LLVM IR embedded by the Proteus pass.")
-      .def_ro("image_digest", &kir::DeviceCode::image_digest,
+      .def_prop_ro("kind", [](const kir::DeviceCode& c) { return kir::name(c.kind); },
+                   "The kind of image it was decoded from: cubin, ptx or code-object.")
+      .def_rw("image_digest", &kir::DeviceCode::image_digest,
               "XXH3-128 of the decoded image, when decoded with digests=True.");
+
+  nb::class_<kir::KernelCode>(m, "KernelCode",
+                              "What a kernel's static hash covers (kir/hash/kernel_code.hpp).")
+      .def_prop_ro("kind", [](const kir::KernelCode& k) { return kir::name(k.kind); },
+                   "'ir', or the image's kind; 'unknown' without IR or an image digest.")
+      .def_ro("modules", &kir::KernelCode::modules, "Indices into DeviceCode.ir (kind 'ir').")
+      .def_ro("digests", &kir::KernelCode::digests, "The MODULE records' digests.");
+  m.def("kernel_code", &kir::kernel_code, "code"_a, "kernel"_a,
+        "The static-hash policy: which of the image's bytes kernel `kernel` is hashed over.");
+  m.def("kernel_static_hash", &kir::kernel_static_hash, "code"_a, "kernel"_a,
+        "The kernel's static hash under the policy (None without IR or an image digest).");
 
   m.def("demangle", &kir::demangle, "name"_a, "Itanium C++ demangling.");
   m.def("fatbin_flag_names", &kir::fatbin_flag_names, "flags"_a,

@@ -14,7 +14,7 @@ namespace {
 const FatbinEntry* pick_ptx(const FatbinContainer& container, int cc) {
   const FatbinEntry* best = nullptr;
   for (const FatbinEntry& e : container.entries()) {
-    if (e.kind != uint16_t(ImageKind::ptx) || e.obfuscated()) continue;
+    if (e.kind != uint16_t(FatbinEntryKind::ptx) || e.obfuscated()) continue;
     if (cc && int(e.arch) > cc) continue;
     if (!best || e.arch > best->arch) best = &e;
   }
@@ -45,10 +45,10 @@ bool Layer::kernel_code(const kir_hook_kernel* kernel, int which, kir_hook_code&
   if (!f || !f->code) return false;
   std::lock_guard<std::mutex> lock(f->code_mutex);
   if (!f->launched_ready && f->container) f->launched_ready = decode_into(f->chosen, f->launched_bytes);
-  bool launched_is_ptx = f->code_kind == "ptx";
+  bool launched_is_ptx = f->code->kind == ImageKind::ptx;
   if (which == KIR_CODE_LAUNCHED || (which == KIR_CODE_PTX && launched_is_ptx)) {
     if (!f->launched_ready) return false;
-    fill(out, f->launched_bytes, launched_is_ptx ? "ptx" : "cubin", f->arch);
+    fill(out, f->launched_bytes, name(f->code->kind), f->arch);
     return true;
   }
   if (which != KIR_CODE_PTX || !f->container) return false;
@@ -58,7 +58,7 @@ bool Layer::kernel_code(const kir_hook_kernel* kernel, int which, kir_hook_code&
     if (f->ptx_ready) f->ptx_arch = "sm_" + std::to_string(ptx->arch);
   }
   if (!f->ptx_ready) return false;
-  fill(out, f->ptx_bytes, "ptx", f->ptx_arch);
+  fill(out, f->ptx_bytes, name(ImageKind::ptx), f->ptx_arch);
   return true;
 }
 

@@ -5,6 +5,7 @@
 #include "kir/amdgpu/code_object.hpp"
 #include "kir/cuda/cubin.hpp"
 #include "kir/cuda/ptx.hpp"
+#include "kir/hash/kernel_code.hpp"
 #include "kir/object/elf.hpp"
 
 #include <dlfcn.h>
@@ -122,7 +123,7 @@ namespace {
 /// its own cubin, then a compatible cubin (same major, lower minor), then PTX
 /// the driver can JIT (arch <= device), the newest of each first.
 int suitability(const FatbinEntry& e, int cc) {
-  bool cubin = e.kind == uint16_t(ImageKind::cubin);
+  bool cubin = e.kind == uint16_t(FatbinEntryKind::cubin);
   int arch = int(e.arch);
   if (cubin && arch == cc) return 3000;
   if (cubin && arch / 10 == cc / 10 && arch < cc) return 2000 + arch;
@@ -137,7 +138,7 @@ const FatbinEntry* pick_image(const FatbinContainer& container, const char* want
   const FatbinEntry* best = nullptr;
   int best_fit = 0;
   for (const FatbinEntry& e : container.entries()) {
-    bool cubin = e.kind == uint16_t(ImageKind::cubin), ptx = e.kind == uint16_t(ImageKind::ptx);
+    bool cubin = e.kind == uint16_t(FatbinEntryKind::cubin), ptx = e.kind == uint16_t(FatbinEntryKind::ptx);
     if ((!cubin && !ptx) || e.obfuscated()) continue;
     if (want && "sm_" + std::to_string(e.arch) != want) continue;
     if (cc) {
@@ -145,7 +146,7 @@ const FatbinEntry* pick_image(const FatbinContainer& container, const char* want
       if (fit > best_fit) best = &e, best_fit = fit;
       continue;
     }
-    bool better = !best || (cubin && best->kind != uint16_t(ImageKind::cubin)) ||
+    bool better = !best || (cubin && best->kind != uint16_t(FatbinEntryKind::cubin)) ||
                   (e.kind == best->kind && e.arch > best->arch);
     if (better) best = &e;
   }
@@ -163,13 +164,12 @@ void Layer::decode(FatbinRecord& f) {
   Scratch scratch;
   Expected<ByteView> bytes = decode_image(*best, scratch);
   if (!bytes) return;
-  Expected<DeviceCode> code = best->kind == uint16_t(ImageKind::ptx) ? parse_ptx(*bytes) : parse_cubin(*bytes);
+  Expected<DeviceCode> code = best->kind == uint16_t(FatbinEntryKind::ptx) ? parse_ptx(*bytes) : parse_cubin(*bytes);
   if (!code) return;
   f.code = std::move(*code);
+  f.code->image_digest = xxh3_128(*bytes);
   f.chosen = best;
   f.arch = "sm_" + std::to_string(best->arch);
-  f.code_kind = image_kind_name(best->kind);
-  f.image_digest = xxh3_128(*bytes);
 }
 
 void Layer::kernel_registered(const void* handle, const void* stub, const char* name) {
@@ -187,15 +187,11 @@ void Layer::kernel_registered(const void* handle, const void* stub, const char* 
 
 namespace {
 
-/// The Proteus-embedded module for kernel `name` in `code`: its own (HIP
-/// per-kernel sections), else the translation unit's.
+/// The Proteus-embedded module for kernel `name` in `code`: the first of those
+/// its static hash covers (kir/hash/kernel_code.hpp), or nullptr.
 const EmbeddedModule* embedded_ir_of(const DeviceCode& code, const std::string& name) {
-  const EmbeddedModule* unit = nullptr;
-  for (const EmbeddedModule& m : code.ir) {
-    if (m.kernel == name) return &m;
-    if (m.kernel.empty() && !unit) unit = &m;
-  }
-  return unit;
+  KernelCode k = kernel_code(code, name);
+  return k.kind == CodeKind::ir ? &code.ir[k.modules.front()] : nullptr;
 }
 
 }  // namespace
@@ -222,9 +218,10 @@ void Layer::add_kernel(const void* handle, const void* stub, const char* name, F
   v.param_count = static_cast<uint32_t>(k->sizes.size());
   v.param_offsets = k->offsets.data();
   v.param_sizes = k->sizes.data();
-  Hash128 h = fatbin && fatbin->code
-                  ? static_hash_of_digests(k->name, fatbin->code_kind, {fatbin->image_digest})
-                  : static_hash(k->name, "unknown", {});
+  // The one static-hash policy (kir/hash/kernel_code.hpp), as `kir hash` applies it.
+  std::optional<Hash128> known = fatbin && fatbin->code ? kernel_static_hash(*fatbin->code, k->name)
+                                                        : std::nullopt;
+  Hash128 h = known ? *known : static_hash(k->name, kir::name(CodeKind::unknown), {});
   v.static_hash = {h.high, h.low};
   {
     std::unique_lock<std::shared_mutex> lock(registry_mutex_);
@@ -274,8 +271,7 @@ void Layer::module_loaded(const void* module, const void* image) {
     Expected<DeviceCode> code = elf ? parse_cubin(bytes) : parse_ptx(bytes);
     if (code) {
       record->code = std::move(*code);
-      record->code_kind = elf ? "cubin" : "ptx";
-      record->image_digest = xxh3_128(bytes);
+      record->code->image_digest = xxh3_128(bytes);
       record->launched_bytes.assign(bytes.data(), bytes.data() + bytes.size());  // the app may free its copy
       record->launched_ready = true;
     }
@@ -338,9 +334,8 @@ void Layer::hip_fatbin_registered(const void* handle, const void* wrapper) {
       if (record->code || (want && processor(id.target) != want)) continue;
       if (Expected<DeviceCode> code = parse_code_object(e.data)) {
         record->code = std::move(*code);
+        record->code->image_digest = xxh3_128(e.data);
         record->arch = id.target;
-        record->code_kind = "code-object";
-        record->image_digest = xxh3_128(e.data);
       }
     }
   }

@@ -67,8 +67,6 @@ struct FatbinRecord {
   std::optional<FatbinContainer> container;
   std::optional<DeviceCode> code;  // of the image launches will use (decoded on first need)
   std::string arch;                // that image's target
-  Hash128 image_digest;
-  std::string code_kind;
   bool decoded = false;
   const FatbinEntry* chosen = nullptr;  // the container entry `code` came from
   // The code's bytes for clients that ask (kir_hook_kernel_code): decoded on

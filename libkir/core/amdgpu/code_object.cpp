@@ -115,6 +115,7 @@ EmbeddedModule jit_section(const ElfSection& s) {
     if (what != "tu" && what.rfind("lto", 0) != 0) m.kernel = std::string(what);
   }
   m.bitcode.assign(s.data.data(), s.data.data() + s.data.size());
+  m.digest = xxh3_128(s.data);
   return m;
 }
 
@@ -127,6 +128,7 @@ Expected<DeviceCode> parse_code_object(ByteView bytes) {
     return Error("code object: e_machine is " + std::to_string(elf->machine()) +
                  ", expected 224 (EM_AMDGPU)");
   DeviceCode code;
+  code.kind = ImageKind::code_object;
   std::optional<ByteView> note = metadata_note(*elf);
   Status s = note ? read_metadata(*note, code) : read_descriptors(*elf, code);
   if (!s) return s.error().within("code object");

@@ -108,6 +108,7 @@ Expected<DeviceCode> parse_cubin(ByteView cubin) {
     return Error("cubin: e_machine is " + std::to_string(elf->machine()) +
                  ", expected 190 (EM_CUDA)");
   DeviceCode code;
+  code.kind = ImageKind::cubin;
   const ElfSection* symtab = elf->symbol_table();
   if (!symtab) return code;
   Expected<std::vector<ElfSymbol>> symbols = elf->symbols(*symtab);
@@ -159,6 +160,7 @@ Expected<DeviceCode> parse_cubin(ByteView cubin) {
       m.name = std::string(sym.name);
       ByteView bytes = init.data.sub(sym.value, sym.size);
       m.bitcode.assign(bytes.data(), bytes.data() + bytes.size());
+      m.digest = xxh3_128(bytes);
       code.ir.push_back(std::move(m));
     } else if ((sym.type == elf::STT_OBJECT || sym.type == kCudaObjectType) &&
                sym.name[0] != '.' && is_global_section(sections[sym.section].name)) {

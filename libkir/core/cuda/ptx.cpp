@@ -171,6 +171,7 @@ Expected<DeviceCode> parse_ptx(ByteView ptx) {
   if (text.find(".version") == string_view::npos)
     return Error("PTX text has no .version directive");
   DeviceCode code;
+  code.kind = ImageKind::ptx;
   // Walk the top level line by line; skip every brace-delimited body whole.
   size_t pos = 0;
   while (pos < text.size()) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kir/hash/hash.hpp"
+#include "kir/model.hpp"
 #include "kir/support/bytes.hpp"
 #include "kir/support/error.hpp"
 
@@ -51,9 +52,11 @@ struct EmbeddedModule {
   std::string md5;     // HIP: the hex field of the section name; else ""
   std::string hash;    // HIP: the decimal hash field (Proteus's 64-bit hash); else ""
   std::vector<uint8_t> bitcode;
+  Hash128 digest;      // XXH3-128 of `bitcode` (a MODULE record of the static hash)
 };
 
 struct DeviceCode {
+  ImageKind kind = ImageKind::unknown;  // the image it was decoded from: cubin, ptx, code-object
   std::vector<Kernel> kernels;
   std::vector<std::string> functions;  // defined non-kernel functions
   std::vector<DeviceGlobal> globals;

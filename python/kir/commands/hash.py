@@ -42,14 +42,15 @@ def run(args) -> int:
     pattern = re.compile(args.kernel) if args.kernel else None
     hashes, errors = kernel_hashes(Binary.open(args.binary), not args.llvm_before_20,
                                    pattern.search if pattern else None)
-    for h in hashes:
+    for h in hashes:  # one line per (kernel, image): kernel_hashes never repeats a pair
         if args.json:
             import json
-            print(json.dumps({"image": h.image, "target": h.target, "kernel": h.kernel,
-                              "static": h.static.hex, "code": h.code_kind, "source": h.source,
-                              "proteus": h.proteus}))
+            print(json.dumps({"image": h.image, "image_kind": h.image_kind, "target": h.target,
+                              "kernel": h.kernel, "static": h.static.hex, "code": h.code_kind,
+                              "source": h.source, "proteus": h.proteus}))
         elif args.proteus:
-            print(f"{h.proteus if h.proteus is not None else '-':<20}  {h.target:<14} {h.kernel}")
+            print(f"{h.proteus if h.proteus is not None else '-':<20}  {h.target:<14} "
+                  f"image #{h.image:<4} {h.kernel}")
         else:
             print(f"{h.static.hex}  {h.target:<14} {h.kernel}  ({h.source})")
     for message in errors:

@@ -37,7 +37,7 @@ constexpr uint32_t kFatbinMagic = 0xBA55ED50;
 constexpr uint32_t kFatbinWrapperMagic = 0x466243B1;  // __fatBinC_Wrapper_t (CUDA)
 constexpr uint32_t kHipWrapperMagic = 0x48495046;     // "HIPF"
 
-enum class ImageKind : uint16_t { ptx = 1, cubin = 2, old_cubin = 4, lto_ir = 8 };
+enum class FatbinEntryKind : uint16_t { ptx = 1, cubin = 2, old_cubin = 4, lto_ir = 8 };
 
 /// "ptx", "cubin", "old-cubin", "lto-ir", or "unknown-<n>".
 std::string image_kind_name(uint16_t kind);
@@ -66,7 +66,7 @@ const char* compression_name(Compression c);
 struct FatbinEntry {
   uint32_t index = 0;    // position in its container
   uint64_t offset = 0;   // from the container start
-  uint16_t kind = 0;     // ImageKind value
+  uint16_t kind = 0;     // FatbinEntryKind value
   uint16_t format_version = 0;
   uint32_t header_size = 0;
   uint64_t payload_size = 0;  // padded
