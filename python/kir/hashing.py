@@ -32,7 +32,7 @@ class KernelHash:
     kernel: str         #: mangled name
     static: Hash128
     code_kind: str      #: "ir", or the image kind the code was hashed from
-    source: str         #: "IR _jit_bitcode_… in image #i" or "image #i"
+    source: str         #: "IR _jit_bitcode_… in cubin image #i" or "ptx image #i"
     proteus: int | None = None  #: Proteus's 64-bit hash (only when there is IR)
 
 
@@ -54,8 +54,8 @@ def kernel_hashes(binary: Binary, llvm20_or_newer: bool = True,
                 continue
             what = kernel_code(code, kernel.name)
             modules = [code.ir[m] for m in what.modules]
-            source = (f"IR {', '.join(m.name for m in modules)} in image #{image.index}" if modules
-                      else f"image #{image.index}")
+            where = f"{image.kind} image #{image.index}"
+            source = f"IR {', '.join(m.name for m in modules)} in {where}" if modules else where
             out.append(KernelHash(
                 image=image.index, image_kind=image.kind, target=image.target, kernel=kernel.name,
                 static=kernel_static_hash(code, kernel.name), code_kind=what.kind, source=source,
