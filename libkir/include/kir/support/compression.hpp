@@ -23,9 +23,6 @@ class Scratch {
   uint64_t capacity_ = 0;
 };
 
-/// A raw LZ4 block (no frame header) that decodes to exactly `size` bytes at `out`.
-Status decompress_lz4_block(ByteView src, uint64_t size, uint8_t* out);
-
 /// A raw LZ4 block (no frame header) that decodes to exactly `size` bytes,
 /// decoded into `scratch`. A claim beyond LZ4's 255:1 ratio is refused before
 /// anything is allocated.
