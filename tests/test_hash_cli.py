@@ -36,13 +36,16 @@ def test_kernels_without_ir_hash_their_image(built, kir_cli, cuobjdump, tmp_path
 
 
 def test_proteus_hip_hash_uses_the_section_hash(built, kir_cli):
-    """HIP: Proteus's module hash is the section name's decimal suffix (formats.md §5)."""
+    """HIP: Proteus's module hash folds the decimal suffixes of the code object's
+    `.jit.bitcode*` section names (formats.md §5): here the TU section and axpy's, both
+    named with the module's hash."""
     module = (built["proteus_hip.o"].parent / ".proteus_hip.o.work" / "dev.bc").read_bytes()
     result = kir_cli("hash", "--proteus", "--llvm-before-20", "--kernel", "axpy", built["proteus_hip.o"])
     [line] = result.stdout.splitlines()
     value = int(line.split()[0])
-    suffix = ref.fnv1a_64(module)  # what the fixture wrote into the section name
-    assert value == ref.fnv1a_64(struct.pack("<QQ", ref.fnv1a_64(b"_Z4axpyfPKfPfi"), suffix))
+    suffix = ref.fnv1a_64(module)  # what the fixture wrote into both section names
+    module_hash = ref.fnv1a_64(struct.pack("<QQ", suffix, suffix))
+    assert value == ref.fnv1a_64(struct.pack("<QQ", ref.fnv1a_64(b"_Z4axpyfPKfPfi"), module_hash))
 
 
 def test_dynamic_hash_from_the_command_line(kir_cli):

@@ -176,6 +176,7 @@ Status parse_jit_bitcode(string_view text, size_t open, string_view name, uint64
       return Error(where(b) + ": more than the " + std::to_string(size) + " values declared");
     m.bitcode.push_back(uint8_t(v));
     while (i < text.size() && is_space(text[i])) ++i;
+    if (i >= text.size()) return Error(where(open) + ": no closing '}'");
     if (i < text.size() && text[i] == ',') { ++i; continue; }
     if (i < text.size() && text[i] == '}') break;
     return Error(where(i) + ": expected ',' or '}'");
