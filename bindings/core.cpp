@@ -22,6 +22,7 @@
 #include "kir/support/demangle.hpp"
 #include "kir/hash/hash.hpp"
 #include "kir/hash/kernel_code.hpp"
+#include "kir/hash/proteus.hpp"
 #include "kir/model.hpp"
 #include "kir/kir.h"
 #include "kir/object/elf.hpp"
@@ -391,7 +392,25 @@ void bind_hash(nb::module_& m) {
                                   bool llvm20_or_newer) {
     return kir::proteus_static_hash(name, views_of(modules), llvm20_or_newer);
   }, "name"_a, "modules"_a, "llvm20_or_newer"_a = true,
-  "Proteus's current 64-bit static hash (modules in registration order).");
+  "Proteus's 64-bit static hash of a CUDA kernel whose binary's modules, in registration "
+  "order, are `modules`.");
+  m.def("proteus_hash", [](nb::bytes data, bool llvm20_or_newer) {
+    return kir::proteus_hash(view_of(data), llvm20_or_newer);
+  }, "data"_a, "llvm20_or_newer"_a = true, "Proteus's hashValue of bytes: XXH3-64, or FNV-1a before LLVM 20.");
+  m.def("proteus_hash_combine", &kir::proteus_hash_combine, "a"_a, "b"_a, "llvm20_or_newer"_a = true,
+        "Proteus's hashCombine(a, b).");
+  m.def("proteus_cuda_module_hash", [](const std::vector<nb::bytes>& modules, bool llvm20_or_newer) {
+    return kir::proteus_cuda_module_hash(views_of(modules), llvm20_or_newer);
+  }, "modules"_a, "llvm20_or_newer"_a = true,
+  "Proteus's CUDA module hash: the fold of each module's hash, registration order (None for none).");
+  m.def("proteus_hip_module_hash", [](const kir::DeviceCode& code, bool llvm20_or_newer) {
+    return value_or_raise(kir::proteus_hip_module_hash(code, llvm20_or_newer));
+  }, "code"_a, "llvm20_or_newer"_a = true,
+  "Proteus's HIP module hash of a code object: the fold of its .jit.bitcode* sections' name "
+  "suffixes, section order (None without such a section).");
+  m.def("proteus_static_hash_of_module", &kir::proteus_static_hash_of_module, "name"_a,
+        "module_hash"_a, "llvm20_or_newer"_a = true,
+        "Proteus's createStaticHash: hashCombine(hash(name), module_hash).");
   m.def("fnv1a_64", [](nb::bytes data) { return kir::fnv1a_64(view_of(data)); }, "data"_a);
 
   nb::class_<kir::DynamicHash>(m, "DynamicHash",

@@ -16,19 +16,12 @@ def hash_lines(kir_cli, *args):
 
 
 def test_kernels_with_embedded_ir_hash_their_ir(built, kir_cli):
-    """proteus_cuda: jit.cu's cubin embeds a module (`_jit_bitcode_tu_*`), so its kernel
-    hashes that IR; axpy comes from another translation unit, whose image holds no IR,
-    so it hashes its own image — although the module defines an axpy too: the code a
-    kernel launches is its image's (docs/hashing.md, "Which code")."""
     module = (built["proteus_cuda"].parent / ".proteus_cuda.work" / "dev.bc").read_bytes()
-    lines = hash_lines(kir_cli, built["proteus_cuda"])
-    touch = [h for h in lines if h["kernel"] == "_Z13proteus_touchPhi" and h["image_kind"] == "cubin"]
-    assert touch and all(h["code"] == "ir" for h in touch)
-    for h in touch:
-        assert h["static"] == ref.static_hash("_Z13proteus_touchPhi", "ir", [module])
-    axpy = [h for h in lines if h["kernel"] == "_Z4axpyfPKfPfi"]
-    assert {h["code"] for h in axpy} == {"cubin", "ptx"}
-    assert all(h["proteus"] is None for h in axpy)
+    lines = [h for h in hash_lines(kir_cli, built["proteus_cuda"]) if h["kernel"] == "_Z4axpyfPKfPfi"]
+    assert lines and all(h["code"] == "ir" for h in lines)
+    for h in lines:
+        assert h["static"] == ref.static_hash("_Z4axpyfPKfPfi", "ir", [module])
+        assert h["proteus"] == ref.proteus_static_hash("_Z4axpyfPKfPfi", [module], True)
 
 
 def test_kernels_without_ir_hash_their_image(built, kir_cli, cuobjdump, tmp_path):
@@ -43,13 +36,16 @@ def test_kernels_without_ir_hash_their_image(built, kir_cli, cuobjdump, tmp_path
 
 
 def test_proteus_hip_hash_uses_the_section_hash(built, kir_cli):
-    """HIP: Proteus's module hash is the section name's decimal suffix (formats.md §5)."""
+    """HIP: Proteus's module hash folds the decimal suffixes of the code object's
+    `.jit.bitcode*` section names (formats.md §5): here the TU section and axpy's, both
+    named with the module's hash."""
     module = (built["proteus_hip.o"].parent / ".proteus_hip.o.work" / "dev.bc").read_bytes()
     result = kir_cli("hash", "--proteus", "--llvm-before-20", "--kernel", "axpy", built["proteus_hip.o"])
     [line] = result.stdout.splitlines()
     value = int(line.split()[0])
-    suffix = ref.fnv1a_64(module)  # what the fixture wrote into the section name
-    assert value == ref.fnv1a_64(struct.pack("<QQ", ref.fnv1a_64(b"_Z4axpyfPKfPfi"), suffix))
+    suffix = ref.fnv1a_64(module)  # what the fixture wrote into both section names
+    module_hash = ref.fnv1a_64(struct.pack("<QQ", suffix, suffix))
+    assert value == ref.fnv1a_64(struct.pack("<QQ", ref.fnv1a_64(b"_Z4axpyfPKfPfi"), module_hash))
 
 
 def test_dynamic_hash_from_the_command_line(kir_cli):

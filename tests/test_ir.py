@@ -147,3 +147,22 @@ def test_proteus_jit_metadata(tmp_path):
     m = ir.read_module((tmp_path / "m.bc").read_bytes())
     assert m.function("k").jit and not m.function("plain").jit
     assert [f.name for f in m.kernels] == ["k", "plain"]
+
+
+def test_jit_args_unknown_without_annotations(built, kir_cli):
+    """The pass deletes @llvm.global.annotations: a kernel only !proteus.jit marks has
+    unknown JIT argument positions (None, JSON null, "unknown" in text), not []."""
+    binary = kir.open(built["proteus_hip_rdc.o"])
+    functions = {f.name: f for m in ir.ir_modules(binary) for f in m.functions}
+    scale = functions["_Z9rdc_scalePfi"]
+    assert scale.jit and scale.jit_args is None
+    # The same kernel before the pass's marking keeps its annotation: positions known.
+    unmarked = ir.read_module((work(built, "proteus_hip_rdc.o") / "a0.bc").read_bytes())
+    assert unmarked.function("_Z9rdc_scalePfi").jit_args == [2]
+    result = kir_cli("inspect", "--ir", "--kernels", "--json", built["proteus_hip_rdc.o"])
+    assert result.returncode == 0, result.stderr
+    fns = [f for m in json.loads(result.stdout)["ir_modules"] for f in m["functions"]
+           if f["name"] == "_Z9rdc_scalePfi"]
+    assert fns and all(f["jit"] and f["jit_args"] is None for f in fns)
+    text = kir_cli("inspect", "--ir", built["proteus_hip_rdc.o"]).stdout
+    assert "_Z9rdc_scalePfi(" in text and "[jit unknown]" in text

@@ -151,6 +151,20 @@ def test_code_object_kernels_match_llvm_readelf(built, tmp_path):
         assert image.code.target == "amdgcn-amd-amdhsa--" + image.target
 
 
+def test_lto_partitioned_code_object_lists_every_notes_kernels(built, tmp_path):
+    """clang-22 HIP -fgpu-rdc links with LTO partitions: one NT_AMDGPU_METADATA note
+    per partition, each with some kernels; kir reads them all."""
+    [image] = [i for i in kir.open(built["proteus_hip_rdc.o"]).images if i.kind == "code-object"]
+    path = tmp_path / "k.co"
+    path.write_bytes(image.read())
+    notes = tool("llvm-readelf-22", "--notes", path)
+    assert notes.count("NT_AMDGPU_METADATA") > 1
+    theirs = readelf_kernels(path)
+    assert len(theirs) == 4
+    assert {k.name: [(p.offset, p.size) for p in k.params] for k in image.kernels} == theirs
+    assert image.code.target == "amdgcn-amd-amdhsa--gfx90a"
+
+
 # --- bad input ----------------------------------------------------------------------
 
 def mutated(path: Path, tmp_path: Path, offset: int, fmt: str, value) -> Path:

@@ -173,6 +173,7 @@ int kir_binary_kernel_param(const kir_binary* binary, size_t index, size_t kerne
 #include <new>
 
 #include "kir/hash/hash.hpp"
+#include "kir/hash/proteus.hpp"
 
 static_assert(sizeof(kir_dynamic_hash) >= sizeof(kir::DynamicHash), "kir_dynamic_hash too small");
 static_assert(alignof(kir_dynamic_hash) >= alignof(kir::DynamicHash), "kir_dynamic_hash misaligned");

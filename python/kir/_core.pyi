@@ -113,6 +113,10 @@ class EmbeddedModule:
     @property
     def bitcode(self) -> bytes: ...
 
+    @property
+    def digest(self) -> Hash128:
+        """XXH3-128 of the bitcode."""
+
     def __repr__(self) -> str: ...
 
 class DeviceCode:
@@ -144,8 +148,40 @@ class DeviceCode:
         """LLVM IR embedded by the Proteus pass."""
 
     @property
+    def kind(self) -> str:
+        """The kind of image it was decoded from: cubin, ptx or code-object."""
+
+    @property
     def image_digest(self) -> Hash128 | None:
         """XXH3-128 of the decoded image, when decoded with digests=True."""
+
+    @image_digest.setter
+    def image_digest(self, arg: Hash128 | None, /) -> None: ...
+
+class KernelCode:
+    """What a kernel's static hash covers (kir/hash/kernel_code.hpp)."""
+
+    @property
+    def kind(self) -> str:
+        """'ir', or the image's kind; 'unknown' without IR or an image digest."""
+
+    @property
+    def modules(self) -> list[int]:
+        """Indices into DeviceCode.ir (kind 'ir')."""
+
+    @property
+    def digests(self) -> list[Hash128]:
+        """The MODULE records' digests."""
+
+def kernel_code(code: DeviceCode, kernel: str) -> KernelCode:
+    """
+    The static-hash policy: which of the image's bytes kernel `kernel` is hashed over.
+    """
+
+def kernel_static_hash(code: DeviceCode, kernel: str) -> Hash128 | None:
+    """
+    The kernel's static hash under the policy (None without IR or an image digest).
+    """
 
 def demangle(name: str) -> str:
     """Itanium C++ demangling."""
@@ -505,7 +541,28 @@ def static_hash_of_digests(name: str, code_kind: str, digests: Sequence[Hash128]
     """
 
 def proteus_static_hash(name: str, modules: Sequence[bytes], llvm20_or_newer: bool = True) -> int:
-    """Proteus's current 64-bit static hash (modules in registration order)."""
+    """
+    Proteus's 64-bit static hash of a CUDA kernel whose binary's modules, in registration order, are `modules`.
+    """
+
+def proteus_hash(data: bytes, llvm20_or_newer: bool = True) -> int:
+    """Proteus's hashValue of bytes: XXH3-64, or FNV-1a before LLVM 20."""
+
+def proteus_hash_combine(a: int, b: int, llvm20_or_newer: bool = True) -> int:
+    """Proteus's hashCombine(a, b)."""
+
+def proteus_cuda_module_hash(modules: Sequence[bytes], llvm20_or_newer: bool = True) -> int | None:
+    """
+    Proteus's CUDA module hash: the fold of each module's hash, registration order (None for none).
+    """
+
+def proteus_hip_module_hash(code: DeviceCode, llvm20_or_newer: bool = True) -> int | None:
+    """
+    Proteus's HIP module hash of a code object: the fold of its .jit.bitcode* sections' name suffixes, section order (None without such a section).
+    """
+
+def proteus_static_hash_of_module(name: str, module_hash: int, llvm20_or_newer: bool = True) -> int:
+    """Proteus's createStaticHash: hashCombine(hash(name), module_hash)."""
 
 def fnv1a_64(data: bytes) -> int: ...
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from kir import _core
 from kir.binary import Binary
+from kir.proteus import proteus_static_hashes
 
 Hash128 = _core.Hash128
 DynamicHash = _core.DynamicHash
@@ -33,7 +34,7 @@ class KernelHash:
     static: Hash128
     code_kind: str      #: "ir", or the image kind the code was hashed from
     source: str         #: "IR _jit_bitcode_… in cubin image #i" or "ptx image #i"
-    proteus: int | None = None  #: Proteus's 64-bit hash (only when there is IR)
+    proteus: int | None = None  #: Proteus's 64-bit hash (JIT kernels only, kir/proteus.py)
 
 
 def kernel_hashes(binary: Binary, llvm20_or_newer: bool = True,
@@ -44,6 +45,7 @@ def kernel_hashes(binary: Binary, llvm20_or_newer: bool = True,
     are left out)."""
     images = [i for i in binary.images if i.kind in CODE_IMAGES and not i.obfuscated]
     errors = binary.load_code(images, digests=True)
+    proteus_hashes = proteus_static_hashes(binary, llvm20_or_newer)  # kir/proteus.py
     out = []
     for image in images:
         code = image._code
@@ -59,6 +61,5 @@ def kernel_hashes(binary: Binary, llvm20_or_newer: bool = True,
             out.append(KernelHash(
                 image=image.index, image_kind=image.kind, target=image.target, kernel=kernel.name,
                 static=kernel_static_hash(code, kernel.name), code_kind=what.kind, source=source,
-                proteus=proteus_static_hash(kernel.name, [m.bitcode for m in modules], llvm20_or_newer)
-                if modules else None))
+                proteus=proteus_hashes.get((image.index, kernel.name))))
     return out, errors

@@ -42,7 +42,10 @@ class IrFunction:
     calling_convention: str = ""
     params: list[IrParam] = field(default_factory=list)
     jit: bool = False              #: annotated for Proteus (annotate("jit", ...) or !proteus.jit)
-    jit_args: list[int] = field(default_factory=list)  #: 1-based positions to specialize
+    #: 1-based positions to specialize, from annotate("jit", ...); None when only !proteus.jit
+    #: marks it (the pass deletes @llvm.global.annotations: positions reach Proteus's runtime
+    #: from host code, not from this IR).
+    jit_args: list[int] | None = field(default_factory=list)
 
     @property
     def is_kernel(self) -> bool:
@@ -107,7 +110,7 @@ def read_module(bitcode: bytes, index: int = 0, source: str = "", image: int = -
                        calling_convention=conventions.get(fn.name, ""))
         f.params = [_param(i, arg, parsed, layout) for i, arg in enumerate(fn.arguments)]
         if fn.name in annotations or fn.name in jit_marked:
-            f.jit, f.jit_args = True, annotations.get(fn.name, [])
+            f.jit, f.jit_args = True, annotations.get(fn.name)
         module.functions.append(f)
     for g in parsed.global_variables:
         if g.name.startswith("llvm."):

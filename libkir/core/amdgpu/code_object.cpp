@@ -1,6 +1,7 @@
 // parse_code_object: kernels, target and embedded IR of an AMDGPU code object.
 //
-// The metadata note (owner "AMDGPU", type 32 NT_AMDGPU_METADATA) is a
+// Every metadata note (owner "AMDGPU", type 32 NT_AMDGPU_METADATA; an LTO-partitioned
+// link has one per partition, each listing its kernels) is a
 // MessagePack map: "amdhsa.target" (the target id) and "amdhsa.kernels", one
 // map per kernel with ".name", ".args" (".offset", ".size", ".value_kind";
 // kinds starting with "hidden_" are the runtime's implicit arguments),
@@ -48,8 +49,11 @@ Kernel kernel_from_metadata(const MsgpackValue& k) {
   return kernel;
 }
 
-/// The metadata note's MessagePack payload, if the code object has one.
-std::optional<ByteView> metadata_note(const ElfFile& elf) {
+/// The payloads of every metadata note, in file order. A code object linked
+/// with LTO partitions (clang HIP -fgpu-rdc: 8 by default) carries one note per
+/// partition, each listing that partition's kernels.
+std::vector<ByteView> metadata_notes(const ElfFile& elf) {
+  std::vector<ByteView> notes;
   for (const ElfSection& s : elf.sections()) {
     if (s.type != 7 /* SHT_NOTE */) continue;
     ByteView d = s.data;
@@ -59,17 +63,19 @@ std::optional<ByteView> metadata_note(const ElfFile& elf) {
       uint64_t name = off + 12, desc = name + align_up(namesz, 4);
       if (!d.contains(name, namesz) || !d.contains(desc, descsz)) break;
       if (type == kNtAmdgpuMetadata && d.sub(name, namesz).c_string(0) == "AMDGPU")
-        return d.sub(desc, descsz);
+        notes.push_back(d.sub(desc, descsz));
       off = desc + align_up(descsz, 4);
     }
   }
-  return std::nullopt;
+  return notes;
 }
 
-Status read_metadata(ByteView note, DeviceCode& code) {
+Status read_metadata(ByteView note, size_t index, DeviceCode& code) {
   Expected<MsgpackValue> meta = parse_msgpack(note);
-  if (!meta) return meta.error().within("AMDGPU metadata note");
-  if (const MsgpackValue* target = meta->get("amdhsa.target")) code.target = std::string(target->string);
+  if (!meta)
+    return meta.error().within("AMDGPU metadata note" + (index ? " #" + std::to_string(index) : ""));
+  if (const MsgpackValue* target = meta->get("amdhsa.target"); target && code.target.empty())
+    code.target = std::string(target->string);
   if (const MsgpackValue* kernels = meta->get("amdhsa.kernels");
       kernels && kernels->type == MsgpackValue::Type::array)
     for (const MsgpackValue& k : kernels->items) code.kernels.push_back(kernel_from_metadata(k));
@@ -129,9 +135,15 @@ Expected<DeviceCode> parse_code_object(ByteView bytes) {
                  ", expected 224 (EM_AMDGPU)");
   DeviceCode code;
   code.kind = ImageKind::code_object;
-  std::optional<ByteView> note = metadata_note(*elf);
-  Status s = note ? read_metadata(*note, code) : read_descriptors(*elf, code);
-  if (!s) return s.error().within("code object");
+  std::vector<ByteView> notes = metadata_notes(*elf);
+  for (size_t i = 0; i < notes.size(); ++i) {
+    Status s = read_metadata(notes[i], i, code);
+    if (!s) return s.error().within("code object");
+  }
+  if (notes.empty()) {
+    Status s = read_descriptors(*elf, code);
+    if (!s) return s.error().within("code object");
+  }
   for (const ElfSection& sec : elf->sections())
     if (sec.name.rfind(kJitBitcodePrefix, 0) == 0 && sec.type != elf::SHT_NOBITS)
       code.ir.push_back(jit_section(sec));

@@ -4,6 +4,13 @@
 // `.param [.align A] .TYPE NAME[N]`; its size is the type's size times N and
 // it is placed at the next multiple of its alignment (A, else the type size),
 // as ptxas lays out the parameter buffer.
+//
+// The Proteus pass's module global (formats.md §5) is, in PTX,
+// `.visible .global .align 1 .b8 _jit_bitcode_tu_…[N] = {66, 67, 192, 222, …};`:
+// its N decimal byte values (nvcc leaves trailing zeros out; they are zero)
+// become a DeviceCode::ir entry, so a kernel of the
+// PTX image hashes the same IR as in the cubin (kir/hash/kernel_code.hpp).
+#include <algorithm>
 #include <cctype>
 #include <cstring>
 #include <string_view>
@@ -16,6 +23,8 @@ namespace kir {
 namespace {
 
 using std::string_view;
+
+constexpr string_view kJitBitcodePrefix = "_jit_bitcode_";  // Proteus (formats.md §5)
 
 bool is_space(char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; }
 bool is_ident(char c) {
@@ -142,18 +151,72 @@ size_t skip_braces(string_view text, size_t open) {
   return size_t(p - text.data());
 }
 
-/// A top-level `.global` / `.const` variable definition (not `.extern`).
-void parse_global(string_view line, DeviceCode& code) {
-  string_view decl = line.substr(0, line.find('='));
+/// The initializer `{v0, v1, ...}` of byte array `name` (declared `size` bytes),
+/// its '{' at `open` in `text`: the module the Proteus pass embedded.
+Status parse_jit_bitcode(string_view text, size_t open, string_view name, uint64_t size,
+                         DeviceCode& code) {
+  auto where = [&](size_t at) {
+    return "PTX: initializer of " + std::string(name) + " at byte " + std::to_string(at);
+  };
+  EmbeddedModule m;
+  m.name = std::string(name);
+  m.bitcode.reserve(size);
+  size_t i = open + 1;
+  for (;;) {
+    while (i < text.size() && is_space(text[i])) ++i;
+    if (i >= text.size()) return Error(where(open) + ": no closing '}'");
+    if (text[i] == '}' && m.bitcode.empty()) break;  // "{}"
+    size_t b = i;
+    uint32_t v = 0;
+    while (i < text.size() && text[i] >= '0' && text[i] <= '9' && v <= 255)
+      v = v * 10 + uint32_t(text[i++] - '0');
+    if (i == b) return Error(where(b) + ": expected a decimal byte value");
+    if (v > 255) return Error(where(b) + ": value out of the range of .b8 (0..255)");
+    if (m.bitcode.size() == size)
+      return Error(where(b) + ": more than the " + std::to_string(size) + " values declared");
+    m.bitcode.push_back(uint8_t(v));
+    while (i < text.size() && is_space(text[i])) ++i;
+    if (i >= text.size()) return Error(where(open) + ": no closing '}'");
+    if (i < text.size() && text[i] == ',') { ++i; continue; }
+    if (i < text.size() && text[i] == '}') break;
+    return Error(where(i) + ": expected ',' or '}'");
+  }
+  // Fewer values than declared: the rest is zero (nvcc leaves trailing zeros out).
+  m.bitcode.resize(size, 0);
+  m.digest = xxh3_128(ByteView(m.bitcode.data(), m.bitcode.size()));
+  code.ir.push_back(std::move(m));
+  return {};
+}
+
+/// A top-level `.global` / `.const` variable definition (not `.extern`) on the
+/// line at `pos`. A `.global .b8 _jit_bitcode_*[N] = {...}` also yields the IR
+/// module it holds (DeviceCode::ir), as in the cubin.
+Status parse_global(string_view text, size_t pos, string_view line, DeviceCode& code) {
+  size_t eq = line.find('=');
+  string_view decl = line.substr(0, eq);
   std::vector<string_view> t = tokens(decl);
   size_t i = 0;
   if (i < t.size() && (t[i] == ".visible" || t[i] == ".weak")) ++i;
-  if (i >= t.size() || (t[i] != ".global" && t[i] != ".const")) return;
+  if (i >= t.size() || (t[i] != ".global" && t[i] != ".const")) return {};
   size_t start = decl.find(t[i]) + t[i].size();
   string_view rest = decl.substr(start);
   while (!rest.empty() && (rest.back() == ';' || is_space(rest.back()))) rest.remove_suffix(1);
   Declared d = parse_declaration(rest);
-  if (!d.name.empty()) code.globals.push_back({std::string(d.name), "", d.size});
+  if (d.name.empty()) return {};
+  code.globals.push_back({std::string(d.name), "", d.size});
+  if (eq == string_view::npos || d.name.rfind(kJitBitcodePrefix, 0) != 0) return {};
+  size_t open = text.find_first_not_of(" \t\r\n", pos + eq + 1);
+  if (open == string_view::npos || text[open] != '{')
+    return Error("PTX: initializer of " + std::string(d.name) + " at byte " + std::to_string(pos + eq) +
+                 ": expected '{'");
+  std::vector<string_view> types = tokens(rest);
+  bool bytes = std::any_of(types.begin(), types.end(), [](string_view x) {
+    return x == ".b8" || x == ".u8" || x == ".s8";
+  });
+  if (!bytes)
+    return Error("PTX: " + std::string(d.name) + " at byte " + std::to_string(pos) +
+                 ": a Proteus module global must be a byte array (.b8)");
+  return parse_jit_bitcode(text, open, d.name, d.size, code);
 }
 
 /// Offset of a `.entry` token in `line`, or npos.
@@ -185,7 +248,7 @@ Expected<DeviceCode> parse_ptx(ByteView ptx) {
         code.kernels.push_back(std::move(k));
       }
     } else if (line.find(".global") != string_view::npos || line.find(".const") != string_view::npos) {
-      parse_global(line, code);
+      if (Status st = parse_global(text, pos, line, code); !st) return st.error();
     }
     size_t open = line.find('{');
     pos = open == string_view::npos ? eol + 1 : skip_braces(text, pos + open);

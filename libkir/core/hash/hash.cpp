@@ -185,26 +185,4 @@ Hash128 DynamicHash::finish() {
   return from_xxh(XXH3_128bits_digest(reinterpret_cast<XXH3_state_t*>(state_)));
 }
 
-uint64_t fnv1a_64(ByteView bytes) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (uint64_t i = 0; i < bytes.size(); ++i) h = (h ^ bytes.data()[i]) * 0x100000001b3ull;
-  return h;
-}
-
-uint64_t proteus_static_hash(std::string_view name, const std::vector<ByteView>& modules,
-                             bool llvm20_or_newer) {
-  auto hash = [&](ByteView b) { return llvm20_or_newer ? XXH3_64bits(b.data(), b.size()) : fnv1a_64(b); };
-  auto combine = [&](uint64_t a, uint64_t b) {
-    uint8_t both[16];
-    std::memcpy(both, &a, 8);
-    std::memcpy(both + 8, &b, 8);
-    return hash(ByteView(both, 16));
-  };
-  uint64_t module = 0;
-  for (size_t i = 0; i < modules.size(); ++i)
-    module = i == 0 ? hash(modules[0]) : combine(module, hash(modules[i]));
-  ByteView n(reinterpret_cast<const uint8_t*>(name.data()), name.size());
-  return combine(hash(n), module);
-}
-
 }  // namespace kir

@@ -85,7 +85,7 @@ def render_ir(modules) -> str:
         for f in m.kernels:
             params = ", ".join(p.type + (f" {p.pointee_kind}({p.pointee_size})" if p.pointee_kind else "")
                                for p in f.params)
-            jit = f"  [jit {f.jit_args}]" if f.jit else ""
+            jit = f"  [jit {'unknown' if f.jit_args is None else f.jit_args}]" if f.jit else ""
             lines.append(f"   kernel {f.name}({params}){jit}")
     return "\n".join(lines) + "\n"
 

@@ -178,14 +178,6 @@ class DynamicHash {
   unsigned char buffer_[kInline];
 };
 
-/// Proteus's current 64-bit static hash (migration): combine(hash(name), module
-/// hash), module hash = hash(module 0), then combine(previous, hash(next)) in
-/// registration order. LLVM >= 20 builds: hash = XXH3-64, combine = XXH3-64 of
-/// the 16 little-endian bytes of both; older builds: 64-bit FNV-1a for both.
-uint64_t proteus_static_hash(std::string_view name, const std::vector<ByteView>& modules,
-                             bool llvm20_or_newer);
-
-/// 64-bit FNV-1a (offset basis 0xcbf29ce484222325, prime 0x100000001b3).
-uint64_t fnv1a_64(ByteView bytes);
+// Proteus's 64-bit hashes: kir/hash/proteus.hpp.
 
 }  // namespace kir
