@@ -14,6 +14,7 @@ import pytest
 
 import kir
 from kir.hashing import kernel_hashes
+from kir.hook import ALLOCATION_KINDS
 
 
 @pytest.fixture(scope="module")
@@ -74,8 +75,22 @@ def test_launches_and_allocations(hip_app, kir_cli):
     axpy, count = launches
     allocs = [e for e in events if e["event"] == "alloc"]
     assert [(a["size"], a["kind"]) for a in allocs] == [(4096, "device"), (512, "host-pinned")]
+    # kir.hook's table for KIR_ALLOC_* names them as the layer does (hipMalloc: DEVICE, hipHostMalloc: HOST_PINNED).
+    assert [a["kind"] for a in allocs] == [ALLOCATION_KINDS[1], ALLOCATION_KINDS[3]]
     assert [e["address"] for e in events if e["event"] == "free"] == [a["address"] for a in allocs]
     assert axpy["grid"] == [8, 1, 1] and axpy["block"] == [128, 1, 1]
     assert axpy["args"] == [hex(struct.unpack("<I", struct.pack("<f", 1.5))[0]), hex(allocs[0]["address"]),
                             hex(allocs[0]["address"]), hex(1024)]
     assert count["args"] == [hex(1 << 33)] and count["shared"] == 16
+
+
+def test_exit_unregisters_the_fatbin(hip_app, kir_cli):
+    """clang's module destructor calls __hipUnregisterFatBinary at exit: the layer
+    reports it for the handle it registered, with its kernels still live then."""
+    _, events = trace(kir_cli, hip_app)
+    registered = [e for e in events if e["event"] == "register-fatbin"]
+    unregistered = [e for e in events if e["event"] == "unregister-fatbin"]
+    kernels = [e for e in events if e["event"] == "register-kernel"]
+    assert [e["handle"] for e in unregistered] == [e["handle"] for e in registered]
+    assert [e["kernels"] for e in unregistered] == [len(kernels)]
+    assert events[-1]["event"] == "unregister-fatbin"  # after every launch and free

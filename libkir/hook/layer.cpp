@@ -137,6 +137,13 @@ void Layer::each_client(Fn&& fn) {
 void Layer::fatbin_registered(const void* handle, const void* wrapper) {
   auto record = std::make_unique<FatbinRecord>();
   Expected<FatbinContainer> c = container_of(wrapper);
+  {
+    std::shared_lock<std::shared_mutex> lock(registry_mutex_);
+    auto live = fatbins_.find(handle);
+    if (c && live != fatbins_.end() && live->second->container &&
+        live->second->container->bytes().data() == c->bytes().data())
+      return;  // registered again (Proteus's __proteus_register_fatbinary after the runtime's): the same image
+  }
   if (c) record->container = std::move(*c);
   else report_failure(describe("fatbin", handle), "registered without its code: " + c.error().message());
   size_t images = record->container ? record->container->entries().size() : 0;
