@@ -151,9 +151,10 @@ void Layer::fatbin_registered(const void* handle, const void* wrapper) {
 }
 
 void Layer::publish(const void* handle, std::unique_ptr<FatbinRecord> record, size_t images) {
+  fatbin_unregistered(handle, nullptr);  // a live handle reused without our seeing it unregistered
   {
     std::unique_lock<std::shared_mutex> lock(registry_mutex_);
-    if (retire(handle)) ++unregistered_;  // a handle reused without our seeing it unregistered
+    if (retire(handle)) ++unregistered_;  // registered again meanwhile, on another thread
     fatbins_[handle] = std::move(record);
   }
   each_client([&](const kir_hook_client& c) {
@@ -162,16 +163,19 @@ void Layer::publish(const void* handle, std::unique_ptr<FatbinRecord> record, si
 }
 
 void Layer::fatbin_unregistered(const void* handle, const char* api) {
+  size_t kernels = 0;
   {
     std::shared_lock<std::shared_mutex> lock(registry_mutex_);
-    if (!fatbins_.count(handle)) {
+    auto f = fatbins_.find(handle);
+    if (f == fatbins_.end()) {
       if (api) report_failure(describe(api, handle), "a handle the layer never saw registered");
       return;
     }
+    kernels = f->second->kernels.size();
   }
   // Clients first: the image is still mapped and kir_hook_kernel_code still answers.
   each_client([&](const kir_hook_client& c) {
-    if (c.fatbin_unregistered) c.fatbin_unregistered(c.user, handle);
+    if (c.fatbin_unregistered) c.fatbin_unregistered(c.user, handle, kernels);
   });
   std::unique_lock<std::shared_mutex> lock(registry_mutex_);
   if (retire(handle)) ++unregistered_;
@@ -747,6 +751,9 @@ KIR_EXPORT int kir_hook_tag_allocation(uint64_t address, void* tag) {
 }
 
 KIR_EXPORT void kir_hook_track_allocation(uint64_t address, uint64_t size, int kind) {
+  if (kind < KIR_ALLOC_DEVICE || kind > KIR_ALLOC_HOST_PINNED)  // tracked all the same: the memory exists
+    kir::hook::report_failure("kir_hook_track_allocation " + kir::hex(address),
+                              "kind " + std::to_string(kind) + " is not a KIR_ALLOC_* value");
   kir::hook::Layer::get().allocated(address, size, kind);
 }
 

@@ -1,5 +1,6 @@
-// The hook layer's state: registry, allocation tracker, clients. Private to
-// libkir_hook.so; the interposers (cuda_runtime.cpp) feed it.
+// The hook layer's state: registry, allocation tracker, clients, failure
+// count. Private to libkir_hook.so; the interposers (cuda_runtime.cpp,
+// driver_api.cpp, hip_runtime.cpp, proteus_abi.cpp) feed it.
 #pragma once
 
 #include <array>

@@ -74,13 +74,8 @@ void on_fatbin(void*, const void* handle, size_t images) {
   line(buf);
 }
 
-/// Before the layer lets go: `kernels` counts the live kernels registered with it.
-void on_unregister(void*, const void* handle) {
-  size_t kernels = 0;
-  for (size_t i = 0, n = kir_hook_kernel_count(); i < n; ++i) {
-    const kir_hook_kernel* k = kir_hook_kernel_at(i);
-    kernels += k && k->fatbin == handle && !__atomic_load_n(&k->unloaded, __ATOMIC_ACQUIRE);
-  }
+/// Before the layer lets go of a fatbin or module, with the kernels registered with it.
+void on_unregister(void*, const void* handle, size_t kernels) {
   char buf[128];
   std::snprintf(buf, sizeof buf, json ? "{\"event\":\"unregister-fatbin\",\"handle\":%llu,\"kernels\":%zu}"
                                       : "kir-trace unregister-fatbin handle=%#llx kernels=%zu",

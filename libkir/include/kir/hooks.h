@@ -78,7 +78,8 @@ typedef struct kir_hook_global {
                              then returns 0 for `host_address` (unless registered again) */
 } kir_hook_global;
 
-/* Allocation kinds */
+/* Allocation kinds: the values of kir::AllocationKind (kir/model.hpp), whose
+ * one name table ("device", "managed", "host-pinned") `kir trace` and records use. */
 #define KIR_ALLOC_DEVICE 1
 #define KIR_ALLOC_MANAGED 2
 #define KIR_ALLOC_HOST_PINNED 3
@@ -131,10 +132,11 @@ typedef struct kir_hook_client {
                                           kir_hook_set_allocator (a client loaded from the
                                           environment cannot call the layer while it loads) */
   /* API 2 (a client whose struct_size stops before this is never called with it): */
-  void (*fatbin_unregistered)(void* user, const void* fatbin); /* the registration handle or
-                                          module, before the layer drops it: its kernels are
-                                          not yet `unloaded`, kir_hook_kernel_code still
-                                          answers; after the callback they are */
+  void (*fatbin_unregistered)(void* user, const void* fatbin, size_t kernels);
+                        /* the registration handle or module, and how many kernels were
+                           registered with it, before the layer drops it: those kernels are
+                           not yet `unloaded` and kir_hook_kernel_code still answers; after
+                           the callback they are */
 } kir_hook_client;
 
 /* When a client's launch_completed is called, for launches the runtime accepted
@@ -150,7 +152,8 @@ typedef struct kir_hook_client {
 #define KIR_COMPLETION_SYNCHRONIZE 1
 #define KIR_COMPLETION_STREAM_ORDERED 2
 
-/** Record an allocation the layer cannot see (a client's own allocator); `kind` is KIR_ALLOC_*. */
+/** Record an allocation the layer cannot see (a client's own allocator); `kind` is
+ *  KIR_ALLOC_* (another value is tracked all the same, and counted as a failure). */
 void kir_hook_track_allocation(uint64_t address, uint64_t size, int kind);
 void kir_hook_untrack_allocation(uint64_t address);
 
