@@ -286,6 +286,40 @@ def test_each_unusable_fatbin_is_counted_and_logged(fatbins, tmp_path, kir_cli):
                        f"decoded ({chosen.target}): its parameter layout is unknown")
 
 
+LOAD = r"""
+import ctypes, json, sys
+import kir.hook
+ctypes.CDLL(sys.argv[1])  # its constructor registers its fatbin with the (hooked) runtime
+print(json.dumps(kir.hook.stats()))
+"""
+
+
+def test_a_damaged_container_in_a_loaded_library_is_read_only_to_its_segment(built, tmp_path):
+    """libkernels_shared_runtime.so with its registered container's size field set
+    to 1 GiB: the layer may read only to the end of the loaded segment holding the
+    container (from the program headers, read here with pyelftools), and says so."""
+    from elftools.elf.elffile import ELFFile
+    source = built["libkernels_shared_runtime.so"]
+    registered = [c for c in kir.open(source).containers if any(i.kind == "ptx" for i in c.images)]
+    assert len(registered) == 1
+    offset = registered[0].file_offset
+    with open(source, "rb") as f:
+        elf = ELFFile(f)
+        section = elf.get_section_by_name(".nv_fatbin")
+        address = section["sh_addr"] + offset - section["sh_offset"]
+        segment = next(s for s in elf.iter_segments() if s["p_type"] == "PT_LOAD"
+                       and s["p_vaddr"] <= address < s["p_vaddr"] + s["p_memsz"])
+        left = segment["p_vaddr"] + segment["p_memsz"] - address - 16  # after the container header
+    library = damaged(tmp_path, source, "libdamaged.so", lambda d: struct.pack_into("<Q", d, offset + 8, 1 << 30))
+    proc = subprocess.run([sys.executable, "-c", LOAD, str(library)], capture_output=True, text=True,
+                          env={**os.environ, "LD_PRELOAD": str(HOOK), "KIR_HOOK_LOG": "1"})
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["failures"] == 1
+    assert re.fullmatch(r"kir-hook: error: fatbin 0x[0-9a-f]+: registered without its code: container at 0x[0-9a-f]+: "
+                        rf"fatbin container size 0x40000000 \(at offset 0x8\) runs past the end of its section "
+                        rf"\({left:#x} bytes left\)\n", proc.stderr), proc.stderr
+
+
 def test_failures_are_counted_without_the_log(fatbins):
     seen, stderr = register_in_hooked_process([(fatbins["container_magic"], WRAPPER_MAGIC, None)])
     assert seen["after"]["failures"] == 1 and "kir-hook" not in stderr

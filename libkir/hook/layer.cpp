@@ -9,6 +9,7 @@
 #include "kir/object/elf.hpp"
 
 #include <dlfcn.h>
+#include <link.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -23,6 +24,32 @@ namespace {
 /// Images and bundles handed to the runtimes come as bare addresses: parsers
 /// given this much read only their headers, which say how far they run.
 constexpr uint64_t kUnknownSize = uint64_t(1) << 40;
+
+/// The bytes from `p` to the end of the loaded ELF segment holding it — where a
+/// registered fatbin or bundle lies, in the app's own image — so that damaged
+/// headers meet the segment's end, not unmapped memory; kUnknownSize when no
+/// loaded object holds `p` (a buffer the app allocated).
+uint64_t mapped_extent(const void* p) {
+  struct Search {
+    uintptr_t at;
+    uint64_t extent;
+  } search{reinterpret_cast<uintptr_t>(p), kUnknownSize};
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* data) {
+        auto* s = static_cast<Search*>(data);
+        for (int i = 0; i < info->dlpi_phnum; ++i) {
+          const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+          uintptr_t start = info->dlpi_addr + ph.p_vaddr;
+          if (ph.p_type == PT_LOAD && s->at >= start && s->at - start < ph.p_memsz) {
+            s->extent = ph.p_memsz - (s->at - start);
+            return 1;
+          }
+        }
+        return 0;
+      },
+      &search);
+  return search.extent;
+}
 
 std::string hex_of(const void* p) { return hex(reinterpret_cast<uintptr_t>(p)); }
 
@@ -39,7 +66,7 @@ Expected<FatbinContainer> container_of(const void* wrapper) {
   const uint8_t* data;
   std::memcpy(&data, w + 8, sizeof data);
   if (!data) return Error("wrapper at " + hex_of(wrapper) + ": no container pointer");
-  Expected<FatbinContainer> c = FatbinContainer::create(ByteView(data, kUnknownSize));
+  Expected<FatbinContainer> c = FatbinContainer::create(ByteView(data, mapped_extent(data)));
   if (!c) c.error().within("container at " + hex_of(data));
   return c;
 }
@@ -381,7 +408,7 @@ namespace {
 Expected<ByteView> sized_image(const void* image) {
   const auto* p = static_cast<const uint8_t*>(image);
   if (!p) return Error("no image");
-  ByteView open(p, kUnknownSize);
+  ByteView open(p, mapped_extent(p));
   if (FatbinContainer::has_magic(open)) {
     Expected<FatbinContainer> c = FatbinContainer::create(open);
     if (!c) return c.error().within("fatbin container at " + hex_of(image));
@@ -460,7 +487,7 @@ void Layer::hip_fatbin_registered(const void* handle, const void* wrapper) {
       : magic != kHipWrapperMagic
           ? Error("wrapper at " + hex_of(wrapper) + ": magic " + hex(magic) + " is not \"HIPF\" (" + hex(kHipWrapperMagic) + ")")
           : Error("wrapper at " + hex_of(wrapper) + ": no bundle pointer");
-  ByteView bytes = bundle ? ByteView(bundle, kUnknownSize) : ByteView();
+  ByteView bytes = bundle ? ByteView(bundle, mapped_extent(bundle)) : ByteView();
   std::vector<uint8_t> inflated;
   if (CompressedBundle::has_magic(bytes)) {  // v2/v3 headers give the size; v1 does not
     Expected<CompressedBundle> c = CompressedBundle::create(bytes);
