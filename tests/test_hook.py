@@ -54,6 +54,11 @@ def test_registrations_match_the_binary(built, kir_cli):
     # (The runtime's own prelinked v2 fatbin is not registered in a run without a driver.)
     tu = [c for c in binary.containers if image in c.images]
     assert [e["images"] for e in ev if e["event"] == "register-fatbin"] == [len(tu[0].images)]
+    # ... and unregistered as the app exits, after everything else.
+    registered = [e["handle"] for e in ev if e["event"] == "register-fatbin"]
+    assert [e for e in ev if e["event"] == "unregister-fatbin"] == [
+        {"event": "unregister-fatbin", "handle": registered[0], "kernels": len(kernels)}]
+    assert ev[-1]["event"] == "unregister-fatbin"
 
 
 def test_launches_carry_decoded_arguments_and_the_runtime_result(built, kir_cli):
@@ -161,6 +166,7 @@ tagged = [kir.hook.tag_allocation(0x7f0000001800, 0xfeed), kir.hook.tag_allocati
 print(json.dumps({
     "before": before,
     "kernels": [[k.name, k.static_hash, list(k.param_offsets), list(k.param_sizes)] for k in kir.hook.kernels()],
+    "unloaded": [k.unloaded for k in kir.hook.kernels()],
     "inside": vars(kir.hook.find_allocation(0x7f0000001fff)),
     "outside": kir.hook.find_allocation(0x7f0000002000),
     "stats": kir.hook.stats(),
@@ -194,6 +200,8 @@ def test_python_queries_the_registry_from_inside_the_process(built, tmp_path):
         assert seen["resolved"] == [0] * len(seen["globals"])
     assert seen["outside"] is None
     assert seen["stats"]["kernels"] == len(expected) and seen["stats"]["live_allocations"] == 1
+    assert seen["stats"]["failures"] == 0 and seen["stats"]["unregistered"] == 0
+    assert seen["unloaded"] == [False] * len(expected)
 
 
 def test_python_query_outside_the_hook_says_so():

@@ -21,11 +21,17 @@ const FatbinEntry* pick_ptx(const FatbinContainer& container, int cc) {
   return best;
 }
 
-bool decode_into(const FatbinEntry* entry, std::vector<uint8_t>& out) {
+/// `entry`'s decoded bytes into `out`; a failure is reported against `handle`.
+bool decode_into(const FatbinEntry* entry, std::vector<uint8_t>& out, const void* handle) {
   if (!entry) return false;
   Scratch scratch;
   Expected<ByteView> bytes = decode_image(*entry, scratch);
-  if (!bytes) return false;
+  if (!bytes) {
+    report_failure(describe("fatbin", handle), "kir_hook_kernel_code: sm_" + std::to_string(entry->arch) + " " +
+                                                   (entry->kind == uint16_t(FatbinEntryKind::ptx) ? "PTX" : "cubin") +
+                                                   ": " + bytes.error().message());
+    return false;
+  }
   out.assign(bytes->data(), bytes->data() + bytes->size());
   return true;
 }
@@ -40,11 +46,17 @@ void fill(kir_hook_code& out, const std::vector<uint8_t>& bytes, const char* kin
 }  // namespace
 
 bool Layer::kernel_code(const kir_hook_kernel* kernel, int which, kir_hook_code& out) {
-  KernelRecord* k = kernel ? kernel_for(kernel->host_stub) : nullptr;
-  FatbinRecord* f = k ? k->fatbin : nullptr;
+  if (!kernel || __atomic_load_n(&kernel->unloaded, __ATOMIC_ACQUIRE)) return false;
+  KernelRecord* k = kernel_for(kernel->host_stub);
+  FatbinRecord* f = k && &k->view == kernel ? k->fatbin : nullptr;  // not a stale view of an earlier load
   if (!f || !f->code) return false;
   std::lock_guard<std::mutex> lock(f->code_mutex);
-  if (!f->launched_ready && f->container) f->launched_ready = decode_into(f->chosen, f->launched_bytes);
+  if (f->unloaded) return false;  // unregistered since the lookup: its image may be gone
+  const void* handle = kernel->fatbin;
+  if (!f->launched_ready && !f->launched_tried && f->container) {
+    f->launched_tried = true;  // a failure is reported once
+    f->launched_ready = decode_into(f->chosen, f->launched_bytes, handle);
+  }
   bool launched_is_ptx = f->code->kind == ImageKind::ptx;
   if (which == KIR_CODE_LAUNCHED || (which == KIR_CODE_PTX && launched_is_ptx)) {
     if (!f->launched_ready) return false;
@@ -52,9 +64,10 @@ bool Layer::kernel_code(const kir_hook_kernel* kernel, int which, kir_hook_code&
     return true;
   }
   if (which != KIR_CODE_PTX || !f->container) return false;
-  if (!f->ptx_ready) {
+  if (!f->ptx_ready && !f->ptx_tried) {
+    f->ptx_tried = true;
     const FatbinEntry* ptx = pick_ptx(*f->container, device_compute_capability());
-    f->ptx_ready = decode_into(ptx, f->ptx_bytes);
+    f->ptx_ready = decode_into(ptx, f->ptx_bytes, handle);
     if (f->ptx_ready) f->ptx_arch = "sm_" + std::to_string(ptx->arch);
   }
   if (!f->ptx_ready) return false;

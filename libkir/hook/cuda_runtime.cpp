@@ -57,8 +57,11 @@ KIR_EXPORT void __cudaRegisterFatBinaryEnd(void** handle) {
   real___cudaRegisterFatBinaryEnd(handle);
 }
 
+// Run as a library is dlclose'd (or at exit): the layer lets go of the image
+// before the runtime does, while it is still mapped.
 KIR_EXPORT void __cudaUnregisterFatBinary(void** handle) {
   KIR_REAL(__cudaUnregisterFatBinary, void (*)(void**));
+  layer().fatbin_unregistered(handle, "__cudaUnregisterFatBinary");
   real___cudaUnregisterFatBinary(handle);
 }
 

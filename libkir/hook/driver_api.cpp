@@ -1,6 +1,6 @@
 // Interposers for the CUDA driver API (libcuda.so), for apps that load modules
 // at run time (CuPy, Triton, JITs): module loads, function lookups, launches and
-// allocations — also when the app obtains the entry points through
+// allocations, module unloads — also when the app obtains the entry points through
 // cuGetProcAddress. Calls the runtime makes on the app's behalf (inside an
 // interposed runtime call) are not reported twice.
 #include <cstdint>
@@ -84,6 +84,20 @@ KIR_EXPORT CUresult cuLibraryLoadData(void** library, const void* code, void* ji
                                       library_values, n_library);
   if (r == CUDA_SUCCESS && library && reporting()) layer().module_loaded(*library, code);
   return r;
+}
+
+// Unloads: the layer lets go of the module first (modules it never saw loaded,
+// e.g. by cuModuleLoad from a file, are not its business).
+KIR_EXPORT CUresult cuModuleUnload(void* module) {
+  KIR_REAL(cuModuleUnload, CUresult (*)(void*));
+  if (reporting()) layer().fatbin_unregistered(module, nullptr);
+  return real_cuModuleUnload(module);
+}
+
+KIR_EXPORT CUresult cuLibraryUnload(void* library) {
+  KIR_REAL(cuLibraryUnload, CUresult (*)(void*));
+  if (reporting()) layer().fatbin_unregistered(library, nullptr);
+  return real_cuLibraryUnload(library);
 }
 
 KIR_EXPORT CUresult cuModuleGetFunction(void** function, void* module, const char* name) {
@@ -181,6 +195,8 @@ KIR_EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int vers
       {"cuModuleLoadData", reinterpret_cast<void*>(&cuModuleLoadData)},
       {"cuModuleLoadDataEx", reinterpret_cast<void*>(&cuModuleLoadDataEx)},
       {"cuLibraryLoadData", reinterpret_cast<void*>(&cuLibraryLoadData)},
+      {"cuModuleUnload", reinterpret_cast<void*>(&cuModuleUnload)},
+      {"cuLibraryUnload", reinterpret_cast<void*>(&cuLibraryUnload)},
       {"cuModuleGetFunction", reinterpret_cast<void*>(&cuModuleGetFunction)},
       {"cuLibraryGetKernel", reinterpret_cast<void*>(&cuLibraryGetKernel)},
       {"cuLaunchKernel", reinterpret_cast<void*>(&cuLaunchKernel)},

@@ -52,6 +52,7 @@ KIR_EXPORT void** __hipRegisterFatBinary(const void* wrapper) {
 
 KIR_EXPORT void __hipUnregisterFatBinary(void** handle) {
   KIR_REAL(__hipUnregisterFatBinary, void (*)(void**));
+  layer().fatbin_unregistered(handle, "__hipUnregisterFatBinary");
   real___hipUnregisterFatBinary(handle);
 }
 

@@ -9,8 +9,10 @@
 #include "kir/object/elf.hpp"
 
 #include <dlfcn.h>
+#include <link.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -19,26 +21,92 @@ namespace kir::hook {
 
 namespace {
 
-constexpr uint32_t kWrapperMagic = 0x466243B1;
+/// Images and bundles handed to the runtimes come as bare addresses: parsers
+/// given this much read only their headers, which say how far they run.
+constexpr uint64_t kUnknownSize = uint64_t(1) << 40;
 
-/// The fatbin container a `__fatBinC_Wrapper_t` points to, as a view of the app's memory.
-std::optional<FatbinContainer> container_of(const void* wrapper) {
-  if (!wrapper) return std::nullopt;
+/// The bytes from `p` to the end of the loaded ELF segment holding it — where a
+/// registered fatbin or bundle lies, in the app's own image — so that damaged
+/// headers meet the segment's end, not unmapped memory; kUnknownSize when no
+/// loaded object holds `p` (a buffer the app allocated).
+uint64_t mapped_extent(const void* p) {
+  struct Search {
+    uintptr_t at;
+    uint64_t extent;
+  } search{reinterpret_cast<uintptr_t>(p), kUnknownSize};
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* data) {
+        auto* s = static_cast<Search*>(data);
+        for (int i = 0; i < info->dlpi_phnum; ++i) {
+          const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+          uintptr_t start = info->dlpi_addr + ph.p_vaddr;
+          if (ph.p_type == PT_LOAD && s->at >= start && s->at - start < ph.p_memsz) {
+            s->extent = ph.p_memsz - (s->at - start);
+            return 1;
+          }
+        }
+        return 0;
+      },
+      &search);
+  return search.extent;
+}
+
+std::string hex_of(const void* p) { return hex(reinterpret_cast<uintptr_t>(p)); }
+
+/// The fatbin container a `__fatBinC_Wrapper_t` points to, as a view of the app's
+/// memory, sized from its own header.
+Expected<FatbinContainer> container_of(const void* wrapper) {
+  if (!wrapper) return Error("no wrapper");
   const auto* w = static_cast<const uint8_t*>(wrapper);
   uint32_t magic;
   std::memcpy(&magic, w, 4);
+  if (magic != kFatbinWrapperMagic)
+    return Error("wrapper at " + hex_of(wrapper) + ": magic " + hex(magic) + " is not __fatBinC_Wrapper_t's " +
+                 hex(kFatbinWrapperMagic));
   const uint8_t* data;
   std::memcpy(&data, w + 8, sizeof data);
-  if (magic != kWrapperMagic || !data) return std::nullopt;
-  uint64_t size;
-  std::memcpy(&size, data + 8, 8);
-  if (size > (uint64_t(1) << 40)) return std::nullopt;
-  Expected<FatbinContainer> c = FatbinContainer::create(ByteView(data, 16 + size));
-  if (!c) return std::nullopt;
-  return std::move(*c);
+  if (!data) return Error("wrapper at " + hex_of(wrapper) + ": no container pointer");
+  Expected<FatbinContainer> c = FatbinContainer::create(ByteView(data, mapped_extent(data)));
+  if (!c) c.error().within("container at " + hex_of(data));
+  return c;
+}
+
+struct FailureLog {
+  std::atomic<uint64_t> count{0};
+  std::mutex mutex;
+  FILE* file = nullptr;  // KIR_HOOK_LOG: "1" stderr, else a path; unset or "0": no lines
+
+  FailureLog() {
+    const char* where = std::getenv("KIR_HOOK_LOG");
+    if (!where || !*where || std::strcmp(where, "0") == 0) return;
+    file = std::strcmp(where, "1") == 0 ? stderr : std::fopen(where, "a");
+    if (!file) {
+      std::fprintf(stderr, "kir-hook: error: KIR_HOOK_LOG: cannot open %s: %s; logging to stderr\n", where,
+                   std::strerror(errno));
+      file = stderr;
+    }
+  }
+};
+
+FailureLog& failure_log() {
+  static FailureLog* log = new FailureLog();  // never destroyed: failures may come during exit
+  return *log;
 }
 
 }  // namespace
+
+void report_failure(const std::string& what, const std::string& detail, bool always) {
+  FailureLog& log = failure_log();
+  ++log.count;
+  if (!log.file && !always) return;
+  std::lock_guard<std::mutex> lock(log.mutex);
+  std::fprintf(log.file ? log.file : stderr, "kir-hook: error: %s: %s\n", what.c_str(), detail.c_str());
+  std::fflush(log.file ? log.file : stderr);
+}
+
+uint64_t failure_count() { return failure_log().count.load(); }
+
+std::string describe(const char* noun, const void* handle) { return std::string(noun) + " " + hex_of(handle); }
 
 Layer& Layer::get() {
   static Layer* layer = new Layer();  // never destroyed: the app may call in during exit
@@ -56,15 +124,22 @@ void Layer::load_clients_from_environment() {
     std::string path = all.substr(start, end == std::string::npos ? std::string::npos : end - start);
     start = end == std::string::npos ? all.size() + 1 : end + 1;
     if (path.empty()) continue;
+    // Printed whether or not KIR_HOOK_LOG is set: the user asked for this client.
     void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
     auto entry = lib ? reinterpret_cast<const kir_hook_client* (*)()>(dlsym(lib, "kir_hook_client_entry"))
                      : nullptr;
     if (!entry) {
-      std::fprintf(stderr, "kir-hook: cannot load client %s: %s\n", path.c_str(),
-                   lib ? "no kir_hook_client_entry symbol" : dlerror());
+      report_failure("client " + path, lib ? "no kir_hook_client_entry symbol" : dlerror(), true);
       continue;
     }
-    add_client(entry());
+    const kir_hook_client* client = entry();
+    if (add_client(client) != 0)
+      report_failure("client " + path,
+                     !client ? "kir_hook_client_entry returned NULL"
+                     : client->struct_size < offsetof(kir_hook_client, fatbin_registered)
+                         ? "struct_size " + std::to_string(client->struct_size) + " is too small"
+                         : "the client table is full (" + std::to_string(kMaxClients) + " clients)",
+                     true);
   }
 }
 
@@ -88,16 +163,80 @@ void Layer::each_client(Fn&& fn) {
 
 void Layer::fatbin_registered(const void* handle, const void* wrapper) {
   auto record = std::make_unique<FatbinRecord>();
-  record->handle = handle;
-  record->container = container_of(wrapper);
+  Expected<FatbinContainer> c = container_of(wrapper);
+  {
+    std::shared_lock<std::shared_mutex> lock(registry_mutex_);
+    auto live = fatbins_.find(handle);
+    if (c && live != fatbins_.end() && live->second->container &&
+        live->second->container->bytes().data() == c->bytes().data())
+      return;  // registered again (Proteus's __proteus_register_fatbinary after the runtime's): the same image
+  }
+  if (c) record->container = std::move(*c);
+  else report_failure(describe("fatbin", handle), "registered without its code: " + c.error().message());
   size_t images = record->container ? record->container->entries().size() : 0;
+  publish(handle, std::move(record), images);
+}
+
+void Layer::publish(const void* handle, std::unique_ptr<FatbinRecord> record, size_t images) {
+  fatbin_unregistered(handle, nullptr);  // a live handle reused without our seeing it unregistered
   {
     std::unique_lock<std::shared_mutex> lock(registry_mutex_);
+    if (retire(handle)) ++unregistered_;  // registered again meanwhile, on another thread
     fatbins_[handle] = std::move(record);
   }
   each_client([&](const kir_hook_client& c) {
     if (c.fatbin_registered) c.fatbin_registered(c.user, handle, images);
   });
+}
+
+void Layer::fatbin_unregistered(const void* handle, const char* api) {
+  size_t kernels = 0;
+  {
+    std::shared_lock<std::shared_mutex> lock(registry_mutex_);
+    auto f = fatbins_.find(handle);
+    if (f == fatbins_.end()) {
+      if (api) report_failure(describe(api, handle), "a handle the layer never saw registered");
+      return;
+    }
+    kernels = f->second->kernels.size();
+  }
+  // Clients first: the image is still mapped and kir_hook_kernel_code still answers.
+  each_client([&](const kir_hook_client& c) {
+    if (c.fatbin_unregistered) c.fatbin_unregistered(c.user, handle, kernels);
+  });
+  std::unique_lock<std::shared_mutex> lock(registry_mutex_);
+  if (retire(handle)) ++unregistered_;
+}
+
+bool Layer::retire(const void* handle) {
+  auto it = fatbins_.find(handle);
+  if (it == fatbins_.end()) return false;
+  FatbinRecord* f = it->second.get();
+  for (KernelRecord* k : f->kernels) {
+    __atomic_store_n(&k->view.unloaded, 1, __ATOMIC_RELEASE);
+    auto live = kernels_.find(k->view.host_stub);
+    if (live != kernels_.end() && live->second == k) kernels_.erase(live);
+  }
+  for (GlobalRecord* g : f->globals) {
+    __atomic_store_n(&g->view.unloaded, 1, __ATOMIC_RELEASE);
+    auto live = globals_by_host_.find(g->view.host_address);
+    if (live != globals_by_host_.end() && live->second == g) globals_by_host_.erase(live);
+  }
+  {
+    std::lock_guard<std::mutex> code(f->code_mutex);  // no kir_hook_kernel_code is reading the image now
+    f->unloaded = true;
+    f->chosen = nullptr;
+    f->container.reset();
+    f->owned = {};
+    if (f->code) {  // views keep only the embedded IR (kir_hook_kernel.ir)
+      f->code->kernels = {};
+      f->code->functions = {};
+      f->code->globals = {};
+    }
+  }
+  retired_.push_back(std::move(it->second));
+  fatbins_.erase(it);
+  return true;
 }
 
 int device_compute_capability() {
@@ -155,17 +294,31 @@ const FatbinEntry* pick_image(const FatbinContainer& container, const char* want
 
 }  // namespace
 
-void Layer::decode(FatbinRecord& f) {
+void Layer::decode(FatbinRecord& f, const void* handle) {
   f.decoded = true;
-  if (!f.container) return;
+  if (!f.container) return;  // reported when it was registered
   const char* want = std::getenv("KIR_HOOK_ARCH");
   const FatbinEntry* best = pick_image(*f.container, want, want ? 0 : device_compute_capability());
-  if (!best) return;
+  if (!best) {
+    report_failure(describe("fatbin", handle),
+                   "no cubin or PTX image" + (want ? " for KIR_HOOK_ARCH=" + std::string(want) : std::string()) +
+                       " among its " + std::to_string(f.container->entries().size()) +
+                       " entries: its kernels' layouts are unknown");
+    return;
+  }
+  bool ptx = best->kind == uint16_t(FatbinEntryKind::ptx);
+  std::string which = std::string(name(ptx ? ImageKind::ptx : ImageKind::cubin)) + " sm_" + std::to_string(best->arch);
   Scratch scratch;
   Expected<ByteView> bytes = decode_image(*best, scratch);
-  if (!bytes) return;
-  Expected<DeviceCode> code = best->kind == uint16_t(FatbinEntryKind::ptx) ? parse_ptx(*bytes) : parse_cubin(*bytes);
-  if (!code) return;
+  if (!bytes) {
+    report_failure(describe("fatbin", handle), which + ": " + bytes.error().message());
+    return;
+  }
+  Expected<DeviceCode> code = ptx ? parse_ptx(*bytes) : parse_cubin(*bytes);
+  if (!code) {
+    report_failure(describe("fatbin", handle), which + ": " + code.error().message());
+    return;
+  }
   f.code = std::move(*code);
   f.code->image_digest = xxh3_128(*bytes);
   f.chosen = best;
@@ -179,9 +332,11 @@ void Layer::kernel_registered(const void* handle, const void* stub, const char* 
     auto f = fatbins_.find(handle);
     if (f != fatbins_.end()) {
       fatbin = f->second.get();
-      if (!fatbin->decoded) decode(*fatbin);
+      if (!fatbin->decoded) decode(*fatbin, handle);
     }
   }
+  if (!fatbin)
+    report_failure("kernel " + std::string(name ? name : ""), describe("fatbin", handle) + " was never registered");
   add_kernel(handle, stub, name, fatbin);
 }
 
@@ -201,13 +356,16 @@ void Layer::add_kernel(const void* handle, const void* stub, const char* name, F
   k->name = name ? name : "";
   k->fatbin = fatbin;
   KernelRecord* record = k.get();
+  bool found = false;
   if (fatbin && fatbin->code)
     for (const Kernel& kernel : fatbin->code->kernels)
-      if (kernel.name == k->name)
+      if (kernel.name == k->name) {
+        found = true;
         for (const KernelParam& p : kernel.params) {
           k->offsets.push_back(p.offset);
           k->sizes.push_back(p.size);
         }
+      }
   const EmbeddedModule* ir = fatbin && fatbin->code ? embedded_ir_of(*fatbin->code, k->name) : nullptr;
   kir_hook_kernel& v = k->view;
   v.ir = ir ? ir->bitcode.data() : nullptr;
@@ -225,9 +383,19 @@ void Layer::add_kernel(const void* handle, const void* stub, const char* name, F
   v.static_hash = {h.high, h.low};
   {
     std::unique_lock<std::shared_mutex> lock(registry_mutex_);
-    if (!kernels_.try_emplace(stub, std::move(k)).second) return;  // registered before: keep that one
-    kernel_order_.push_back(record);
+    if (!kernels_.try_emplace(stub, record).second) return;  // registered before: keep that one
+    kernel_order_.push_back(std::move(k));
+    auto f = fatbins_.find(handle);
+    if (fatbin && (f == fatbins_.end() || f->second.get() != fatbin)) {  // unregistered meanwhile
+      v.unloaded = 1;
+      kernels_.erase(stub);
+    } else if (fatbin) {
+      fatbin->kernels.push_back(record);
+    }
   }
+  if (fatbin && fatbin->code && !found)
+    report_failure("kernel " + record->name, describe("fatbin", handle) + ": not in the image the layer decoded (" +
+                                                 fatbin->arch + "): its parameter layout is unknown");
   each_client([&](const kir_hook_client& c) {
     if (c.kernel_registered) c.kernel_registered(c.user, &record->view);
   });
@@ -235,23 +403,21 @@ void Layer::add_kernel(const void* handle, const void* stub, const char* name, F
 
 namespace {
 
-/// Images and bundles handed to the runtimes come as bare addresses: parsers
-/// given this much read only their headers, which say how far they run.
-constexpr uint64_t kUnknownSize = uint64_t(1) << 40;
-
 /// The bytes of an image handed to cuModuleLoadData, sized from its own headers:
 /// a fatbin container, an ELF cubin, or PTX text.
-ByteView sized_image(const void* image) {
+Expected<ByteView> sized_image(const void* image) {
   const auto* p = static_cast<const uint8_t*>(image);
-  if (!p) return {};
-  ByteView open(p, kUnknownSize);
+  if (!p) return Error("no image");
+  ByteView open(p, mapped_extent(p));
   if (FatbinContainer::has_magic(open)) {
     Expected<FatbinContainer> c = FatbinContainer::create(open);
-    return c ? ByteView(p, c->total_size()) : ByteView();
+    if (!c) return c.error().within("fatbin container at " + hex_of(image));
+    return ByteView(p, c->total_size());
   }
   if (ElfFile::is_elf(open)) {
     Expected<ElfFile> elf = ElfFile::create(open);
-    return elf ? ByteView(p, elf->extent()) : ByteView();
+    if (!elf) return elf.error().within("ELF image at " + hex_of(image));
+    return ByteView(p, elf->extent());
   }
   return ByteView(p, std::strlen(reinterpret_cast<const char*>(p)) + 1);  // PTX
 }
@@ -260,11 +426,15 @@ ByteView sized_image(const void* image) {
 
 void Layer::module_loaded(const void* module, const void* image) {
   auto record = std::make_unique<FatbinRecord>();
-  record->handle = module;
-  ByteView bytes = sized_image(image);
+  std::string what = describe("module", module);
+  Expected<ByteView> sized = sized_image(image);
+  ByteView bytes = sized ? *sized : ByteView();
+  if (!sized) report_failure(what, "not recorded with its code: " + sized.error().message());
   if (FatbinContainer::has_magic(bytes)) {
-    if (Expected<FatbinContainer> c = FatbinContainer::create(bytes)) record->container = std::move(*c);
-    decode(*record);
+    record->owned.assign(bytes.data(), bytes.data() + bytes.size());  // the app may free its copy
+    if (Expected<FatbinContainer> c = FatbinContainer::create(ByteView(record->owned.data(), record->owned.size())))
+      record->container = std::move(*c);
+    decode(*record, module);
   } else if (!bytes.empty()) {
     record->decoded = true;
     bool elf = bytes.starts_with("\x7f" "ELF");
@@ -274,16 +444,12 @@ void Layer::module_loaded(const void* module, const void* image) {
       record->code->image_digest = xxh3_128(bytes);
       record->launched_bytes.assign(bytes.data(), bytes.data() + bytes.size());  // the app may free its copy
       record->launched_ready = true;
+    } else {
+      report_failure(what, std::string(elf ? "cubin: " : "PTX: ") + code.error().message());
     }
   }
   size_t images = record->container ? record->container->entries().size() : record->code ? 1 : 0;
-  {
-    std::unique_lock<std::shared_mutex> lock(registry_mutex_);
-    fatbins_[module] = std::move(record);
-  }
-  each_client([&](const kir_hook_client& c) {
-    if (c.fatbin_registered) c.fatbin_registered(c.user, module, images);
-  });
+  publish(module, std::move(record), images);
 }
 
 void Layer::function_found(const void* module, const void* function, const char* name) {
@@ -309,24 +475,39 @@ std::string processor(const std::string& target) { return target.substr(0, targe
 
 void Layer::hip_fatbin_registered(const void* handle, const void* wrapper) {
   auto record = std::make_unique<FatbinRecord>();
-  record->handle = handle;
   record->decoded = true;
+  std::string what = describe("HIP fatbin", handle);
   size_t images = 0;
   uint32_t magic = 0;
   const uint8_t* bundle = nullptr;
   if (wrapper) std::memcpy(&magic, wrapper, 4);
   if (magic == kHipWrapperMagic) std::memcpy(&bundle, static_cast<const uint8_t*>(wrapper) + 8, sizeof bundle);
-  ByteView bytes = bundle ? ByteView(bundle, kUnknownSize) : ByteView();
+  Expected<OffloadBundle> b =
+      !wrapper ? Error("no wrapper")
+      : magic != kHipWrapperMagic
+          ? Error("wrapper at " + hex_of(wrapper) + ": magic " + hex(magic) + " is not \"HIPF\" (" + hex(kHipWrapperMagic) + ")")
+          : Error("wrapper at " + hex_of(wrapper) + ": no bundle pointer");
+  ByteView bytes = bundle ? ByteView(bundle, mapped_extent(bundle)) : ByteView();
   std::vector<uint8_t> inflated;
   if (CompressedBundle::has_magic(bytes)) {  // v2/v3 headers give the size; v1 does not
     Expected<CompressedBundle> c = CompressedBundle::create(bytes);
-    if (c && c->version > 1)
-      if (Expected<std::vector<uint8_t>> plain = c->decompress()) inflated = std::move(*plain);
-    bytes = ByteView(inflated.data(), inflated.size());
+    if (!c) {
+      b = c.error().within("compressed bundle at " + hex_of(bundle));
+    } else if (c->version <= 1) {
+      b = Error("compressed bundle at " + hex_of(bundle) + ": version 1 does not record its size");
+    } else if (Expected<std::vector<uint8_t>> plain = c->decompress()) {
+      inflated = std::move(*plain);
+      b = OffloadBundle::create(ByteView(inflated.data(), inflated.size()));
+    } else {
+      b = plain.error().within("compressed bundle at " + hex_of(bundle));
+    }
+  } else if (bundle) {
+    b = OffloadBundle::create(bytes);
   }
   // The code object for KIR_HOOK_ARCH (a gfx processor), else the first one.
-  if (Expected<OffloadBundle> b = OffloadBundle::create(bytes)) {
-    const char* want = std::getenv("KIR_HOOK_ARCH");
+  const char* want = std::getenv("KIR_HOOK_ARCH");
+  if (!b) report_failure(what, "registered without its code: " + b.error().message());
+  else
     for (const BundleEntry& e : b->entries()) {
       BundleId id = parse_bundle_id(e.id);
       if (id.kind == "host" || id.target.empty()) continue;
@@ -336,16 +517,15 @@ void Layer::hip_fatbin_registered(const void* handle, const void* wrapper) {
         record->code = std::move(*code);
         record->code->image_digest = xxh3_128(e.data);
         record->arch = id.target;
+      } else {
+        report_failure(what, "code object " + e.id + ": " + code.error().message());
       }
     }
-  }
-  {
-    std::unique_lock<std::shared_mutex> lock(registry_mutex_);
-    fatbins_[handle] = std::move(record);
-  }
-  each_client([&](const kir_hook_client& c) {
-    if (c.fatbin_registered) c.fatbin_registered(c.user, handle, images);
-  });
+  if (b && !record->code && images)
+    report_failure(what, std::string("no code object could be used") +
+                             (want ? " for KIR_HOOK_ARCH=" + std::string(want) : std::string()) + " among its " +
+                             std::to_string(images) + ": its kernels' layouts are unknown");
+  publish(handle, std::move(record), images);
 }
 
 size_t Layer::kernel_count() const {
@@ -362,11 +542,13 @@ void Layer::global_registered(const void* handle, const void* host, const char* 
                               SymbolResolver resolve) {
   auto g = std::make_unique<GlobalRecord>();
   g->name = name ? name : "";
-  g->view = {g->name.c_str(), host, size, handle};
+  g->view = {g->name.c_str(), host, size, handle, 0};
   g->resolve = resolve;
   const kir_hook_global* view = &g->view;
   {
     std::unique_lock<std::shared_mutex> lock(registry_mutex_);
+    auto f = fatbins_.find(handle);
+    if (f != fatbins_.end()) f->second->globals.push_back(g.get());
     globals_by_host_[host] = g.get();
     globals_order_.push_back(std::move(g));
   }
@@ -473,7 +655,7 @@ const void* Layer::stub_of_handle(const void* handle) const {
 KernelRecord* Layer::kernel_for(const void* stub) {
   std::shared_lock<std::shared_mutex> lock(registry_mutex_);
   auto it = kernels_.find(stub);
-  return it == kernels_.end() ? nullptr : it->second.get();
+  return it == kernels_.end() ? nullptr : it->second;
 }
 
 void Layer::launch_begin(kir_hook_launch& launch) {
@@ -551,19 +733,22 @@ void Layer::launch_completed(const kir_hook_launch& launch, const StreamOps* ops
 
 void Layer::stats(kir_hook_stats& out) const {
   kir_hook_stats s{};
-  s.struct_size = sizeof s;
+  size_t size = std::min<size_t>(out.struct_size ? out.struct_size : sizeof s, sizeof s);
+  s.struct_size = uint32_t(size);
   {
     std::shared_lock<std::shared_mutex> lock(registry_mutex_);
     s.fatbins = fatbins_.size();
     s.kernels = kernels_.size();
-    s.globals = globals_order_.size();
+    s.globals = globals_by_host_.size();
   }
+  s.failures = failure_count();
+  s.unregistered = unregistered_;
   {
     std::shared_lock<std::shared_mutex> lock(allocations_mutex_);
     s.live_allocations = allocations_.size();
   }
   s.launches = launches_;
-  std::memcpy(&out, &s, std::min<size_t>(out.struct_size ? out.struct_size : sizeof s, sizeof s));
+  std::memcpy(&out, &s, size);
 }
 
 }  // namespace kir::hook
@@ -593,6 +778,9 @@ KIR_EXPORT int kir_hook_tag_allocation(uint64_t address, void* tag) {
 }
 
 KIR_EXPORT void kir_hook_track_allocation(uint64_t address, uint64_t size, int kind) {
+  if (kind < KIR_ALLOC_DEVICE || kind > KIR_ALLOC_HOST_PINNED)  // tracked all the same: the memory exists
+    kir::hook::report_failure("kir_hook_track_allocation " + kir::hex(address),
+                              "kind " + std::to_string(kind) + " is not a KIR_ALLOC_* value");
   kir::hook::Layer::get().allocated(address, size, kind);
 }
 

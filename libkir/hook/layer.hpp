@@ -1,5 +1,6 @@
-// The hook layer's state: registry, allocation tracker, clients. Private to
-// libkir_hook.so; the interposers (cuda_runtime.cpp) feed it.
+// The hook layer's state: registry, allocation tracker, clients, failure
+// count. Private to libkir_hook.so; the interposers (cuda_runtime.cpp,
+// driver_api.cpp, hip_runtime.cpp, proteus_abi.cpp) feed it.
 #pragma once
 
 #include <array>
@@ -61,23 +62,32 @@ struct GlobalRecord {
   std::atomic<uint64_t> device_address{0};
 };
 
-/// A registered fatbin: the app's own container bytes, parsed.
+struct KernelRecord;
+
+/// A registered fatbin or loaded module, parsed. `container` views the app's
+/// own memory (a registered fatbin) or `owned` (a driver-loaded one, copied at
+/// load: the app may free its buffer); it is dropped when the fatbin is
+/// unregistered, so nothing reads an unloaded library's image.
 struct FatbinRecord {
-  const void* handle = nullptr;
   std::optional<FatbinContainer> container;
+  std::vector<uint8_t> owned;
   std::optional<DeviceCode> code;  // of the image launches will use (decoded on first need)
   std::string arch;                // that image's target
   bool decoded = false;
   const FatbinEntry* chosen = nullptr;  // the container entry `code` came from
+  std::vector<KernelRecord*> kernels;   // registered with it (under the registry lock)
+  std::vector<GlobalRecord*> globals;
   // The code's bytes for clients that ask (kir_hook_kernel_code): decoded on
   // first request and kept; a driver-loaded bare image is copied at load.
+  // `unloaded` is set under this mutex as the container is dropped.
   std::mutex code_mutex;
   std::vector<uint8_t> launched_bytes, ptx_bytes;
   std::string ptx_arch;
-  bool launched_ready = false, ptx_ready = false;
+  bool launched_ready = false, ptx_ready = false, launched_tried = false, ptx_tried = false, unloaded = false;
 };
 
-/// A registered kernel; the C view handed to clients points into it.
+/// A registered kernel; the C view handed to clients points into it. Never
+/// freed: an unloaded kernel's view stays valid, marked `unloaded`.
 struct KernelRecord {
   std::string name;
   FatbinRecord* fatbin = nullptr;
@@ -85,11 +95,28 @@ struct KernelRecord {
   kir_hook_kernel view{};
 };
 
+/// Why the layer could not use something it was handed (KIR_HOOK_LOG): counted
+/// in kir_hook_stats.failures; with KIR_HOOK_LOG=1 one line on stderr each
+/// (KIR_HOOK_LOG=PATH: appended to PATH): "kir-hook: error: WHAT: DETAIL".
+/// `always`: printed even without KIR_HOOK_LOG (a client the user named cannot be loaded).
+void report_failure(const std::string& what, const std::string& detail, bool always = false);
+uint64_t failure_count();
+/// "fatbin 0x55d0c0a0" — how failure lines name a registration handle.
+std::string describe(const char* noun, const void* handle);
+
 class Layer {
  public:
   static Layer& get();
 
   void fatbin_registered(const void* handle, const void* wrapper);
+  /// __cudaUnregisterFatBinary / __hipUnregisterFatBinary / cuModuleUnload /
+  /// cuLibraryUnload: tells clients (fatbin_unregistered), then retires the
+  /// registration: its kernels and globals stay as views marked `unloaded`,
+  /// nothing keeps a view of its image. Call before the real unregister.
+  /// `api` names the call for a failure line when `handle` is unknown (nullptr:
+  /// an unknown handle is not a failure, as for modules loaded in ways the
+  /// layer does not see).
+  void fatbin_unregistered(const void* handle, const char* api);
   /// HIP's __hipRegisterFatBinary: `wrapper` is {"HIPF", version, offload bundle}.
   void hip_fatbin_registered(const void* handle, const void* wrapper);
   void kernel_registered(const void* handle, const void* stub, const char* name);
@@ -140,15 +167,22 @@ class Layer {
   void load_clients_from_environment();
   int install_allocator(const kir_hook_allocator* allocator);  // under clients_mutex_
   KernelRecord* kernel_for(const void* stub);
-  void decode(FatbinRecord& f);
+  void decode(FatbinRecord& f, const void* handle);
+  /// Put `record` under `handle`, retiring a live registration there first.
+  void publish(const void* handle, std::unique_ptr<FatbinRecord> record, size_t images);
+  /// Remove the registration under `handle` (registry lock held): mark its
+  /// kernels and globals unloaded, drop its image views. Returns false when none.
+  bool retire(const void* handle);
   template <class Fn>
   void each_client(Fn&& fn);
 
   mutable std::shared_mutex registry_mutex_;
-  std::unordered_map<const void*, std::unique_ptr<FatbinRecord>> fatbins_;
-  std::unordered_map<const void*, std::unique_ptr<KernelRecord>> kernels_;  // by host stub / CUfunction
-  std::vector<const KernelRecord*> kernel_order_;
-  std::unordered_map<const void*, const void*> stub_by_handle_;  // registration order, for kir_hook_kernel_at
+  std::unordered_map<const void*, std::unique_ptr<FatbinRecord>> fatbins_;  // live ones
+  std::unordered_map<const void*, KernelRecord*> kernels_;  // live ones, by host stub / CUfunction
+  std::vector<std::unique_ptr<KernelRecord>> kernel_order_;  // all, never freed (kir_hook_kernel_at)
+  std::vector<std::unique_ptr<FatbinRecord>> retired_;  // unregistered, kept for their kernels' views
+  std::atomic<uint64_t> unregistered_{0};
+  std::unordered_map<const void*, const void*> stub_by_handle_;  // cudaKernel_t -> host stub
   void add_kernel(const void* handle, const void* stub, const char* name, FatbinRecord* fatbin);
   std::vector<std::unique_ptr<GlobalRecord>> globals_order_;
   std::unordered_map<const void*, GlobalRecord*> globals_by_host_;

@@ -1,5 +1,8 @@
-// The Proteus JIT's registration and launch ABI (proteus-mneme.md): calls the
-// Proteus pass inserts into apps. Captured, then forwarded to the real Proteus
+// The Proteus JIT's registration and launch ABI: calls the Proteus pass inserts
+// into apps (Proteus src/pass/ProteusPass.cpp, getJitRegisterFatBinaryFn and
+// its neighbours), served by its runtime (src/runtime/CompilerInterfaceDevice.cpp).
+// __proteus_register_fatbinary repeats the runtime's registration (same handle,
+// same wrapper): the layer keeps the first. Captured, then forwarded to the real Proteus
 // runtime when it is loaded; without it, launches go to the CUDA runtime (the
 // ABI is cudaLaunchKernel's) and registrations are only recorded.
 #include <cstddef>

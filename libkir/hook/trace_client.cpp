@@ -1,6 +1,6 @@
 // The built-in tracing client (used by `kir trace`): KIR_TRACE=text|json turns
 // it on; lines go to the file descriptor KIR_TRACE_FD (default: stderr), one
-// per registration and per completed launch.
+// per registration, unregistration, allocation, free and completed launch.
 #include <unistd.h>
 
 #include <cstdio>
@@ -9,6 +9,7 @@
 #include <string>
 
 #include "kir/device_code.hpp"
+#include "kir/model.hpp"
 #include "kir/support/demangle.hpp"
 #include "kir/hooks.h"
 
@@ -73,6 +74,15 @@ void on_fatbin(void*, const void* handle, size_t images) {
   line(buf);
 }
 
+/// Before the layer lets go of a fatbin or module, with the kernels registered with it.
+void on_unregister(void*, const void* handle, size_t kernels) {
+  char buf[128];
+  std::snprintf(buf, sizeof buf, json ? "{\"event\":\"unregister-fatbin\",\"handle\":%llu,\"kernels\":%zu}"
+                                      : "kir-trace unregister-fatbin handle=%#llx kernels=%zu",
+                static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(handle)), kernels);
+  line(buf);
+}
+
 void on_kernel(void*, const kir_hook_kernel* k) {
   std::string name = k->name, demangled = kir::demangle(name), h = hex_hash(k->static_hash);
   if (json)
@@ -91,17 +101,13 @@ void on_global(void*, const kir_hook_global* g) {
     line("kir-trace register-global name=" + std::string(g->name) + " size=" + std::to_string(g->size));
 }
 
-const char* kind_name(int kind) {
-  return kind == KIR_ALLOC_DEVICE ? "device" : kind == KIR_ALLOC_MANAGED ? "managed" : "host-pinned";
-}
-
 void on_allocation(const char* event, const kir_hook_allocation* a) {
   char buf[160];
   std::snprintf(buf, sizeof buf,
                 json ? "{\"event\":\"%s\",\"address\":%llu,\"size\":%llu,\"kind\":\"%s\"}"
                      : "kir-trace %s address=%#llx size=%llu kind=%s",
                 event, static_cast<unsigned long long>(a->address),
-                static_cast<unsigned long long>(a->size), kind_name(a->kind));
+                static_cast<unsigned long long>(a->size), kir::name(kir::AllocationKind(a->kind)));
   line(buf);
 }
 
@@ -142,6 +148,7 @@ __attribute__((constructor)) void start_tracing() {
   client.struct_size = sizeof client;
   client.api_version = KIR_HOOK_API_VERSION;
   client.fatbin_registered = on_fatbin;
+  client.fatbin_unregistered = on_unregister;
   client.kernel_registered = on_kernel;
   client.global_registered = on_global;
   client.allocated = on_alloc;

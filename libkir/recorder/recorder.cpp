@@ -24,6 +24,7 @@
 #include "kir/device_code.hpp"
 #include "kir/support/demangle.hpp"
 #include "kir/hooks.h"
+#include "kir/model.hpp"
 #include "kir/record/reachability.hpp"
 #include "kir/record/record_builder.hpp"
 #include "snapshot.hpp"
@@ -107,9 +108,8 @@ std::vector<kir_hook_allocation> live_allocations() {
   return out;
 }
 
-const char* kind_name(int kind) {
-  return kind == KIR_ALLOC_MANAGED ? "managed" : kind == KIR_ALLOC_HOST_PINNED ? "host" : "device";
-}
+/// An allocation's kind as records name it (kir/model.hpp's one table).
+const char* kind_name(int kind) { return kir::name(AllocationKind(kind)); }
 
 struct ModuleGlobal {
   std::string name;
@@ -289,10 +289,12 @@ void Recorder::summarize() {
     text += " (" + std::to_string(unknown_launches_) + " launches of kernels the hook never saw registered)";
   wait_for_writer();
   if (failed_) text += "; " + std::to_string(failed_) + " could not be recorded";
+  kir_hook_stats stats{};
+  stats.struct_size = sizeof stats;
+  kir_hook_get_stats(&stats);
+  if (stats.failures)
+    text += "; the hook could not use " + std::to_string(stats.failures) + " item(s) (KIR_HOOK_LOG=1 names them)";
   if (settings_.verbose) {
-    kir_hook_stats stats{};
-    stats.struct_size = sizeof stats;
-    kir_hook_get_stats(&stats);
     text += " [hook: " + std::to_string(stats.kernels) + " kernels, " + std::to_string(stats.launches) +
             " launches, " + std::to_string(stats.live_allocations) + " live allocations]";
   }
@@ -407,8 +409,8 @@ void flag_regions(RecordBuilder& b) {
   uint64_t first_managed = 0, first_outside = 0;
   for (const Region& r : b.regions()) {
     if (r.global) continue;
-    if (r.kind == "managed" && !managed++) first_managed = r.address;
-    if (r.kind != "host" && !r.in_va_range && !outside++) first_outside = r.address;
+    if (r.kind == name(AllocationKind::managed) && !managed++) first_managed = r.address;
+    if (r.kind != name(AllocationKind::host_pinned) && !r.in_va_range && !outside++) first_outside = r.address;
   }
   if (managed)
     b.add_flag("managed-memory", std::to_string(managed) + " managed allocation(s), the first at " + hex(first_managed));

@@ -19,6 +19,8 @@ from functools import lru_cache
 from pathlib import Path
 
 LIBRARY = Path(__file__).resolve().parent / "lib" / "libkir_hook.so"
+# KIR_ALLOC_* -> kir/model.hpp's AllocationKind names (the layer's trace and the
+# recorder's records print those; tests/test_hook_hip.py checks they agree).
 ALLOCATION_KINDS = {1: "device", 2: "managed", 3: "host-pinned"}
 
 
@@ -30,12 +32,12 @@ class _Kernel(ctypes.Structure):
     _fields_ = [("name", ctypes.c_char_p), ("host_stub", ctypes.c_void_p), ("fatbin", ctypes.c_void_p),
                 ("param_count", ctypes.c_uint32), ("param_offsets", ctypes.POINTER(ctypes.c_uint32)),
                 ("param_sizes", ctypes.POINTER(ctypes.c_uint32)), ("static_hash", _Hash128),
-                ("ir", ctypes.c_void_p), ("ir_size", ctypes.c_size_t)]
+                ("ir", ctypes.c_void_p), ("ir_size", ctypes.c_size_t), ("unloaded", ctypes.c_int)]
 
 
 class _Global(ctypes.Structure):
     _fields_ = [("name", ctypes.c_char_p), ("host_address", ctypes.c_void_p), ("size", ctypes.c_size_t),
-                ("fatbin", ctypes.c_void_p)]
+                ("fatbin", ctypes.c_void_p), ("unloaded", ctypes.c_int)]
 
 
 class _Allocation(ctypes.Structure):
@@ -46,7 +48,7 @@ class _Allocation(ctypes.Structure):
 class _Stats(ctypes.Structure):
     _fields_ = [("struct_size", ctypes.c_uint32), ("fatbins", ctypes.c_uint64), ("kernels", ctypes.c_uint64),
                 ("globals", ctypes.c_uint64), ("live_allocations", ctypes.c_uint64),
-                ("launches", ctypes.c_uint64)]
+                ("launches", ctypes.c_uint64), ("failures", ctypes.c_uint64), ("unregistered", ctypes.c_uint64)]
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,7 @@ class Kernel:
     param_sizes: tuple[int, ...]
     static_hash: str               # 32 hex digits, as `kir hash` prints it
     ir: bytes                      # bitcode the Proteus pass embedded for it (b"" when none)
+    unloaded: bool = False         # its fatbin or module was unregistered since
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,7 @@ class Global:
     host_address: int              # the host shadow variable the app uses as its handle
     size: int
     fatbin: int
+    unloaded: bool = False         # its fatbin was unregistered since
 
 
 @dataclass(frozen=True)
@@ -115,7 +119,7 @@ def _require() -> ctypes.CDLL:
 
 
 def kernels() -> list[Kernel]:
-    """Every kernel registered so far, in registration order."""
+    """Every kernel registered so far, in registration order (unloaded ones too)."""
     lib = _require()
     out = []
     for i in range(lib.kir_hook_kernel_count()):
@@ -125,17 +129,17 @@ def kernels() -> list[Kernel]:
                           tuple(k.param_offsets[j] for j in range(n)),
                           tuple(k.param_sizes[j] for j in range(n)),
                           f"{k.static_hash.high:016x}{k.static_hash.low:016x}",
-                          ctypes.string_at(k.ir, k.ir_size) if k.ir else b""))
+                          ctypes.string_at(k.ir, k.ir_size) if k.ir else b"", bool(k.unloaded)))
     return out
 
 
 def globals_() -> list[Global]:
-    """Every device variable registered so far, in registration order."""
+    """Every device variable registered so far, in registration order (unloaded ones too)."""
     lib = _require()
     out = []
     for i in range(lib.kir_hook_global_count()):
         g = lib.kir_hook_global_at(i).contents
-        out.append(Global(g.name.decode(), g.host_address or 0, g.size, g.fatbin or 0))
+        out.append(Global(g.name.decode(), g.host_address or 0, g.size, g.fatbin or 0, bool(g.unloaded)))
     return out
 
 
@@ -171,7 +175,9 @@ def untrack_allocation(address: int) -> None:
 
 
 def stats() -> dict[str, int]:
-    """Counts of what the layer has seen: fatbins, kernels, globals, live allocations, launches."""
+    """Counts of what the layer has seen: fatbins, kernels, globals (those not unloaded), live
+    allocations, launches, failures (items it could not use: KIR_HOOK_LOG=1 names them) and
+    unregistered (fatbins and modules unloaded)."""
     s = _Stats(struct_size=ctypes.sizeof(_Stats))
     _require().kir_hook_get_stats(ctypes.byref(s))
     return {name: getattr(s, name) for name, _ in _Stats._fields_[1:]}

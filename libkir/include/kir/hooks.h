@@ -10,6 +10,28 @@
  * loaded from the shared libraries named in KIR_HOOK_CLIENTS (colon-separated),
  * each exporting `const kir_hook_client* kir_hook_client_entry(void)`.
  * Callbacks may run on any application thread, concurrently.
+ *
+ * Unloading: when the app unregisters a fatbin (__cudaUnregisterFatBinary, run
+ * as a library is dlclose'd or the process exits; __hipUnregisterFatBinary) or
+ * unloads a module (cuModuleUnload, cuLibraryUnload), clients are told
+ * (fatbin_unregistered), then the layer drops every view it had of that image.
+ * The kernel and global views it handed out stay valid for the process's life
+ * (the layer owns their names, layouts and IR), marked `unloaded`; a later
+ * registration at the same host address is a new kernel or global.
+ *
+ * Errors: the layer never fails the app's call, and never drops what it cannot
+ * use silently: each fatbin, module, code object, kernel or client it cannot
+ * parse or load is counted (kir_hook_stats.failures). KIR_HOOK_LOG=1 prints one
+ * line per failure on stderr, KIR_HOOK_LOG=PATH appends them to PATH:
+ *   kir-hook: error: fatbin 0x55d0c0a0: registered without its code: container at 0x7f..: <libkir's error, with its offset>
+ * (a client named in KIR_HOOK_CLIENTS that cannot be loaded is printed always).
+ *
+ * Versions: structs the app or client passes in carry `struct_size`; fields are
+ * only ever appended, and the layer reads only the fields a caller's struct has.
+ * Structs the layer hands out (kir_hook_kernel, kir_hook_global, ...) also grow
+ * only at the end: an older client reads the prefix it knows. API 2 appended
+ * kir_hook_client.fatbin_unregistered, kir_hook_kernel.unloaded,
+ * kir_hook_global.unloaded, kir_hook_stats.failures and .unregistered.
  */
 #ifndef KIR_HOOKS_H
 #define KIR_HOOKS_H
@@ -23,7 +45,7 @@
 extern "C" {
 #endif
 
-#define KIR_HOOK_API_VERSION 1
+#define KIR_HOOK_API_VERSION 2
 
 typedef struct kir_dim3 {
   uint32_t x, y, z;
@@ -40,6 +62,10 @@ typedef struct kir_hook_kernel {
   const void* ir;         /* LLVM bitcode the Proteus pass embedded for this kernel (HIP) or its
                              translation unit (CUDA), from the same image; NULL when none */
   size_t ir_size;
+  /* API 2: */
+  int unloaded;           /* 1 once its fatbin or module was unregistered (read it atomically:
+                             __atomic_load_n); the view stays valid, launches by `host_stub`
+                             no longer find it, kir_hook_kernel_code refuses it */
 } kir_hook_kernel;
 
 typedef struct kir_hook_global {
@@ -47,9 +73,13 @@ typedef struct kir_hook_global {
   const void* host_address;
   size_t size;
   const void* fatbin;
+  /* API 2: */
+  int unloaded;           /* 1 once its fatbin was unregistered; kir_hook_global_device_address
+                             then returns 0 for `host_address` (unless registered again) */
 } kir_hook_global;
 
-/* Allocation kinds */
+/* Allocation kinds: the values of kir::AllocationKind (kir/model.hpp), whose
+ * one name table ("device", "managed", "host-pinned") `kir trace` and records use. */
 #define KIR_ALLOC_DEVICE 1
 #define KIR_ALLOC_MANAGED 2
 #define KIR_ALLOC_HOST_PINNED 3
@@ -101,6 +131,12 @@ typedef struct kir_hook_client {
   const kir_hook_allocator* allocator; /* optional: installed when the client is added, as by
                                           kir_hook_set_allocator (a client loaded from the
                                           environment cannot call the layer while it loads) */
+  /* API 2 (a client whose struct_size stops before this is never called with it): */
+  void (*fatbin_unregistered)(void* user, const void* fatbin, size_t kernels);
+                        /* the registration handle or module, and how many kernels were
+                           registered with it, before the layer drops it: those kernels are
+                           not yet `unloaded` and kir_hook_kernel_code still answers; after
+                           the callback they are */
 } kir_hook_client;
 
 /* When a client's launch_completed is called, for launches the runtime accepted
@@ -116,18 +152,21 @@ typedef struct kir_hook_client {
 #define KIR_COMPLETION_SYNCHRONIZE 1
 #define KIR_COMPLETION_STREAM_ORDERED 2
 
-/** Record an allocation the layer cannot see (a client's own allocator); `kind` is KIR_ALLOC_*. */
+/** Record an allocation the layer cannot see (a client's own allocator); `kind` is
+ *  KIR_ALLOC_* (another value is tracked all the same, and counted as a failure). */
 void kir_hook_track_allocation(uint64_t address, uint64_t size, int kind);
 void kir_hook_untrack_allocation(uint64_t address);
 
-/** The kernels registered so far: their count, and the i-th one (valid for the process's life). */
+/** The kernels registered so far, unloaded ones included (their `unloaded`
+ *  flag set): their count, and the i-th one (valid for the process's life). */
 size_t kir_hook_kernel_count(void);
 const kir_hook_kernel* kir_hook_kernel_at(size_t index);
 
-/** The device variables registered so far: their count, the i-th one (valid
- *  for the process's life), and the device address of the one registered with
- *  `host_address` — resolved through the runtime on first request (the module
- *  is then loaded on the current device) and cached; 0 when it cannot be. */
+/** The device variables registered so far, unloaded ones included: their
+ *  count, the i-th one (valid for the process's life), and the device address
+ *  of the live one registered with `host_address` — resolved through the
+ *  runtime on first request (the module is then loaded on the current device)
+ *  and cached; 0 when it cannot be or none is registered there. */
 size_t kir_hook_global_count(void);
 const kir_hook_global* kir_hook_global_at(size_t index);
 uint64_t kir_hook_global_device_address(const void* host_address);
@@ -136,7 +175,10 @@ uint64_t kir_hook_global_device_address(const void* host_address);
  *  process's life). `which`: KIR_CODE_LAUNCHED, the image its launches use
  *  (a cubin, or PTX the driver compiles); KIR_CODE_PTX, the PTX of the same
  *  registration that suits this device (the launched image when that is PTX).
- *  Returns 1 and fills `out`, or 0 when there is none. */
+ *  Returns 1 and fills `out`, or 0 when there is none: the image holds none, it
+ *  could not be decoded (a failure, see KIR_HOOK_LOG), or the kernel is
+ *  `unloaded` (refused even when its bytes were handed out before; bytes handed
+ *  out stay valid). */
 #define KIR_CODE_LAUNCHED 0
 #define KIR_CODE_PTX 1
 typedef struct kir_hook_code {
@@ -165,10 +207,15 @@ int kir_hook_find_allocation(uint64_t address, kir_hook_allocation* out);
  *  any earlier tag). Returns 1, or 0 when no live allocation holds it. */
 int kir_hook_tag_allocation(uint64_t address, void* tag);
 
-/** Counts of what the layer has seen (for tests and tools). */
+/** Counts of what the layer has seen (for tests and tools). Set `struct_size`
+ *  to sizeof(kir_hook_stats) as compiled; the layer fills that much.
+ *  fatbins, kernels, globals: those registered and not unloaded. */
 typedef struct kir_hook_stats {
   uint32_t struct_size;
   uint64_t fatbins, kernels, globals, live_allocations, launches;
+  /* API 2: */
+  uint64_t failures;      /* items the layer could not use (see "Errors" above) */
+  uint64_t unregistered;  /* fatbins and modules unregistered or unloaded */
 } kir_hook_stats;
 void kir_hook_get_stats(kir_hook_stats* out);
 

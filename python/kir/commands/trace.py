@@ -1,7 +1,12 @@
 """`kir trace -- APP ARGS...`: run an app under the hook layer with the built-in
-tracing client; print every registration and every launch (kernel, grid, block,
-shared memory, stream, argument values, static and dynamic kir hashes, the
-runtime's return code). The app's stdout, stderr and exit status pass through."""
+tracing client; print every registration (register-fatbin, -kernel, -global),
+every unregistration (unregister-fatbin: a fatbin unregistered as its library
+is unloaded or the app exits, or a module unloaded, with the number of
+kernels registered with it), every allocation and free (kind: kir's allocation kind
+names), and every launch (kernel, grid, block, shared memory, stream, argument
+values, static and dynamic kir hashes, the runtime's return code). The app's
+stdout, stderr and exit status pass through; KIR_HOOK_LOG=1 in the environment
+adds the layer's failure lines to stderr (kir/hooks.h, "Errors")."""
 from __future__ import annotations
 
 import os
