@@ -1,6 +1,6 @@
 """kir core bindings (libkir)"""
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 import enum
 
 
@@ -113,6 +113,10 @@ class EmbeddedModule:
     @property
     def bitcode(self) -> bytes: ...
 
+    @property
+    def digest(self) -> Hash128:
+        """XXH3-128 of the bitcode."""
+
     def __repr__(self) -> str: ...
 
 class DeviceCode:
@@ -144,8 +148,40 @@ class DeviceCode:
         """LLVM IR embedded by the Proteus pass."""
 
     @property
+    def kind(self) -> str:
+        """The kind of image it was decoded from: cubin, ptx or code-object."""
+
+    @property
     def image_digest(self) -> Hash128 | None:
         """XXH3-128 of the decoded image, when decoded with digests=True."""
+
+    @image_digest.setter
+    def image_digest(self, arg: Hash128 | None, /) -> None: ...
+
+class KernelCode:
+    """What a kernel's static hash covers (kir/hash/kernel_code.hpp)."""
+
+    @property
+    def kind(self) -> str:
+        """'ir', or the image's kind; 'unknown' without IR or an image digest."""
+
+    @property
+    def modules(self) -> list[int]:
+        """Indices into DeviceCode.ir (kind 'ir')."""
+
+    @property
+    def digests(self) -> list[Hash128]:
+        """The MODULE records' digests."""
+
+def kernel_code(code: DeviceCode, kernel: str) -> KernelCode:
+    """
+    The static-hash policy: which of the image's bytes kernel `kernel` is hashed over.
+    """
+
+def kernel_static_hash(code: DeviceCode, kernel: str) -> Hash128 | None:
+    """
+    The kernel's static hash under the policy (None without IR or an image digest).
+    """
 
 def demangle(name: str) -> str:
     """Itanium C++ demangling."""
@@ -390,11 +426,6 @@ class Binary:
     def image_records(self) -> list:
         """Every image as a dict of the kir.inspect/1 JSON schema, in file order."""
 
-    def render_table(self, targets: Sequence[str], kinds: Sequence[str], codes: list, notes: Mapping[tuple[int, str], str] = {}) -> str:
-        """
-        The `kir inspect` table of the images for these processors ('sm_90', 'gfx90a') and of these kinds (each: all when empty); codes[i] (a DeviceCode or None) adds the kernels of image i.
-        """
-
     def device_code(self, container: int, entry: int) -> DeviceCode: ...
 
     def device_code_of(self, images: Sequence[tuple[int, int]], threads: int = 0, progress: Callable[[int, int], None] | None = None, digests: bool = False) -> list:
@@ -579,6 +610,11 @@ class RecordBuilder:
 
     @property
     def stored_chunks(self) -> int: ...
+
+def record_format() -> dict:
+    """
+    The recording format the C++ writer writes (kir/record/format.hpp): version, versions (every one a reader knows), metadata_format, record_suffix, chunk_suffix, record_header and chunk_header (magic, size, fields: (name, offset, size, type) with type 'bytes', 'u32' or 'u64', little-endian), codecs ({id: name}).
+    """
 
 def reachable_ranges(ranges: Sequence[tuple[int, int]], roots: Sequence[int], contents: Sequence[bytes]) -> list[int]:
     """
