@@ -64,15 +64,15 @@ def run(args) -> int:
 
 
 def dynamic_hash(args):
-    from kir import _core
+    from kir.hashing import ArgType, DynamicHash, Hash128
     try:
-        static = _core.Hash128.from_hex(args.dynamic)
+        static = Hash128.from_hex(args.dynamic)
     except ValueError as error:
         raise OptionError(f"--dynamic: {error}") from None
-    h = _core.DynamicHash(static, args.arch)
+    h = DynamicHash(static, args.arch)
     for spec in args.arg:
         position, kind, value = parse_arg(spec)
-        h.arg(position, getattr(_core.ArgType, kind), value)
+        h.arg(position, getattr(ArgType, kind), value)
     for name in ("grid", "block"):
         if getattr(args, name):
             getattr(h, name)(*ints(getattr(args, name), 3, f"--{name}"))
