@@ -13,7 +13,10 @@ launch) and the content-addressed chunks they point to (`chunks/<h>.kirc`)::
 Everything read is checked: magic, version, exact size and XXH3-128 of every
 file, the name of every chunk. Anything wrong raises `RecordError`, whose message
 names the file, the chunk (if any), the byte offset where it applies and what differs.
-The C++ writer lives in `libkir/include/kir/record/`.
+The C++ writer lives in `libkir/include/kir/record/`; the layouts (magics,
+versions, header fields, codecs, suffixes) are its own description,
+`kir/record/format.hpp`, read here through `_core.record_format()`: this module
+keeps no copy of them.
 """
 from __future__ import annotations
 
