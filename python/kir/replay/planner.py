@@ -156,8 +156,8 @@ def static_hash(record: Record) -> _core.Hash128:
     computed it at registration (libkir/hook/layer.cpp): the image decoded by the
     parser of its kind, its digest set, then THE policy (kir.hashing.kernel_static_hash):
     the IR embedded for the kernel, else the image's translation-unit modules (code
-    kind "ir"), else the image itself. An image that does not decode, or holds no
-    code for the kernel, hashes as the hook hashes it: code kind "unknown", no modules."""
+    kind "ir"), else the image itself. An image that does not decode hashes as the
+    hook hashes a kernel it has no code for: code kind "unknown", no modules."""
     image = record.kernel.image
     data = record.code("image")
     parse = PARSERS.get(image.kind)
