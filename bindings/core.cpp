@@ -252,17 +252,6 @@ void bind_binary(nb::module_& m) {
            "Every container as a dict of the kir.inspect/1 JSON schema, in file order.")
       .def("image_records", &kir_bindings::image_records,
            "Every image as a dict of the kir.inspect/1 JSON schema, in file order.")
-      .def("render_table", [](const kir::Binary& b, std::vector<std::string> targets,
-                              std::vector<std::string> kinds, nb::list codes,
-                              kir_bindings::KernelNotes notes) {
-        std::vector<const kir::DeviceCode*> code_ptrs;
-        for (nb::handle c : codes)
-          code_ptrs.push_back(c.is_none() ? nullptr : &nb::cast<const kir::DeviceCode&>(c));
-        return kir_bindings::render_table(b, targets, kinds, code_ptrs, notes);
-      }, "targets"_a, "kinds"_a, "codes"_a, "notes"_a = kir_bindings::KernelNotes(),
-      "The `kir inspect` table of the images for these processors ('sm_90', 'gfx90a') and "
-      "of these kinds (each: all when empty); codes[i] (a DeviceCode or None) adds the "
-      "kernels of image i.")
       .def("device_code", [](const kir::Binary& b, uint32_t c, uint32_t e) {
         kir::Expected<kir::DeviceCode> code = [&] {
           nb::gil_scoped_release release;

@@ -1,6 +1,7 @@
 // Bindings of kir/record/*: the same RecordBuilder and ChunkStore the in-app
 // recorder writes with (tests build records from host bytes through them), the
-// reachability walk, and zstd decoding for kir.record.
+// reachability walk, zstd decoding, and the format description (kir/record/format.hpp)
+// kir.record reads with.
 #include "recording.hpp"
 
 #include <nanobind/stl/array.h>
@@ -12,6 +13,7 @@
 #include <memory>
 
 #include "kir/record/chunk_store.hpp"
+#include "kir/record/format.hpp"
 #include "kir/record/reachability.hpp"
 #include "kir/record/record_builder.hpp"
 #include "kir/support/compression.hpp"
@@ -120,10 +122,49 @@ void bind_builder(nb::module_& m) {
       .def_prop_ro("stored_chunks", [](B& b) { return b.store->stored_chunks(); });
 }
 
+nb::dict header_description(const kir::record::format::Header& h) {
+  using kir::record::format::FieldType;
+  nb::list fields;
+  for (uint32_t i = 0; i < h.count; ++i) {
+    const kir::record::format::Field& f = h[i];
+    const char* type = f.type == FieldType::bytes ? "bytes" : f.type == FieldType::u32 ? "u32" : "u64";
+    fields.append(nb::make_tuple(f.name, f.offset, f.size, type));
+  }
+  nb::dict d;
+  d["magic"] = nb::bytes(h.magic, 8);
+  d["size"] = h.size;
+  d["fields"] = fields;
+  return d;
+}
+
+/// kir/record/format.hpp as a dict (built once: the description does not change).
+nb::dict format_description() {
+  namespace format = kir::record::format;
+  nb::list versions;
+  for (uint32_t v : format::kVersions) versions.append(v);
+  nb::dict codecs;
+  for (const format::CodecName& c : format::kCodecs) codecs[nb::int_(uint32_t(c.codec))] = c.name;
+  nb::dict d;
+  d["version"] = format::kVersion;
+  d["versions"] = nb::tuple(versions);
+  d["metadata_format"] = format::kMetadataFormat;
+  d["record_suffix"] = format::kRecordSuffix;
+  d["chunk_suffix"] = format::kChunkSuffix;
+  d["record_header"] = header_description(format::kRecordHeader);
+  d["chunk_header"] = header_description(format::kChunkHeader);
+  d["codecs"] = codecs;
+  return d;
+}
+
 }  // namespace
 
 void bind_recording(nb::module_& m) {
   bind_builder(m);
+  m.def("record_format", &format_description,
+        "The recording format the C++ writer writes (kir/record/format.hpp): version, versions "
+        "(every one a reader knows), metadata_format, record_suffix, chunk_suffix, record_header "
+        "and chunk_header (magic, size, fields: (name, offset, size, type) with type 'bytes', "
+        "'u32' or 'u64', little-endian), codecs ({id: name}).");
   m.def("reachable_ranges", [](const std::vector<std::pair<uint64_t, uint64_t>>& ranges,
                                const std::vector<uint64_t>& roots, const std::vector<nb::bytes>& contents) {
     std::vector<kir::record::MemoryRange> rs;

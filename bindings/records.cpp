@@ -1,7 +1,7 @@
-// The `kir inspect` report, built from the core's objects in one pass: the
-// records of the JSON schema (docs/json-schema.md) and the text table. Both are
-// made here, from the same objects, so a large library's thousands of images
-// cost no Python code per image.
+// The core's objects as the records of the `kir inspect` JSON schema
+// (docs/json-schema.md), built in one pass so a large library's thousands of
+// images cost no Python code per image. No text is rendered here: the table is
+// python/kir/report.py's, from these same records.
 #include "records.hpp"
 
 #include <nanobind/stl/string.h>
@@ -9,10 +9,6 @@
 
 #include <array>
 #include <optional>
-
-#include <algorithm>
-#include <cstdio>
-#include <map>
 #include <unordered_map>
 
 namespace kir_bindings {
@@ -188,115 +184,6 @@ nb::list container_records(const kir::Binary& b) {
     records.append(d);
   }
   return records;
-}
-
-
-namespace {
-
-void append_container_line(std::string& out, uint32_t index, const kir::Binary& b) {
-  const kir::ContainerSite& c = b.containers()[index];
-  char buf[160];
-  out += "-- container " + std::to_string(index) + ": " + kir::container_format_name(c.format);
-  if (c.format == kir::ContainerFormat::device_elf) {  // the file is the image
-    out += ": the whole file, " + std::to_string(c.size) + " bytes\n";
-    return;
-  }
-  if (!c.compression.empty()) out += " (" + c.compression + ")";
-  out += " in ";
-  if (!c.member.empty()) out += c.member + ":";
-  out += c.section.empty() ? "(no section)" : c.section;
-  std::snprintf(buf, sizeof buf, " at 0x%llx, %llu bytes, found by %s",
-                static_cast<unsigned long long>(c.file_offset),
-                static_cast<unsigned long long>(c.size), kir::found_by_name(c.found_by));
-  out += buf;
-  if (c.wrapper) {
-    const kir::FatbinWrapper& w = b.wrappers()[*c.wrapper];
-    std::snprintf(buf, sizeof buf, ", wrapper v%u at 0x%llx", w.version,
-                  static_cast<unsigned long long>(w.file_offset));
-    out += buf;
-  }
-  out += '\n';
-}
-
-void append_image_line(std::string& out, uint32_t index, const kir::Image& i) {
-  char buf[256];
-  std::string version = "-";
-  if (i.fatbin) version = std::to_string(i.fatbin->major) + "." + std::to_string(i.fatbin->minor);
-  std::snprintf(buf, sizeof buf, "%-6u %-11s %-14s %-8s %-12s %-11llu %-11llu ", index,
-                i.kind.c_str(), i.target.empty() ? "-" : i.target.c_str(), version.c_str(),
-                kir::compression_name(i.compression),
-                static_cast<unsigned long long>(i.stored.size()),
-                static_cast<unsigned long long>(i.size));
-  std::string line = buf + (i.fatbin ? i.id : std::string());
-  if (i.fatbin && i.fatbin->obfuscated()) line += (i.id.empty() ? "" : " ") + std::string("(obfuscated)");
-  while (!line.empty() && line.back() == ' ') line.pop_back();
-  out += line + '\n';
-}
-
-void append_kernel_lines(std::string& out, const kir::DeviceCode& code, uint32_t image,
-                         const KernelNotes& notes) {
-  for (const kir::Kernel& k : code.kernels) {
-    out += "         kernel " + k.demangled + "\n           " + k.name + "  params[" +
-           std::to_string(k.params.size()) + "]";
-    for (size_t i = 0; i < k.params.size(); ++i)
-      out += (i ? " " : " ") + std::to_string(k.params[i].offset) + ':' +
-             std::to_string(k.params[i].size);
-    if (k.registers) {
-      out += "  (regs " + std::to_string(*k.registers);
-      if (k.shared_bytes && *k.shared_bytes) out += ", shared " + std::to_string(*k.shared_bytes);
-      out += ')';
-    }
-    if (auto it = notes.find({image, k.name}); it != notes.end()) out += "  " + it->second;
-    out += '\n';
-  }
-}
-
-}  // namespace
-
-/// The processor of a target id: "gfx90a:xnack+" -> "gfx90a"; "sm_90" as is.
-static std::string processor(const std::string& target) { return target.substr(0, target.find(':')); }
-
-static bool selected(const kir::Image& i, const std::vector<std::string>& targets,
-                     const std::vector<std::string>& kinds) {
-  auto has = [](const std::vector<std::string>& list, const std::string& x) {
-    return list.empty() || std::find(list.begin(), list.end(), x) != list.end();
-  };
-  return has(targets, processor(i.target)) && has(kinds, i.kind);
-}
-
-std::string render_table(const kir::Binary& b, const std::vector<std::string>& targets,
-                         const std::vector<std::string>& kinds,
-                         const std::vector<const kir::DeviceCode*>& codes, const KernelNotes& notes) {
-  std::vector<std::pair<uint32_t, uint32_t>> where;  // image index -> (container, entry)
-  std::vector<uint32_t> images;                      // the selected image indices
-  std::map<std::string, size_t> counts;  // images per kind, for the summary
-  std::vector<uint32_t> used;
-  for (uint32_t c = 0; c < b.containers().size(); ++c) {
-    for (const kir::Image& i : b.containers()[c].images) {
-      where.emplace_back(c, i.index);
-      if (!selected(i, targets, kinds)) continue;
-      images.push_back(uint32_t(where.size() - 1));
-      ++counts[i.kind];
-      if (used.empty() || used.back() != c) used.push_back(c);
-    }
-  }
-  std::string out = b.path() + ": " + b.format() + ", " + std::to_string(used.size()) +
-                    " containers, " + std::to_string(images.size()) + " images";
-  std::string summary;
-  for (const auto& [kind, n] : counts) summary += (summary.empty() ? "" : ", ") + std::to_string(n) + " " + kind;
-  if (!summary.empty()) out += " (" + summary + ")";
-  out += '\n';
-  if (!images.empty())
-    out += "image  kind        target         version  compression  stored      size        identifier\n";
-  uint32_t current = UINT32_MAX;
-  for (size_t n = 0; n < images.size(); ++n) {
-    auto [c, e] = where[images[n]];
-    if (c != current) append_container_line(out, current = c, b);
-    append_image_line(out, images[n], b.containers()[c].images[e]);
-    if (images[n] < codes.size() && codes[images[n]])
-      append_kernel_lines(out, *codes[images[n]], images[n], notes);
-  }
-  return out;
 }
 
 }  // namespace kir_bindings

@@ -11,6 +11,7 @@ import pytest
 from elftools.elf.elffile import ELFFile
 
 import kir
+from kir import report
 
 
 def expect_error(kir_cli, path, *phrases, args=("inspect",)):
@@ -228,6 +229,6 @@ def test_random_mutations_never_crash(built, tmp_path):
                 binary = kir.open(str(path), scan=round_ % 2 == 0)
                 binary.load_code(threads=1)
                 binary._core.image_records()
-                binary._core.render_table([], [], [])
+                report.render_table(binary, codes=[i._code for i in binary.images])
             except kir.KirError as error:
                 assert str(error)

@@ -726,3 +726,68 @@ def test_a_record_without_an_image_is_read_but_not_planned(tmp_path):
     assert record.kernel.image is None and [f.flag for f in record.flags] == ["no-layout"]
     with pytest.raises(replay.PlanError, match="holds no device image"):
         replay.plan(record)
+
+
+# --- the planner's static hash is the hook's ------------------------------------------
+
+def test_planner_hashes_each_kernel_as_the_hook_registered_it(tmp_path, built, kir_cli):
+    """proteus_cuda_shared embeds Proteus IR in one translation unit's cubin. Under the
+    hook (no GPU: it takes each fatbin's newest cubin) every kernel is registered with
+    THE policy's static hash; a record of the image the hook hashed, stamped with the
+    hook's value as the recorder stamps it, plans with that same hash — "ir" for the
+    unit with IR, the cubin for the other — which the Python reference agrees with."""
+    import hash_reference as ref
+    if "proteus_cuda_shared" not in built:
+        pytest.skip("clang-22 not installed: the Proteus fixture cannot be built")
+    app = built["proteus_cuda_shared"]
+    trace = kir_cli("trace", "--json", "--", app)
+    hook = {e["kernel"]: e["static"] for e in map(json.loads, (l for l in trace.stdout.splitlines()
+                                                                if l.startswith("{")))
+            if e["event"] == "register-kernel"}
+    newest = {}  # kernel -> the newest cubin holding it (the hook's pick without a device)
+    for image in kir.open(app).images:
+        if image.kind == "cubin":
+            for k in image.kernels:
+                if k.name not in newest or image.arch > newest[k.name].arch:
+                    newest[k.name] = image
+    assert newest and set(newest) <= set(hook)
+    kinds = set()
+    for name, image in newest.items():
+        data = image.read()
+        modules = [m.bitcode for m in image.code.ir if not m.kernel]
+        expected = ref.static_hash(name, "ir", modules) if modules else ref.static_hash(name, "cubin", [data])
+        b = _core.RecordBuilder(str(tmp_path / name), CS)
+        b.set_kernel(name, kir.demangle(name), h128(hook[name]), [], [])
+        b.set_image("cubin", image.arch, data)
+        b.set_launch("cudaLaunchKernel", _core.xxh3_128(name.encode()), (1, 1, 1), (1, 1, 1), 0, 0, [], 0)
+        p = replay.plan(Record.load(b.write()), "cubin", image.arch)
+        assert p.hashes.static == p.hashes.recorded_static == hook[name] == expected, name
+        assert not any(n.startswith("static hash mismatch") for n in p.notes)
+        kinds.add("ir" if modules else "cubin")
+    assert kinds == {"ir", "cubin"}  # both rules of the policy exercised
+
+
+def test_planner_reports_a_static_hash_the_image_does_not_give(tmp_path, built):
+    """A record stamped with the hash of other bytes (here: the old whole-image hash of
+    a kernel whose image embeds IR) plans with a mismatch note naming both hashes."""
+    image = next(i for i in kir.open(built["proteus_cuda"]).images
+                 if i.kind == "cubin" and any(not m.kernel for m in i.code.ir))
+    name = image.kernels[0].name
+    stale = _core.static_hash(name, "cubin", [image.read()])
+    b = _core.RecordBuilder(str(tmp_path), CS)
+    b.set_kernel(name, kir.demangle(name), stale, [], [])
+    b.set_image("cubin", image.arch, image.read())
+    b.set_launch("cudaLaunchKernel", _core.xxh3_128(b"x"), (1, 1, 1), (1, 1, 1), 0, 0, [], 0)
+    p = replay.plan(Record.load(b.write()), "cubin", image.arch)
+    code = image.code
+    assert p.hashes.static == str(_core.kernel_static_hash(code, name)) != str(stale)
+    assert f"static hash mismatch: the record says {stale}, its image hashes to {p.hashes.static}" in p.notes
+
+
+def test_an_image_that_does_not_decode_hashes_as_the_hook_hashes_it(tmp_path):
+    """The hook registers a kernel whose image it cannot decode with code kind
+    "unknown"; the planner recomputes the same."""
+    b = builder(tmp_path)
+    r = Record.load(b.write())
+    unknown = _core.static_hash(r.kernel.name, "unknown", [])
+    assert replay.static_hash(r) == unknown

@@ -1,6 +1,6 @@
 """kir core bindings (libkir)"""
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 import enum
 
 
@@ -426,11 +426,6 @@ class Binary:
     def image_records(self) -> list:
         """Every image as a dict of the kir.inspect/1 JSON schema, in file order."""
 
-    def render_table(self, targets: Sequence[str], kinds: Sequence[str], codes: list, notes: Mapping[tuple[int, str], str] = {}) -> str:
-        """
-        The `kir inspect` table of the images for these processors ('sm_90', 'gfx90a') and of these kinds (each: all when empty); codes[i] (a DeviceCode or None) adds the kernels of image i.
-        """
-
     def device_code(self, container: int, entry: int) -> DeviceCode: ...
 
     def device_code_of(self, images: Sequence[tuple[int, int]], threads: int = 0, progress: Callable[[int, int], None] | None = None, digests: bool = False) -> list:
@@ -636,6 +631,11 @@ class RecordBuilder:
 
     @property
     def stored_chunks(self) -> int: ...
+
+def record_format() -> dict:
+    """
+    The recording format the C++ writer writes (kir/record/format.hpp): version, versions (every one a reader knows), metadata_format, record_suffix, chunk_suffix, record_header and chunk_header (magic, size, fields: (name, offset, size, type) with type 'bytes', 'u32' or 'u64', little-endian), codecs ({id: name}).
+    """
 
 def reachable_ranges(ranges: Sequence[tuple[int, int]], roots: Sequence[int], contents: Sequence[bytes]) -> list[int]:
     """

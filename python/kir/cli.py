@@ -1,5 +1,9 @@
 """The `kir` command line. Exit status: 0 success, 2 bad input or usage (`kir replay`:
-1 when the output differs from the recording; `kir trace`/`kir record`: the app's)."""
+1 when the output differs from the recording; `kir trace`/`kir record`: the app's).
+
+Bad input is a `kir.errors.KirError` (bad option values: its `OptionError`) or an
+OSError (a file that cannot be read or written): printed as `kir: error: ...`, exit
+2. Any other exception is a bug in kir and shows its traceback."""
 from __future__ import annotations
 
 import argparse
@@ -7,6 +11,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from kir.errors import KirError
 from kir.commands import extract, hash as hash_command, inspect, record, records, replay, trace
 
 COMMANDS = {
@@ -36,18 +41,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # `kir inspect ... | head`: the reader left, stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
-    except ValueError as error:  # bad option values
+    except (KirError, OSError) as error:  # bad input, or a file that cannot be read or written
         print(f"kir: error: {error}", file=sys.stderr)
         return 2
-    except Exception as error:  # KirError and OS errors writing output
-        from kir.errors import KirError
-        if isinstance(error, (KirError, OSError)):
-            print(f"kir: error: {error}", file=sys.stderr)
-            return 2
-        raise
     except KeyboardInterrupt:
         return 130
-
 
 if __name__ == "__main__":
     sys.exit(main())

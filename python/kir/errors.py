@@ -1,5 +1,38 @@
-"""The exceptions kir raises."""
+"""The exceptions kir raises, one hierarchy: every error the library raises for
+bad input — a damaged binary or record, an option value it cannot use, a record
+it cannot replay — is a `KirError`, whose message says what, where and (for
+bytes) at which offset. The CLI prints a KirError as `kir: error: MESSAGE` and
+exits 2; anything else is a bug and shows its traceback.
+
+    KirError                 a binary could not be read (raised by the core too)
+    ├── OptionError          an option or argument value is invalid (also a ValueError)
+    ├── RecordError          a record or chunk is missing, damaged or of an unknown version
+    ├── PlanError            a record cannot be replayed as asked
+    └── ReplayError          the driver refused a step of a replay
+        └── NoDeviceError    no CUDA driver or device to replay on
+"""
 
 
 class KirError(Exception):
-    """A binary could not be read: the message says what, where and at which byte offset."""
+    """Bad input: the message says what, where and at which byte offset."""
+
+
+class OptionError(KirError, ValueError):
+    """An option or argument value is invalid: the message names the option."""
+
+
+class RecordError(KirError):
+    """A record or chunk is missing, damaged or of an unknown version: the message says
+    which file, which chunk and what is wrong."""
+
+
+class PlanError(KirError):
+    """The record cannot be replayed as asked (no such code, wrong architecture, ...)."""
+
+
+class ReplayError(KirError):
+    """The driver refused a step of the replay: the message names the call and its error."""
+
+
+class NoDeviceError(ReplayError):
+    """No CUDA driver or device to replay on."""

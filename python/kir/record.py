@@ -13,7 +13,10 @@ launch) and the content-addressed chunks they point to (`chunks/<h>.kirc`)::
 Everything read is checked: magic, version, exact size and XXH3-128 of every
 file, the name of every chunk. Anything wrong raises `RecordError`, whose message
 names the file, the chunk (if any), the byte offset where it applies and what differs.
-The C++ writer lives in `libkir/include/kir/record/`.
+The C++ writer lives in `libkir/include/kir/record/`; the layouts (magics,
+versions, header fields, codecs, suffixes) are its own description,
+`kir/record/format.hpp`, read here through `_core.record_format()`: this module
+keeps no copy of them.
 """
 from __future__ import annotations
 
@@ -23,22 +26,48 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kir import _core
-from kir.errors import KirError
+from kir.errors import KirError, RecordError
 
-VERSIONS = (1,)  #: the format versions this reader knows
-RECORD_MAGIC = b"KIRRECRD"
-CHUNK_MAGIC = b"KIRCHUNK"
-RECORD_HEADER = struct.Struct("<8sIIQQQ")    # magic, version, reserved, body size, hash high, low
-CHUNK_HEADER = struct.Struct("<8sIIQQQQ")    # magic, version, codec, raw size, stored size, high, low
-CODECS = {0: "raw", 1: "zstd"}
+__all__ = ["Code", "Device", "Flag", "Kernel", "Launch", "Param", "Process", "Record", "RecordError",
+           "Recording", "Region", "Stats", "VaRange", "read_chunk", "read_record_body", "record_app"]
+
+
+class HeaderLayout:
+    """A fixed-size header as the C++ writer lays it out (kir/record/format.hpp,
+    exported as `_core.record_format()`): its magic, its struct and each field's offset."""
+
+    TYPES = {"u32": "I", "u64": "Q"}
+
+    def __init__(self, description: dict) -> None:
+        self.magic: bytes = description["magic"]
+        self.size: int = description["size"]
+        self.fields: tuple[str, ...] = tuple(name for name, *_ in description["fields"])
+        self.offset: dict[str, int] = {name: offset for name, offset, _, _ in description["fields"]}
+        self.struct = struct.Struct("<" + "".join(f"{size}s" if kind == "bytes" else self.TYPES[kind]
+                                                  for _, _, size, kind in description["fields"]))
+        at = 0
+        for name, offset, size, _ in description["fields"]:  # packed: the offsets are the struct's
+            if offset != at:
+                raise RuntimeError(f"kir._core.record_format(): {name} at byte {offset}, not {at}")
+            at += size
+        if not self.struct.size == self.size == at:
+            raise RuntimeError(f"kir._core.record_format(): a {self.size}-byte header of {at} bytes of fields")
+
+    def unpack(self, data: bytes) -> dict[str, int | bytes]:
+        return dict(zip(self.fields, self.struct.unpack_from(data)))
+
+
+FORMAT = _core.record_format()     #: the one description of the format (kir/record/format.hpp)
+VERSIONS: tuple[int, ...] = FORMAT["versions"]  #: the format versions this reader knows
+METADATA_FORMAT: str = FORMAT["metadata_format"]
+RECORD_LAYOUT = HeaderLayout(FORMAT["record_header"])
+CHUNK_LAYOUT = HeaderLayout(FORMAT["chunk_header"])
+RECORD_MAGIC, CHUNK_MAGIC = RECORD_LAYOUT.magic, CHUNK_LAYOUT.magic
+RECORD_HEADER, CHUNK_HEADER = RECORD_LAYOUT.struct, CHUNK_LAYOUT.struct
+CODECS: dict[int, str] = FORMAT["codecs"]
+RECORD_SUFFIX: str = FORMAT["record_suffix"]
+CHUNK_SUFFIX: str = FORMAT["chunk_suffix"]
 HEX32 = re.compile(r"[0-9a-f]{32}\Z")
-FLAGS = ("managed-memory", "host-pointer", "unknown-pointer", "global-pointer",
-         "outside-va-range", "texture-or-surface", "no-layout")
-
-
-class RecordError(KirError):
-    """A record or chunk is missing, damaged or of an unknown version: the message says
-    which file, which chunk and what is wrong."""
 
 
 # --- metadata ---------------------------------------------------------------------------
@@ -159,18 +188,21 @@ def read_chunk(path: Path, name: str) -> bytes:
         raise RecordError(f"{where}: missing") from None
     except OSError as error:
         raise RecordError(f"{where}: cannot read: {error.strerror}") from None
-    if len(data) < CHUNK_HEADER.size:
-        raise RecordError(f"{where}: truncated: {len(data)} bytes, a chunk header is {CHUNK_HEADER.size}")
-    magic, version, codec, raw_size, stored_size, high, low = CHUNK_HEADER.unpack_from(data)
-    _check_magic(where, magic, CHUNK_MAGIC, "chunk")
-    _check_version(where, version)
-    _check_size(where, len(data), CHUNK_HEADER.size + stored_size)
-    header_hash = f"{high:016x}{low:016x}"
+    layout = CHUNK_LAYOUT
+    if len(data) < layout.size:
+        raise RecordError(f"{where}: truncated: {len(data)} bytes, a chunk header is {layout.size}")
+    h = layout.unpack(data)
+    _check_magic(where, layout, h["magic"], "chunk")
+    _check_version(where, layout, h["version"])
+    _check_size(where, len(data), layout.size + h["stored_size"])
+    header_hash = f"{h['hash_high']:016x}{h['hash_low']:016x}"
     if header_hash != name:
-        raise RecordError(f"{where}: byte 32: header says hash {header_hash}, the file name says {name}")
-    raw = _decode(where, codec, data[CHUNK_HEADER.size:], raw_size)
-    if len(raw) != raw_size:
-        raise RecordError(f"{where}: decoded {len(raw)} bytes, header (byte 16) says {raw_size}")
+        raise RecordError(f"{where}: byte {layout.offset['hash_high']}: header says hash {header_hash}, "
+                          f"the file name says {name}")
+    raw = _decode(where, h["codec"], data[layout.size:], h["raw_size"])
+    if len(raw) != h["raw_size"]:
+        raise RecordError(f"{where}: decoded {len(raw)} bytes, header (byte {layout.offset['raw_size']}) "
+                          f"says {h['raw_size']}")
     digest = str(_core.xxh3_128(raw))
     if digest != name:
         raise RecordError(f"{where}: hash of the decoded bytes is {digest}, not {name}")
@@ -178,26 +210,29 @@ def read_chunk(path: Path, name: str) -> bytes:
 
 
 def _decode(where: str, codec: int, payload: bytes, raw_size: int) -> bytes:
-    if codec == 0:
+    name = CODECS.get(codec)
+    if name == "raw":
         return payload
-    if codec != 1:
-        raise RecordError(f"{where}: byte 12: unknown codec {codec} (known: 0 raw, 1 zstd)")
+    if name != "zstd":
+        known = ", ".join(f"{i} {n}" for i, n in sorted(CODECS.items()))
+        raise RecordError(f"{where}: byte {CHUNK_LAYOUT.offset['codec']}: unknown codec {codec} (known: {known})")
     try:
         return _core.zstd_decompress(payload, raw_size)
     except KirError as error:
         raise RecordError(f"{where}: zstd payload does not decode: {error}") from None
 
 
-def _check_magic(where: str, found: bytes, expected: bytes, what: str) -> None:
-    if found != expected:
-        raise RecordError(f"{where}: byte 0: not a kir {what} (magic {found!r}, expected {expected!r})")
+def _check_magic(where: str, layout: HeaderLayout, found: bytes, what: str) -> None:
+    if found != layout.magic:
+        raise RecordError(f"{where}: byte {layout.offset['magic']}: not a kir {what} "
+                          f"(magic {found!r}, expected {layout.magic!r})")
 
 
-def _check_version(where: str, version: int) -> None:
+def _check_version(where: str, layout: HeaderLayout, version: int) -> None:
     if version not in VERSIONS:
         known = ", ".join(map(str, VERSIONS))
-        raise RecordError(f"{where}: byte 8: format version {version} is not supported "
-                          f"(this reader knows version {known})")
+        raise RecordError(f"{where}: byte {layout.offset['version']}: format version {version} is not "
+                          f"supported (this reader knows version {known})")
 
 
 def _check_size(where: str, actual: int, expected: int) -> None:
@@ -209,22 +244,24 @@ def _check_size(where: str, actual: int, expected: int) -> None:
 
 
 def read_record_body(path: Path) -> dict:
-    """The metadata map of a `.kirrec` file, after checking its header and checksum."""
+    """The metadata map of a record file, after checking its header and checksum."""
     where = str(path)
     try:
         data = path.read_bytes()
     except OSError as error:
         raise RecordError(f"{where}: cannot read: {error.strerror}") from None
-    if len(data) < RECORD_HEADER.size:
-        raise RecordError(f"{where}: truncated: {len(data)} bytes, a record header is {RECORD_HEADER.size}")
-    magic, version, _reserved, body_size, high, low = RECORD_HEADER.unpack_from(data)
-    _check_magic(where, magic, RECORD_MAGIC, "record")
-    _check_version(where, version)
-    _check_size(where, len(data), RECORD_HEADER.size + body_size)
-    body = data[RECORD_HEADER.size:]
-    header_hash, digest = f"{high:016x}{low:016x}", str(_core.xxh3_128(body))
+    layout = RECORD_LAYOUT
+    if len(data) < layout.size:
+        raise RecordError(f"{where}: truncated: {len(data)} bytes, a record header is {layout.size}")
+    h = layout.unpack(data)
+    _check_magic(where, layout, h["magic"], "record")
+    _check_version(where, layout, h["version"])
+    _check_size(where, len(data), layout.size + h["body_size"])
+    body = data[layout.size:]
+    header_hash, digest = f"{h['hash_high']:016x}{h['hash_low']:016x}", str(_core.xxh3_128(body))
     if digest != header_hash:
-        raise RecordError(f"{where}: checksum of the body is {digest}, header (byte 24) says {header_hash}")
+        raise RecordError(f"{where}: checksum of the body is {digest}, header (byte "
+                          f"{layout.offset['hash_high']}) says {header_hash}")
     return _unpack(where, body)
 
 
@@ -233,7 +270,7 @@ def _unpack(where: str, body: bytes) -> dict:
     try:
         meta = msgpack.unpackb(body, raw=False, strict_map_key=True)
     except Exception as error:  # msgpack raises several types (ExtraData, ValueError, ...)
-        raise RecordError(f"{where}: byte {RECORD_HEADER.size}: the body is not a msgpack "
+        raise RecordError(f"{where}: byte {RECORD_LAYOUT.size}: the body is not a msgpack "
                           f"value: {error}") from None
     if not isinstance(meta, dict):
         raise RecordError(f"{where}: the body is a msgpack {type(meta).__name__}, not a map")
@@ -380,8 +417,8 @@ class Record:
         path = Path(path)
         meta = read_record_body(path)
         f = _Fields(str(path), meta)
-        if meta.get("format") != "kir.record":
-            f.fail(f"metadata 'format' is {meta.get('format')!r}, not 'kir.record'")
+        if meta.get("format") != METADATA_FORMAT:
+            f.fail(f"metadata 'format' is {meta.get('format')!r}, not {METADATA_FORMAT!r}")
         if f.get("version", int) not in VERSIONS:
             f.fail(f"metadata 'version' is {meta['version']}, this reader knows {VERSIONS[-1]}")
         allocations = [_region(a, i) for i, a in enumerate(f.items("allocations"))]
@@ -413,7 +450,7 @@ class Record:
         return self.path.parent.parent
 
     def chunk_path(self, name: str) -> Path:
-        return self.directory / "chunks" / f"{name}.kirc"
+        return self.directory / "chunks" / f"{name}{CHUNK_SUFFIX}"
 
     def chunk(self, name: str) -> bytes:
         """The raw bytes of a chunk, checked (magic, version, size, codec, hash, name)."""
@@ -533,11 +570,11 @@ class Recording:
 
     @property
     def record_paths(self) -> list[Path]:
-        return _visible(self.directory / "records", ".kirrec")
+        return _visible(self.directory / "records", RECORD_SUFFIX)
 
     @property
     def chunk_paths(self) -> list[Path]:
-        return _visible(self.directory / "chunks", ".kirc")
+        return _visible(self.directory / "chunks", CHUNK_SUFFIX)
 
     def chunk_bytes(self) -> int:
         """Bytes the chunk files take (as stored, headers included)."""
@@ -567,19 +604,17 @@ def record_app(command, directory="kir-records", *, kernels: str | None = None, 
                skip: int = 0, ranks=None, reachable: bool = False, va_base: int | None = None,
                va_size: int | None = None, no_va: bool = False, env: dict | None = None) -> tuple[int, Recording]:
     """Run `command` (a list: program and arguments) under the recorder, as
-    `kir record` does, with the same options; returns the app's exit status and
-    the recording. `env` adds to this process's environment (e.g. a launcher's
-    rank variable)."""
-    from argparse import Namespace
-    from kir.commands import record as cli
-    from kir.commands.app import hooked_environment, library, run_app
-    options = Namespace(kernels=kernels, max_per_kernel=max_per_kernel, skip=skip,
-                        ranks=",".join(map(str, ranks)) if ranks is not None else None, reachable=reachable,
-                        no_va=no_va, va_base=f"{va_base:#x}" if va_base else None,
-                        va_size=str(va_size) if va_size else None)
+    `kir record` does, with the same options (checked by kir.recorder: a bad one is
+    an OptionError before the app runs); returns the app's exit status and the
+    recording. `env` adds to this process's environment (e.g. a launcher's rank
+    variable)."""
+    from kir.app import hooked_environment, library, run_app
+    from kir.recorder import recorder_environment
     directory = Path(directory).resolve()
-    environment = {**hooked_environment([library("libkir_record.so")]), **(env or {}),
-                   **cli.recorder_environment(options, directory)}
+    settings = recorder_environment(directory, kernels=kernels, max_per_kernel=max_per_kernel, skip=skip,
+                                    ranks=ranks, reachable=reachable, va_base=va_base, va_size=va_size,
+                                    no_va=no_va)
+    environment = {**hooked_environment([library("libkir_record.so")]), **(env or {}), **settings}
     status = run_app([str(c) for c in command], environment)
     (directory / "records").mkdir(parents=True, exist_ok=True)  # an app that recorded nothing
     return status, Recording(directory)

@@ -1,7 +1,9 @@
-"""The content `kir inspect --json` prints (the JSON schema, docs/json-schema.md).
+"""What `kir inspect` prints: the JSON report (the schema, docs/json-schema.md)
+and the text table, both from the same records.
 
-The records are built by the core bindings (bindings/records.cpp), which also
-render the text table from the same objects.
+The records are built by the core bindings in one call per binary
+(bindings/records.cpp: `image_records`, `container_records`,
+`DeviceCode.records`); all text is rendered here, in Python.
 """
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from collections.abc import Iterable
 
 from kir import _core
 from kir.binary import Binary, Image
+from kir.errors import OptionError
 
 SCHEMA = "kir.inspect/2"
 
@@ -26,7 +29,7 @@ def parse_arch_filter(text: str | None) -> set[str] | None:
         elif part.startswith("gfx") and len(part) > 3:
             archs.add(processor(part))
         else:
-            raise ValueError(f"invalid architecture '{part}': expected e.g. sm_90, 90 or gfx90a")
+            raise OptionError(f"invalid architecture '{part}': expected e.g. sm_90, 90 or gfx90a")
     return archs
 
 
@@ -45,7 +48,7 @@ def parse_kind_filter(text: str | None) -> set[str] | None:
     kinds = {part.strip() for part in text.split(",")}
     for kind in kinds:
         if kind not in KINDS:
-            raise ValueError(f"invalid image kind '{kind}': expected one of {', '.join(KINDS)}")
+            raise OptionError(f"invalid image kind '{kind}': expected one of {', '.join(KINDS)}")
     return kinds
 
 
@@ -111,3 +114,78 @@ def ir_module_record(m) -> dict[str, object]:
         } for f in m.functions if not f.name.startswith("llvm.")],
         "globals": [{"name": g.name, "type": g.type, "size": g.size} for g in m.globals],
     }
+
+
+# --- the text table ---------------------------------------------------------------------
+
+TABLE_HEADER = "image  kind        target         version  compression  stored      size        identifier"
+
+
+def render_table(binary: Binary, archs: set[str] | None = None, kinds: set[str] | None = None,
+                 codes=(), notes: dict | None = None) -> str:
+    """The `kir inspect` table of the images for `archs` (processors) and of `kinds`
+    (None: all); `codes[i]`, when given and not None, adds the kernels of image i,
+    each followed by its note from `notes` ((image index, mangled name) -> text)."""
+    notes = notes or {}
+    records = [r for r in binary._core.image_records()
+               if (not archs or processor(r["arch"]) in archs) and (not kinds or r["kind"] in kinds)]
+    containers = binary._core.container_records()
+    used = sorted({r["container"] for r in records})
+    counts: dict[str, int] = {}
+    for r in records:
+        counts[r["kind"]] = counts.get(r["kind"], 0) + 1
+    summary = ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items()))
+    lines = [f"{binary.path}: {binary.format}, {len(used)} containers, {len(records)} images"
+             + (f" ({summary})" if summary else "")]
+    if records:
+        lines.append(TABLE_HEADER)
+    current = None
+    for r in records:
+        if r["container"] != current:
+            current = r["container"]
+            lines.append(container_line(containers[current]))
+        lines.append(image_line(r))
+        code = codes[r["index"]] if r["index"] < len(codes) else None
+        if code is not None:
+            lines.extend(kernel_lines(code, r["index"], notes))
+    return "\n".join(lines) + "\n"
+
+
+def container_line(c: dict) -> str:
+    line = f"-- container {c['index']}: {c['format']}"
+    if c["format"] == "device-elf":  # the file is the image
+        return f"{line}: the whole file, {c['size']} bytes"
+    if c["compression"]:
+        line += f" ({c['compression']})"
+    line += " in " + (f"{c['member']}:" if c["member"] else "") + (c["section"] or "(no section)")
+    line += f" at {c['file_offset']:#x}, {c['size']} bytes, found by {c['found_by']}"
+    if c["wrapper"]:
+        line += f", wrapper v{c['wrapper']['version']} at {c['wrapper']['file_offset']:#x}"
+    return line
+
+
+def image_line(r: dict) -> str:
+    fatbin = r["version"] is not None
+    version = ".".join(map(str, r["version"])) if fatbin else "-"
+    line = (f"{r['index']:<6} {r['kind']:<11} {r['arch'] or '-':<14} {version:<8} {r['compression']:<12} "
+            f"{r['stored_size']:<11} {r['size']:<11} ")
+    if fatbin:
+        line += r["id"]
+        if r["obfuscated"]:
+            line += (" " if r["id"] else "") + "(obfuscated)"
+    return line.rstrip(" ")
+
+
+def kernel_lines(code, image: int, notes: dict) -> list[str]:
+    lines = []
+    for k in code.kernels:
+        params = "".join(f" {p.offset}:{p.size}" for p in k.params)
+        line = f"           {k.name}  params[{len(k.params)}]{params}"
+        if k.registers is not None:
+            shared = f", shared {k.shared_bytes}" if k.shared_bytes else ""
+            line += f"  (regs {k.registers}{shared})"
+        note = notes.get((image, k.name))
+        if note is not None:
+            line += f"  {note}"
+        lines += [f"         kernel {k.demangled}", line]
+    return lines

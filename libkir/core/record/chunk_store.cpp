@@ -45,8 +45,6 @@ Status write_all(int fd, const uint8_t* p, uint64_t size, const std::string& pat
   return {};
 }
 
-void put_u32(uint8_t* p, uint32_t v) { std::memcpy(p, &v, 4); }  // little-endian hosts only (x86-64, aarch64)
-void put_u64(uint8_t* p, uint64_t v) { std::memcpy(p, &v, 8); }
 
 /// Whether zstd is likely to shrink `raw`: a large chunk whose first 64 KiB
 /// do not shrink by a tenth is stored raw without compressing the rest
@@ -79,7 +77,7 @@ Expected<std::unique_ptr<ChunkStore>> ChunkStore::open(const std::string& direct
 }
 
 std::string ChunkStore::chunk_path(const Hash128& name) const {
-  return directory_ + "/chunks/" + name.hex() + ".kirc";
+  return directory_ + "/chunks/" + name.hex() + format::kChunkSuffix;
 }
 
 bool ChunkStore::claim(const Hash128& name) {
@@ -122,22 +120,24 @@ Status ChunkStore::write_chunk(ByteView raw, const Hash128& name) {
   if (::stat(path.c_str(), &st) == 0) return {};  // stored by an earlier run or another rank
   thread_local std::vector<uint8_t> file;
   Expected<uint64_t> packed = uint64_t(raw.size());
-  if (worth_compressing(raw)) packed = compress_zstd(raw, level_, file, kChunkHeaderSize);
+  const format::Header& header = format::kChunkHeader;
+  if (worth_compressing(raw)) packed = compress_zstd(raw, level_, file, header.size);
   if (!packed) return packed.error().within(path);
-  uint32_t codec = kCodecZstd;
+  format::Codec codec = format::Codec::zstd;
   if (*packed >= raw.size()) {  // incompressible: store it as it is
-    codec = kCodecRaw;
-    file.resize(kChunkHeaderSize + raw.size());
-    if (!raw.empty()) std::memcpy(file.data() + kChunkHeaderSize, raw.data(), raw.size());
+    codec = format::Codec::raw;
+    file.resize(header.size + raw.size());
+    if (!raw.empty()) std::memcpy(file.data() + header.size, raw.data(), raw.size());
   }
+  namespace field = format::chunk_header;
   uint8_t* h = file.data();
-  std::memcpy(h, kChunkMagic, 8);
-  put_u32(h + 8, kFormatVersion);
-  put_u32(h + 12, codec);
-  put_u64(h + 16, raw.size());
-  put_u64(h + 24, file.size() - kChunkHeaderSize);
-  put_u64(h + 32, name.high);
-  put_u64(h + 40, name.low);
+  format::put_magic(h, header);
+  format::put(h, field::version, format::kVersion);
+  format::put(h, field::codec, uint32_t(codec));
+  format::put(h, field::raw_size, raw.size());
+  format::put(h, field::stored_size, file.size() - header.size);
+  format::put(h, field::hash_high, name.high);
+  format::put(h, field::hash_low, name.low);
   if (Status written = write_file_atomically(path, file.data(), file.size()); !written) return written;
   stored_bytes_ += file.size();
   ++stored_chunks_;

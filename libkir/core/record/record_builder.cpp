@@ -155,14 +155,13 @@ double unix_time() {
   return duration<double>(system_clock::now().time_since_epoch()).count();
 }
 
-void put_u64(uint8_t* p, uint64_t v) { std::memcpy(p, &v, 8); }
 
 }  // namespace
 
 std::vector<uint8_t> RecordBuilder::metadata() const {
   MsgpackWriter w;
   w.map(14);
-  w.key("format").str("kir.record").key("version").uint(kFormatVersion);
+  w.key("format").str(format::kMetadataFormat).key("version").uint(format::kVersion);
   w.key("kir_version").str(kir_version()).key("created").f64(unix_time());
   w.key("process").map(2).key("pid").sint(pid_).key("rank").sint(rank_);
   w.key("device").map(3).key("name").str(device_name_).key("arch").str(device_arch_);
@@ -234,19 +233,19 @@ Expected<std::string> RecordBuilder::write() const {
   for (size_t i = 0; i < regions_.size(); ++i)
     if (Status complete = check_complete(regions_[i], i); !complete) return complete.error().within("record not written");
   std::vector<uint8_t> body = metadata();
-  std::vector<uint8_t> file(kRecordHeaderSize);
-  std::memcpy(file.data(), kRecordMagic, 8);
-  uint32_t version = kFormatVersion, reserved = 0;
-  std::memcpy(file.data() + 8, &version, 4);
-  std::memcpy(file.data() + 12, &reserved, 4);
-  put_u64(file.data() + 16, body.size());
+  namespace field = format::record_header;
+  std::vector<uint8_t> file(format::kRecordHeader.size);
+  format::put_magic(file.data(), format::kRecordHeader);
+  format::put(file.data(), field::version, format::kVersion);
+  format::put(file.data(), field::reserved, 0);
+  format::put(file.data(), field::body_size, body.size());
   Hash128 sum = xxh3_128(ByteView(body.data(), body.size()));
-  put_u64(file.data() + 24, sum.high);
-  put_u64(file.data() + 32, sum.low);
+  format::put(file.data(), field::hash_high, sum.high);
+  format::put(file.data(), field::hash_low, sum.low);
   file.insert(file.end(), body.begin(), body.end());
   std::string name = static_hash_.hex() + "." + dynamic_hash_.hex();
   if (rank_ >= 0) name += ".rank" + std::to_string(rank_);
-  std::string path = store_.directory() + "/records/" + name + ".kirrec";
+  std::string path = store_.directory() + "/records/" + name + format::kRecordSuffix;
   if (Status written = write_file_atomically(path, file.data(), file.size()); !written) return written.error();
   return path;
 }

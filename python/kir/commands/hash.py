@@ -6,6 +6,8 @@ import re
 import struct
 import sys
 
+from kir.errors import OptionError
+
 PACK = {"i8": "<b", "i16": "<h", "i32": "<i", "i64": "<q", "u8": "<B", "u16": "<H", "u32": "<I",
         "u64": "<Q", "f32": "<f", "f64": "<d", "ptr": "<Q", "bool": "<?"}
 
@@ -36,10 +38,13 @@ def run(args) -> int:
         print(dynamic_hash(args).hex)
         return 0
     if not args.binary:
-        raise ValueError("give a BINARY to hash its kernels, or --dynamic STATIC")
+        raise OptionError("give a BINARY to hash its kernels, or --dynamic STATIC")
     from kir.binary import Binary
     from kir.hashing import kernel_hashes
-    pattern = re.compile(args.kernel) if args.kernel else None
+    try:
+        pattern = re.compile(args.kernel) if args.kernel else None
+    except re.error as error:
+        raise OptionError(f"--kernel {args.kernel!r}: {error}") from None
     hashes, errors = kernel_hashes(Binary.open(args.binary), not args.llvm_before_20,
                                    pattern.search if pattern else None)
     for h in hashes:  # one line per (kernel, image): kernel_hashes never repeats a pair
@@ -59,15 +64,15 @@ def run(args) -> int:
 
 
 def dynamic_hash(args):
-    from kir import _core
+    from kir.hashing import ArgType, DynamicHash, Hash128
     try:
-        static = _core.Hash128.from_hex(args.dynamic)
+        static = Hash128.from_hex(args.dynamic)
     except ValueError as error:
-        raise ValueError(f"--dynamic: {error}") from None
-    h = _core.DynamicHash(static, args.arch)
+        raise OptionError(f"--dynamic: {error}") from None
+    h = DynamicHash(static, args.arch)
     for spec in args.arg:
         position, kind, value = parse_arg(spec)
-        h.arg(position, getattr(_core.ArgType, kind), value)
+        h.arg(position, getattr(ArgType, kind), value)
     for name in ("grid", "block"):
         if getattr(args, name):
             getattr(h, name)(*ints(getattr(args, name), 3, f"--{name}"))
@@ -87,12 +92,12 @@ def parse_arg(spec: str) -> tuple[int, str, bytes]:
         number = float(value) if kind in ("f32", "f64") else int(value, 0)
         return int(position), kind, struct.pack(PACK[kind], number)
     except (ValueError, KeyError, struct.error) as error:
-        raise ValueError(f"--arg {spec!r}: expected POS:TYPE:VALUE with TYPE one of "
+        raise OptionError(f"--arg {spec!r}: expected POS:TYPE:VALUE with TYPE one of "
                          f"{', '.join([*PACK, 'bytes'])} ({error})") from None
 
 
 def ints(text: str, count: int, option: str) -> list[int]:
     parts = text.split(",")
     if len(parts) != count or not all(p.strip().isdigit() for p in parts):
-        raise ValueError(f"{option} {text!r}: expected {count} comma-separated integers")
+        raise OptionError(f"{option} {text!r}: expected {count} comma-separated integers")
     return [int(p) for p in parts]

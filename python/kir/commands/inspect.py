@@ -5,7 +5,7 @@ import sys
 from io import TextIOBase
 
 from kir.binary import Binary
-from kir.report import build_report, parse_arch_filter, parse_kind_filter, selected_images
+from kir.report import build_report, parse_arch_filter, parse_kind_filter, render_table, selected_images
 
 
 def add_arguments(parser) -> None:
@@ -49,7 +49,7 @@ def run(args, out: TextIOBase = sys.stdout) -> int:
             for image in binary.images:
                 for kernel in (image._code.kernels if image._code else []):
                     notes.setdefault((image.index, kernel.name), "IR: none")
-        out.write(binary._core.render_table(sorted(archs or ()), sorted(kinds or ()), codes, notes))
+        out.write(render_table(binary, archs, kinds, codes, notes))
         if args.ir:
             out.write(render_ir(modules))
     for message in errors:

@@ -5,13 +5,13 @@ arguments and every byte it read and wrote — into a recording directory
 summary line follows on stderr. Replay a record with `kir replay`."""
 from __future__ import annotations
 
-import re
 import sys
 from pathlib import Path
 
-from kir.commands.app import command_of, hooked_environment, library, run_app, warn_if_static_runtime
-
-SUFFIXES = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+from kir.app import hooked_environment, library, run_app
+from kir.commands.app import command_of, warn_if_static_runtime
+from kir.record import RECORD_SUFFIX, Record, RecordError
+from kir.recorder import recorder_environment
 
 
 def add_arguments(parser) -> None:
@@ -36,7 +36,9 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     command = command_of(args.program, "kir record -- APP ARGS...")
     directory = Path(args.output).resolve()
-    settings = recorder_environment(args, directory)
+    settings = recorder_environment(directory, kernels=args.kernels, max_per_kernel=args.max_per_kernel,
+                                    skip=args.skip, ranks=args.ranks, reachable=args.reachable,
+                                    va_base=args.va_base, va_size=args.va_size, no_va=args.no_va)
     env = hooked_environment([library("libkir_record.so")])
     env.update(settings)
     warn_if_static_runtime(command[0])
@@ -46,76 +48,17 @@ def run(args) -> int:
     return status
 
 
-def recorder_environment(args, directory: Path) -> dict[str, str]:
-    """The KIR_RECORD_* variables the recorder reads, from the options (checked here,
-    so a typo is an error before the app runs, not a silently ignored variable)."""
-    env = {"KIR_RECORD_DIR": str(directory),
-           "KIR_RECORD_MAX_PER_KERNEL": str(non_negative(args.max_per_kernel, "--max-per-kernel")),
-           "KIR_RECORD_SKIP": str(non_negative(args.skip, "--skip"))}
-    if args.kernels:
-        try:
-            re.compile(args.kernels)
-        except re.error as error:
-            raise ValueError(f"--kernels {args.kernels!r}: {error}") from None
-        env["KIR_RECORD_KERNELS"] = args.kernels
-    if args.ranks:
-        env["KIR_RECORD_RANKS"] = ",".join(str(r) for r in ranks(args.ranks))
-    if args.reachable:
-        env["KIR_RECORD_REACHABLE"] = "1"
-    if args.no_va and (args.va_base or args.va_size):
-        raise ValueError("--no-va contradicts --va-base/--va-size")
-    if args.no_va:
-        env["KIR_RECORD_NO_VA"] = "1"
-    if args.va_base:
-        env["KIR_RECORD_VA_BASE"] = f"{hex_address(args.va_base):#x}"
-    if args.va_size:
-        env["KIR_RECORD_VA_SIZE"] = str(byte_count(args.va_size))
-    return env
-
-
-def non_negative(n: int, option: str) -> int:
-    if n < 0:
-        raise ValueError(f"{option} {n}: must not be negative")
-    return n
-
-
-def ranks(text: str) -> list[int]:
-    parts = [p.strip() for p in text.split(",")]
-    if not all(p.isdigit() for p in parts):
-        raise ValueError(f"--ranks {text!r}: expected a comma-separated list of ranks, e.g. 0,3")
-    return [int(p) for p in parts]
-
-
-def hex_address(text: str) -> int:
-    try:
-        value = int(text, 16)
-    except ValueError:
-        raise ValueError(f"--va-base {text!r}: expected a hex address, e.g. 0x7f0000000000") from None
-    if value <= 0:
-        raise ValueError(f"--va-base {text!r}: must be above 0")
-    return value
-
-
-def byte_count(text: str) -> int:
-    """'64G', '512m', '1048576' -> bytes (binary units)."""
-    match = re.fullmatch(r"(\d+)\s*([kmgt]?)(?:i?b)?", text.strip().lower())
-    if not match or int(match.group(1)) == 0:
-        raise ValueError(f"--va-size {text!r}: expected a size in bytes, e.g. 68719476736 or 64G")
-    return int(match.group(1)) * SUFFIXES[match.group(2)]
-
-
 def snapshot_of(directory: Path) -> dict[Path, int]:
     """Each record file already there, with its modification time."""
     records = directory / "records"
     if not records.is_dir():
         return {}
-    return {p: p.stat().st_mtime_ns for p in records.glob("*.kirrec")}
+    return {p: p.stat().st_mtime_ns for p in records.glob(f"*{RECORD_SUFFIX}")}
 
 
 def summary(directory: Path, before: dict[Path, int]) -> str:
     """'kir: recorded N launches of M kernels in DIR (X MiB stored)': the records this
     run wrote (new, or rewritten since it started)."""
-    from kir.record import Record, RecordError
     after = snapshot_of(directory)
     written = [p for p, mtime in sorted(after.items()) if before.get(p) != mtime and not p.name.startswith(".")]
     kernels, stored, bad = set(), 0, 0

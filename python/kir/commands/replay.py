@@ -9,6 +9,7 @@ import dataclasses
 import json
 import sys
 
+from kir.errors import OptionError
 from kir.replay import CODE_KINDS, DTYPES, NORMS, Tolerance
 
 SCHEMA = "kir.replay/1"
@@ -101,11 +102,11 @@ def dims(text: str | None, option: str):
         return None
     parts = text.split(",")
     if len(parts) != 3 or not all(p.strip().isdigit() and int(p) > 0 for p in parts):
-        raise ValueError(f"{option} {text!r}: expected three positive integers X,Y,Z")
+        raise OptionError(f"{option} {text!r}: expected three positive integers X,Y,Z")
     return tuple(int(p) for p in parts)
 
 
 def positive(n: int) -> int:
     if n < 1:
-        raise ValueError(f"--repeat {n}: must be at least 1")
+        raise OptionError(f"--repeat {n}: must be at least 1")
     return n

@@ -13,18 +13,11 @@
 #include <unordered_map>
 
 #include "kir/hash/hash.hpp"
+#include "kir/record/format.hpp"
 #include "kir/support/bytes.hpp"
 #include "kir/support/error.hpp"
 
 namespace kir::record {
-
-constexpr uint32_t kFormatVersion = 1;
-constexpr char kChunkMagic[8] = {'K', 'I', 'R', 'C', 'H', 'U', 'N', 'K'};
-constexpr char kRecordMagic[8] = {'K', 'I', 'R', 'R', 'E', 'C', 'R', 'D'};
-constexpr uint64_t kChunkHeaderSize = 48;
-constexpr uint64_t kRecordHeaderSize = 40;
-constexpr uint32_t kCodecRaw = 0;
-constexpr uint32_t kCodecZstd = 1;
 
 /// Write `bytes` to `path` atomically: a temporary name in the same directory,
 /// then rename. A crash leaves the old state or the new, never a part.

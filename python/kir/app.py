@@ -1,0 +1,42 @@
+"""Running an app under the hook layer (libkir_hook.so preloaded, clients named in
+KIR_HOOK_CLIENTS): what `kir trace`, `kir record` and `kir.record.record_app` share."""
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+
+def library(name: str) -> Path:
+    """A library of this installation's `lib/` folder (libkir_hook.so, a client)."""
+    path = Path(__file__).parent / "lib" / name
+    if not path.exists():
+        raise OSError(f"{name} is missing from this installation: {path}")
+    return path
+
+
+def hook_library() -> Path:
+    return library("libkir_hook.so")
+
+
+def hooked_environment(clients: list[Path] = ()) -> dict[str, str]:
+    """This environment with the hook preloaded (before any LD_PRELOAD already set)
+    and the client libraries it should load."""
+    env = dict(os.environ)
+    env["LD_PRELOAD"] = " ".join(filter(None, [str(hook_library()), env.get("LD_PRELOAD", "")]))
+    if clients:
+        env["KIR_HOOK_CLIENTS"] = ":".join(str(c) for c in clients)
+    return env
+
+
+def run_app(command: list[str], env: dict[str, str], pass_fds=()) -> int:
+    """Run the app to its end; its exit status (128 + N when killed by signal N)."""
+    try:
+        proc = subprocess.Popen(command, env=env, pass_fds=pass_fds)
+    except OSError as error:
+        raise OSError(f"cannot run {command[0]}: {error.strerror}") from None
+    finally:
+        for fd in pass_fds:
+            os.close(fd)
+    status = proc.wait()
+    return status if status >= 0 else 128 - status

@@ -1,0 +1,37 @@
+"""Replaying a recorded launch (docs/record-format.md): plan it, then run it.
+
+The package is four layers, each importing only those before it:
+
+- `kir.replay.compiler`: LLVM IR to PTX with llvmlite, libdevice linked when called.
+- `kir.replay.comparison`: device memory against the recorded epilogues (bitwise,
+  or within a Tolerance: atol + rtol * norm).
+- `kir.replay.planner`: `plan(record)`, no GPU: the memory to reserve and map, the
+  globals to restore, the code to load and why, the argument buffer, and the
+  hashes recomputed from the record under THE static-hash policy (a mismatch is
+  a note in `plan.notes`, never ignored).
+- `kir.replay.replayer`: `Replayer(record)` carries a plan out with the CUDA driver
+  API (cuda-bindings) and `run()`s it.
+
+Everything is importable from `kir.replay` itself::
+
+    from kir.record import Record
+    from kir.replay import Replayer, plan
+    record = Record.load("kir-records/records/<static>.<dynamic>.kirrec")
+    print(plan(record).describe())
+    with Replayer(record, code="cubin") as replayer:
+        result = replayer.run(repeat=10)
+        print(result.median_ms, result.verified, result.mismatches)
+"""
+from kir.errors import NoDeviceError, PlanError, ReplayError
+from kir.replay.compiler import NVPTX_TRIPLE, compile_ir, find_libdevice, libdevice_calls
+from kir.replay.comparison import DTYPES, NORMS, Mismatch, Tolerance, compare, tolerance_for
+from kir.replay.planner import (CODE_KINDS, RESERVE_ALIGNMENT, CodeChoice, Hashes, Mapping, ReplayPlan,
+                                dynamic_hash, pack_args, plan, recompute_hashes, static_hash)
+from kir.replay.replayer import Replayer, RunResult
+
+__all__ = [
+    "CODE_KINDS", "DTYPES", "NORMS", "NVPTX_TRIPLE", "RESERVE_ALIGNMENT", "CodeChoice", "Hashes", "Mapping",
+    "Mismatch", "NoDeviceError", "PlanError", "ReplayError", "ReplayPlan", "Replayer", "RunResult",
+    "Tolerance", "compare", "compile_ir", "dynamic_hash", "find_libdevice", "libdevice_calls", "pack_args",
+    "plan", "recompute_hashes", "static_hash", "tolerance_for",
+]

@@ -1,0 +1,351 @@
+"""Planning a replay, with no GPU (docs/record-format.md, "Replaying"): what a replay
+does and everything that can be checked on the CPU — the address windows to
+reserve, the memory to map there (allocations rounded out to the mapping
+granularity, merged when they share a granule), the globals to restore by name,
+the code to load and why, the packed parameter buffer, and the kernel hashes
+recomputed from the record's own bytes under THE static-hash policy
+(kir/hash/kernel_code.hpp, the one the hook applied when it registered the kernel);
+a mismatch is reported in `plan.notes`, never ignored.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kir import _core
+from kir.errors import KirError, PlanError
+from kir.hashing import kernel_static_hash
+from kir.record import Record, Region, VaRange
+from kir.replay.compiler import compile_ir, find_libdevice, libdevice_calls
+
+CODE_KINDS = ("cubin", "ptx", "ir")
+RESERVE_ALIGNMENT = 32 << 20  #: see _reservations
+
+
+# --- the plan -------------------------------------------------------------------------
+
+@dataclass
+class Mapping:
+    """Device memory mapped at a recorded address: whole granules covering `regions`."""
+    address: int
+    size: int
+    regions: list[Region]
+    exact: bool             #: outside the VA range: reserved on its own, at this address
+
+
+@dataclass
+class CodeChoice:
+    kind: str               #: "cubin", "ptx" or "ir"
+    arch: str               #: the code's architecture ("sm_90"), or the one IR is compiled for
+    reason: str             #: why this code, in words
+    libdevice: Path | None = None  #: IR: the libdevice linked in (the module calls __nv_*)
+
+
+@dataclass
+class Hashes:
+    recorded_static: str
+    recorded_dynamic: str
+    static: str             #: recomputed from the record's image
+    dynamic: str            #: recomputed from the recorded static hash, arguments, grid and block
+
+    @property
+    def match(self) -> bool:
+        return self.static == self.recorded_static and self.dynamic == self.recorded_dynamic
+
+
+@dataclass
+class ReplayPlan:
+    record: Record
+    device_arch: str
+    granularity: int
+    code: CodeChoice
+    va_range: VaRange | None        #: the recorded range (None: the recorder fell back)
+    reservations: list[tuple[int, int]]  #: (address, size) windows to reserve at those addresses
+    mappings: list[Mapping]
+    globals: list[Region]           #: restored by name in the loaded module
+    skipped: list[tuple[Region, str]]  #: allocations not mapped, and why
+    args: bytes                     #: the parameter buffer, each argument at its offset
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared_bytes: int
+    hashes: Hashes
+    notes: list[str] = field(default_factory=list)  #: what may make the replay unfaithful
+    _code_bytes: bytes | None = field(default=None, repr=False)
+
+    @property
+    def hashes_match(self) -> bool:
+        return self.hashes.match
+
+    @property
+    def exact(self) -> list[Mapping]:
+        """Mappings outside the VA range, each reserved at its own address."""
+        return [m for m in self.mappings if m.exact]
+
+    def code_bytes(self) -> bytes:
+        """The code to load: the recorded image or PTX, or PTX compiled from the IR (once)."""
+        if self._code_bytes is None:
+            self._code_bytes = _load_code(self.record, self.code)
+        return self._code_bytes
+
+    def variant_dynamic_hash(self, grid, block) -> _core.Hash128:
+        """The dynamic hash a JIT would key this launch's code by, at another grid and block."""
+        return dynamic_hash(self.record, tuple(grid), tuple(block))
+
+    def describe(self) -> str:
+        """The plan as text, one step a line."""
+        return "\n".join(_describe(self))
+
+    def to_json(self) -> dict:
+        return _plan_json(self)
+
+
+def plan(record: Record, code: str = "cubin", device_arch: str = "sm_90",
+         granularity: int = 2 << 20, reserve_alignment: int = RESERVE_ALIGNMENT) -> ReplayPlan:
+    """What replaying `record` on a `device_arch` GPU does (see the module's docstring):
+    memory is mapped in `granularity` units inside reservations aligned to `reserve_alignment`."""
+    if code not in CODE_KINDS:
+        raise PlanError(f"unknown code kind {code!r}: expected one of {', '.join(CODE_KINDS)}")
+    for name, value in (("granularity", granularity), ("reserve_alignment", reserve_alignment)):
+        if value <= 0 or value & (value - 1):
+            raise PlanError(f"{name} {value} is not a power of two")
+    if record.kernel.image is None:
+        raise PlanError(f"{record.path}: the record holds no device image (flag no-layout): "
+                        "its hashes and argument layout cannot be checked")
+    launch = record.launch
+    mappings, skipped = _mappings(record, granularity)
+    result = ReplayPlan(
+        record=record, device_arch=device_arch, granularity=granularity,
+        code=_choose_code(record, code, device_arch), va_range=record.va_range,
+        reservations=_reservations(record.va_range, mappings, max(granularity, reserve_alignment)),
+        mappings=mappings,
+        globals=[g for g in record.globals if g.snapshotted], skipped=skipped,
+        args=pack_args(record), grid=launch.grid, block=launch.block, shared_bytes=launch.shared_bytes,
+        hashes=recompute_hashes(record))
+    result.notes = _notes(result)
+    return result
+
+
+def pack_args(record: Record) -> bytes:
+    """The parameter buffer: each recorded argument at its parameter's offset."""
+    params, args = record.kernel.params, record.launch.args
+    if params and not args:
+        raise PlanError(f"{record.path}: the record holds no argument bytes for {len(params)} parameters")
+    buffer = bytearray(max((p.offset + p.size for p in params), default=0))
+    for i, (param, arg) in enumerate(zip(params, args)):
+        if len(arg) != param.size:
+            raise PlanError(f"{record.path}: argument {i + 1} is {len(arg)} bytes, "
+                            f"the parameter is {param.size} (offset {param.offset})")
+        buffer[param.offset:param.offset + param.size] = arg
+    return bytes(buffer)
+
+
+PARSERS = {"cubin": _core.parse_cubin, "ptx": _core.parse_ptx, "code-object": _core.parse_code_object}
+
+
+def recompute_hashes(record: Record) -> Hashes:
+    """The static hash from the record's image bytes, and the dynamic hash from the
+    recorded static hash (so each is checked on its own), the arguments, grid and block."""
+    return Hashes(recorded_static=record.kernel.static_hash, recorded_dynamic=record.launch.dynamic_hash,
+                  static=str(static_hash(record)),
+                  dynamic=str(dynamic_hash(record, record.launch.grid, record.launch.block)))
+
+
+def static_hash(record: Record) -> _core.Hash128:
+    """The kernel's static hash recomputed from the image the launch ran, as the hook
+    computed it at registration (libkir/hook/layer.cpp): the image decoded by the
+    parser of its kind, its digest set, then THE policy (kir.hashing.kernel_static_hash):
+    the IR embedded for the kernel, else the image's translation-unit modules (code
+    kind "ir"), else the image itself. An image that does not decode hashes as the
+    hook hashes a kernel it has no code for: code kind "unknown", no modules."""
+    image = record.kernel.image
+    data = record.code("image")
+    parse = PARSERS.get(image.kind)
+    if parse is None:
+        raise PlanError(f"{record.path}: kernel.image is of kind {image.kind!r}: expected one of "
+                        f"{', '.join(PARSERS)}")
+    try:
+        code = parse(data)
+    except KirError:
+        return _core.static_hash(record.kernel.name, "unknown", [])
+    code.image_digest = _core.xxh3_128(data)
+    known = kernel_static_hash(code, record.kernel.name)
+    return known if known is not None else _core.static_hash(record.kernel.name, "unknown", [])
+
+
+def dynamic_hash(record: Record, grid, block) -> _core.Hash128:
+    """The dynamic hash of the recorded launch at this grid and block (the hook's recipe:
+    every argument by its bytes, then grid and block), keyed by the image's arch."""
+    h = _core.DynamicHash(_core.Hash128.from_hex(record.kernel.static_hash), record.kernel.image.arch)
+    for position, arg in enumerate(record.launch.args, start=1):
+        h.arg(position, _core.ArgType.bytes, arg)
+    return h.grid(*grid).block(*block).finish()
+
+
+def _align_down(value: int, granularity: int) -> int:
+    return value & ~(granularity - 1)
+
+
+def _align_up(value: int, granularity: int) -> int:
+    return _align_down(value + granularity - 1, granularity)
+
+
+def _mappings(record: Record, granularity: int) -> tuple[list[Mapping], list[tuple[Region, str]]]:
+    """Snapshotted allocations, grouped into granule-aligned spans (regions sharing a
+    granule share a mapping); allocations with nothing to restore are skipped."""
+    spans: list[Mapping] = []
+    skipped = []
+    for region in sorted(record.allocations, key=lambda r: r.address):
+        if not region.snapshotted or region.size == 0:
+            skipped.append((region, "empty" if region.size == 0 else f"not snapshotted ({region.kind} memory "
+                                                                       "or not reachable from the arguments)"))
+            continue
+        start, end = _align_down(region.address, granularity), _align_up(region.address + region.size, granularity)
+        exact = record.va_range is None or not record.va_range.contains(region.address, region.size)
+        last = spans[-1] if spans else None
+        if last and start < last.address + last.size and last.exact == exact:
+            last.size = max(last.size, end - last.address)
+            last.regions.append(region)
+        else:
+            spans.append(Mapping(start, end - start, [region], exact))
+    return spans, skipped
+
+
+def _reservations(va: VaRange | None, mappings: list[Mapping], alignment: int) -> list[tuple[int, int]]:
+    """Address windows to reserve, covering the VA range (when something is mapped in it)
+    and every exact-address mapping, aligned out to `alignment`; overlapping windows merged.
+    The driver honours the address it is asked for only for large, aligned reservations
+    (seen on an H200, driver 580: 32 MiB-aligned and at least 32 MiB; smaller ones are
+    placed elsewhere), hence windows rather than the bare spans."""
+    spans = [(m.address, m.address + m.size) for m in mappings if m.exact]
+    if va is not None and any(not m.exact for m in mappings):
+        spans.append((va.base, va.base + va.size))
+    windows: list[list[int]] = []
+    for start, end in sorted((_align_down(a, alignment), _align_up(b, alignment)) for a, b in spans):
+        if windows and start < windows[-1][1]:
+            windows[-1][1] = max(windows[-1][1], end)
+        else:
+            windows.append([start, end])
+    return [(start, end - start) for start, end in windows]
+
+
+def _notes(p: ReplayPlan) -> list[str]:
+    notes = [f"{f.flag}: {f.detail}" for f in p.record.flags]
+    h = p.hashes
+    if h.static != h.recorded_static:
+        notes.append(f"static hash mismatch: the record says {h.recorded_static}, "
+                     f"its image hashes to {h.static}")
+    if h.dynamic != h.recorded_dynamic:
+        notes.append(f"dynamic hash mismatch: the record says {h.recorded_dynamic}, "
+                     f"its arguments, grid and block hash to {h.dynamic}")
+    return notes
+
+
+# --- which code -----------------------------------------------------------------------
+
+def _arch_number(arch: str) -> int:
+    match = re.fullmatch(r"(?:sm|compute)_(\d+)[af]?", arch)
+    return int(match.group(1)) if match else -1
+
+
+def _choose_code(record: Record, kind: str, device_arch: str) -> CodeChoice:
+    return {"cubin": _choose_cubin, "ptx": _choose_ptx, "ir": _choose_ir}[kind](record, device_arch)
+
+
+def _choose_cubin(record: Record, device_arch: str) -> CodeChoice:
+    image = record.kernel.image
+    if image.kind != "cubin":
+        raise PlanError(f"{record.path}: --code cubin: the launch ran PTX ({image.arch}), not a cubin; "
+                        "use --code ptx")
+    if image.arch != device_arch:
+        raise PlanError(f"{record.path}: --code cubin: the recorded cubin is for {image.arch}, "
+                        f"the device is {device_arch}; use --code ptx or --code ir")
+    return CodeChoice("cubin", image.arch, f"the cubin the launch ran ({image.size} bytes)")
+
+
+def _choose_ptx(record: Record, device_arch: str) -> CodeChoice:
+    kernel = record.kernel
+    ptx = kernel.ptx or (kernel.image if kernel.image.kind == "ptx" else None)
+    if ptx is None:
+        raise PlanError(f"{record.path}: --code ptx: the record holds no PTX for {kernel.name}")
+    if _arch_number(ptx.arch) > _arch_number(device_arch):
+        raise PlanError(f"{record.path}: --code ptx: the PTX is for {ptx.arch}, newer than the "
+                        f"device ({device_arch})")
+    source = "the image the launch ran" if ptx is kernel.image else "the fatbin's PTX"
+    return CodeChoice("ptx", ptx.arch, f"{source} ({ptx.arch}, {ptx.size} bytes), compiled by the driver")
+
+
+def _choose_ir(record: Record, device_arch: str) -> CodeChoice:
+    ir = record.kernel.ir
+    if ir is None:
+        raise PlanError(f"{record.path}: --code ir: the record holds no LLVM IR for {record.kernel.name}")
+    calls = libdevice_calls(record.code("ir"))
+    libdevice = find_libdevice(calls) if calls else None
+    reason = f"the kernel's LLVM IR ({ir.size} bytes) compiled to PTX for {device_arch} with llvmlite"
+    if libdevice:
+        reason += f", linked with libdevice ({len(calls)} functions: {', '.join(calls[:3])}" \
+                  f"{', ...' if len(calls) > 3 else ''})"
+    return CodeChoice("ir", device_arch, reason, libdevice)
+
+
+def _load_code(record: Record, choice: CodeChoice) -> bytes:
+    if choice.kind == "cubin":
+        return record.code("image")
+    if choice.kind == "ptx":
+        return record.code("ptx" if record.kernel.ptx else "image")
+    return compile_ir(record.code("ir"), choice.arch, choice.libdevice).encode()
+
+
+# --- describing a plan ----------------------------------------------------------------
+
+def _size(n: int) -> str:
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift:
+            return f"{n / (1 << shift):.1f} {unit}"
+    return f"{n} B"
+
+
+def _describe(p: ReplayPlan) -> list[str]:
+    r, h = p.record, p.hashes
+    lines = [f"record    {r.path}",
+             f"kernel    {r.kernel.demangled}  ({r.kernel.name})",
+             f"code      {p.code.kind}: {p.code.reason}",
+             f"launch    grid {_dims(p.grid)}  block {_dims(p.block)}  shared {p.shared_bytes} B",
+             f"args      {len(p.args)} bytes: {p.args.hex()}",
+             f"static    {h.recorded_static}  {_agreement(h.recorded_static, h.static, 'the image')}",
+             f"dynamic   {h.recorded_dynamic}  {_agreement(h.recorded_dynamic, h.dynamic, 'the launch')}"]
+    lines += [f"reserve   {a:#x} +{_size(s)}" for a, s in p.reservations]
+    for m in p.mappings:
+        what = ", ".join(f"{x.address:#x} ({_size(x.size)})" for x in m.regions)
+        lines.append(f"map       {m.address:#x} +{_size(m.size)}{' (exact address)' if m.exact else ''}: {what}")
+    lines += [f"global    {g.name} ({_size(g.size)}), by name" for g in p.globals]
+    lines += [f"skip      {region.label}: {why}" for region, why in p.skipped]
+    lines += [f"note      {note}" for note in p.notes]
+    return lines
+
+
+def _agreement(recorded: str, computed: str, what: str) -> str:
+    return "matches" if recorded == computed else f"MISMATCH: {what} hashes to {computed}"
+
+
+def _dims(d) -> str:
+    return ",".join(map(str, d))
+
+
+def _plan_json(p: ReplayPlan) -> dict:
+    return {
+        "format": "kir.replay-plan/1", "record": str(p.record.path), "kernel": p.record.kernel.name,
+        "device_arch": p.device_arch, "granularity": p.granularity,
+        "code": {"kind": p.code.kind, "arch": p.code.arch, "reason": p.code.reason,
+                 "libdevice": str(p.code.libdevice) if p.code.libdevice else None},
+        "va_range": {"base": p.va_range.base, "size": p.va_range.size} if p.va_range else None,
+        "reservations": [{"address": a, "size": s} for a, s in p.reservations],
+        "mappings": [{"address": m.address, "size": m.size, "exact": m.exact,
+                      "regions": [x.address for x in m.regions]} for m in p.mappings],
+        "globals": [{"name": g.name, "size": g.size} for g in p.globals],
+        "skipped": [{"address": x.address, "size": x.size, "reason": why} for x, why in p.skipped],
+        "args": p.args.hex(), "grid": list(p.grid), "block": list(p.block), "shared_bytes": p.shared_bytes,
+        "static_hash": p.hashes.recorded_static, "dynamic_hash": p.hashes.recorded_dynamic,
+        "computed_static_hash": p.hashes.static, "computed_dynamic_hash": p.hashes.dynamic,
+        "hashes_match": p.hashes_match, "notes": p.notes,
+    }

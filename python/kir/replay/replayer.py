@@ -1,0 +1,269 @@
+"""Carrying a replay plan out on a GPU with the CUDA driver API (cuda-bindings): the
+recorded addresses reserved, device memory mapped there, the code loaded; `run()`
+restores every prologue, launches (timing each repeat with CUDA events) and
+compares device memory with every epilogue."""
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+
+from kir.errors import NoDeviceError, OptionError, ReplayError
+from kir.record import Record, Region
+from kir.replay.comparison import Mismatch, compare, tolerance_for
+from kir.replay.planner import Mapping, plan
+
+
+@dataclass
+class RunResult:
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared_bytes: int
+    dynamic_hash: str           #: the hash of the variant launched
+    variant: bool               #: grid or block differ from the recording
+    times_ms: list[float]
+    verified: bool | None       #: None when not verified
+    mismatches: list[Mismatch]
+
+    @property
+    def median_ms(self) -> float | None:
+        return statistics.median(self.times_ms) if self.times_ms else None
+
+
+class _LaunchParameters:
+    """The packed argument buffer as cuLaunchKernel's `extra` array (an address,
+    0 when the kernel takes none), built once per run and kept alive with it."""
+
+    def __init__(self, d, args: bytes) -> None:
+        import ctypes
+        self._buffer = ctypes.create_string_buffer(args, max(1, len(args)))
+        self._size = ctypes.c_size_t(len(args))
+        self._extra = (ctypes.c_void_p * 5)(d.CU_LAUNCH_PARAM_BUFFER_POINTER, ctypes.addressof(self._buffer),
+                                            d.CU_LAUNCH_PARAM_BUFFER_SIZE, ctypes.addressof(self._size),
+                                            d.CU_LAUNCH_PARAM_END)
+        self.extra = ctypes.addressof(self._extra) if args else 0
+
+
+def _driver():
+    try:
+        from cuda.bindings import driver
+    except ImportError as error:
+        raise NoDeviceError(f"no CUDA device: cuda-bindings is not installed ({error})") from None
+    return driver
+
+
+class Replayer:
+    """A recorded launch set up on a GPU: its memory mapped at the recorded addresses and
+    its code loaded. `close()` (or leaving a `with` block) undoes everything."""
+
+    def __init__(self, record: Record, code: str = "cubin", device: int = 0) -> None:
+        self.record, self.driver = record, _driver()
+        self._undo: list = []
+        self._addresses: dict[int, int] = {}  # region index -> device address
+        self._prologues: dict[int, bytes] = {}
+        self.absent_globals: list[str] = []  # recorded globals the loaded code does not define
+        try:
+            self._open_device(device)
+            self.plan = plan(record, code, self.device_arch, self._granularity())
+            self._map_memory()
+            self._load_code()
+        except BaseException:
+            self.close()
+            raise
+
+    def __enter__(self) -> Replayer:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Unload the module, unmap and free the memory, release the context (in reverse)."""
+        while self._undo:
+            undo = self._undo.pop()
+            try:
+                undo()
+            except Exception:  # cleaning up after a failure: keep going
+                pass
+
+    # -- setting up --
+
+    def _call(self, what: str, result):
+        """The values of a driver call's result tuple, or a ReplayError naming the call."""
+        error, *values = result
+        if error != self.driver.CUresult.CUDA_SUCCESS:
+            raise ReplayError(f"{what}: {self._error_name(error)}")
+        return values[0] if len(values) == 1 else (values or None)
+
+    def _error_name(self, error) -> str:
+        try:
+            name = self.driver.cuGetErrorName(error)[1]
+            text = self.driver.cuGetErrorString(error)[1]
+            return f"{name.decode()} ({text.decode()})"
+        except Exception:
+            return str(error)
+
+    def _open_device(self, ordinal: int) -> None:
+        d = self.driver
+        try:
+            error, = d.cuInit(0)
+        except Exception as exc:  # cuda-bindings raises when libcuda.so is absent
+            raise NoDeviceError(f"no CUDA device: {exc}") from None
+        if error != d.CUresult.CUDA_SUCCESS:
+            raise NoDeviceError(f"no CUDA device: cuInit: {self._error_name(error)}")
+        count = self._call("cuDeviceGetCount", d.cuDeviceGetCount())
+        if ordinal >= count:
+            raise NoDeviceError(f"no CUDA device: device {ordinal} asked for, {count} present")
+        self.device = self._call("cuDeviceGet", d.cuDeviceGet(ordinal))
+        self.ordinal = ordinal
+        context = self._call("cuDevicePrimaryCtxRetain", d.cuDevicePrimaryCtxRetain(self.device))
+        self._undo.append(lambda: d.cuDevicePrimaryCtxRelease(self.device))
+        self._call("cuCtxSetCurrent", d.cuCtxSetCurrent(context))
+        self.device_arch = f"sm_{self._attribute('MAJOR')}{self._attribute('MINOR')}"
+
+    def _attribute(self, which: str) -> int:
+        d = self.driver
+        attribute = getattr(d.CUdevice_attribute, f"CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_{which}")
+        return self._call("cuDeviceGetAttribute", d.cuDeviceGetAttribute(attribute, self.device))
+
+    def _allocation_prop(self):
+        d = self.driver
+        prop = d.CUmemAllocationProp()
+        prop.type = d.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_PINNED
+        prop.location.type = d.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
+        prop.location.id = self.ordinal
+        return prop
+
+    def _granularity(self) -> int:
+        d = self.driver
+        flag = d.CUmemAllocationGranularity_flags.CU_MEM_ALLOC_GRANULARITY_MINIMUM
+        return int(self._call("cuMemGetAllocationGranularity",
+                              d.cuMemGetAllocationGranularity(self._allocation_prop(), flag)))
+
+    def _map_memory(self) -> None:
+        for address, size in self.plan.reservations:
+            self._reserve(address, size)
+        for mapping in self.plan.mappings:
+            self._map(mapping)
+            for region in mapping.regions:
+                self._addresses[region.index] = region.address
+
+    def _reserve(self, address: int, size: int) -> None:
+        d = self.driver
+        got = int(self._call(f"cuMemAddressReserve({size:#x} bytes at {address:#x})",
+                             d.cuMemAddressReserve(size, 0, address, 0)))
+        if got != address:
+            d.cuMemAddressFree(got, size)
+            raise ReplayError(f"cuMemAddressReserve asked for {address:#x} (+{size:#x}) and got {got:#x}: "
+                              "the recorded addresses are taken in this process")
+        self._undo.append(lambda: d.cuMemAddressFree(address, size))
+
+    def _map(self, mapping: Mapping) -> None:
+        d = self.driver
+        where = f"{mapping.address:#x} (+{mapping.size:#x})"
+        handle = self._call(f"cuMemCreate for {where}", d.cuMemCreate(mapping.size, self._allocation_prop(), 0))
+        self._undo.append(lambda: d.cuMemRelease(handle))
+        self._call(f"cuMemMap at {where}", d.cuMemMap(mapping.address, mapping.size, 0, handle, 0))
+        self._undo.append(lambda: d.cuMemUnmap(mapping.address, mapping.size))
+        access = d.CUmemAccessDesc()
+        access.location = self._allocation_prop().location
+        access.flags = d.CUmemAccess_flags.CU_MEM_ACCESS_FLAGS_PROT_READWRITE
+        self._call(f"cuMemSetAccess at {where}", d.cuMemSetAccess(mapping.address, mapping.size, [access], 1))
+
+    def _load_code(self) -> None:
+        d = self.driver
+        image = self.plan.code_bytes()
+        if self.plan.code.kind != "cubin" and not image.endswith(b"\0"):
+            image += b"\0"  # the driver reads PTX as a C string
+        self.module = self._call(f"cuModuleLoadData ({self.plan.code.kind})", d.cuModuleLoadData(image))
+        self._undo.append(lambda: d.cuModuleUnload(self.module))
+        name = self.record.kernel.name
+        self.function = self._call(f"cuModuleGetFunction({name})",
+                                   d.cuModuleGetFunction(self.module, name.encode()))
+        for region in self.plan.globals:
+            address = self._global_address(region)
+            if address is None:
+                self.absent_globals.append(region.name)
+            else:
+                self._addresses[region.index] = address
+
+    def _global_address(self, region: Region) -> int | None:
+        """Where the loaded module holds the global; None when it has no such global
+        (code compiled from a per-kernel IR module defines only what the kernel uses)."""
+        d = self.driver
+        result = d.cuModuleGetGlobal(self.module, region.name.encode())
+        if result[0] == d.CUresult.CUDA_ERROR_NOT_FOUND:
+            return None
+        address, size = self._call(f"cuModuleGetGlobal({region.name})", result)
+        if size != region.size:
+            raise ReplayError(f"global {region.name} is {size} bytes in the loaded module, "
+                              f"{region.size} in the record")
+        return int(address)
+
+    # -- running --
+
+    def restore(self) -> None:
+        """Copy every prologue (allocations and globals) into device memory."""
+        d = self.driver
+        for index, address in self._addresses.items():
+            data = self._prologue(index)
+            self._call(f"cuMemcpyHtoD to {address:#x}", d.cuMemcpyHtoD(address, data, len(data)))
+        self._call("cuCtxSynchronize", d.cuCtxSynchronize())
+
+    def _prologue(self, index: int) -> bytes:
+        if index not in self._prologues:
+            self._prologues[index] = self.record.prologue(index)
+        return self._prologues[index]
+
+    def run(self, grid=None, block=None, shared_bytes=None, repeat: int = 1, verify: bool = True,
+            tolerance=None) -> RunResult:
+        """Restore, launch and time `repeat` times (each from the prologue), then compare
+        every snapshotted region with its epilogue (bitwise, or within `tolerance`: a
+        Tolerance, or a dict of them by global name / allocation address)."""
+        if repeat < 1:
+            raise OptionError(f"repeat {repeat}: must be at least 1")
+        launch = self.record.launch
+        grid, block = tuple(grid or launch.grid), tuple(block or launch.block)
+        shared = launch.shared_bytes if shared_bytes is None else shared_bytes
+        self._allow_shared(shared)
+        parameters = _LaunchParameters(self.driver, self.plan.args)
+        times = [self._timed_launch(grid, block, shared, parameters) for _ in range(repeat)]
+        mismatches = self.verify(tolerance) if verify else []
+        return RunResult(grid=grid, block=block, shared_bytes=shared,
+                         dynamic_hash=str(self.plan.variant_dynamic_hash(grid, block)),
+                         variant=(grid, block) != (launch.grid, launch.block), times_ms=times,
+                         verified=(not mismatches) if verify else None, mismatches=mismatches)
+
+    def _allow_shared(self, shared: int) -> None:
+        if shared > 48 << 10:
+            d = self.driver
+            attribute = d.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+            self._call("cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)",
+                       d.cuFuncSetAttribute(self.function, attribute, shared))
+
+    def _timed_launch(self, grid, block, shared: int, parameters: _LaunchParameters) -> float:
+        d = self.driver
+        self.restore()
+        start, end = (self._call("cuEventCreate", d.cuEventCreate(0)) for _ in range(2))
+        try:
+            self._call("cuEventRecord", d.cuEventRecord(start, 0))
+            self._call(f"cuLaunchKernel({self.record.kernel.name})",
+                       d.cuLaunchKernel(self.function, *grid, *block, shared, 0, None, parameters.extra))
+            self._call("cuEventRecord", d.cuEventRecord(end, 0))
+            self._call("the kernel", d.cuEventSynchronize(end))
+            return float(self._call("cuEventElapsedTime", d.cuEventElapsedTime(start, end)))
+        finally:
+            d.cuEventDestroy(start)
+            d.cuEventDestroy(end)
+
+    def verify(self, tolerance=None) -> list[Mismatch]:
+        """Compare device memory with every epilogue; the regions that differ."""
+        d = self.driver
+        mismatches = []
+        for index, address in self._addresses.items():
+            region = self.record.regions[index]
+            actual = bytearray(region.size)
+            self._call(f"cuMemcpyDtoH from {address:#x}", d.cuMemcpyDtoH(actual, address, region.size))
+            found = compare(region, bytes(actual), self.record.epilogue(region), tolerance_for(region, tolerance))
+            if found:
+                mismatches.append(found)
+        return mismatches
