@@ -74,7 +74,7 @@ def test_every_field_round_trips(tmp_path):
     b.set_va_range(BASE, 1 << 34)
     offsets = [sum(sizes[:i]) + 4096 * i for i in range(len(sizes))]
     indices = [b.add_allocation(BASE + o, n, "device", True) for o, n in zip(offsets, sizes)]
-    host = b.add_allocation(0x10000, 64, "host", False)
+    host = b.add_allocation(0x10000, 64, "host-pinned", False)
     glob = b.add_global("table", 0xDEAD0000, 256)
     for i, (before, after) in zip(indices, data):
         b.snapshot(i, False, before)
@@ -104,7 +104,7 @@ def test_every_field_round_trips(tmp_path):
     assert launch.args == [b"12345678", b"\x05\0\0\0"]
     assert (r.va_range.base, r.va_range.size) == (BASE, 1 << 34)
     assert [(a.address, a.size, a.kind, a.in_va_range) for a in r.allocations] == \
-        [(BASE + o, n, "device", True) for o, n in zip(offsets, sizes)] + [(0x10000, 64, "host", False)]
+        [(BASE + o, n, "device", True) for o, n in zip(offsets, sizes)] + [(0x10000, 64, "host-pinned", False)]
     for region, (before, after) in zip(r.allocations, data):
         assert len(region.prologue) == -(-region.size // CS)
         assert r.prologue(region) == before and r.epilogue(region) == after

@@ -141,7 +141,7 @@ class Region:
     size: int
     prologue: list[str] | None
     epilogue: list[str] | None
-    kind: str = ""          #: allocations: "device", "managed" or "host"; "global" for globals
+    kind: str = ""          #: allocations: "device", "managed" or "host-pinned"; "global" for globals
     name: str = ""          #: globals: the variable's name
     in_va_range: bool = False
 
