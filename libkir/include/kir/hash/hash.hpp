@@ -89,7 +89,8 @@ class DynamicHash {
   static DynamicHash extend(const DynamicHash& prefix) { return DynamicHash(prefix, 0); }
 
   DynamicHash& arg(uint32_t position, ArgType type, const void* value, size_t size) {
-    if (unsigned char* p = reserve(10 + size)) {  // the common case: one record, in place
+    unsigned char* p = size <= kInline - 10 ? reserve(10 + size) : nullptr;
+    if (p) {  // the common case: one record, in place
       head(p, hash_tag::kArg, 5 + size);
       store32(p + 5, position);
       p[9] = static_cast<unsigned char>(type);
@@ -135,7 +136,7 @@ class DynamicHash {
 
   /// `n` bytes of the inline buffer to write a record into, or nullptr when full.
   unsigned char* reserve(size_t n) {
-    if (used_ + n > kInline) return nullptr;
+    if (n > kInline - used_) return nullptr;  // never wraps: used_ <= kInline
     unsigned char* p = buffer_ + used_;
     used_ += n;
     return p;
