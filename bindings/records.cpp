@@ -126,7 +126,7 @@ nb::list image_records(const kir::Binary& b) {
       d[key("index")] = index++;
       d[key("container")] = c;
       d[key("entry")] = i.index;
-      d[key("kind")] = i.kind;
+      d[key("kind")] = kir::name(i.kind);
       d[key("arch")] = i.target;
       d[key("triple")] = i.triple;
       d[key("id")] = i.id;
@@ -223,7 +223,7 @@ void append_image_line(std::string& out, uint32_t index, const kir::Image& i) {
   std::string version = "-";
   if (i.fatbin) version = std::to_string(i.fatbin->major) + "." + std::to_string(i.fatbin->minor);
   std::snprintf(buf, sizeof buf, "%-6u %-11s %-14s %-8s %-12s %-11llu %-11llu ", index,
-                i.kind.c_str(), i.target.empty() ? "-" : i.target.c_str(), version.c_str(),
+                kir::name(i.kind), i.target.empty() ? "-" : i.target.c_str(), version.c_str(),
                 kir::compression_name(i.compression),
                 static_cast<unsigned long long>(i.stored.size()),
                 static_cast<unsigned long long>(i.size));
@@ -261,7 +261,7 @@ static bool selected(const kir::Image& i, const std::vector<std::string>& target
   auto has = [](const std::vector<std::string>& list, const std::string& x) {
     return list.empty() || std::find(list.begin(), list.end(), x) != list.end();
   };
-  return has(targets, processor(i.target)) && has(kinds, i.kind);
+  return has(targets, processor(i.target)) && has(kinds, kir::name(i.kind));
 }
 
 std::string render_table(const kir::Binary& b, const std::vector<std::string>& targets,
@@ -276,7 +276,7 @@ std::string render_table(const kir::Binary& b, const std::vector<std::string>& t
       where.emplace_back(c, i.index);
       if (!selected(i, targets, kinds)) continue;
       images.push_back(uint32_t(where.size() - 1));
-      ++counts[i.kind];
+      ++counts[kir::name(i.kind)];
       if (used.empty() || used.back() != c) used.push_back(c);
     }
   }

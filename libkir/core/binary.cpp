@@ -34,7 +34,7 @@ std::string member_prefix(const std::string& member) {
 Image image_from_fatbin(const FatbinEntry& e) {
   Image image;
   image.index = e.index;
-  image.kind = image_kind_name(e.kind);
+  image.kind = fatbin_image_kind(e.kind);
   image.target = "sm_" + std::to_string(e.arch);
   image.triple = "nvptx64-nvidia-cuda";
   image.id = e.identifier;
@@ -47,10 +47,12 @@ Image image_from_fatbin(const FatbinEntry& e) {
 }
 
 /// What an ELF image is, by its machine.
-std::string classify_elf(ByteView data) {
-  if (!ElfFile::is_elf(data) || data.size() < 20) return "unknown";
+ImageKind classify_elf(ByteView data) {
+  if (!ElfFile::is_elf(data) || data.size() < 20) return ImageKind::unknown;
   uint16_t machine = data.read<uint16_t>(18);
-  return machine == elf::EM_AMDGPU ? "code-object" : machine == elf::EM_CUDA ? "cubin" : "object";
+  return machine == elf::EM_AMDGPU ? ImageKind::code_object
+         : machine == elf::EM_CUDA ? ImageKind::cubin
+                                   : ImageKind::object;
 }
 
 /// A cubin's "sm_NN" from its e_flags: bits 8-15 from ELF ABI version 8 on
@@ -64,19 +66,19 @@ std::string cubin_target(ByteView elf) {
 }
 
 /// What a bundle entry's bytes are, from their magic.
-std::string classify_entry(const BundleId& id, ByteView data) {
-  if (id.kind == "host") return "host";
-  if (is_bitcode(data)) return "bitcode";
+ImageKind classify_entry(const BundleId& id, ByteView data) {
+  if (id.host()) return ImageKind::host;
+  if (is_bitcode(data)) return ImageKind::bitcode;
   if (ElfFile::is_elf(data)) return classify_elf(data);
-  return data.empty() ? "empty" : "unknown";
+  return data.empty() ? ImageKind::empty : ImageKind::unknown;
 }
 
 /// An offloading binary's entry as an Image.
 Image image_from_offload_entry(const OffloadBinaryEntry& e, uint32_t index, bool in_file) {
   Image image;
   image.index = index;
-  std::string kind = offload_image_kind_name(e.image_kind);
-  image.kind = kind == "object" ? classify_elf(e.image) : kind == "fatbinary" ? "fatbin" : kind;
+  ImageKind kind = offload_image_kind(e.image_kind);
+  image.kind = kind == ImageKind::object ? classify_elf(e.image) : kind;
   image.target = e.string("arch");
   image.triple = e.string("triple");
   image.id = offload_kind_name(e.offload_kind);
@@ -148,10 +150,10 @@ class BinaryReader {
       return walk_offload_binaries(bytes, "", "");
     }
     if (!ElfFile::is_elf(bytes)) return Error(not_recognized(bytes));
-    std::string kind = classify_elf(bytes);
-    bool device = kind == "cubin" || kind == "code-object";
+    ImageKind kind = classify_elf(bytes);
+    bool device = kind == ImageKind::cubin || kind == ImageKind::code_object;
     if (device && ElfFile::create(bytes)) {  // a cubin or code object file: one device image
-      out_.format_ = kind;
+      out_.format_ = name(kind);
       add_device_elf(bytes, kind);
       return {};
     }
@@ -300,7 +302,7 @@ class BinaryReader {
     for (ByteView module : *modules) {
       Image image;
       image.index = uint32_t(site.images.size());
-      image.kind = "bitcode";
+      image.kind = ImageKind::bitcode;
       image.stored = module;
       image.file_offset = module.origin();
       image.size = module.size();
@@ -392,7 +394,7 @@ class BinaryReader {
   }
 
   /// A file that is a device ELF: a container of one image, the whole file.
-  void add_device_elf(ByteView bytes, const std::string& kind) {
+  void add_device_elf(ByteView bytes, ImageKind kind) {
     ContainerSite site = site_for("", "", 0, FoundBy::section, ContainerFormat::device_elf);
     site.size = bytes.size();
     Image image;
@@ -400,7 +402,7 @@ class BinaryReader {
     image.stored = bytes;
     image.file_offset = 0;
     image.size = bytes.size();
-    if (kind == "cubin") {
+    if (kind == ImageKind::cubin) {
       image.target = cubin_target(bytes);
       image.triple = "nvptx64-nvidia-cuda";
     } else if (Expected<DeviceCode> code = parse_code_object(bytes)) {
@@ -660,7 +662,7 @@ class BinaryReader {
         site_for(member, section, at.origin(), FoundBy::scan, ContainerFormat::bitcode_section);
     site.size = *size;
     Image image;
-    image.kind = "bitcode";
+    image.kind = ImageKind::bitcode;
     image.stored = at.sub(0, *size);
     image.file_offset = at.origin();
     image.size = *size;
@@ -706,7 +708,7 @@ Expected<Binary> Binary::open(const std::string& path, BinaryOptions options) {
 std::string Binary::image_label(uint32_t container, uint32_t image) const {
   const Image& i = containers_[container].images[image];
   return "container #" + std::to_string(container) + " image #" + std::to_string(image) + " (" +
-         (i.target.empty() ? "" : i.target + " ") + i.kind + ")";
+         (i.target.empty() ? "" : i.target + " ") + name(i.kind) + ")";
 }
 
 Expected<DeviceCode> Binary::device_code(uint32_t container, uint32_t image) const {
@@ -719,13 +721,13 @@ Expected<DeviceCode> Binary::device_code(uint32_t container, uint32_t image,
   if (container >= containers_.size() || image >= containers_[container].images.size())
     return Error("no image " + std::to_string(container) + "/" + std::to_string(image));
   const Image& i = containers_[container].images[image];
-  bool cubin = i.kind == "cubin", ptx = i.kind == "ptx", code_object = i.kind == "code-object";
-  if ((!cubin && !ptx && !code_object) || (i.fatbin && i.fatbin->obfuscated())) return DeviceCode{};
+  CodeKind kind = code_kind_of(i.kind);
+  if (kind == CodeKind::unknown || (i.fatbin && i.fatbin->obfuscated())) return DeviceCode{};
   Expected<ByteView> bytes = decode_image(i, scratch);
-  Expected<DeviceCode> code = !bytes       ? Expected<DeviceCode>(bytes.error())
-                              : ptx         ? parse_ptx(*bytes)
-                              : code_object ? parse_code_object(*bytes)
-                                            : parse_cubin(*bytes);
+  Expected<DeviceCode> code = !bytes                          ? Expected<DeviceCode>(bytes.error())
+                              : kind == CodeKind::ptx         ? parse_ptx(*bytes)
+                              : kind == CodeKind::code_object ? parse_code_object(*bytes)
+                                                              : parse_cubin(*bytes);
   if (!code) code.error().within(path() + ": " + image_label(container, image));
   else if (digest) code->image_digest = xxh3_128(*bytes);
   return code;

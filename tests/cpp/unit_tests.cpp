@@ -4,7 +4,9 @@
 #include <lz4.h>
 #include <zstd.h>
 
+#include <algorithm>
 #include <array>
+#include <optional>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -22,6 +24,7 @@
 #include "kir/object/archive.hpp"
 #include "kir/hash/hash.hpp"
 #include "kir/llvm/offload_bundle.hpp"
+#include "kir/model.hpp"
 #include "kir/object/elf.hpp"
 #include "kir/support/compression.hpp"
 #include "kir/support/md5.hpp"
@@ -422,6 +425,40 @@ void test_zstd_compress() {
   CHECK(back.ok() && back->size() == raw.size() && std::memcmp(back->data(), raw.data(), raw.size()) == 0);
 }
 
+/// Every member of every model enum round-trips name -> enum -> name, names
+/// are unique, and names outside the table (and out-of-range values) are refused.
+template <class Enum>
+void check_round_trip(unsigned count, std::optional<Enum> (*from_name)(std::string_view)) {
+  std::vector<std::string> seen;
+  for (unsigned i = 0; i < count; ++i) {
+    const char* n = kir::name(static_cast<Enum>(i));
+    CHECK(n && *n);
+    std::optional<Enum> back = from_name(n);
+    CHECK(back && static_cast<unsigned>(*back) == i);
+    CHECK(std::find(seen.begin(), seen.end(), n) == seen.end());
+    seen.push_back(n);
+  }
+  CHECK(!from_name("no-such-kind") && !from_name("") && !from_name("unknown-5"));
+  CHECK(std::string(kir::name(static_cast<Enum>(count))) == kir::name(static_cast<Enum>(0)));
+}
+
+void test_model_names() {
+  check_round_trip<kir::ImageKind>(kir::kImageKinds, kir::image_kind_from_name);
+  check_round_trip<kir::CodeKind>(kir::kCodeKinds, kir::code_kind_from_name);
+  check_round_trip<kir::TargetKind>(kir::kTargetKinds, kir::target_kind_from_name);
+  check_round_trip<kir::AllocationKind>(kir::kAllocationKinds, kir::allocation_kind_from_name);
+  // The JSON names of docs/json-schema.md, and the raw fatbin kinds they come from.
+  CHECK(std::string(kir::name(kir::ImageKind::code_object)) == "code-object");
+  CHECK(std::string(kir::name(kir::ImageKind::lto_ir)) == "lto-ir");
+  CHECK(kir::fatbin_image_kind(1) == kir::ImageKind::ptx && kir::fatbin_image_kind(2) == kir::ImageKind::cubin);
+  CHECK(kir::fatbin_image_kind(4) == kir::ImageKind::old_cubin && kir::fatbin_image_kind(8) == kir::ImageKind::lto_ir);
+  CHECK(kir::fatbin_image_kind(3) == kir::ImageKind::unknown && kir::fatbin_image_kind(0) == kir::ImageKind::unknown);
+  CHECK(kir::target_kind_of("sm_90") == kir::TargetKind::cuda && kir::target_kind_of("gfx90a:xnack+") == kir::TargetKind::amdgpu);
+  CHECK(kir::target_kind_of("") == kir::TargetKind::none);
+  CHECK(kir::code_kind_of(kir::ImageKind::code_object) == kir::CodeKind::code_object);
+  CHECK(kir::code_kind_of(kir::ImageKind::bitcode) == kir::CodeKind::unknown);
+}
+
 int main() {
   const std::pair<const char*, std::function<void()>> tests[] = {
       {"byte_view_bounds", test_byte_view_bounds}, {"fatbin_roundtrip", test_fatbin_roundtrip},
@@ -431,7 +468,7 @@ int main() {
       {"md5", test_md5},                           {"bundle_ids", test_bundle_ids},
       {"msgpack", test_msgpack},                   {"hash_c_api", test_hash_c_api_matches_cpp},
       {"c_api_errors", test_c_api_errors},         {"msgpack_writer", test_msgpack_writer},
-      {"zstd_compress", test_zstd_compress}};
+      {"zstd_compress", test_zstd_compress},     {"model_names", test_model_names}};
   for (const auto& [name, fn] : tests) {
     int before = failures;
     fn();
