@@ -1,6 +1,7 @@
 // The hook layer's registry, allocation tracker and client dispatch.
 #include "layer.hpp"
 
+#include "kir/discover.hpp"
 #include "kir/llvm/offload_bundle.hpp"
 #include "kir/amdgpu/code_object.hpp"
 #include "kir/cuda/cubin.hpp"
@@ -19,21 +20,9 @@ namespace kir::hook {
 
 namespace {
 
-constexpr uint32_t kWrapperMagic = 0x466243B1;
-
 /// The fatbin container a `__fatBinC_Wrapper_t` points to, as a view of the app's memory.
 std::optional<FatbinContainer> container_of(const void* wrapper) {
-  if (!wrapper) return std::nullopt;
-  const auto* w = static_cast<const uint8_t*>(wrapper);
-  uint32_t magic;
-  std::memcpy(&magic, w, 4);
-  const uint8_t* data;
-  std::memcpy(&data, w + 8, sizeof data);
-  if (magic != kWrapperMagic || !data) return std::nullopt;
-  uint64_t size;
-  std::memcpy(&size, data + 8, 8);
-  if (size > (uint64_t(1) << 40)) return std::nullopt;
-  Expected<FatbinContainer> c = FatbinContainer::create(ByteView(data, 16 + size));
+  Expected<FatbinContainer> c = registered_fatbin(wrapper);
   if (!c) return std::nullopt;
   return std::move(*c);
 }
@@ -235,25 +224,11 @@ void Layer::add_kernel(const void* handle, const void* stub, const char* name, F
 
 namespace {
 
-/// Images and bundles handed to the runtimes come as bare addresses: parsers
-/// given this much read only their headers, which say how far they run.
-constexpr uint64_t kUnknownSize = uint64_t(1) << 40;
-
 /// The bytes of an image handed to cuModuleLoadData, sized from its own headers:
 /// a fatbin container, an ELF cubin, or PTX text.
 ByteView sized_image(const void* image) {
-  const auto* p = static_cast<const uint8_t*>(image);
-  if (!p) return {};
-  ByteView open(p, kUnknownSize);
-  if (FatbinContainer::has_magic(open)) {
-    Expected<FatbinContainer> c = FatbinContainer::create(open);
-    return c ? ByteView(p, c->total_size()) : ByteView();
-  }
-  if (ElfFile::is_elf(open)) {
-    Expected<ElfFile> elf = ElfFile::create(open);
-    return elf ? ByteView(p, elf->extent()) : ByteView();
-  }
-  return ByteView(p, std::strlen(reinterpret_cast<const char*>(p)) + 1);  // PTX
+  Expected<ContainerSite> site = sized_device_image(image);
+  return site ? ByteView(static_cast<const uint8_t*>(image), site->size) : ByteView();
 }
 
 }  // namespace
@@ -312,30 +287,17 @@ void Layer::hip_fatbin_registered(const void* handle, const void* wrapper) {
   record->handle = handle;
   record->decoded = true;
   size_t images = 0;
-  uint32_t magic = 0;
-  const uint8_t* bundle = nullptr;
-  if (wrapper) std::memcpy(&magic, wrapper, 4);
-  if (magic == kHipWrapperMagic) std::memcpy(&bundle, static_cast<const uint8_t*>(wrapper) + 8, sizeof bundle);
-  ByteView bytes = bundle ? ByteView(bundle, kUnknownSize) : ByteView();
-  std::vector<uint8_t> inflated;
-  if (CompressedBundle::has_magic(bytes)) {  // v2/v3 headers give the size; v1 does not
-    Expected<CompressedBundle> c = CompressedBundle::create(bytes);
-    if (c && c->version > 1)
-      if (Expected<std::vector<uint8_t>> plain = c->decompress()) inflated = std::move(*plain);
-    bytes = ByteView(inflated.data(), inflated.size());
-  }
   // The code object for KIR_HOOK_ARCH (a gfx processor), else the first one.
-  if (Expected<OffloadBundle> b = OffloadBundle::create(bytes)) {
+  if (Expected<ContainerSite> bundle = discover_registered_bundle(wrapper)) {
     const char* want = std::getenv("KIR_HOOK_ARCH");
-    for (const BundleEntry& e : b->entries()) {
-      BundleId id = parse_bundle_id(e.id);
-      if (id.kind == "host" || id.target.empty()) continue;
+    for (const Image& e : bundle->images) {
+      if (e.kind == ImageKind::host || e.target.empty()) continue;
       ++images;
-      if (record->code || (want && processor(id.target) != want)) continue;
-      if (Expected<DeviceCode> code = parse_code_object(e.data)) {
+      if (record->code || (want && processor(e.target) != want)) continue;
+      if (Expected<DeviceCode> code = parse_code_object(e.stored)) {
         record->code = std::move(*code);
-        record->code->image_digest = xxh3_128(e.data);
-        record->arch = id.target;
+        record->code->image_digest = xxh3_128(e.stored);
+        record->arch = e.target;
       }
     }
   }
