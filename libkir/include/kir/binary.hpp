@@ -20,6 +20,9 @@
 // and, with scan, anywhere. Images are not decompressed here: device_code()
 // does that, one image at a time. (A compressed bundle is the exception: its
 // entry table is inside the compressed data, so it is inflated at open.)
+//
+// Reading one container is its format's discoverer's job (kir/discover.hpp),
+// the same code the hook layer runs on memory handed to a GPU runtime.
 #pragma once
 
 #include <cstdint>
