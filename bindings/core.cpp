@@ -32,6 +32,85 @@
 namespace nb = nanobind;
 using namespace nb::literals;
 
+// kir/model.hpp's enums cross into Python as the str-enums of kir.model
+// (python/kir/model.py), which that module builds from name_table(): one list
+// of names, in C++. Members are str, so JSON and comparisons see the names.
+namespace kir_bindings {
+
+/// The Python enum kir.model.<cls> and its members in enum order; imported on
+/// first use and kept for the process (retried while the import fails).
+struct ModelEnumClass {
+  PyObject* type = nullptr;
+  PyObject* members = nullptr;  // tuple
+};
+
+inline const ModelEnumClass* model_enum(ModelEnumClass& slot, const char* cls) noexcept {
+  if (slot.members) return &slot;
+  try {
+    nb::object type = nb::module_::import_("kir.model").attr(cls);
+    nb::tuple members(type);
+    slot.type = type.release().ptr();
+    slot.members = members.release().ptr();
+    return &slot;
+  } catch (nb::python_error& e) {
+    e.restore();
+    return nullptr;
+  }
+}
+
+template <class Enum, unsigned Count, std::optional<Enum> (*FromName)(std::string_view)>
+struct ModelEnumCaster {
+  static const ModelEnumClass* py(const char* cls) noexcept {
+    static ModelEnumClass slot;
+    return model_enum(slot, cls);
+  }
+  static nb::handle cast_out(Enum v, const char* cls) noexcept {
+    const ModelEnumClass* e = py(cls);
+    if (!e) return nb::handle();
+    unsigned i = static_cast<unsigned>(v);
+    if (i >= Count) i = 0;  // out of range: the table's first name, as kir::name() does
+    return nb::handle(PyTuple_GetItem(e->members, Py_ssize_t(i))).inc_ref();
+  }
+  /// Members of the enum and, when converting, plain str names from the table.
+  static bool cast_in(nb::handle src, uint8_t flags, const char* cls, Enum& out) noexcept {
+    if (!PyUnicode_Check(src.ptr())) return false;
+    if (!(flags & uint8_t(nb::detail::cast_flags::convert))) {
+      const ModelEnumClass* e = py(cls);
+      if (!e) return PyErr_Clear(), false;
+      if (PyObject_IsInstance(src.ptr(), e->type) != 1) return PyErr_Clear(), false;
+    }
+    Py_ssize_t size = 0;
+    const char* text = PyUnicode_AsUTF8AndSize(src.ptr(), &size);
+    if (!text) return PyErr_Clear(), false;
+    std::optional<Enum> e = FromName(std::string_view(text, size_t(size)));
+    if (e) out = *e;
+    return e.has_value();
+  }
+};
+
+}  // namespace kir_bindings
+
+#define KIR_MODEL_ENUM_CASTER(Enum, Count, FromName, Cls)                                  \
+  namespace nanobind::detail {                                                             \
+  template <>                                                                              \
+  struct type_caster<Enum> {                                                               \
+    using Base = kir_bindings::ModelEnumCaster<Enum, Count, FromName>;                     \
+    NB_TYPE_CASTER(Enum, const_name("kir.model." Cls))                                     \
+    bool from_python(handle src, uint8_t flags, cleanup_list*) noexcept {                  \
+      return Base::cast_in(src, flags, Cls, value);                                        \
+    }                                                                                      \
+    static handle from_cpp(Enum v, rv_policy, cleanup_list*) noexcept {                    \
+      return Base::cast_out(v, Cls);                                                       \
+    }                                                                                      \
+  };                                                                                       \
+  }
+
+KIR_MODEL_ENUM_CASTER(kir::ImageKind, kir::kImageKinds, kir::image_kind_from_name, "ImageKind")
+KIR_MODEL_ENUM_CASTER(kir::CodeKind, kir::kCodeKinds, kir::code_kind_from_name, "CodeKind")
+KIR_MODEL_ENUM_CASTER(kir::TargetKind, kir::kTargetKinds, kir::target_kind_from_name, "TargetKind")
+KIR_MODEL_ENUM_CASTER(kir::AllocationKind, kir::kAllocationKinds, kir::allocation_kind_from_name,
+                      "AllocationKind")
+
 namespace {
 
 PyObject* kir_error_type = nullptr;  // kir.errors.KirError, kept for the process
@@ -109,15 +188,15 @@ void bind_device_code(nb::module_& m) {
       .def_ro("globals", &kir::DeviceCode::globals)
       .def_ro("target", &kir::DeviceCode::target, "AMDGPU code objects: the target id.")
       .def_ro("ir", &kir::DeviceCode::ir, "LLVM IR embedded by the Proteus pass.")
-      .def_prop_ro("kind", [](const kir::DeviceCode& c) { return kir::name(c.kind); },
-                   "The kind of image it was decoded from: cubin, ptx or code-object.")
+      .def_ro("kind", &kir::DeviceCode::kind,
+              "The kind of image it was decoded from: cubin, ptx or code-object.")
       .def_rw("image_digest", &kir::DeviceCode::image_digest,
               "XXH3-128 of the decoded image, when decoded with digests=True.");
 
   nb::class_<kir::KernelCode>(m, "KernelCode",
                               "What a kernel's static hash covers (kir/hash/kernel_code.hpp).")
-      .def_prop_ro("kind", [](const kir::KernelCode& k) { return kir::name(k.kind); },
-                   "'ir', or the image's kind; 'unknown' without IR or an image digest.")
+      .def_ro("kind", &kir::KernelCode::kind,
+              "'ir', or the image's kind; 'unknown' without IR or an image digest.")
       .def_ro("modules", &kir::KernelCode::modules, "Indices into DeviceCode.ir (kind 'ir').")
       .def_ro("digests", &kir::KernelCode::digests, "The MODULE records' digests.");
   m.def("kernel_code", &kir::kernel_code, "code"_a, "kernel"_a,
@@ -142,12 +221,36 @@ void bind_device_code(nb::module_& m) {
   }, "data"_a, "Kernels and globals of PTX text given as bytes.");
 }
 
+/// The name tables of kir/model.hpp, for kir.model to build its enums from.
+void bind_model(nb::module_& m) {
+  m.def("name_table", [](std::string_view which) {
+    auto table = [](auto first, unsigned count) {
+      nb::list out;
+      for (unsigned i = 0; i < count; ++i)
+        out.append(kir::name(static_cast<decltype(first)>(i)));
+      return nb::tuple(out);
+    };
+    if (which == "image") return table(kir::ImageKind{}, kir::kImageKinds);
+    if (which == "code") return table(kir::CodeKind{}, kir::kCodeKinds);
+    if (which == "target") return table(kir::TargetKind{}, kir::kTargetKinds);
+    if (which == "allocation") return table(kir::AllocationKind{}, kir::kAllocationKinds);
+    throw nb::value_error(("no name table '" + std::string(which) +
+                           "': expected image, code, target or allocation").c_str());
+  }, "which"_a,
+  "The names of one kir/model.hpp enum ('image', 'code', 'target', 'allocation'), in enum order.");
+  m.def("target_kind_of", &kir::target_kind_of, "target"_a,
+        "A target's family: 'sm_90' cuda, 'gfx90a:xnack+' amdgpu, '' none, else host.");
+  m.def("code_kind_of", &kir::code_kind_of, "kind"_a,
+        "The code kind of an image kind (cubin, ptx, code-object), else unknown.");
+}
+
 void bind_fatbin(nb::module_& m) {
   nb::class_<kir::FatbinEntry>(m, "FatbinEntry", "One device image's header; a view into the file.")
       .def_ro("index", &kir::FatbinEntry::index)
       .def_ro("offset", &kir::FatbinEntry::offset, "Offset from the container start.")
       .def_ro("kind", &kir::FatbinEntry::kind, "1 PTX, 2 cubin, 4 old cubin, 8 LTO-IR.")
-      .def_prop_ro("kind_name", [](const kir::FatbinEntry& e) { return kir::image_kind_name(e.kind); })
+      .def_prop_ro("image_kind", [](const kir::FatbinEntry& e) { return kir::fatbin_image_kind(e.kind); },
+                   "The kind as an ImageKind ('unknown' for kinds kir does not know).")
       .def_ro("format_version", &kir::FatbinEntry::format_version)
       .def_ro("header_size", &kir::FatbinEntry::header_size)
       .def_ro("payload_size", &kir::FatbinEntry::payload_size, "Padded payload size.")
@@ -194,6 +297,7 @@ void bind_fatbin(nb::module_& m) {
       .def_ro("kind", &kir::Image::kind,
               "'cubin', 'ptx', 'lto-ir', 'old-cubin', 'code-object', 'bitcode', 'host', ...")
       .def_ro("target", &kir::Image::target, "'sm_90', 'gfx90a:xnack+', or ''.")
+      .def_prop_ro("target_kind", &kir::Image::target_kind, "The target's family.")
       .def_ro("triple", &kir::Image::triple)
       .def_ro("id", &kir::Image::id, "Bundle entry id, or the fatbin entry's identifier.")
       .def_prop_ro("compression", [](const kir::Image& i) { return kir::compression_name(i.compression); })
@@ -435,6 +539,7 @@ NB_MODULE(_core, m) {
   m.attr("__version__") = kir_version();
   nb::object error = nb::module_::import_("kir.errors").attr("KirError");
   kir_error_type = error.inc_ref().ptr();
+  bind_model(m);
   bind_device_code(m);
   bind_fatbin(m);
   bind_binary(m);

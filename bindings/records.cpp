@@ -122,7 +122,7 @@ nb::list image_records(const kir::Binary& b) {
       d[key("index")] = index++;
       d[key("container")] = c;
       d[key("entry")] = i.index;
-      d[key("kind")] = i.kind;
+      d[key("kind")] = kir::name(i.kind);
       d[key("arch")] = i.target;
       d[key("triple")] = i.triple;
       d[key("id")] = i.id;

@@ -13,6 +13,21 @@
 
 namespace {
 
+using kir::ImageKind;
+using kir::TargetKind;
+// kir.h's numbers are the model's enum values.
+static_assert(KIR_KIND_UNKNOWN == unsigned(ImageKind::unknown) && KIR_KIND_CUBIN == unsigned(ImageKind::cubin) &&
+              KIR_KIND_PTX == unsigned(ImageKind::ptx) && KIR_KIND_LTO_IR == unsigned(ImageKind::lto_ir) &&
+              KIR_KIND_OLD_CUBIN == unsigned(ImageKind::old_cubin) &&
+              KIR_KIND_CODE_OBJECT == unsigned(ImageKind::code_object) &&
+              KIR_KIND_BITCODE == unsigned(ImageKind::bitcode) && KIR_KIND_FATBIN == unsigned(ImageKind::fatbin) &&
+              KIR_KIND_SPIRV == unsigned(ImageKind::spirv) && KIR_KIND_OBJECT == unsigned(ImageKind::object) &&
+              KIR_KIND_HOST == unsigned(ImageKind::host) && KIR_KIND_EMPTY == unsigned(ImageKind::empty) &&
+              KIR_KIND_EMPTY + 1 == kir::kImageKinds);
+static_assert(KIR_TARGET_NONE == unsigned(TargetKind::none) && KIR_TARGET_CUDA == unsigned(TargetKind::cuda) &&
+              KIR_TARGET_AMDGPU == unsigned(TargetKind::amdgpu) && KIR_TARGET_HOST == unsigned(TargetKind::host) &&
+              KIR_TARGET_HOST + 1 == kir::kTargetKinds);
+
 thread_local std::string last_error;
 
 int fail(const std::string& message) {
@@ -108,9 +123,11 @@ int kir_binary_image_info(const kir_binary* binary, size_t index, kir_image_info
   info.file_offset = image.file_offset.value_or(UINT64_MAX);
   info.stored_size = image.stored.size();
   info.image_size = image.size;
-  info.kind_name = image.kind.c_str();
+  info.kind_name = kir::name(image.kind);
   info.target = image.target.c_str();
   info.triple = image.triple.c_str();
+  info.image_kind = static_cast<uint32_t>(image.kind);
+  info.target_kind = static_cast<uint32_t>(image.target_kind());
   copy_out(info, out);
   return 0;
 }

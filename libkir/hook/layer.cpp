@@ -1,6 +1,7 @@
 // The hook layer's registry, allocation tracker and client dispatch.
 #include "layer.hpp"
 
+#include "kir/discover.hpp"
 #include "kir/llvm/offload_bundle.hpp"
 #include "kir/amdgpu/code_object.hpp"
 #include "kir/cuda/cubin.hpp"
@@ -20,10 +21,6 @@
 namespace kir::hook {
 
 namespace {
-
-/// Images and bundles handed to the runtimes come as bare addresses: parsers
-/// given this much read only their headers, which say how far they run.
-constexpr uint64_t kUnknownSize = uint64_t(1) << 40;
 
 /// The bytes from `p` to the end of the loaded ELF segment holding it — where a
 /// registered fatbin or bundle lies, in the app's own image — so that damaged
@@ -54,21 +51,10 @@ uint64_t mapped_extent(const void* p) {
 std::string hex_of(const void* p) { return hex(reinterpret_cast<uintptr_t>(p)); }
 
 /// The fatbin container a `__fatBinC_Wrapper_t` points to, as a view of the app's
-/// memory, sized from its own header.
+/// memory, sized from its own header (kir/discover.hpp) and read no further
+/// than the loaded segment holding it.
 Expected<FatbinContainer> container_of(const void* wrapper) {
-  if (!wrapper) return Error("no wrapper");
-  const auto* w = static_cast<const uint8_t*>(wrapper);
-  uint32_t magic;
-  std::memcpy(&magic, w, 4);
-  if (magic != kFatbinWrapperMagic)
-    return Error("wrapper at " + hex_of(wrapper) + ": magic " + hex(magic) + " is not __fatBinC_Wrapper_t's " +
-                 hex(kFatbinWrapperMagic));
-  const uint8_t* data;
-  std::memcpy(&data, w + 8, sizeof data);
-  if (!data) return Error("wrapper at " + hex_of(wrapper) + ": no container pointer");
-  Expected<FatbinContainer> c = FatbinContainer::create(ByteView(data, mapped_extent(data)));
-  if (!c) c.error().within("container at " + hex_of(data));
-  return c;
+  return registered_fatbin(wrapper, kUnknownSize, mapped_extent);
 }
 
 struct FailureLog {
@@ -406,20 +392,9 @@ namespace {
 /// The bytes of an image handed to cuModuleLoadData, sized from its own headers:
 /// a fatbin container, an ELF cubin, or PTX text.
 Expected<ByteView> sized_image(const void* image) {
-  const auto* p = static_cast<const uint8_t*>(image);
-  if (!p) return Error("no image");
-  ByteView open(p, mapped_extent(p));
-  if (FatbinContainer::has_magic(open)) {
-    Expected<FatbinContainer> c = FatbinContainer::create(open);
-    if (!c) return c.error().within("fatbin container at " + hex_of(image));
-    return ByteView(p, c->total_size());
-  }
-  if (ElfFile::is_elf(open)) {
-    Expected<ElfFile> elf = ElfFile::create(open);
-    if (!elf) return elf.error().within("ELF image at " + hex_of(image));
-    return ByteView(p, elf->extent());
-  }
-  return ByteView(p, std::strlen(reinterpret_cast<const char*>(p)) + 1);  // PTX
+  Expected<ContainerSite> site = sized_device_image(image, image ? mapped_extent(image) : 0);
+  if (!site) return site.error().within("image at " + hex_of(image));
+  return ByteView(static_cast<const uint8_t*>(image), site->size);
 }
 
 }  // namespace
@@ -478,45 +453,19 @@ void Layer::hip_fatbin_registered(const void* handle, const void* wrapper) {
   record->decoded = true;
   std::string what = describe("HIP fatbin", handle);
   size_t images = 0;
-  uint32_t magic = 0;
-  const uint8_t* bundle = nullptr;
-  if (wrapper) std::memcpy(&magic, wrapper, 4);
-  if (magic == kHipWrapperMagic) std::memcpy(&bundle, static_cast<const uint8_t*>(wrapper) + 8, sizeof bundle);
-  Expected<OffloadBundle> b =
-      !wrapper ? Error("no wrapper")
-      : magic != kHipWrapperMagic
-          ? Error("wrapper at " + hex_of(wrapper) + ": magic " + hex(magic) + " is not \"HIPF\" (" + hex(kHipWrapperMagic) + ")")
-          : Error("wrapper at " + hex_of(wrapper) + ": no bundle pointer");
-  ByteView bytes = bundle ? ByteView(bundle, mapped_extent(bundle)) : ByteView();
-  std::vector<uint8_t> inflated;
-  if (CompressedBundle::has_magic(bytes)) {  // v2/v3 headers give the size; v1 does not
-    Expected<CompressedBundle> c = CompressedBundle::create(bytes);
-    if (!c) {
-      b = c.error().within("compressed bundle at " + hex_of(bundle));
-    } else if (c->version <= 1) {
-      b = Error("compressed bundle at " + hex_of(bundle) + ": version 1 does not record its size");
-    } else if (Expected<std::vector<uint8_t>> plain = c->decompress()) {
-      inflated = std::move(*plain);
-      b = OffloadBundle::create(ByteView(inflated.data(), inflated.size()));
-    } else {
-      b = plain.error().within("compressed bundle at " + hex_of(bundle));
-    }
-  } else if (bundle) {
-    b = OffloadBundle::create(bytes);
-  }
   // The code object for KIR_HOOK_ARCH (a gfx processor), else the first one.
   const char* want = std::getenv("KIR_HOOK_ARCH");
-  if (!b) report_failure(what, "registered without its code: " + b.error().message());
+  Expected<ContainerSite> b = discover_registered_bundle(wrapper, kUnknownSize, mapped_extent);
+  if (!b) report_failure(what, "registered without its code: " + b.error().within("wrapper at " + hex_of(wrapper)).message());
   else
-    for (const BundleEntry& e : b->entries()) {
-      BundleId id = parse_bundle_id(e.id);
-      if (id.kind == "host" || id.target.empty()) continue;
+    for (const Image& e : b->images) {
+      if (e.kind == ImageKind::host || e.target.empty()) continue;
       ++images;
-      if (record->code || (want && processor(id.target) != want)) continue;
-      if (Expected<DeviceCode> code = parse_code_object(e.data)) {
+      if (record->code || (want && processor(e.target) != want)) continue;
+      if (Expected<DeviceCode> code = parse_code_object(e.stored)) {
         record->code = std::move(*code);
-        record->code->image_digest = xxh3_128(e.data);
-        record->arch = id.target;
+        record->code->image_digest = xxh3_128(e.stored);
+        record->arch = e.target;
       } else {
         report_failure(what, "code object " + e.id + ": " + code.error().message());
       }

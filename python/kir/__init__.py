@@ -11,12 +11,13 @@ Open a binary and walk what it holds::
 """
 from kir.errors import KirError
 from kir.binary import Binary, Container, Image, open
+from kir.model import AllocationKind, CodeKind, ImageKind, TargetKind
 from kir._core import (DeviceCode, DeviceGlobal, Kernel, KernelParam, __version__, demangle,
                        parse_code_object, parse_cubin, parse_ptx)
 
 __all__ = [
-    "Binary", "Container", "DeviceCode", "DeviceGlobal", "Image", "Kernel", "KernelParam",
-    "KirError", "__version__", "demangle", "open",
+    "AllocationKind", "Binary", "CodeKind", "Container", "DeviceCode", "DeviceGlobal", "Image",
+    "ImageKind", "Kernel", "KernelParam", "KirError", "TargetKind", "__version__", "demangle", "open",
 ]
 
 

@@ -3,6 +3,23 @@
 from collections.abc import Callable, Sequence
 import enum
 
+import kir.model
+
+
+def name_table(which: str) -> tuple:
+    """
+    The names of one kir/model.hpp enum ('image', 'code', 'target', 'allocation'), in enum order.
+    """
+
+def target_kind_of(target: str) -> kir.model.TargetKind:
+    """
+    A target's family: 'sm_90' cuda, 'gfx90a:xnack+' amdgpu, '' none, else host.
+    """
+
+def code_kind_of(kind: kir.model.ImageKind) -> kir.model.CodeKind:
+    """
+    The code kind of an image kind (cubin, ptx, code-object), else unknown.
+    """
 
 class KernelParam:
     """One kernel parameter's place in the parameter buffer."""
@@ -148,7 +165,7 @@ class DeviceCode:
         """LLVM IR embedded by the Proteus pass."""
 
     @property
-    def kind(self) -> str:
+    def kind(self) -> kir.model.ImageKind:
         """The kind of image it was decoded from: cubin, ptx or code-object."""
 
     @property
@@ -162,7 +179,7 @@ class KernelCode:
     """What a kernel's static hash covers (kir/hash/kernel_code.hpp)."""
 
     @property
-    def kind(self) -> str:
+    def kind(self) -> kir.model.CodeKind:
         """'ir', or the image's kind; 'unknown' without IR or an image digest."""
 
     @property
@@ -215,7 +232,8 @@ class FatbinEntry:
         """1 PTX, 2 cubin, 4 old cubin, 8 LTO-IR."""
 
     @property
-    def kind_name(self) -> str: ...
+    def image_kind(self) -> kir.model.ImageKind:
+        """The kind as an ImageKind ('unknown' for kinds kir does not know)."""
 
     @property
     def format_version(self) -> int: ...
@@ -312,7 +330,7 @@ class Image:
         """Position in its container."""
 
     @property
-    def kind(self) -> str:
+    def kind(self) -> kir.model.ImageKind:
         """
         'cubin', 'ptx', 'lto-ir', 'old-cubin', 'code-object', 'bitcode', 'host', ...
         """
@@ -320,6 +338,10 @@ class Image:
     @property
     def target(self) -> str:
         """'sm_90', 'gfx90a:xnack+', or ''."""
+
+    @property
+    def target_kind(self) -> kir.model.TargetKind:
+        """The target's family."""
 
     @property
     def triple(self) -> str: ...

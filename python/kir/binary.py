@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 
 from kir import _core
 from kir.errors import KirError
+from kir.model import ImageKind, TargetKind
 
 
 class Image:
@@ -22,9 +23,15 @@ class Image:
         self._code: _core.DeviceCode | None = None
 
     @property
-    def kind(self) -> str:
-        """'cubin', 'ptx', 'lto-ir', 'old-cubin', 'code-object', 'bitcode', 'host', ..."""
+    def kind(self) -> ImageKind:
+        """ImageKind.cubin, .ptx, .lto_ir, .old_cubin, .code_object, .bitcode, .host, ...
+        (a str enum: equal to 'cubin', 'ptx', 'lto-ir', ...)."""
         return self.core.kind
+
+    @property
+    def target_kind(self) -> TargetKind:
+        """The target's family: TargetKind.cuda ('sm_90'), .amdgpu ('gfx90a'), .none ('')."""
+        return self.core.target_kind
 
     @property
     def target(self) -> str:

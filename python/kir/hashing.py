@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from kir import _core
 from kir.binary import Binary
+from kir.model import CODE_IMAGES, CodeKind, ImageKind
 from kir.proteus import proteus_static_hashes
 
 Hash128 = _core.Hash128
@@ -20,7 +21,6 @@ static_hash = _core.static_hash
 proteus_static_hash = _core.proteus_static_hash
 xxh3_128 = _core.xxh3_128
 
-CODE_IMAGES = ("cubin", "ptx", "code-object")
 kernel_code = _core.kernel_code
 kernel_static_hash = _core.kernel_static_hash
 
@@ -28,11 +28,11 @@ kernel_static_hash = _core.kernel_static_hash
 @dataclass
 class KernelHash:
     image: int          #: index of the image the kernel was found in
-    image_kind: str     #: that image's kind ("cubin", "ptx", "code-object")
+    image_kind: ImageKind  #: that image's kind (cubin, ptx, code-object)
     target: str         #: the image's target ("sm_90", "gfx90a")
     kernel: str         #: mangled name
     static: Hash128
-    code_kind: str      #: "ir", or the image kind the code was hashed from
+    code_kind: CodeKind    #: ir, or the image kind the code was hashed from
     source: str         #: "IR _jit_bitcode_… in cubin image #i" or "ptx image #i"
     proteus: int | None = None  #: Proteus's 64-bit hash (JIT kernels only, kir/proteus.py)
 

@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass, field
 
 from kir.binary import Binary, Image
+from kir.model import CODE_IMAGES, ImageKind
 
 KERNEL_CALLING_CONVENTIONS = ("ptx_kernel", "amdgpu_kernel", "spir_kernel")
 _DEFINE = re.compile(r"^define\s+(?P<head>[^@]*)@(?P<name>\"[^\"]+\"|[\w.$-]+)\((?P<rest>.*)$")
@@ -195,9 +196,9 @@ def ir_modules(binary: Binary) -> list[IrModule]:
     """Every IR module of a binary, read: bitcode images and IR embedded in device code."""
     modules: list[IrModule] = []
     for image in binary.images:
-        if image.kind == "bitcode":
+        if image.kind is ImageKind.bitcode:
             modules.append(read_module(image.read(), len(modules), _where(image), image.index))
-        elif image.kind in ("cubin", "code-object") and not image.obfuscated:
+        elif image.kind in (ImageKind.cubin, ImageKind.code_object) and not image.obfuscated:
             for embedded in image.code.ir:
                 modules.append(read_module(embedded.bitcode, len(modules),
                                            f"{_where(image)}: {embedded.name}", image.index,
@@ -223,9 +224,9 @@ def kernel_ir(binary: Binary, modules: list[IrModule]) -> dict[tuple[int, str], 
                 defining.setdefault(f.name, []).append(m)
     links = {}
     for image in binary.images:
-        if image.kind not in ("cubin", "ptx", "code-object") or image.obfuscated:
+        if image.kind not in CODE_IMAGES or image.obfuscated:
             continue
-        family = "amdgcn" if image.kind == "code-object" else "nvptx"
+        family = "amdgcn" if image.kind is ImageKind.code_object else "nvptx"
         for kernel in image.kernels:
             candidates = [m for m in defining.get(kernel.name, []) if m.triple.startswith(family)]
             own = [m for m in candidates if m.image == image.index]

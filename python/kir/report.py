@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from kir import _core
 from kir.binary import Binary, Image
 from kir.errors import OptionError
+from kir.model import ImageKind
 
 SCHEMA = "kir.inspect/2"
 
@@ -38,27 +39,30 @@ def processor(target: str) -> str:
     return target.split(":", 1)[0]
 
 
-KINDS = ("cubin", "ptx", "lto-ir", "old-cubin", "code-object", "bitcode", "host", "object")
+#: The kinds --kind accepts.
+KINDS = (ImageKind.cubin, ImageKind.ptx, ImageKind.lto_ir, ImageKind.old_cubin,
+         ImageKind.code_object, ImageKind.bitcode, ImageKind.host, ImageKind.object)
 
 
-def parse_kind_filter(text: str | None) -> set[str] | None:
-    """'cubin,ptx' -> {'cubin', 'ptx'}; None when no filter."""
+def parse_kind_filter(text: str | None) -> set[ImageKind] | None:
+    """'cubin,ptx' -> {ImageKind.cubin, ImageKind.ptx}; None when no filter."""
     if not text:
         return None
-    kinds = {part.strip() for part in text.split(",")}
-    for kind in kinds:
-        if kind not in KINDS:
-            raise OptionError(f"invalid image kind '{kind}': expected one of {', '.join(KINDS)}")
+    kinds = set()
+    for part in (p.strip() for p in text.split(",")):
+        if part not in KINDS:
+            raise OptionError(f"invalid image kind '{part}': expected one of {', '.join(KINDS)}")
+        kinds.add(ImageKind(part))
     return kinds
 
 
 def selected_images(binary: Binary, archs: set[str] | None,
-                    kinds: set[str] | None = None) -> list[Image]:
+                    kinds: set[ImageKind] | None = None) -> list[Image]:
     return [i for i in binary.images if (archs is None or processor(i.target) in archs)
             and (kinds is None or i.kind in kinds)]
 
 
-def build_report(binary: Binary, archs: set[str] | None, kinds: set[str] | None,
+def build_report(binary: Binary, archs: set[str] | None, kinds: set[ImageKind] | None,
                  with_kernels: bool, errors: Iterable[str] = (), modules=None,
                  links: dict | None = None) -> dict[str, object]:
     """The inspect report; with_kernels expects binary.load_code() to have run.

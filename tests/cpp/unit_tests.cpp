@@ -4,7 +4,9 @@
 #include <lz4.h>
 #include <zstd.h>
 
+#include <algorithm>
 #include <array>
+#include <optional>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -13,15 +15,18 @@
 #include <vector>
 
 #include "kir/binary.hpp"
+#include "../../libkir/core/discover/scan.hpp"
 #include "kir/amdgpu/code_object.hpp"
 #include "kir/cuda/cubin.hpp"
 #include "kir/cuda/ptx.hpp"
 #include "kir/support/demangle.hpp"
 #include "kir/cuda/fatbin.hpp"
+#include "kir/discover.hpp"
 #include "kir/kir.h"
 #include "kir/object/archive.hpp"
 #include "kir/hash/hash.hpp"
 #include "kir/llvm/offload_bundle.hpp"
+#include "kir/model.hpp"
 #include "kir/object/elf.hpp"
 #include "kir/support/compression.hpp"
 #include "kir/support/md5.hpp"
@@ -422,6 +427,158 @@ void test_zstd_compress() {
   CHECK(back.ok() && back->size() == raw.size() && std::memcmp(back->data(), raw.data(), raw.size()) == 0);
 }
 
+/// Every member of every model enum round-trips name -> enum -> name, names
+/// are unique, and names outside the table (and out-of-range values) are refused.
+template <class Enum>
+void check_round_trip(unsigned count, std::optional<Enum> (*from_name)(std::string_view)) {
+  std::vector<std::string> seen;
+  for (unsigned i = 0; i < count; ++i) {
+    const char* n = kir::name(static_cast<Enum>(i));
+    CHECK(n && *n);
+    std::optional<Enum> back = from_name(n);
+    CHECK(back && static_cast<unsigned>(*back) == i);
+    CHECK(std::find(seen.begin(), seen.end(), n) == seen.end());
+    seen.push_back(n);
+  }
+  CHECK(!from_name("no-such-kind") && !from_name("") && !from_name("unknown-5"));
+  CHECK(std::string(kir::name(static_cast<Enum>(count))) == kir::name(static_cast<Enum>(0)));
+}
+
+void test_model_names() {
+  check_round_trip<kir::ImageKind>(kir::kImageKinds, kir::image_kind_from_name);
+  check_round_trip<kir::CodeKind>(kir::kCodeKinds, kir::code_kind_from_name);
+  check_round_trip<kir::TargetKind>(kir::kTargetKinds, kir::target_kind_from_name);
+  check_round_trip<kir::AllocationKind>(kir::kAllocationKinds, kir::allocation_kind_from_name);
+  // The JSON names of docs/json-schema.md, and the raw fatbin kinds they come from.
+  CHECK(std::string(kir::name(kir::ImageKind::code_object)) == "code-object");
+  CHECK(std::string(kir::name(kir::ImageKind::lto_ir)) == "lto-ir");
+  CHECK(kir::fatbin_image_kind(1) == kir::ImageKind::ptx && kir::fatbin_image_kind(2) == kir::ImageKind::cubin);
+  CHECK(kir::fatbin_image_kind(4) == kir::ImageKind::old_cubin && kir::fatbin_image_kind(8) == kir::ImageKind::lto_ir);
+  CHECK(kir::fatbin_image_kind(3) == kir::ImageKind::unknown && kir::fatbin_image_kind(0) == kir::ImageKind::unknown);
+  CHECK(kir::target_kind_of("sm_90") == kir::TargetKind::cuda && kir::target_kind_of("gfx90a:xnack+") == kir::TargetKind::amdgpu);
+  CHECK(kir::target_kind_of("") == kir::TargetKind::none);
+  CHECK(kir::code_kind_of(kir::ImageKind::code_object) == kir::CodeKind::code_object);
+  CHECK(kir::code_kind_of(kir::ImageKind::bitcode) == kir::CodeKind::unknown);
+}
+
+/// A plain offload bundle: magic, count, {offset, size, id length, id} per entry, data.
+Bytes bundle(const std::vector<std::pair<std::string, Bytes>>& entries) {
+  Bytes b(kir::kOffloadBundleMagic.begin(), kir::kOffloadBundleMagic.end());
+  put<uint64_t>(b, b.size(), entries.size());
+  uint64_t table = b.size();
+  for (const auto& e : entries) table += 24 + e.first.size();
+  uint64_t data = table;
+  for (const auto& [id, bytes] : entries) {
+    put<uint64_t>(b, b.size(), data);
+    put<uint64_t>(b, b.size(), bytes.size());
+    put<uint64_t>(b, b.size(), id.size());
+    b.insert(b.end(), id.begin(), id.end());
+    data += bytes.size();
+  }
+  for (const auto& e : entries) b.insert(b.end(), e.second.begin(), e.second.end());
+  return b;
+}
+
+/// A `__fatBinC_Wrapper_t` (or HIP's) pointing at `data`.
+Bytes wrapper(uint32_t magic, const void* data) {
+  Bytes w(24, 0);
+  put<uint32_t>(w, 0, magic);
+  put<uint32_t>(w, 4, 1);
+  put<uint64_t>(w, 8, reinterpret_cast<uintptr_t>(data));
+  return w;
+}
+
+/// The from-memory discoverers see what the file discoverers see, sized from
+/// the headers alone (the memory after the container is never part of it).
+void test_discover_from_memory() {
+  Bytes ptx = {'.', 'v', 'e', 'r', 's', 'i', 'o', 'n', ' ', '8', '\0'};
+  Bytes c = container({entry(1, 90, ptx), entry(2, 80, Bytes(24, 0xAB))});
+  Bytes memory = c;
+  memory.resize(c.size() + 100, 0xEE);  // whatever follows in the app's memory
+  Bytes w = wrapper(kir::kFatbinWrapperMagic, memory.data());
+  kir::Expected<kir::ContainerSite> site = kir::discover_registered_fatbin(w.data());
+  kir::Expected<kir::ContainerSite> file = kir::discover_fatbin(view(c));
+  CHECK(site.ok() && file.ok());
+  if (site && file) {
+    CHECK(site->size == c.size() && site->found_by == kir::FoundBy::wrapper);
+    CHECK(site->format == kir::ContainerFormat::cuda_fatbin && site->images.size() == 2);
+    for (size_t i = 0; i < 2 && i < site->images.size(); ++i) {
+      const kir::Image &m = site->images[i], &f = file->images[i];
+      CHECK(m.kind == f.kind && m.target == f.target && m.size == f.size && m.file_offset == f.file_offset);
+    }
+    CHECK(site->images[0].kind == kir::ImageKind::ptx && site->images[1].target == "sm_80");
+  }
+  kir::Expected<kir::FatbinContainer> fc = kir::registered_fatbin(w.data());
+  CHECK(fc.ok() && fc->total_size() == c.size() && fc->entries().size() == 2);
+  // A wrong magic or a NULL container: precise errors.
+  Bytes bad = wrapper(kir::kHipWrapperMagic, memory.data());
+  kir::Expected<kir::ContainerSite> wrong = kir::discover_registered_fatbin(bad.data());
+  CHECK(!wrong);
+  if (!wrong) CHECK_ERROR("wrapper: expected magic 0x466243b1, found 0x48495046", wrong.error().message());
+  Bytes null = wrapper(kir::kFatbinWrapperMagic, nullptr);
+  kir::Expected<kir::ContainerSite> none = kir::discover_registered_fatbin(null.data());
+  CHECK(!none);
+  if (!none) CHECK_ERROR("wrapper: its container pointer is NULL", none.error().message());
+  // Bounded: a container claiming more than the memory allowed is refused.
+  CHECK(!kir::discover_registered_fatbin(w.data(), c.size() - 1).ok());
+
+  // HIP: {"HIPF", 1, bundle}; the host entry is kept, and typed.
+  Bytes code_object = {0x7f, 'E', 'L', 'F', 2, 1, 1, 0x40};
+  code_object.resize(64, 0);
+  put<uint16_t>(code_object, 18, 224);  // EM_AMDGPU
+  Bytes b = bundle({{"host-x86_64-unknown-linux-gnu-", {}}, {"hipv4-amdgcn-amd-amdhsa--gfx90a", code_object}});
+  Bytes bmem = b;
+  bmem.resize(b.size() + 64, 0xEE);
+  Bytes hw = wrapper(kir::kHipWrapperMagic, bmem.data());
+  kir::Expected<kir::ContainerSite> hb = kir::discover_registered_bundle(hw.data());
+  CHECK(hb.ok());
+  if (hb) {
+    CHECK(hb->size == b.size() && hb->format == kir::ContainerFormat::offload_bundle);
+    CHECK(hb->images.size() == 2 && hb->images[0].kind == kir::ImageKind::host);
+    CHECK(hb->images[1].kind == kir::ImageKind::code_object && hb->images[1].target == "gfx90a");
+    CHECK(hb->images[1].stored.data() == bmem.data() + (b.size() - code_object.size()));
+  }
+  // A version 1 CCOB does not say how long it is: refused from memory.
+  Bytes ccob = {'C', 'C', 'O', 'B', 1, 0, 1, 0};
+  ccob.resize(40, 0);
+  Bytes cw = wrapper(kir::kHipWrapperMagic, ccob.data());
+  kir::Expected<kir::ContainerSite> v1 = kir::discover_registered_bundle(cw.data());
+  CHECK(!v1);
+  if (!v1)
+    CHECK_ERROR("compressed bundle version 1 does not record its size: it cannot be read from memory",
+                v1.error().message());
+
+  // Bare images handed to cuModuleLoadData: a fatbin, PTX text (with its NUL).
+  kir::Expected<kir::ContainerSite> bare = kir::sized_device_image(memory.data());
+  CHECK(bare.ok() && bare->size == c.size() && bare->images.size() == 2);
+  const char text[] = ".version 8.0\n.target sm_90\n";
+  kir::Expected<kir::ContainerSite> p = kir::sized_device_image(text);
+  CHECK(p.ok() && p->size == sizeof text && p->images.size() == 1 &&
+        p->images[0].kind == kir::ImageKind::ptx);
+  const char unterminated[4] = {'a', 'b', 'c', 'd'};
+  CHECK(!kir::sized_device_image(unterminated, sizeof unterminated).ok());
+  CHECK(!kir::sized_device_image(nullptr).ok());
+}
+
+/// The one magic scan finds every occurrence of several magics in order,
+/// including one straddling the end of the range, and skips what `at` says.
+void test_magic_scan() {
+  std::string text = "xxABxxCDxAByyyAB";
+  kir::ByteView d(reinterpret_cast<const uint8_t*>(text.data()), text.size());
+  std::vector<uint64_t> hits;
+  uint64_t next = kir::discover::find_magic(d, 0, 10, {"AB", "CD"}, [&](uint64_t off) {
+    hits.push_back(off);
+    return off == 6 ? 4 : 0;  // "CD" at 6 is a container of 4 bytes: skips "AB" at 9
+  });
+  CHECK((hits == std::vector<uint64_t>{2, 6}) && next == 10);
+  hits.clear();
+  next = kir::discover::find_magic(d, 0, 10, {"AB"}, [&](uint64_t off) { return hits.push_back(off), 0; });
+  CHECK((hits == std::vector<uint64_t>{2, 9}) && next == 10);  // "AB" at 9 straddles 10
+  hits.clear();
+  next = kir::discover::find_magic(d, 10, 16, {"AB"}, [&](uint64_t off) { return hits.push_back(off), 100; });
+  CHECK((hits == std::vector<uint64_t>{14}) && next == 114);
+}
+
 int main() {
   const std::pair<const char*, std::function<void()>> tests[] = {
       {"byte_view_bounds", test_byte_view_bounds}, {"fatbin_roundtrip", test_fatbin_roundtrip},
@@ -431,7 +588,8 @@ int main() {
       {"md5", test_md5},                           {"bundle_ids", test_bundle_ids},
       {"msgpack", test_msgpack},                   {"hash_c_api", test_hash_c_api_matches_cpp},
       {"c_api_errors", test_c_api_errors},         {"msgpack_writer", test_msgpack_writer},
-      {"zstd_compress", test_zstd_compress}};
+      {"zstd_compress", test_zstd_compress},     {"model_names", test_model_names},
+      {"discover_from_memory", test_discover_from_memory}, {"magic_scan", test_magic_scan}};
   for (const auto& [name, fn] : tests) {
     int before = failures;
     fn();

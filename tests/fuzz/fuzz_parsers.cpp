@@ -9,12 +9,14 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <string>
 
 #include "kir/binary.hpp"
 #include "kir/amdgpu/code_object.hpp"
 #include "kir/cuda/cubin.hpp"
 #include "kir/cuda/ptx.hpp"
+#include "kir/discover.hpp"
 #include "kir/llvm/bitcode.hpp"
 #include "kir/llvm/offload_binary.hpp"
 #include "kir/llvm/offload_bundle.hpp"
@@ -51,6 +53,42 @@ void parse_as_llvm(kir::ByteView bytes) {
   (void)kir::parse_code_object(bytes);
 }
 
+/// Decode every image of a discovered site (CUDA images bounded, as above).
+void decode_site(const kir::Expected<kir::ContainerSite>& site) {
+  if (!site) return;
+  kir::Scratch scratch;
+  for (const kir::Image& image : site->images)
+    if (image.fatbin) (void)kir::decode_image(*image.fatbin, scratch, 1 << 24);
+    else (void)kir::decode_image(image, scratch);
+}
+
+/// Each format's discoverer on the bytes, as Binary::open and the scan call them.
+void discover_from_file_bytes(kir::ByteView bytes) {
+  for (bool strict : {false, true}) {
+    decode_site(kir::discover_fatbin(bytes, {strict}));
+    decode_site(kir::discover_bundle(bytes, {strict}));
+  }
+  decode_site(kir::discover_offload_binary(bytes));
+  decode_site(kir::discover_bitcode_section(bytes, "-cc1"));
+  decode_site(kir::discover_bitcode_module(bytes));
+  decode_site(kir::discover_device_elf(bytes));
+}
+
+/// The from-memory entry points, given the input as the memory a wrapper (or
+/// cuModuleLoadData) points to, bounded by the input's size.
+void discover_from_memory(const uint8_t* data, size_t size) {
+  uint8_t wrapper[24] = {};
+  uint64_t pointer = reinterpret_cast<uintptr_t>(data);
+  std::memcpy(wrapper + 8, &pointer, 8);
+  for (uint32_t magic : {kir::kFatbinWrapperMagic, kir::kHipWrapperMagic}) {
+    std::memcpy(wrapper, &magic, 4);
+    decode_site(kir::discover_registered_fatbin(wrapper, size));
+    decode_site(kir::discover_registered_bundle(wrapper, size));
+    (void)kir::registered_fatbin(wrapper, size);
+  }
+  decode_site(kir::sized_device_image(data, size));
+}
+
 /// The whole pipeline, through a memory file, as `kir inspect --scan --kernels` runs it.
 void open_as_binary(const uint8_t* data, size_t size) {
   int fd = memfd_create("kir-fuzz", 0);
@@ -75,6 +113,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)kir::Archive::create(bytes);
   (void)kir::parse_cubin(bytes);
   (void)kir::parse_ptx(bytes);
+  discover_from_file_bytes(bytes);
+  discover_from_memory(data, size);
   open_as_binary(data, size);
   return 0;
 }

@@ -84,13 +84,13 @@ Status read_entry(ByteView at, FatbinEntry& e, const FatbinParseOptions& options
 
 }  // namespace
 
-std::string image_kind_name(uint16_t kind) {
+ImageKind fatbin_image_kind(uint16_t kind) {
   switch (kind) {
-    case 1: return "ptx";
-    case 2: return "cubin";
-    case 4: return "old-cubin";
-    case 8: return "lto-ir";
-    default: return "unknown-" + std::to_string(kind);
+    case uint16_t(FatbinEntryKind::ptx): return ImageKind::ptx;
+    case uint16_t(FatbinEntryKind::cubin): return ImageKind::cubin;
+    case uint16_t(FatbinEntryKind::old_cubin): return ImageKind::old_cubin;
+    case uint16_t(FatbinEntryKind::lto_ir): return ImageKind::lto_ir;
+    default: return ImageKind::unknown;
   }
 }
 

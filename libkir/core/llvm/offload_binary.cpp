@@ -20,9 +20,13 @@ std::string OffloadBinaryEntry::string(const std::string& key) const {
   return "";
 }
 
-std::string offload_image_kind_name(uint16_t kind) {
-  static const char* names[] = {"none", "object", "bitcode", "cubin", "fatbinary", "ptx", "spirv"};
-  return kind < 7 ? names[kind] : "unknown-" + std::to_string(kind);
+ImageKind offload_image_kind(uint16_t kind) {
+  // LLVM's ImageKind (llvm/Object/OffloadBinary.h): IMG_None, IMG_Object,
+  // IMG_Bitcode, IMG_Cubin, IMG_Fatbinary, IMG_PTX, IMG_SPIRV.
+  static const ImageKind kinds[] = {ImageKind::unknown, ImageKind::object, ImageKind::bitcode,
+                                    ImageKind::cubin,   ImageKind::fatbin, ImageKind::ptx,
+                                    ImageKind::spirv};
+  return kind < 7 ? kinds[kind] : ImageKind::unknown;
 }
 
 std::string offload_kind_name(uint16_t kind) {

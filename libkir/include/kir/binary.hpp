@@ -20,6 +20,9 @@
 // and, with scan, anywhere. Images are not decompressed here: device_code()
 // does that, one image at a time. (A compressed bundle is the exception: its
 // entry table is inside the compressed data, so it is inflated at open.)
+//
+// Reading one container is its format's discoverer's job (kir/discover.hpp),
+// the same code the hook layer runs on memory handed to a GPU runtime.
 #pragma once
 
 #include <cstdint>
@@ -30,6 +33,7 @@
 #include <vector>
 
 #include "kir/device_code.hpp"
+#include "kir/model.hpp"
 #include "kir/cuda/fatbin.hpp"
 #include "kir/llvm/offload_binary.hpp"
 #include "kir/llvm/offload_bundle.hpp"
@@ -57,8 +61,7 @@ const char* container_format_name(ContainerFormat format);
 /// One device image or embedded module, whatever container holds it.
 struct Image {
   uint32_t index = 0;   // position in its container
-  std::string kind;     // cubin, ptx, lto-ir, old-cubin, code-object (AMDGPU ELF),
-                        // bitcode, host, object, unknown-N
+  ImageKind kind = ImageKind::unknown;  // kir/model.hpp (a fatbin entry's raw kind: fatbin->kind)
   std::string target;   // "sm_90", "gfx90a:xnack+", "" when none
   std::string triple;   // "nvptx64-nvidia-cuda", "amdgcn-amd-amdhsa-", "" when unknown
   std::string id;       // bundle entry id, or the fatbin entry's identifier
@@ -68,6 +71,9 @@ struct Image {
   uint64_t size = 0;    // bytes once decoded
   std::optional<FatbinEntry> fatbin;    // CUDA: every header field
   std::vector<std::pair<std::string, std::string>> strings;  // offloading binary string map
+
+  /// The target's family (cuda for "sm_90", amdgpu for "gfx90a:xnack+", none for "").
+  TargetKind target_kind() const { return target_kind_of(target); }
 };
 
 /// The image's bytes, decoded (into `scratch` when decompression is needed).

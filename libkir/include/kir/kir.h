@@ -46,6 +46,27 @@ size_t kir_binary_image_count(const kir_binary* binary);
 #define KIR_IMAGE_OLD_CUBIN 4
 #define KIR_IMAGE_LTO_IR 8
 
+/** kir_image_info.image_kind: what an image is, whatever holds it (kir/model.hpp
+ *  ImageKind; the names are kind_name's). Values are never renumbered. */
+#define KIR_KIND_UNKNOWN 0
+#define KIR_KIND_CUBIN 1
+#define KIR_KIND_PTX 2
+#define KIR_KIND_LTO_IR 3
+#define KIR_KIND_OLD_CUBIN 4
+#define KIR_KIND_CODE_OBJECT 5
+#define KIR_KIND_BITCODE 6
+#define KIR_KIND_FATBIN 7
+#define KIR_KIND_SPIRV 8
+#define KIR_KIND_OBJECT 9
+#define KIR_KIND_HOST 10
+#define KIR_KIND_EMPTY 11
+
+/** kir_image_info.target_kind: the target's family (kir/model.hpp TargetKind). */
+#define KIR_TARGET_NONE 0
+#define KIR_TARGET_CUDA 1
+#define KIR_TARGET_AMDGPU 2
+#define KIR_TARGET_HOST 3
+
 #define KIR_COMPRESSION_NONE 0
 #define KIR_COMPRESSION_LZ4 1
 #define KIR_COMPRESSION_ZSTD 2
@@ -68,6 +89,9 @@ typedef struct kir_image_info {
   const char* kind_name; /* "cubin", "ptx", "lto-ir", "code-object", "bitcode", "host" ... */
   const char* target;    /* "sm_90", "gfx90a:xnack+", "" */
   const char* triple;    /* "nvptx64-nvidia-cuda", "amdgcn-amd-amdhsa-", "" */
+  /* appended after triple: kind_name and the target's family as numbers */
+  uint32_t image_kind;   /* KIR_KIND_*, any container (kind_name is its name) */
+  uint32_t target_kind;  /* KIR_TARGET_* */
 } kir_image_info;
 
 /** Describe image `index`. Returns 0, or -1 with kir_last_error set. */

@@ -14,12 +14,15 @@ import os
 import sys
 
 from kir.binary import Binary
+from kir.model import ImageKind
 from kir.report import parse_arch_filter, parse_kind_filter, processor, selected_images
 
-SUFFIX = {"cubin": "cubin", "old-cubin": "cubin", "ptx": "ptx", "lto-ir": "ltoir",
-          "code-object": "co", "bitcode": "bc", "object": "o"}
-COUNTER = {"cubin": "elf", "old-cubin": "elf", "ptx": "ptx", "lto-ir": "ltoir",
-           "code-object": "co", "bitcode": "bc", "object": "o"}
+SUFFIX = {ImageKind.cubin: "cubin", ImageKind.old_cubin: "cubin", ImageKind.ptx: "ptx",
+          ImageKind.lto_ir: "ltoir", ImageKind.code_object: "co", ImageKind.bitcode: "bc",
+          ImageKind.object: "o"}
+COUNTER = {ImageKind.cubin: "elf", ImageKind.old_cubin: "elf", ImageKind.ptx: "ptx",
+           ImageKind.lto_ir: "ltoir", ImageKind.code_object: "co", ImageKind.bitcode: "bc",
+           ImageKind.object: "o"}
 
 
 def add_arguments(parser) -> None:
@@ -53,7 +56,7 @@ def run(args) -> int:
                   file=sys.stderr)
             continue
         data = image.read()
-        if image.kind == "ptx":
+        if image.kind is ImageKind.ptx:
             data = data.split(b"\0", 1)[0]
         target = processor(image.target) or "host"
         path = os.path.join(args.output, f"{base}.{counters[counter]}.{target}.{SUFFIX[image.kind]}")
@@ -69,7 +72,7 @@ def write_ir(binary: Binary, directory: str, base: str) -> None:
     """Each IR module as bitcode and, when llvmlite reads it, as text."""
     from kir import ir
     for image in binary.images:  # embedded IR lives in device code: decode it
-        if image.kind in ("cubin", "code-object") and not image.obfuscated:
+        if image.kind in (ImageKind.cubin, ImageKind.code_object) and not image.obfuscated:
             image.code
     for m in ir.ir_modules(binary):
         arch = m.triple.split("-", 1)[0] if m.triple else "unknown"

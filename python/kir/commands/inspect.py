@@ -5,6 +5,7 @@ import sys
 from io import TextIOBase
 
 from kir.binary import Binary
+from kir.model import ImageKind
 from kir.report import build_report, parse_arch_filter, parse_kind_filter, render_table, selected_images
 
 
@@ -60,13 +61,13 @@ def run(args, out: TextIOBase = sys.stdout) -> int:
 def read_ir(binary: Binary, wanted: bool, with_kernels: bool):
     """The IR modules (when --ir, or --kernels and the binary holds IR) and the
     kernel -> module links. llvmlite is imported only when there is IR to read."""
-    has_ir = any(i.kind == "bitcode" for i in binary.images) or any(
+    has_ir = any(i.kind is ImageKind.bitcode for i in binary.images) or any(
         i._code is not None and len(i._code.ir) > 0 for i in binary.images)
     if not (wanted or (with_kernels and has_ir)):
         return [], {}
     if wanted and not has_ir:  # embedded IR lives in device code: decode it
         for image in binary.images:
-            if image.kind in ("cubin", "code-object") and not image.obfuscated:
+            if image.kind in (ImageKind.cubin, ImageKind.code_object) and not image.obfuscated:
                 image.code
     from kir import ir
     modules = ir.ir_modules(binary)

@@ -28,6 +28,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kir/model.hpp"
 #include "kir/support/bytes.hpp"
 #include "kir/support/error.hpp"
 
@@ -39,8 +40,9 @@ constexpr uint32_t kHipWrapperMagic = 0x48495046;     // "HIPF"
 
 enum class FatbinEntryKind : uint16_t { ptx = 1, cubin = 2, old_cubin = 4, lto_ir = 8 };
 
-/// "ptx", "cubin", "old-cubin", "lto-ir", or "unknown-<n>".
-std::string image_kind_name(uint16_t kind);
+/// The image kind of a fatbin entry kind (FatbinEntryKind); unknown for other
+/// values (the raw number stays in FatbinEntry::kind).
+ImageKind fatbin_image_kind(uint16_t kind);
 
 /// Bits of the entry flags field that have a known meaning.
 namespace fatbin_flag {

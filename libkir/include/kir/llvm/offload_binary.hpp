@@ -24,6 +24,7 @@
 #include <utility>
 #include <vector>
 
+#include "kir/model.hpp"
 #include "kir/support/bytes.hpp"
 #include "kir/support/error.hpp"
 
@@ -42,8 +43,10 @@ struct OffloadBinaryEntry {
   std::string string(const std::string& key) const;
 };
 
-/// "object", "bitcode", "cubin", "fatbinary", "ptx", "spirv", "none" or "unknown-N".
-std::string offload_image_kind_name(uint16_t kind);
+/// An entry's image kind: object, bitcode, cubin, fatbin, ptx, spirv; unknown
+/// for IMG_None and values past IMG_SPIRV (the raw number stays in
+/// OffloadBinaryEntry::image_kind). "object" is any ELF: see classify_elf.
+ImageKind offload_image_kind(uint16_t kind);
 /// "openmp", "cuda", "hip", "sycl", "none" or "unknown-N".
 std::string offload_kind_name(uint16_t kind);
 

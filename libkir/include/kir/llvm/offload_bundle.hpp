@@ -42,6 +42,9 @@ struct BundleId {
   std::string kind;    // "hip", "hipv4", "openmp", "host", "cuda" ...
   std::string triple;  // "amdgcn-amd-amdhsa-" (four parts, the last may be empty)
   std::string target;  // "gfx90a:xnack+", "" for the host
+
+  /// The host entry ("host-<triple>-"): the offload kind the bundler gives it.
+  bool host() const { return kind == "host"; }
 };
 BundleId parse_bundle_id(std::string_view id);
 
