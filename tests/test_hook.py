@@ -116,7 +116,11 @@ CLIENT = r"""
 #include <kir/hooks.h>
 static int kernels, launches;
 static void on_kernel(void* u, const kir_hook_kernel* k) { (void)u; (void)k; ++kernels; }
-static void on_launch(void* u, const kir_hook_launch* l) { (void)u; if (l->kernel) ++launches; }
+/* launches come from the app's threads at once: count atomically */
+static void on_launch(void* u, const kir_hook_launch* l) {
+  (void)u;
+  if (l->kernel) __atomic_fetch_add(&launches, 1, __ATOMIC_RELAXED);
+}
 static void report(void) {
   FILE* f = fopen(getenv("CLIENT_REPORT"), "w");
   fprintf(f, "%d %d\n", kernels, launches);

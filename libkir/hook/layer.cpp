@@ -456,7 +456,7 @@ void Layer::hip_fatbin_registered(const void* handle, const void* wrapper) {
   // The code object for KIR_HOOK_ARCH (a gfx processor), else the first one.
   const char* want = std::getenv("KIR_HOOK_ARCH");
   Expected<ContainerSite> b = discover_registered_bundle(wrapper, kUnknownSize, mapped_extent);
-  if (!b) report_failure(what, "registered without its code: " + b.error().within("wrapper at " + hex_of(wrapper)).message());
+  if (!b) report_failure(what, "registered without its code: " + b.error().message());
   else
     for (const Image& e : b->images) {
       if (e.kind == ImageKind::host || e.target.empty()) continue;

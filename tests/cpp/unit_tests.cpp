@@ -514,11 +514,14 @@ void test_discover_from_memory() {
   Bytes bad = wrapper(kir::kHipWrapperMagic, memory.data());
   kir::Expected<kir::ContainerSite> wrong = kir::discover_registered_fatbin(bad.data());
   CHECK(!wrong);
-  if (!wrong) CHECK_ERROR("wrapper: expected magic 0x466243b1, found 0x48495046", wrong.error().message());
+  auto at = [](const void* p) { return kir::hex(reinterpret_cast<uintptr_t>(p)); };
+  if (!wrong)
+    CHECK_ERROR("wrapper at " + at(bad.data()) + ": expected magic 0x466243b1, found 0x48495046",
+                wrong.error().message());
   Bytes null = wrapper(kir::kFatbinWrapperMagic, nullptr);
   kir::Expected<kir::ContainerSite> none = kir::discover_registered_fatbin(null.data());
   CHECK(!none);
-  if (!none) CHECK_ERROR("wrapper: its container pointer is NULL", none.error().message());
+  if (!none) CHECK_ERROR("wrapper at " + at(null.data()) + ": its container pointer is NULL", none.error().message());
   // Bounded: a container claiming more than the memory allowed is refused.
   CHECK(!kir::discover_registered_fatbin(w.data(), c.size() - 1).ok());
 
@@ -545,7 +548,8 @@ void test_discover_from_memory() {
   kir::Expected<kir::ContainerSite> v1 = kir::discover_registered_bundle(cw.data());
   CHECK(!v1);
   if (!v1)
-    CHECK_ERROR("compressed bundle version 1 does not record its size: it cannot be read from memory",
+    CHECK_ERROR("bundle at " + at(ccob.data()) +
+                    ": compressed bundle version 1 does not record its size: it cannot be read from memory",
                 v1.error().message());
 
   // Bare images handed to cuModuleLoadData: a fatbin, PTX text (with its NUL).

@@ -151,8 +151,9 @@ Expected<ByteView> registered_data(const void* wrapper, uint32_t magic, uint64_t
                                    ReadableExtent readable) {
   if (!wrapper) return Error("wrapper is NULL");
   Expected<WrapperFields> f = read_wrapper(ByteView(static_cast<const uint8_t*>(wrapper), kWrapperSize), magic);
-  if (!f) return f.error().within("wrapper");
-  if (!f->data) return Error("wrapper: its container pointer is NULL");
+  std::string where = "wrapper at " + hex(reinterpret_cast<uintptr_t>(wrapper));
+  if (!f) return f.error().within(where);
+  if (!f->data) return Error(where + ": its container pointer is NULL");
   const auto* data = reinterpret_cast<const uint8_t*>(static_cast<uintptr_t>(f->data));
   return ByteView(data, readable ? std::min(max_size, readable(data)) : max_size);
 }
@@ -163,7 +164,9 @@ Expected<FatbinContainer> registered_fatbin(const void* wrapper, uint64_t max_si
                                            ReadableExtent readable) {
   Expected<ByteView> at = discover::registered_data(wrapper, kFatbinWrapperMagic, max_size, readable);
   if (!at) return at.error();
-  return FatbinContainer::create(*at);
+  Expected<FatbinContainer> c = FatbinContainer::create(*at);
+  if (!c) c.error().within("container at " + hex(reinterpret_cast<uintptr_t>(at->data())));
+  return c;
 }
 
 Expected<ContainerSite> discover_registered_fatbin(const void* wrapper, uint64_t max_size,
