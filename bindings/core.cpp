@@ -353,9 +353,9 @@ void bind_binary(nb::module_& m) {
       .def_prop_ro("containers", &kir::Binary::containers, nb::rv_policy::reference_internal)
       .def_prop_ro("wrappers", &kir::Binary::wrappers, nb::rv_policy::reference_internal)
       .def("container_records", &kir_bindings::container_records,
-           "Every container as a dict of the kir.inspect/1 JSON schema, in file order.")
+           "Every container as a dict of the kir.inspect/3 JSON schema (docs/json-schema.md), in file order.")
       .def("image_records", &kir_bindings::image_records,
-           "Every image as a dict of the kir.inspect/1 JSON schema, in file order.")
+           "Every image as a dict of the kir.inspect/3 JSON schema (docs/json-schema.md), in file order.")
       .def("device_code", [](const kir::Binary& b, uint32_t c, uint32_t e) {
         kir::Expected<kir::DeviceCode> code = [&] {
           nb::gil_scoped_release release;

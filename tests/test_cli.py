@@ -17,7 +17,7 @@ def inspect_json(kir_cli, *args):
 
 def test_json_schema_fields(built, kir_cli):
     report = inspect_json(kir_cli, built["app"])
-    assert report["schema"] == "kir.inspect/2"
+    assert report["schema"] == "kir.inspect/3"
     assert report["kir_version"] == kir.__version__
     assert report["format"] == "elf"
     containers = {c["index"]: c for c in report["containers"]}

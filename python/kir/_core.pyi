@@ -442,11 +442,11 @@ class Binary:
 
     def container_records(self) -> list:
         """
-        Every container as a dict of the kir.inspect/1 JSON schema, in file order.
+        Every container as a dict of the kir.inspect/3 JSON schema (docs/json-schema.md), in file order.
         """
 
     def image_records(self) -> list:
-        """Every image as a dict of the kir.inspect/1 JSON schema, in file order."""
+        """Every image as a dict of the kir.inspect/3 JSON schema (docs/json-schema.md), in file order."""
 
     def device_code(self, container: int, entry: int) -> DeviceCode: ...
 

@@ -14,7 +14,7 @@ from kir.binary import Binary, Image
 from kir.errors import OptionError
 from kir.model import ImageKind
 
-SCHEMA = "kir.inspect/2"
+SCHEMA = "kir.inspect/3"
 
 
 def parse_arch_filter(text: str | None) -> set[str] | None:

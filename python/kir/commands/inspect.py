@@ -22,7 +22,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--scan", action="store_true",
                         help="also find containers by magic anywhere in the file")
     parser.add_argument("--json", action="store_true",
-                        help="print JSON (schema kir.inspect/2, see docs/json-schema.md)")
+                        help="print JSON (schema kir.inspect/3, see docs/json-schema.md)")
     parser.add_argument("--ir", action="store_true",
                         help="also list the LLVM IR modules (embedded bitcode, Proteus IR) with "
                              "their kernels and signatures (reads them with llvmlite)")
