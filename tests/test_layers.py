@@ -113,6 +113,23 @@ def test_python_table_prints_what_the_cpp_table_printed(built, kir_cli, case):
     assert result.stdout == (GOLDEN / case["golden"]).read_text()
 
 
+@pytest.mark.parametrize("name", ["app", "hip.o", "rec_clang_ir", "omp_sm90.o", "kernels.fatbin"])
+def test_table_rows_are_the_json_records(built, kir_cli, name):
+    """Whatever the toolchain built: every image row of the table says what the JSON
+    record of the same image says (the two renderings of one set of records)."""
+    if name not in built:
+        pytest.skip(f"{name} not built here")
+    table = kir_cli("inspect", built[name])
+    report = json.loads(kir_cli("inspect", "--json", built[name]).stdout)
+    assert table.returncode == 0, table.stderr
+    rows = [line.split() for line in table.stdout.splitlines()[2:] if line[:1].isdigit()]
+    assert len(rows) == len(report["images"]) > 0
+    for row, image in zip(rows, report["images"]):
+        version = ".".join(map(str, image["version"])) if image["version"] else "-"
+        assert row[:7] == [str(image["index"]), image["kind"], image["arch"] or "-", version,
+                           image["compression"], str(image["stored_size"]), str(image["size"])]
+
+
 # --- one exception hierarchy ------------------------------------------------------------
 
 def test_every_library_error_is_a_kir_error():
@@ -161,7 +178,7 @@ def test_bad_input_raises_a_kir_error(call, message):
 
 def test_cli_maps_kir_errors_to_exit_2(tmp_path, kir_cli):
     cases = [(["records", tmp_path], "not a kir recording (no records/ folder)"),
-             (["replay", tmp_path / "missing.kirrec"], "cannot read"),
+             (["replay", tmp_path / "missing.kirrec"], "missing.kirrec: missing"),
              (["replay", "--repeat", "0", tmp_path / "x"], None),
              (["hash", "--kernel", "(", __file__], "--kernel '('"),
              (["hash", "--dynamic", "xyz"], "--dynamic"),

@@ -182,19 +182,8 @@ class Stats:
 def read_chunk(path: Path, name: str) -> bytes:
     """The raw bytes of chunk `name` stored in `path`, checked as the spec says."""
     where = f"{path}: chunk {name}"
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise RecordError(f"{where}: missing") from None
-    except OSError as error:
-        raise RecordError(f"{where}: cannot read: {error.strerror}") from None
     layout = CHUNK_LAYOUT
-    if len(data) < layout.size:
-        raise RecordError(f"{where}: truncated: {len(data)} bytes, a chunk header is {layout.size}")
-    h = layout.unpack(data)
-    _check_magic(where, layout, h["magic"], "chunk")
-    _check_version(where, layout, h["version"])
-    _check_size(where, len(data), layout.size + h["stored_size"])
+    data, h = _read_file_header(path, where, layout, "chunk", "stored_size")
     header_hash = f"{h['hash_high']:016x}{h['hash_low']:016x}"
     if header_hash != name:
         raise RecordError(f"{where}: byte {layout.offset['hash_high']}: header says hash {header_hash}, "
@@ -243,20 +232,29 @@ def _check_size(where: str, actual: int, expected: int) -> None:
                           f"{actual} bytes, header says {expected}")
 
 
+def _read_file_header(path: Path, where: str, layout, what: str, size_field: str):
+    """A chunk or record file's bytes and header fields: read, magic, version and
+    total size (header + the `size_field` bytes it announces) checked."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise RecordError(f"{where}: missing") from None
+    except OSError as error:
+        raise RecordError(f"{where}: cannot read: {error.strerror}") from None
+    if len(data) < layout.size:
+        raise RecordError(f"{where}: truncated: {len(data)} bytes, a {what} header is {layout.size}")
+    h = layout.unpack(data)
+    _check_magic(where, layout, h["magic"], what)
+    _check_version(where, layout, h["version"])
+    _check_size(where, len(data), layout.size + h[size_field])
+    return data, h
+
+
 def read_record_body(path: Path) -> dict:
     """The metadata map of a record file, after checking its header and checksum."""
     where = str(path)
-    try:
-        data = path.read_bytes()
-    except OSError as error:
-        raise RecordError(f"{where}: cannot read: {error.strerror}") from None
     layout = RECORD_LAYOUT
-    if len(data) < layout.size:
-        raise RecordError(f"{where}: truncated: {len(data)} bytes, a record header is {layout.size}")
-    h = layout.unpack(data)
-    _check_magic(where, layout, h["magic"], "record")
-    _check_version(where, layout, h["version"])
-    _check_size(where, len(data), layout.size + h["body_size"])
+    data, h = _read_file_header(path, where, layout, "record", "body_size")
     body = data[layout.size:]
     header_hash, digest = f"{h['hash_high']:016x}{h['hash_low']:016x}", str(_core.xxh3_128(body))
     if digest != header_hash:
