@@ -446,7 +446,9 @@ class Binary:
         """
 
     def image_records(self) -> list:
-        """Every image as a dict of the kir.inspect/3 JSON schema (docs/json-schema.md), in file order."""
+        """
+        Every image as a dict of the kir.inspect/3 JSON schema (docs/json-schema.md), in file order.
+        """
 
     def device_code(self, container: int, entry: int) -> DeviceCode: ...
 
