@@ -1,5 +1,5 @@
 """One static hash everywhere (docs/hashing.md, "Which code"): for real apps built by
-nvcc and clang-22, with and without the IR the Proteus pass embeds, the static hash of
+nvcc and clang-22 (CUDA and HIP), with and without the IR the Proteus pass embeds, the static hash of
 every kernel is the same from `kir hash` (offline), from the hook layer at registration
 (`kir trace`), stored in a record (`kir record`), and recomputed from the record by the
 replay planner (`kir replay --plan`) — kernel by kernel. The first two need no GPU (the
@@ -24,6 +24,7 @@ APPS = {
     "clang_cuda_app": ("cuda", set()),                                   # clang-22 CUDA
     "clang_proteus_app": ("cuda", {"_Z5saxpyfPKfPfi", "_Z13proteus_touchPhi"}),  # clang-22 + IR
     "hip_app": ("hip", set()),                                           # clang-22 HIP
+    "proteus_hip_app": ("hip", {"_Z4axpyfPKfPfi", "_Z5countx"}),         # clang-22 HIP, Proteus layout
 }
 
 
