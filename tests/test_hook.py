@@ -147,10 +147,10 @@ def test_client_loaded_from_the_environment(built, tmp_path):
     assert report.read_text().split() == ["2", str(3 + 2 * 100)]
 
 
-def test_static_runtime_is_detected(built, kir_cli):
+def test_static_runtime_is_not_warned_about(built, kir_cli):
+    """x86-64: the hook meets a static runtime at the driver (tests/test_hook_static.py)."""
     result = kir_cli("trace", "--", built["app"])
-    assert "links the CUDA runtime statically" in result.stderr
-    assert "nvcc -cudart shared" in result.stderr
+    assert "statically" not in result.stderr
 
 
 def test_no_static_runtime_warning_for_a_driver_api_app(built, kir_cli):

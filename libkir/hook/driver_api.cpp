@@ -183,14 +183,15 @@ KIR_EXPORT CUresult cuMemFreeHost(void* ptr) {
   return kir::hook::tracked_free(kir::hook::address_of(ptr), [&] { return real_cuMemFreeHost(ptr); });
 }
 
-/// Entry points obtained through cuGetProcAddress get the interposed versions:
-/// the name (without its _v2/_ptsz suffix choice, which the driver makes from
-/// the requested version) selects ours when we have one.
+/// Replace the driver's entry point for `symbol` in `*pfn` by the layer's, when it
+/// has one. Only the plain (legacy default stream) entry points: per-thread-stream
+/// variants (_ptsz/_ptds) have other symbols and pass through untouched.
 KIR_EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version, uint64_t flags,
-                                        int* status) {
-  KIR_REAL(cuGetProcAddress_v2, CUresult (*)(const char*, void**, int, uint64_t, int*));
-  CUresult r = real_cuGetProcAddress_v2(symbol, pfn, version, flags, status);
-  if (r != CUDA_SUCCESS || !pfn || !*pfn || !symbol) return r;
+                                        int* status);
+KIR_EXPORT CUresult cuGetProcAddress(const char* symbol, void** pfn, int version, uint64_t flags);
+
+static void ours_for(const char* symbol, void** pfn, int version, uint64_t flags) {
+  if (!pfn || !*pfn || !symbol || (flags != 0 && flags != 1)) return;
   static const std::pair<const char*, void*> ours[] = {
       {"cuModuleLoadData", reinterpret_cast<void*>(&cuModuleLoadData)},
       {"cuModuleLoadDataEx", reinterpret_cast<void*>(&cuModuleLoadDataEx)},
@@ -211,11 +212,33 @@ KIR_EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int vers
       {"cuMemFreeAsync", reinterpret_cast<void*>(&cuMemFreeAsync)},
       {"cuMemFreeHost", reinterpret_cast<void*>(&cuMemFreeHost)},
   };
-  // Only the plain (legacy default stream) entry points: per-thread-stream
-  // variants (_ptsz/_ptds) have other symbols and pass through untouched.
-  if (flags != 0 && flags != 1) return r;
+  if (std::strcmp(symbol, "cuGetProcAddress") == 0) {
+    *pfn = version >= 12000 ? reinterpret_cast<void*>(&cuGetProcAddress_v2)
+                            : reinterpret_cast<void*>(&cuGetProcAddress);
+    return;
+  }
   for (const auto& [name, fn] : ours)
     if (std::strcmp(symbol, name) == 0) *pfn = fn;
+}
+
+/// Entry points obtained through cuGetProcAddress get the interposed versions:
+/// the name (without its _v2/_ptsz suffix choice, which the driver makes from
+/// the requested version) selects ours when we have one. cuGetProcAddress itself
+/// is one of them: a statically linked runtime asks it for itself (dlsym.cpp).
+KIR_EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version, uint64_t flags,
+                                        int* status) {
+  KIR_REAL(cuGetProcAddress_v2, CUresult (*)(const char*, void**, int, uint64_t, int*));
+  CUresult r = real_cuGetProcAddress_v2(symbol, pfn, version, flags, status);
+  if (r == CUDA_SUCCESS) ours_for(symbol, pfn, version, flags);
+  return r;
+}
+
+/// The CUDA 11.3 ABI of the same (no status out-parameter), which runtimes ask
+/// for with version 11030.
+KIR_EXPORT CUresult cuGetProcAddress(const char* symbol, void** pfn, int version, uint64_t flags) {
+  KIR_REAL(cuGetProcAddress, CUresult (*)(const char*, void**, int, uint64_t));
+  CUresult r = real_cuGetProcAddress(symbol, pfn, version, flags);
+  if (r == CUDA_SUCCESS) ours_for(symbol, pfn, version, flags);
   return r;
 }
 

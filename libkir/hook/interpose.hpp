@@ -24,13 +24,17 @@ struct Dim3 {
   unsigned x, y, z;
 };
 
+/// glibc's own dlsym for a lookup by handle, past the layer's dlsym interposer
+/// (dlsym.cpp), which would hand back the layer's cuGetProcAddress.
+void* real_dlsym(void* handle, const char* name);
+
 /// The real `name`: next in the lookup order, else in one of `libraries` when the
 /// app dlopen'ed it. Aborts, naming `runtime`, when neither has it.
 inline void* find_real(const char* name, std::initializer_list<const char*> libraries, const char* runtime) {
   if (void* f = dlsym(RTLD_NEXT, name)) return f;
   for (const char* lib : libraries)
     if (void* h = dlopen(lib, RTLD_LAZY | RTLD_NOLOAD))
-      if (void* f = dlsym(h, name)) return f;
+      if (void* f = real_dlsym(h, name)) return f;
   std::fprintf(stderr, "kir-hook: %s not found in the %s\n", name, runtime);
   std::abort();
 }

@@ -1,0 +1,120 @@
+// The driver's front door, for runtimes the layer cannot interpose by name.
+//
+// A CUDA runtime linked statically into an app or a library (nvcc's default,
+// CMake's CUDA language, libcublasLt, libcufft ...) defines its own
+// __cudaRegisterFatBinary and cudaLaunchKernel, so no preload sees them. It
+// reaches the driver through one door: it dlopen()s libcuda.so.1, looks up
+// `cuGetProcAddress_v2` with dlsym() on that handle, and asks that function for
+// every other entry point — cuGetProcAddress itself included (versions 11030 and
+// 12000, measured on CUDA 13.0 / driver 580). A lookup by handle bypasses
+// LD_PRELOAD, so the layer interposes dlsym() and hands out its own
+// cuGetProcAddress at both points; that one returns the layer's driver
+// interposers (driver_api.cpp), which report module loads, kernels, allocations
+// and launches. Calls a shared runtime makes the same way arrive inside an
+// interposed runtime call and are only forwarded (RuntimeCall), so nothing is
+// reported twice.
+//
+// glibc's dlsym() resolves RTLD_NEXT (and scopes RTLD_DEFAULT) relative to the
+// object that called it, found from its return address. The interposer must
+// therefore not be a C function that calls the real dlsym: it is a few lines of
+// x86-64 assembly that asks `kir_dlsym_override` whether to answer, and
+// otherwise *jumps* to the real dlsym with the caller's registers and return
+// address untouched, so every other lookup behaves exactly as without the layer.
+// Elsewhere (other architectures) dlsym is not interposed and statically linked
+// runtimes stay invisible.
+#include <dlfcn.h>
+
+#include <cstring>
+
+#include "interpose.hpp"
+
+extern "C" {
+// driver_api.cpp: the layer's cuGetProcAddress, in both ABI versions.
+int cuGetProcAddress_v2(const char* symbol, void** pfn, int version, uint64_t flags, int* status);
+int cuGetProcAddress(const char* symbol, void** pfn, int version, uint64_t flags);
+}
+
+namespace {
+
+/// The real dlsym: versioned lookup, which the interposer does not affect.
+void* real_dlsym() {
+  static void* real = [] {
+    void* f = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");  // glibc >= 2.34: in libc
+    if (!f) f = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
+    return f;
+  }();
+  return real;
+}
+
+}  // namespace
+
+/// What the interposer answers itself (non-null), or nullptr to let the real
+/// dlsym answer. Only lookups of the driver's cuGetProcAddress by handle are
+/// taken: the layer hands out its own, which forwards to the driver's.
+extern "C" __attribute__((visibility("hidden"), used)) void* kir_dlsym_override(void* handle,
+                                                                                const char* name) {
+  if (!name || handle == RTLD_NEXT || handle == RTLD_DEFAULT || std::strncmp(name, "cuGetProcAddress", 16) != 0)
+    return nullptr;
+  if (std::strcmp(name, "cuGetProcAddress_v2") == 0) return reinterpret_cast<void*>(&cuGetProcAddress_v2);
+  if (std::strcmp(name, "cuGetProcAddress") == 0) return reinterpret_cast<void*>(&cuGetProcAddress);
+  return nullptr;
+}
+
+/// Where the interposer jumps when it does not answer (set before main).
+extern "C" {
+__attribute__((visibility("hidden"), used)) void* kir_real_dlsym = nullptr;
+}
+
+namespace {
+__attribute__((constructor(101))) void find_real_dlsym() { kir_real_dlsym = real_dlsym(); }
+}  // namespace
+
+void* kir::hook::real_dlsym(void* handle, const char* name) {
+  using Dlsym = void* (*)(void*, const char*);
+  return reinterpret_cast<Dlsym>(::real_dlsym())(handle, name);
+}
+
+#if defined(__x86_64__)
+// dlsym(handle, name): rdi, rsi. Entry rsp is 8 mod 16; two pushes and 8 bytes
+// re-align it for the call. When the override answers, return it; else restore
+// the arguments and tail-jump to the real dlsym (the caller's return address is
+// still on top of the stack). Before the constructor ran, ask the real one via
+// the PLT-free path: kir_real_dlsym is resolved lazily by the override's caller.
+__asm__(R"(
+    .text
+    .globl dlsym
+    .type dlsym, @function
+    .p2align 4
+dlsym:
+    push %rdi
+    push %rsi
+    sub $8, %rsp
+    call kir_dlsym_override
+    add $8, %rsp
+    pop %rsi
+    pop %rdi
+    test %rax, %rax
+    jz 1f
+    ret
+1:
+    mov kir_real_dlsym(%rip), %rax
+    test %rax, %rax
+    jz 2f
+    jmp *%rax
+2:
+    push %rdi
+    push %rsi
+    sub $8, %rsp
+    call kir_find_real_dlsym
+    add $8, %rsp
+    pop %rsi
+    pop %rdi
+    jmp *%rax
+    .size dlsym, .-dlsym
+)");
+
+extern "C" __attribute__((visibility("hidden"), used)) void* kir_find_real_dlsym() {
+  kir_real_dlsym = real_dlsym();
+  return kir_real_dlsym;
+}
+#endif

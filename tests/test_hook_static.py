@@ -1,0 +1,168 @@
+"""Apps whose CUDA runtime is linked statically (nvcc's default, NVIDIA's own
+libraries): the hook meets them at the driver. Such a runtime dlopen()s
+libcuda.so.1, looks up `cuGetProcAddress_v2` with dlsym() on that handle and asks
+it for every other entry point; the hook interposes dlsym() (libkir/hook/dlsym.cpp)
+and hands out its own cuGetProcAddress, which returns its driver interposers.
+
+Without a GPU: a stub libcuda.so.1 stands in for the driver, and a library that
+looks itself up with dlsym(RTLD_NEXT) checks that every other lookup still
+behaves as without the hook. On the GPU: a default nvcc build and PyTorch's
+cuBLAS GEMM are traced, recorded and replayed."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import kir
+
+HOOK = Path(kir.__file__).parent / "lib" / "libkir_hook.so"
+
+BASE = "int kir_probe(void) { return 1; }\n"
+NEXT = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+int kir_probe(void) { return 2; }
+int next_probe(void) { int (*f)(void) = (int (*)(void))dlsym(RTLD_NEXT, "kir_probe"); return f ? f() : -1; }
+"""
+STUB_DRIVER = r"""
+#include <string.h>
+int cuLaunchKernel(void) { return 0; }
+int cuFoo(void) { return 0; }
+static int lookup(const char* s, void** pfn, int v);
+int cuGetProcAddress_v2(const char* s, void** pfn, int v, unsigned long long f, int* st) {
+  (void)f; if (st) *st = 0; return lookup(s, pfn, v); }
+int cuGetProcAddress(const char* s, void** pfn, int v, unsigned long long f) { (void)f; return lookup(s, pfn, v); }
+static int lookup(const char* s, void** pfn, int v) {
+  if (!strcmp(s, "cuLaunchKernel")) { *pfn = (void*)cuLaunchKernel; return 0; }
+  if (!strcmp(s, "cuFoo")) { *pfn = (void*)cuFoo; return 0; }
+  if (!strcmp(s, "cuGetProcAddress")) {
+    *pfn = v >= 12000 ? (void*)cuGetProcAddress_v2 : (void*)cuGetProcAddress; return 0; }
+  *pfn = 0; return 500;
+}
+"""
+PROGRAM = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdio.h>
+int next_probe(void);
+typedef int (*gpa2)(const char*, void**, int, unsigned long long, int*);
+static const char* from(void* p) { Dl_info i; return p && dladdr(p, &i) ? i.dli_fname : "-"; }
+int main(void) {
+  printf("next-probe %d\n", next_probe());
+  void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);  /* as a static runtime does */
+  gpa2 g = (gpa2)dlsym(h, "cuGetProcAddress_v2");
+  printf("dlsym:cuGetProcAddress_v2 %s\n", from((void*)g));
+  void* p = 0; int st;
+  g("cuGetProcAddress", &p, 11030, 0, &st); printf("11030:cuGetProcAddress %s\n", from(p));
+  g("cuGetProcAddress", &p, 12000, 0, &st); printf("12000:cuGetProcAddress %s\n", from(p));
+  g("cuLaunchKernel", &p, 12000, 0, &st); printf("12000:cuLaunchKernel %s\n", from(p));
+  g("cuFoo", &p, 12000, 0, &st); printf("12000:cuFoo %s\n", from(p));
+  printf("dlsym:cuFoo %s\n", from(dlsym(h, "cuFoo")));
+  return 0;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def probe(tmp_path_factory):
+    d = tmp_path_factory.mktemp("static")
+    for name, text in (("base.c", BASE), ("next.c", NEXT), ("stub.c", STUB_DRIVER), ("prog.c", PROGRAM)):
+        (d / name).write_text(text)
+    def cc(*args):
+        subprocess.run(["gcc", *map(str, args)], check=True, cwd=d)
+    cc("-shared", "-fPIC", "base.c", "-o", "libbase.so")
+    cc("-shared", "-fPIC", "next.c", "-o", "libnext.so", "-ldl")
+    cc("-shared", "-fPIC", "stub.c", "-Wl,-soname,libcuda.so.1", "-o", "libcuda.so.1")
+    cc("prog.c", "-Wl,--no-as-needed", f"-L{d}", "-lnext", "-lbase", "-ldl", f"-Wl,-rpath,{d}", "-o", "prog")
+    return d
+
+
+def run_probe(d: Path, hooked: bool) -> dict[str, str]:
+    env = {"PATH": "/usr/bin:/bin", "LD_LIBRARY_PATH": str(d)}
+    if hooked:
+        env["LD_PRELOAD"] = str(HOOK)
+    out = subprocess.run([d / "prog"], capture_output=True, text=True, env=env, check=True).stdout
+    return dict(line.split(" ", 1) for line in out.splitlines())
+
+
+def test_the_driver_front_door_is_the_hook_s(probe):
+    bare, hooked = run_probe(probe, False), run_probe(probe, True)
+    stub, hook = str(probe / "libcuda.so.1"), str(HOOK.resolve())
+    assert all(bare[k] == stub for k in bare if k != "next-probe")
+    # dlsym(libcuda, "cuGetProcAddress_v2") and cuGetProcAddress asked for itself (both ABIs)
+    # give the hook's; the hook's returns its interposer for an entry point it has ...
+    for key in ("dlsym:cuGetProcAddress_v2", "11030:cuGetProcAddress", "12000:cuGetProcAddress",
+                "12000:cuLaunchKernel"):
+        assert Path(hooked[key]).resolve() == HOOK.resolve(), (key, hooked[key], hook)
+    # ... and the driver's own for the rest, by either way of asking.
+    assert hooked["12000:cuFoo"] == hooked["dlsym:cuFoo"] == stub
+
+
+def test_every_other_dlsym_behaves_as_without_the_hook(probe):
+    """dlsym(RTLD_NEXT) is resolved from its caller's return address: the hook's
+    interposer must jump to glibc's with the caller's frame, or libnext.so would
+    find its own kir_probe (2) instead of libbase.so's (1) — or none."""
+    assert run_probe(probe, False)["next-probe"] == run_probe(probe, True)["next-probe"] == "1"
+
+
+# --- on the GPU ---------------------------------------------------------------------------
+
+def trace_events(kir_cli, *command):
+    result = kir_cli("trace", "--json", "--", *command)
+    return result, [json.loads(l) for l in result.stdout.splitlines() if l.startswith('{"event"')]
+
+
+def test_a_default_nvcc_build_is_traced(gpu, built, kir_cli):
+    app = built["rec_vector_add_static"]
+    bare = subprocess.run([app], capture_output=True, text=True)
+    result, events = trace_events(kir_cli, app)
+    assert result.returncode == bare.returncode == 0, result.stderr
+    assert "statically" not in result.stderr
+    launches = [e for e in events if e["event"] == "launch"]
+    kernels = {k.name for i in kir.open(app).images if i.kind == "cubin" for k in i.kernels}
+    assert launches and {e["kernel"] for e in launches} <= kernels
+    assert all(e["api"].startswith("cuLaunchKernel") for e in launches)
+    # the same static hash as `kir hash` for the sm_90 cubin the device loads
+    hashes = [json.loads(l) for l in kir_cli("hash", "--json", app).stdout.splitlines()]
+    registered = {e["kernel"]: e["static"] for e in events if e["event"] == "register-kernel"}
+    for name, static in registered.items():
+        assert static == next(h["static"] for h in hashes if h["kernel"] == name
+                              and h["image_kind"] == "cubin" and h["target"] == "sm_90")
+
+
+def test_a_default_nvcc_build_is_recorded_and_replays(gpu, built, kir_cli, tmp_path):
+    app = built["rec_vector_add_static"]
+    bare = subprocess.run([app], capture_output=True, text=True)
+    result = kir_cli("record", "-o", tmp_path / "rec", "--", app)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout == bare.stdout
+    listing = json.loads(kir_cli("records", tmp_path / "rec", "--json").stdout)
+    assert listing["records"]
+    for r in listing["records"]:
+        replayed = kir_cli("replay", tmp_path / "rec" / "records" / r["file"], "--json")
+        assert replayed.returncode == 0, replayed.stderr[-3000:]
+        assert json.loads(replayed.stdout)["verified"] is True
+
+
+TORCH_GEMM = r"""
+import torch
+a = torch.randn(512, 512, device="cuda")
+b = a @ a
+torch.cuda.synchronize()
+print(float(b.sum()))
+"""
+
+
+def test_pytorch_cublas_gemm_is_traced(gpu, kir_cli, tmp_path):
+    pytest.importorskip("torch")
+    script = tmp_path / "gemm.py"
+    script.write_text(TORCH_GEMM)
+    result, events = trace_events(kir_cli, sys.executable, script)
+    assert result.returncode == 0, result.stderr[-3000:]
+    names = {e["kernel"] for e in events if e["event"] == "launch"}
+    assert any("gemm" in n.lower() for n in names), sorted(names)[:20]
