@@ -390,8 +390,16 @@ void Layer::add_kernel(const void* handle, const void* stub, const char* name, F
 namespace {
 
 /// The bytes of an image handed to cuModuleLoadData, sized from its own headers:
-/// a fatbin container, an ELF cubin, or PTX text.
+/// a fatbin container (or the `__fatBinC_Wrapper_t` pointing to one, as a
+/// statically linked runtime passes it), an ELF cubin, or PTX text.
 Expected<ByteView> sized_image(const void* image) {
+  uint32_t magic = 0;
+  if (image) std::memcpy(&magic, image, sizeof magic);
+  if (magic == kFatbinWrapperMagic) {  // a static runtime hands the driver its __fatBinC_Wrapper_t
+    Expected<FatbinContainer> c = registered_fatbin(image, kUnknownSize, mapped_extent);
+    if (!c) return c.error();
+    return c->bytes();
+  }
   Expected<ContainerSite> site = sized_device_image(image, image ? mapped_extent(image) : 0);
   if (!site) return site.error().within("image at " + hex_of(image));
   return ByteView(static_cast<const uint8_t*>(image), site->size);
