@@ -74,6 +74,9 @@ void bind_builder(nb::module_& m) {
         check(b.builder->set_ptx(std::move(arch), view(data)));
       }, "arch"_a, "data"_a)
       .def("set_ir", [](B& b, nb::bytes data) { check(b.builder->set_ir(view(data))); }, "data"_a)
+      .def("add_ptx_unit", [](B& b, std::string arch, nb::bytes data) {
+        check(b.builder->add_ptx_unit(std::move(arch), view(data)));
+      }, "arch"_a, "data"_a)
       .def("set_launch", [](B& b, std::string api, kir::Hash128 dynamic_hash,
                             std::tuple<uint32_t, uint32_t, uint32_t> grid,
                             std::tuple<uint32_t, uint32_t, uint32_t> block, uint64_t shared_bytes,

@@ -45,10 +45,38 @@ void fill(kir_hook_code& out, const std::vector<uint8_t>& bytes, const char* kin
 
 }  // namespace
 
-bool Layer::kernel_code(const kir_hook_kernel* kernel, int which, kir_hook_code& out) {
-  if (!kernel || __atomic_load_n(&kernel->unloaded, __ATOMIC_ACQUIRE)) return false;
+FatbinRecord* Layer::live_fatbin_of(const kir_hook_kernel* kernel) {
+  if (!kernel || __atomic_load_n(&kernel->unloaded, __ATOMIC_ACQUIRE)) return nullptr;
   KernelRecord* k = kernel_for(kernel->host_stub);
-  FatbinRecord* f = k && &k->view == kernel ? k->fatbin : nullptr;  // not a stale view of an earlier load
+  return k && &k->view == kernel ? k->fatbin : nullptr;  // not a stale view of an earlier load
+}
+
+size_t Layer::kernel_code_units(const kir_hook_kernel* kernel) {
+  FatbinRecord* f = live_fatbin_of(kernel);
+  if (!f) return 0;
+  std::lock_guard<std::mutex> lock(f->code_mutex);
+  return f->unloaded ? 0 : f->units.size();
+}
+
+bool Layer::kernel_code_unit(const kir_hook_kernel* kernel, size_t index, kir_hook_code& out) {
+  FatbinRecord* f = live_fatbin_of(kernel);
+  if (!f) return false;
+  std::lock_guard<std::mutex> lock(f->code_mutex);
+  if (f->unloaded || index >= f->units.size()) return false;
+  FatbinRecord::Unit& u = f->units[index];
+  if (!u.tried && u.container) {
+    u.tried = true;  // a failure is reported once
+    const FatbinEntry* ptx = pick_ptx(*u.container, device_compute_capability());
+    u.ready = decode_into(ptx, u.ptx, kernel->fatbin);
+    if (u.ready) u.arch = "sm_" + std::to_string(ptx->arch);
+  }
+  if (!u.ready) return false;
+  fill(out, u.ptx, name(ImageKind::ptx), u.arch);
+  return true;
+}
+
+bool Layer::kernel_code(const kir_hook_kernel* kernel, int which, kir_hook_code& out) {
+  FatbinRecord* f = live_fatbin_of(kernel);
   if (!f || !f->code) return false;
   std::lock_guard<std::mutex> lock(f->code_mutex);
   if (f->unloaded) return false;  // unregistered since the lookup: its image may be gone
@@ -116,6 +144,14 @@ extern "C" {
 
 KIR_EXPORT int kir_hook_kernel_code(const kir_hook_kernel* kernel, int which, kir_hook_code* out) {
   return out && kir::hook::Layer::get().kernel_code(kernel, which, *out) ? 1 : 0;
+}
+
+KIR_EXPORT size_t kir_hook_kernel_code_units(const kir_hook_kernel* kernel) {
+  return kir::hook::Layer::get().kernel_code_units(kernel);
+}
+
+KIR_EXPORT int kir_hook_kernel_code_unit(const kir_hook_kernel* kernel, size_t index, kir_hook_code* out) {
+  return out && kir::hook::Layer::get().kernel_code_unit(kernel, index, *out) ? 1 : 0;
 }
 
 KIR_EXPORT void kir_hook_for_each_allocation(void (*visit)(void*, const kir_hook_allocation*), void* user) {

@@ -57,6 +57,51 @@ Expected<FatbinContainer> container_of(const void* wrapper) {
   return registered_fatbin(wrapper, kUnknownSize, mapped_extent);
 }
 
+/// The most relocatable units a device-linked registration may list.
+constexpr size_t kMaxLinkedUnits = 4096;
+
+/// A device-linked registration's units (nvcc -rdc=true): __cudaRegisterLinkedBinary
+/// registers the linked fatbin with a version-2 `__fatBinC_Wrapper_t` whose last
+/// field points to a NULL-terminated array of the units' relocatable fatbin
+/// containers (crt/link.stub, `__cudaPrelinkedFatbins`). Each is read no
+/// further than its loaded segment; one that cannot be read is reported and
+/// kept as an empty unit, so indices stay those of the link order.
+std::vector<FatbinRecord::Unit> linked_units(const void* wrapper, const void* handle) {
+  std::vector<FatbinRecord::Unit> units;
+  constexpr size_t kVersionAt = 4, kListAt = 16, kWrapperBytes = 24;
+  if (!wrapper || mapped_extent(wrapper) < kWrapperBytes) return units;
+  int32_t version = 0;
+  const void* list = nullptr;
+  std::memcpy(&version, static_cast<const uint8_t*>(wrapper) + kVersionAt, sizeof version);
+  std::memcpy(&list, static_cast<const uint8_t*>(wrapper) + kListAt, sizeof list);
+  if (version != 2 || !list) return units;
+  const auto* slots = static_cast<const uint8_t*>(list);
+  for (size_t i = 0;; ++i) {
+    if (i == kMaxLinkedUnits) {
+      report_failure(describe("fatbin", handle), "its list of linked units at " + hex_of(list) + " holds more than " +
+                                                     std::to_string(kMaxLinkedUnits) + " entries: the rest are ignored");
+      break;
+    }
+    const uint8_t* slot = slots + i * sizeof(void*);
+    if (mapped_extent(slot) < sizeof(void*)) {
+      report_failure(describe("fatbin", handle), "its list of linked units at " + hex_of(list) + " ends at entry " +
+                                                     std::to_string(i) + " without a NULL");
+      break;
+    }
+    const void* unit = nullptr;
+    std::memcpy(&unit, slot, sizeof unit);
+    if (!unit) break;
+    FatbinRecord::Unit u;
+    Expected<FatbinContainer> c =
+        FatbinContainer::create(ByteView(static_cast<const uint8_t*>(unit), std::min(kUnknownSize, mapped_extent(unit))));
+    if (c) u.container = std::move(*c);
+    else report_failure(describe("fatbin", handle), "linked unit " + std::to_string(i) + " at " + hex_of(unit) + ": " +
+                                                        c.error().message());
+    units.push_back(std::move(u));
+  }
+  return units;
+}
+
 struct FailureLog {
   std::atomic<uint64_t> count{0};
   std::mutex mutex;
@@ -157,8 +202,12 @@ void Layer::fatbin_registered(const void* handle, const void* wrapper) {
         live->second->container->bytes().data() == c->bytes().data())
       return;  // registered again (Proteus's __proteus_register_fatbinary after the runtime's): the same image
   }
-  if (c) record->container = std::move(*c);
-  else report_failure(describe("fatbin", handle), "registered without its code: " + c.error().message());
+  if (c) {
+    record->container = std::move(*c);
+    record->units = linked_units(wrapper, handle);
+  } else {
+    report_failure(describe("fatbin", handle), "registered without its code: " + c.error().message());
+  }
   size_t images = record->container ? record->container->entries().size() : 0;
   publish(handle, std::move(record), images);
 }
@@ -194,6 +243,16 @@ void Layer::fatbin_unregistered(const void* handle, const char* api) {
   if (retire(handle)) ++unregistered_;
 }
 
+namespace {
+
+/// Empty `v` and free its storage (`v = {}` assigns an empty list and keeps the capacity).
+template <class T>
+void release(std::vector<T>& v) {
+  std::vector<T>().swap(v);
+}
+
+}  // namespace
+
 bool Layer::retire(const void* handle) {
   auto it = fatbins_.find(handle);
   if (it == fatbins_.end()) return false;
@@ -213,11 +272,24 @@ bool Layer::retire(const void* handle) {
     f->unloaded = true;
     f->chosen = nullptr;
     f->container.reset();
-    f->owned = {};
-    if (f->code) {  // views keep only the embedded IR (kir_hook_kernel.ir)
-      f->code->kernels = {};
-      f->code->functions = {};
-      f->code->globals = {};
+    release(f->owned);
+    // Nothing of the image is kept (a process loading and unloading modules
+    // must not grow): the code bytes handed out and the embedded IR are freed
+    // (kir/hooks.h: valid until fatbin_unregistered returns); the views keep
+    // their names and parameter layouts.
+    release(f->launched_bytes);
+    release(f->ptx_bytes);
+    f->launched_ready = f->ptx_ready = false;
+    release(f->units);
+    if (f->code) {  // keeps its kind (an empty shell): nothing reads the rest again
+      release(f->code->kernels);
+      release(f->code->functions);
+      release(f->code->globals);
+      release(f->code->ir);
+    }
+    for (KernelRecord* k : f->kernels) {
+      k->view.ir = nullptr;
+      k->view.ir_size = 0;
     }
   }
   retired_.push_back(std::move(it->second));

@@ -84,6 +84,19 @@ struct FatbinRecord {
   std::vector<uint8_t> launched_bytes, ptx_bytes;
   std::string ptx_arch;
   bool launched_ready = false, ptx_ready = false, launched_tried = false, ptx_tried = false, unloaded = false;
+  // A device-linked registration (nvcc -rdc=true: __cudaRegisterLinkedBinary
+  // registers the linked fatbin with a version-2 wrapper listing the units'
+  // relocatable fatbins, `__nv_relfatbin`): each unit's container, in link
+  // order (views of the app's memory, dropped at unload; nullopt for a unit
+  // that could not be read), and its PTX for clients (kir_hook_kernel_code_unit),
+  // decoded on first request. All freed at unload.
+  struct Unit {
+    std::optional<FatbinContainer> container;
+    std::vector<uint8_t> ptx;
+    std::string arch;
+    bool tried = false, ready = false;
+  };
+  std::vector<Unit> units;
 };
 
 /// A registered kernel; the C view handed to clients points into it. Never
@@ -153,6 +166,10 @@ class Layer {
   void for_each_allocation(void (*visit)(void*, const kir_hook_allocation*), void* user) const;
   /// The device code of a registered kernel (KIR_CODE_*), decoded on first request.
   bool kernel_code(const kir_hook_kernel* kernel, int which, kir_hook_code& out);
+  /// The relocatable units of a device-linked kernel's registration: their count,
+  /// and the PTX of unit `index` (decoded on first request).
+  size_t kernel_code_units(const kir_hook_kernel* kernel);
+  bool kernel_code_unit(const kir_hook_kernel* kernel, size_t index, kir_hook_code& out);
   /// A client's allocator for device allocations (one per process).
   int set_allocator(const kir_hook_allocator* allocator);
   /// Serve a device allocation from the client allocator: true and `address` when it did.
@@ -167,6 +184,8 @@ class Layer {
   void load_clients_from_environment();
   int install_allocator(const kir_hook_allocator* allocator);  // under clients_mutex_
   KernelRecord* kernel_for(const void* stub);
+  /// The live registration of `kernel` (not a stale view of an earlier load), or nullptr.
+  FatbinRecord* live_fatbin_of(const kir_hook_kernel* kernel);
   void decode(FatbinRecord& f, const void* handle);
   /// Put `record` under `handle`, retiring a live registration there first.
   void publish(const void* handle, std::unique_ptr<FatbinRecord> record, size_t images);

@@ -325,6 +325,15 @@ void Recorder::describe_kernel(RecordBuilder& b, const kir_hook_launch& l) {
       }
   }
   if (k.ir && k.ir_size) (void)b.set_ir(ByteView(static_cast<const uint8_t*>(k.ir), k.ir_size));
+  // Relocatable device code: the linked image has no PTX; every unit's PTX, in
+  // link order, lets replay link the kernel from PTX. Kept only when all have it.
+  size_t units = kir_hook_kernel_code_units(&k);
+  std::vector<kir_hook_code> unit_ptx(units);
+  bool complete = units > 0;
+  for (size_t i = 0; i < units && complete; ++i) complete = kir_hook_kernel_code_unit(&k, i, &unit_ptx[i]) == 1;
+  if (complete)
+    for (const kir_hook_code& u : unit_ptx)
+      (void)b.add_ptx_unit(u.arch, ByteView(static_cast<const uint8_t*>(u.bytes), u.size));
 }
 
 void Recorder::flag_arguments(RecordBuilder& b, const std::vector<std::vector<uint8_t>>& args,

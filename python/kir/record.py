@@ -109,6 +109,9 @@ class Kernel:
     image: Code             #: the image the launch ran
     ptx: Code | None        #: the same fatbin's PTX for the device
     ir: Code | None         #: the LLVM bitcode module embedded for the kernel
+    #: relocatable device code (nvcc -rdc=true): the PTX of every unit the kernel's
+    #: registration was device-linked from, in link order; empty otherwise
+    ptx_units: list[Code] = field(default_factory=list)
 
 
 @dataclass
@@ -358,7 +361,8 @@ def _kernel(f: _Fields) -> Kernel:
                   static_hash=f.hash("static_hash"),
                   params=[Param(p.get("offset", int), p.get("size", int)) for p in f.items("params")],
                   image=_code(f.sub("image", optional=True)), ptx=_code(f.sub("ptx", optional=True)),
-                  ir=_code(f.sub("ir", optional=True), kind="ir"))
+                  ir=_code(f.sub("ir", optional=True), kind="ir"),
+                  ptx_units=[_code(u) for u in f.items("ptx_units")] if "ptx_units" in f.value else [])
 
 
 def _launch(f: _Fields) -> Launch:
@@ -496,7 +500,7 @@ class Record:
 
     def chunk_names(self) -> set[str]:
         """Every chunk the record names: code and memory."""
-        codes = [c for c in (self.kernel.image, self.kernel.ptx, self.kernel.ir) if c]
+        codes = [c for c in (self.kernel.image, self.kernel.ptx, self.kernel.ir, *self.kernel.ptx_units) if c]
         names = {c.chunk for c in codes}
         for region in self.regions:
             names.update(region.prologue or [])
@@ -517,6 +521,18 @@ class Record:
         if len(data) != code.size:
             raise RecordError(f"{self.path}: kernel.{which} is {len(data)} bytes, metadata says {code.size}")
         return data
+
+    def ptx_units(self) -> list[bytes]:
+        """The PTX of every unit of a device-linked kernel, in link order (checked
+        against their sizes); [] when the record holds none."""
+        units = []
+        for i, code in enumerate(self.kernel.ptx_units):
+            data = self.chunk(code.chunk)
+            if len(data) != code.size:
+                raise RecordError(f"{self.path}: kernel.ptx_units[{i}] is {len(data)} bytes, "
+                                  f"metadata says {code.size}")
+            units.append(data)
+        return units
 
     @property
     def flag_names(self) -> list[str]:

@@ -44,6 +44,13 @@ Status RecordBuilder::set_ptx(std::string arch, ByteView bytes) { return store_c
 
 Status RecordBuilder::set_ir(ByteView bytes) { return store_code(ir_, "", "", bytes); }
 
+Status RecordBuilder::add_ptx_unit(std::string arch, ByteView bytes) {
+  std::optional<StoredCode> unit;
+  if (Status s = store_code(unit, "ptx", std::move(arch), bytes); !s) return s;
+  ptx_units_.push_back(std::move(*unit));
+  return {};
+}
+
 void RecordBuilder::set_launch(std::string api, Hash128 dynamic_hash, std::array<uint32_t, 3> grid,
                                std::array<uint32_t, 3> block, uint64_t shared_bytes, uint64_t stream,
                                std::vector<std::vector<uint8_t>> args, uint64_t ordinal) {
@@ -167,7 +174,7 @@ std::vector<uint8_t> RecordBuilder::metadata() const {
   w.key("device").map(3).key("name").str(device_name_).key("arch").str(device_arch_);
   w.key("ordinal").sint(device_ordinal_);
 
-  w.key("kernel").map(7).key("name").str(name_).key("demangled").str(demangled_);
+  w.key("kernel").map(ptx_units_.empty() ? 7 : 8).key("name").str(name_).key("demangled").str(demangled_);
   w.key("static_hash").str(static_hash_.hex()).key("params").array(uint32_t(sizes_.size()));
   for (size_t i = 0; i < sizes_.size(); ++i) w.map(2).key("offset").uint(offsets_[i]).key("size").uint(sizes_[i]);
   w.key("image");
@@ -176,6 +183,10 @@ std::vector<uint8_t> RecordBuilder::metadata() const {
   write_code(w, ptx_, true);
   w.key("ir");
   write_code(w, ir_, false);
+  if (!ptx_units_.empty()) {  // relocatable device code: every unit's PTX, in link order
+    w.key("ptx_units").array(uint32_t(ptx_units_.size()));
+    for (const StoredCode& unit : ptx_units_) write_code(w, unit, true);
+  }
 
   w.key("launch").map(8).key("api").str(api_).key("dynamic_hash").str(dynamic_hash_.hex());
   w.key("grid");

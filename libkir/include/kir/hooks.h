@@ -14,10 +14,14 @@
  * Unloading: when the app unregisters a fatbin (__cudaUnregisterFatBinary, run
  * as a library is dlclose'd or the process exits; __hipUnregisterFatBinary) or
  * unloads a module (cuModuleUnload, cuLibraryUnload), clients are told
- * (fatbin_unregistered), then the layer drops every view it had of that image.
- * The kernel and global views it handed out stay valid for the process's life
- * (the layer owns their names, layouts and IR), marked `unloaded`; a later
- * registration at the same host address is a new kernel or global.
+ * (fatbin_unregistered), then the layer drops every view it had of that image
+ * and frees what it held of it: the code bytes kir_hook_kernel_code and
+ * kir_hook_kernel_code_unit handed out, and the kernels' embedded IR (their
+ * `ir` becomes NULL, `ir_size` 0) — those are valid until fatbin_unregistered
+ * returns. The kernel and global views stay valid for the process's life (the
+ * layer owns their names and layouts), marked `unloaded`; a later registration
+ * at the same host address is a new kernel or global. So a process that loads
+ * and unloads modules does not grow by their images.
  *
  * Errors: the layer never fails the app's call, and never drops what it cannot
  * use silently: each fatbin, module, code object, kernel or client it cannot
@@ -31,7 +35,9 @@
  * Structs the layer hands out (kir_hook_kernel, kir_hook_global, ...) also grow
  * only at the end: an older client reads the prefix it knows. API 2 appended
  * kir_hook_client.fatbin_unregistered, kir_hook_kernel.unloaded,
- * kir_hook_global.unloaded, kir_hook_stats.failures and .unregistered.
+ * kir_hook_global.unloaded, kir_hook_stats.failures and .unregistered. API 3
+ * appended kir_hook_kernel_code_units and kir_hook_kernel_code_unit (a
+ * device-linked registration's units) and frees an unloaded image's code and IR.
  */
 #ifndef KIR_HOOKS_H
 #define KIR_HOOKS_H
@@ -45,7 +51,7 @@
 extern "C" {
 #endif
 
-#define KIR_HOOK_API_VERSION 2
+#define KIR_HOOK_API_VERSION 3
 
 typedef struct kir_dim3 {
   uint32_t x, y, z;
@@ -60,7 +66,8 @@ typedef struct kir_hook_kernel {
   const uint32_t* param_sizes;
   kir_hash128 static_hash;
   const void* ir;         /* LLVM bitcode the Proteus pass embedded for this kernel (HIP) or its
-                             translation unit (CUDA), from the same image; NULL when none */
+                             translation unit (CUDA), from the same image; NULL when none.
+                             Valid until fatbin_unregistered returns, then NULL (API 3) */
   size_t ir_size;
   /* API 2: */
   int unloaded;           /* 1 once its fatbin or module was unregistered (read it atomically:
@@ -171,14 +178,14 @@ size_t kir_hook_global_count(void);
 const kir_hook_global* kir_hook_global_at(size_t index);
 uint64_t kir_hook_global_device_address(const void* host_address);
 
-/** A registered kernel's device code, as the layer holds it (valid for the
- *  process's life). `which`: KIR_CODE_LAUNCHED, the image its launches use
+/** A registered kernel's device code, as the layer holds it (valid until its
+ *  fatbin or module is unregistered and fatbin_unregistered returns). `which`: KIR_CODE_LAUNCHED, the image its launches use
  *  (a cubin, or PTX the driver compiles); KIR_CODE_PTX, the PTX of the same
  *  registration that suits this device (the launched image when that is PTX).
  *  Returns 1 and fills `out`, or 0 when there is none: the image holds none, it
  *  could not be decoded (a failure, see KIR_HOOK_LOG), or the kernel is
- *  `unloaded` (refused even when its bytes were handed out before; bytes handed
- *  out stay valid). */
+ *  `unloaded` (refused even when its bytes were handed out before; those are
+ *  freed once fatbin_unregistered returns). */
 #define KIR_CODE_LAUNCHED 0
 #define KIR_CODE_PTX 1
 typedef struct kir_hook_code {
@@ -188,6 +195,21 @@ typedef struct kir_hook_code {
   const char* arch; /* "sm_90"; "" for an image loaded through the driver API */
 } kir_hook_code;
 int kir_hook_kernel_code(const kir_hook_kernel* kernel, int which, kir_hook_code* out);
+
+/** API 3. Relocatable device code (nvcc -rdc=true): the linked binary the
+ *  runtime registers (__cudaRegisterLinkedBinary_*: the device-linked fatbin,
+ *  `.nv_fatbin`, holding the linked cubin and no PTX) lists each translation
+ *  unit's relocatable fatbin (`__nv_relfatbin`). A kernel of such a
+ *  registration is rebuilt from PTX by linking every unit's PTX (nvJitLink or
+ *  the driver linker). kir_hook_kernel_code_units: how many units the kernel's
+ *  registration lists, in link order (0: not device-linked, or `unloaded`).
+ *  kir_hook_kernel_code_unit: the PTX of unit `index` that suits this device
+ *  (the newest not above it; kind "ptx", `arch` its target), decoded on first
+ *  request; 1 and `out` filled, or 0 when the unit holds none, could not be
+ *  read (a failure, see KIR_HOOK_LOG), `index` is past the last, or the kernel
+ *  is `unloaded`. Bytes valid as kir_hook_kernel_code's. */
+size_t kir_hook_kernel_code_units(const kir_hook_kernel* kernel);
+int kir_hook_kernel_code_unit(const kir_hook_kernel* kernel, size_t index, kir_hook_code* out);
 
 /** Call `visit` for every live allocation, in address order, under the
  *  tracker's reader lock: `visit` must not allocate, free or track. */

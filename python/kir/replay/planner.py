@@ -40,6 +40,7 @@ class CodeChoice:
     arch: str               #: the code's architecture ("sm_90"), or the one IR is compiled for
     reason: str             #: why this code, in words
     libdevice: Path | None = None  #: IR: the libdevice linked in (the module calls __nv_*)
+    units: int = 0          #: PTX of relocatable device code: how many units are linked (0: one module)
 
 
 @dataclass
@@ -82,8 +83,14 @@ class ReplayPlan:
         """Mappings outside the VA range, each reserved at its own address."""
         return [m for m in self.mappings if m.exact]
 
+    def code_units(self) -> list[bytes]:
+        """Relocatable device code replayed from PTX (`code.units` > 0): every unit's
+        PTX, in link order, for the linker (nvJitLink or cuLink*) to JIT and link."""
+        return self.record.ptx_units() if self.code.units else []
+
     def code_bytes(self) -> bytes:
-        """The code to load: the recorded image or PTX, or PTX compiled from the IR (once)."""
+        """The code to load: the recorded image or PTX, or PTX compiled from the IR (once).
+        For linked units (`code.units`), see code_units."""
         if self._code_bytes is None:
             self._code_bytes = _load_code(self.record, self.code)
         return self._code_bytes
@@ -265,6 +272,8 @@ def _choose_cubin(record: Record, device_arch: str) -> CodeChoice:
 
 def _choose_ptx(record: Record, device_arch: str) -> CodeChoice:
     kernel = record.kernel
+    if kernel.ptx_units and not kernel.ptx:
+        return _choose_ptx_units(record, device_arch)
     ptx = kernel.ptx or (kernel.image if kernel.image.kind == "ptx" else None)
     if ptx is None:
         raise PlanError(f"{record.path}: --code ptx: the record holds no PTX for {kernel.name}")
@@ -273,6 +282,22 @@ def _choose_ptx(record: Record, device_arch: str) -> CodeChoice:
                         f"device ({device_arch})")
     source = "the image the launch ran" if ptx is kernel.image else "the fatbin's PTX"
     return CodeChoice("ptx", ptx.arch, f"{source} ({ptx.arch}, {ptx.size} bytes), compiled by the driver")
+
+
+def _choose_ptx_units(record: Record, device_arch: str) -> CodeChoice:
+    """Relocatable device code (nvcc -rdc=true): the launched image was device-linked
+    from several units, whose kernels may call each other's device functions; from PTX
+    it is rebuilt by JIT-compiling every unit's PTX and linking them."""
+    units = record.kernel.ptx_units
+    newest = max(units, key=lambda u: _arch_number(u.arch))
+    if _arch_number(newest.arch) > _arch_number(device_arch):
+        raise PlanError(f"{record.path}: --code ptx: unit {units.index(newest)}'s PTX is for {newest.arch}, "
+                        f"newer than the device ({device_arch})")
+    archs = sorted({u.arch for u in units}, key=_arch_number)
+    return CodeChoice("ptx", newest.arch,
+                      f"the PTX of the {len(units)} relocatable units the kernel was device-linked from "
+                      f"({', '.join(archs)}, {sum(u.size for u in units)} bytes), JIT-compiled and linked "
+                      f"for {device_arch} by the driver linker", units=len(units))
 
 
 def _choose_ir(record: Record, device_arch: str) -> CodeChoice:
@@ -289,6 +314,9 @@ def _choose_ir(record: Record, device_arch: str) -> CodeChoice:
 
 
 def _load_code(record: Record, choice: CodeChoice) -> bytes:
+    if choice.units:
+        raise PlanError(f"{record.path}: the kernel's code is {choice.units} PTX units to link: "
+                        "use ReplayPlan.code_units()")
     if choice.kind == "cubin":
         return record.code("image")
     if choice.kind == "ptx":
@@ -337,7 +365,7 @@ def _plan_json(p: ReplayPlan) -> dict:
         "format": "kir.replay-plan/1", "record": str(p.record.path), "kernel": p.record.kernel.name,
         "device_arch": p.device_arch, "granularity": p.granularity,
         "code": {"kind": p.code.kind, "arch": p.code.arch, "reason": p.code.reason,
-                 "libdevice": str(p.code.libdevice) if p.code.libdevice else None},
+                 "libdevice": str(p.code.libdevice) if p.code.libdevice else None, "units": p.code.units},
         "va_range": {"base": p.va_range.base, "size": p.va_range.size} if p.va_range else None,
         "reservations": [{"address": a, "size": s} for a, s in p.reservations],
         "mappings": [{"address": m.address, "size": m.size, "exact": m.exact,

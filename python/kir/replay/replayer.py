@@ -4,6 +4,7 @@ restores every prologue, launches (timing each repeat with CUDA events) and
 compares device memory with every epilogue."""
 from __future__ import annotations
 
+import ctypes
 import statistics
 from dataclasses import dataclass
 
@@ -169,10 +170,28 @@ class Replayer:
         access.flags = d.CUmemAccess_flags.CU_MEM_ACCESS_FLAGS_PROT_READWRITE
         self._call(f"cuMemSetAccess at {where}", d.cuMemSetAccess(mapping.address, mapping.size, [access], 1))
 
+    def _link_units(self, units: list[bytes]) -> bytes:
+        """Relocatable device code: JIT-compile every unit's PTX for this device and link
+        them (the driver linker, cuLinkCreate/cuLinkAddData/cuLinkComplete), as nvcc's
+        device link did; the linked cubin."""
+        d = self.driver
+        state = self._call("cuLinkCreate", d.cuLinkCreate(0, [], []))
+        try:
+            for i, ptx in enumerate(units):
+                text = ptx if ptx.endswith(b"\0") else ptx + b"\0"  # PTX is read as a C string
+                self._call(f"cuLinkAddData (PTX unit {i})",
+                           d.cuLinkAddData(state, d.CUjitInputType.CU_JIT_INPUT_PTX, text, len(text),
+                                           f"unit{i}.ptx".encode(), 0, [], []))
+            cubin, size = self._call("cuLinkComplete", d.cuLinkComplete(state))
+            return ctypes.string_at(int(cubin), size)  # owned by the link state: copy it out
+        finally:
+            d.cuLinkDestroy(state)
+
     def _load_code(self) -> None:
         d = self.driver
-        image = self.plan.code_bytes()
-        if self.plan.code.kind != "cubin" and not image.endswith(b"\0"):
+        units = self.plan.code_units()
+        image = self._link_units(units) if units else self.plan.code_bytes()
+        if self.plan.code.kind != "cubin" and not units and not image.endswith(b"\0"):
             image += b"\0"  # the driver reads PTX as a C string
         self.module = self._call(f"cuModuleLoadData ({self.plan.code.kind})", d.cuModuleLoadData(image))
         self._undo.append(lambda: d.cuModuleUnload(self.module))

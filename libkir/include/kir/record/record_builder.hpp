@@ -48,6 +48,10 @@ class RecordBuilder {
   Status set_image(std::string kind, std::string arch, ByteView bytes);
   Status set_ptx(std::string arch, ByteView bytes);
   Status set_ir(ByteView bytes);
+  /// Relocatable device code: append the PTX of the next unit the kernel's
+  /// registration was device-linked from (link order), stored as one chunk;
+  /// written as `kernel.ptx_units` when there is any.
+  Status add_ptx_unit(std::string arch, ByteView bytes);
   void set_launch(std::string api, Hash128 dynamic_hash, std::array<uint32_t, 3> grid,
                   std::array<uint32_t, 3> block, uint64_t shared_bytes, uint64_t stream,
                   std::vector<std::vector<uint8_t>> args, uint64_t ordinal);
@@ -88,6 +92,7 @@ class RecordBuilder {
   Hash128 static_hash_;
   std::vector<uint32_t> offsets_, sizes_;
   std::optional<StoredCode> image_, ptx_, ir_;
+  std::vector<StoredCode> ptx_units_;
   std::string api_;
   Hash128 dynamic_hash_;
   std::array<uint32_t, 3> grid_{}, block_{};
