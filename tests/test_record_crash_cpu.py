@@ -86,6 +86,15 @@ def test_a_writer_that_never_finishes_is_given_up_in_time(crash_program, tmp_pat
     assert_complete_records(tmp_path, {"complete-1"})
 
 
+def test_a_crash_on_the_writer_thread_does_not_wait_for_itself(crash_program, tmp_path):
+    start = time.monotonic()
+    proc = run_program(crash_program, tmp_path, "writer-segv")  # the default wait: 10 s
+    assert proc.returncode == -signal.SIGSEGV
+    assert time.monotonic() - start < 5
+    assert "did not finish in time" not in proc.stderr
+    assert_complete_records(tmp_path, {"complete-1"})
+
+
 def test_exit_from_another_thread_joins_the_writer(crash_program, tmp_path):
     proc = run_program(crash_program, tmp_path, "exit-thread")
     assert proc.returncode == 3, proc.stderr

@@ -24,7 +24,6 @@ std::atomic<bool> installed{false};
 std::atomic<uint64_t> wait_ms{10000};
 std::atomic<int> busy{0};
 std::atomic<long> writer_tid{0};
-std::atomic<int> current_signal{0};
 alignas(16) char alternate_stack[64 * 1024];
 
 long thread_id() { return ::syscall(SYS_gettid); }
@@ -42,8 +41,6 @@ void write_text(const char* text) {
 
 void handler(int signal, siginfo_t*, void*) {
   int saved_errno = errno;
-  int expected = 0;
-  current_signal.compare_exchange_strong(expected, signal);
   if (busy.load() > 0 && writer_tid.load() != thread_id()) {
     uint64_t deadline = now_ms() + wait_ms.load();
     while (busy.load() > 0 && now_ms() < deadline) {
@@ -91,6 +88,5 @@ bool install(uint64_t wait) {
 void writer_begin() { busy.fetch_add(1); }
 void writer_thread() { writer_tid = thread_id(); }
 void writer_end() { busy.fetch_sub(1); }
-int crashing() { return current_signal.load(); }
 
 }  // namespace kir::record::crash

@@ -40,7 +40,4 @@ void writer_begin();
 void writer_thread();
 void writer_end();
 
-/// The signal being handled, or 0.
-int crashing();
-
 }  // namespace kir::record::crash

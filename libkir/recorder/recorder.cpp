@@ -16,6 +16,7 @@
 #include <regex>
 #include <set>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -517,16 +518,23 @@ void Recorder::launch_completed(const kir_hook_launch& l) {
       say("cannot record " + p->label + ": " + s.error().message());
       ++failed_;
     } else {
+      std::string label = p->label;
       CUcontext context = nullptr;
       driver_->cuCtxGetCurrent(&context);
       // Complete: from here a crash waits for the writer (crash_flush.hpp).
       crash::writer_begin();
       std::lock_guard<std::mutex> lock(writer_mutex_);
-      writer_ = std::thread([this, context, pending = std::shared_ptr<Pending>(std::move(p))] {
-        crash::writer_thread();
-        driver_->cuCtxSetCurrent(context);
-        finish_record(*pending);
-      });
+      try {
+        writer_ = std::thread([this, context, pending = std::shared_ptr<Pending>(std::move(p))] {
+          crash::writer_thread();
+          driver_->cuCtxSetCurrent(context);
+          finish_record(*pending);
+        });
+      } catch (const std::system_error& error) {
+        crash::writer_end();  // no writer: a crash must not wait for one
+        say("cannot record " + label + ": no writer thread: " + error.what());
+        ++failed_;
+      }
     }
   }
   recording_mutex_.unlock();

@@ -12,7 +12,8 @@
 // MODE: segv (a NULL store), bus, fpe, ill (raise), abort, terminate (an
 // uncaught exception), stuck (SIGSEGV while the writer never finishes: the
 // handler gives up after KIR_RECORD_CRASH_WAIT_MS), exit-thread (exit(3) from
-// another thread while the writer works: the exit handler joins it).
+// another thread while the writer works: the exit handler joins it),
+// writer-segv (the writer itself faults: its handler must not wait for itself).
 #include <signal.h>
 #include <unistd.h>
 
@@ -99,8 +100,13 @@ int main(int argc, char** argv) {
 
   auto second = build(**store, "complete-2", 5);
   crash::writer_begin();
-  writer = std::thread([&second, stuck = mode == "stuck"] {
+  writer = std::thread([&second, stuck = mode == "stuck", self = mode == "writer-segv"] {
     crash::writer_thread();
+    if (self) {
+      std::printf("crashing: %s\n", "writer-segv");
+      std::fflush(stdout);
+      *static_cast<volatile int*>(nullptr) = 1;
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(300));  // storing the device copies
     if (stuck) std::this_thread::sleep_for(std::chrono::hours(1));
     write(*second);
@@ -109,6 +115,7 @@ int main(int argc, char** argv) {
   std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the writer is at work
 
   auto in_flight = build(**store, "in-flight", 7);  // its epilogue taken, not handed to the writer
+  if (mode == "writer-segv") writer.join();
   die_as(mode);
   return 2;
 }
