@@ -76,6 +76,19 @@ def test_records_complete_before_the_signal_survive_it(crash_program, tmp_path, 
     assert_complete_records(tmp_path, {"complete-1", "complete-2"})
 
 
+def test_a_stack_overflow_is_handled_on_the_alternate_stack(crash_program, tmp_path):
+    proc = run_program(crash_program, tmp_path, "overflow")
+    assert proc.returncode == -signal.SIGSEGV, proc.stderr
+    assert_complete_records(tmp_path, {"complete-1", "complete-2"})
+
+
+def test_the_handler_the_app_had_before_runs_after_the_flush(crash_program, tmp_path):
+    proc = run_program(crash_program, tmp_path, "chain")
+    assert proc.returncode == 42, proc.stderr  # the app's handler ended the process
+    assert proc.stdout == "crashing: chain\napp handler\n"
+    assert_complete_records(tmp_path, {"complete-1", "complete-2"})
+
+
 def test_a_writer_that_never_finishes_is_given_up_in_time(crash_program, tmp_path):
     start = time.monotonic()
     proc = run_program(crash_program, tmp_path, "stuck", KIR_RECORD_CRASH_WAIT_MS="400")

@@ -13,7 +13,10 @@
 // uncaught exception), stuck (SIGSEGV while the writer never finishes: the
 // handler gives up after KIR_RECORD_CRASH_WAIT_MS), exit-thread (exit(3) from
 // another thread while the writer works: the exit handler joins it),
-// writer-segv (the writer itself faults: its handler must not wait for itself).
+// writer-segv (the writer itself faults: its handler must not wait for itself),
+// overflow (the main thread's stack overflows: the handler runs on the
+// alternate stack), chain (SIGSEGV, with a handler the app installed before:
+// it runs after the flush, and ends the process with status 42).
 #include <signal.h>
 #include <unistd.h>
 
@@ -63,6 +66,21 @@ void write(RecordBuilder& b) {
   }
 }
 
+/// Recursion without end, each frame 4 KiB of stack the compiler cannot drop.
+__attribute__((noinline)) uint64_t descend(uint64_t depth, uint64_t limit) {
+  volatile char frame[4096];
+  frame[depth % sizeof frame] = char(depth);
+  if (depth == limit) return frame[0];
+  return descend(depth + 1, limit) + frame[depth % sizeof frame];
+}
+
+void app_handler(int) {
+  const char text[] = "app handler\n";
+  ssize_t ignored = ::write(STDOUT_FILENO, text, sizeof text - 1);
+  (void)ignored;
+  ::_exit(42);
+}
+
 void die_as(const std::string& mode) {
   std::printf("crashing: %s\n", mode.c_str());
   std::fflush(stdout);
@@ -70,6 +88,8 @@ void die_as(const std::string& mode) {
   if (mode == "bus") ::raise(SIGBUS);
   if (mode == "fpe") ::raise(SIGFPE);
   if (mode == "ill") ::raise(SIGILL);
+  if (mode == "overflow") std::printf("%lu\n", static_cast<unsigned long>(descend(0, ~uint64_t(0))));
+  if (mode == "chain") *static_cast<volatile int*>(nullptr) = 1;
   if (mode == "abort") std::abort();
   if (mode == "terminate") throw std::runtime_error("nobody catches this");
   if (mode == "exit-thread") {
@@ -80,6 +100,7 @@ void die_as(const std::string& mode) {
 
 std::thread writer;
 
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -88,6 +109,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::string mode = argv[2];
+  if (mode == "chain") ::signal(SIGSEGV, app_handler);
   crash::install(crash::wait_from_environment());
   Expected<std::unique_ptr<ChunkStore>> store = ChunkStore::open(argv[1]);
   if (!store) return 2;
