@@ -16,10 +16,12 @@
 #include <regex>
 #include <set>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <unordered_map>
 #include <vector>
 
+#include "crash_flush.hpp"
 #include "driver.hpp"
 #include "kir/device_code.hpp"
 #include "kir/support/demangle.hpp"
@@ -208,6 +210,7 @@ class Recorder {
   std::mutex recording_mutex_;  // one launch recorded at a time, prologue to epilogue
   static thread_local std::unique_ptr<Pending> pending_;
   std::thread writer_;  // stores and writes the last record while the app runs on
+  std::mutex writer_mutex_;  // joining and starting writer_
   bool exit_hook_ = false;
   bool va_warned_ = false;
 };
@@ -433,6 +436,7 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 }
 
 void Recorder::wait_for_writer() {
+  std::lock_guard<std::mutex> lock(writer_mutex_);  // exit() on one thread while another records
   if (writer_.joinable()) writer_.join();
 }
 
@@ -447,6 +451,7 @@ void Recorder::finish_record(Pending& p) {
   }
   b.add_store_time(seconds_since(start));
   Expected<std::string> path = s ? b.write() : Expected<std::string>(s.error());
+  crash::writer_end();  // on disk (or failed): a crash from here on need not wait
   if (!path) {
     say("cannot record " + p.label + ": " + path.error().message());
     ++failed_;
@@ -522,12 +527,23 @@ void Recorder::launch_completed(const kir_hook_launch& l) {
       say("cannot record " + p->label + ": " + s.error().message());
       ++failed_;
     } else {
+      std::string label = p->label;
       CUcontext context = nullptr;
       driver_->cuCtxGetCurrent(&context);
-      writer_ = std::thread([this, context, pending = std::shared_ptr<Pending>(std::move(p))] {
-        driver_->cuCtxSetCurrent(context);
-        finish_record(*pending);
-      });
+      // Complete: from here a crash waits for the writer (crash_flush.hpp).
+      crash::writer_begin();
+      std::lock_guard<std::mutex> lock(writer_mutex_);
+      try {
+        writer_ = std::thread([this, context, pending = std::shared_ptr<Pending>(std::move(p))] {
+          crash::writer_thread();
+          driver_->cuCtxSetCurrent(context);
+          finish_record(*pending);
+        });
+      } catch (const std::system_error& error) {
+        crash::writer_end();  // no writer: a crash must not wait for one
+        say("cannot record " + label + ": no writer thread: " + error.what());
+        ++failed_;
+      }
     }
   }
   recording_mutex_.unlock();
@@ -577,6 +593,8 @@ extern "C" KIR_EXPORT const kir_hook_client* kir_hook_client_entry(void) {
   auto* recorder = new Recorder(Settings::from_environment());  // lives as long as the process
   if (!recorder->start()) return &disabled;
   the_recorder = recorder;
+  // A crash finishes the records already complete, then the signal runs its course.
+  if (!crash::install(crash::wait_from_environment())) say("warning: cannot install the crash handlers");
   std::atexit([] { the_recorder->summarize(); });
   client.allocator = &allocator;  // installed by the layer as it adds the client
   return &client;

@@ -3,6 +3,7 @@ KIR_HOOK_CLIENTS): what `kir trace`, `kir record` and `kir.record.record_app` sh
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 from pathlib import Path
 
@@ -31,6 +32,12 @@ def hooked_environment(clients: list[Path] = ()) -> dict[str, str]:
 
 def run_app(command: list[str], env: dict[str, str], pass_fds=()) -> int:
     """Run the app to its end; its exit status (128 + N when killed by signal N)."""
+    return exit_status(run_app_process(command, env, pass_fds).returncode)
+
+
+def run_app_process(command: list[str], env: dict[str, str], pass_fds=()) -> subprocess.Popen:
+    """Run the app to its end; the finished process (returncode -N when signal N
+    killed it, pid for what it left behind)."""
     try:
         proc = subprocess.Popen(command, env=env, pass_fds=pass_fds)
     except OSError as error:
@@ -38,5 +45,18 @@ def run_app(command: list[str], env: dict[str, str], pass_fds=()) -> int:
     finally:
         for fd in pass_fds:
             os.close(fd)
-    status = proc.wait()
-    return status if status >= 0 else 128 - status
+    proc.wait()
+    return proc
+
+
+def exit_status(returncode: int) -> int:
+    """A Popen return code as a shell reports it: 128 + N for signal N."""
+    return returncode if returncode >= 0 else 128 - returncode
+
+
+def signal_name(number: int) -> str:
+    """'SIGSEGV' for 11; 'signal 42' for one Python does not name."""
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"

@@ -2,13 +2,15 @@
 client (libkir_record.so), which writes one record per selected launch — its
 arguments and every byte it read and wrote — into a recording directory
 (docs/record-format.md). The app's output and exit status pass through; a
-summary line follows on stderr. Replay a record with `kir replay`."""
+summary line follows on stderr — or, when a signal killed the app, one line that
+names it and counts the records it completed before (docs/recording.md, Crashes).
+Replay a record with `kir replay`."""
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
-from kir.app import hooked_environment, library, run_app
+from kir.app import exit_status, hooked_environment, library, run_app_process, signal_name
 from kir.commands.app import command_of, warn_if_static_runtime
 from kir.record import RECORD_SUFFIX, Record, RecordError
 from kir.recorder import recorder_environment
@@ -43,9 +45,12 @@ def run(args) -> int:
     env.update(settings)
     warn_if_static_runtime(command[0])
     before = snapshot_of(directory)
-    status = run_app(command, env)
-    print(summary(directory, before), file=sys.stderr)
-    return status
+    app = run_app_process(command, env)
+    if app.returncode < 0:
+        print(crash_summary(directory, before, -app.returncode, app.pid), file=sys.stderr)
+    else:
+        print(summary(directory, before), file=sys.stderr)
+    return exit_status(app.returncode)
 
 
 def snapshot_of(directory: Path) -> dict[Path, int]:
@@ -56,11 +61,43 @@ def snapshot_of(directory: Path) -> dict[Path, int]:
     return {p: p.stat().st_mtime_ns for p in records.glob(f"*{RECORD_SUFFIX}")}
 
 
+def written_since(directory: Path, before: dict[Path, int]) -> list[Path]:
+    """The records this run wrote (new, or rewritten since it started)."""
+    after = snapshot_of(directory)
+    return [p for p, mtime in sorted(after.items()) if before.get(p) != mtime and not p.name.startswith(".")]
+
+
+def crash_summary(directory: Path, before: dict[Path, int], signal: int, pid: int) -> str:
+    """'kir: the app was killed by SIGSEGV; 1 launch recorded before it (DIR/records,
+    complete)': each record this run wrote read in full (every chunk's checksum).
+    The unfinished files the app's writer left (temporaries named with its pid,
+    which readers skip) are removed."""
+    written = written_since(directory, before)
+    bad = 0
+    for path in written:
+        try:
+            Record.load(path).check()
+        except RecordError:
+            bad += 1
+    removed = 0
+    for folder in ("records", "chunks"):
+        for leftover in (directory / folder).glob(f".*.{pid}.*.tmp") if (directory / folder).is_dir() else ():
+            try:
+                leftover.unlink()
+                removed += 1
+            except OSError:
+                pass
+    good = len(written) - bad
+    state = "complete" if not bad else f"{bad} unreadable: kir records {directory}"
+    unfinished = f"; {removed} unfinished file(s) of the launch in flight removed" if removed else ""
+    return (f"kir: the app was killed by {signal_name(signal)}; {good} launch{'es' if good != 1 else ''} "
+            f"recorded before it ({directory / 'records'}, {state}){unfinished}")
+
+
 def summary(directory: Path, before: dict[Path, int]) -> str:
     """'kir: recorded N launches of M kernels in DIR (X MiB stored)': the records this
     run wrote (new, or rewritten since it started)."""
-    after = snapshot_of(directory)
-    written = [p for p, mtime in sorted(after.items()) if before.get(p) != mtime and not p.name.startswith(".")]
+    written = written_since(directory, before)
     kernels, stored, bad = set(), 0, 0
     for path in written:
         try:
