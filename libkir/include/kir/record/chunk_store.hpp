@@ -19,14 +19,16 @@
 
 namespace kir::record {
 
-/// Write `bytes` to `path` atomically: a temporary name in the same directory,
-/// then rename. A crash leaves the old state or the new, never a part.
+/// Write `bytes` to `path` atomically: a temporary file in the same directory
+/// (unpredictable name, O_CREAT|O_EXCL|O_NOFOLLOW, mode 0600), fsync, rename,
+/// fsync of the directory. A crash leaves the old state or the new, never a part.
 Status write_file_atomically(const std::string& path, const void* bytes, uint64_t size);
 
 /// Thread-safe: many threads may put() at once.
 class ChunkStore {
  public:
-  /// Creates DIR and DIR/chunks when missing.
+  /// Creates DIR, DIR/chunks and DIR/records when missing (mode 0700). An
+  /// existing DIR must be a directory, empty or a recording (chunks/ or records/).
   static Expected<std::unique_ptr<ChunkStore>> open(const std::string& directory, int zstd_level = 1);
 
   /// Store `raw` (unless stored already) and return its name, XXH3-128 of `raw`.
