@@ -109,10 +109,10 @@ bool worth_compressing(ByteView raw) {
 
 }  // namespace
 
-Status write_file_atomically(const std::string& path, const void* bytes, uint64_t size) {
+Status write_file_atomically(const std::string& path, const void* bytes, uint64_t size, bool sync_parent) {
   // A fresh, unpredictable name, created exclusively (never an existing file
   // or a symbolic link planted there), owner-only; its bytes on disk before
-  // the rename, the rename on disk before returning.
+  // the rename, and (sync_parent) the rename on disk before returning.
   std::string temporary;
   int fd = -1;
   for (int attempt = 0; fd < 0 && attempt < 16; ++attempt) {
@@ -129,8 +129,10 @@ Status write_file_atomically(const std::string& path, const void* bytes, uint64_
     ::unlink(temporary.c_str());
     return written;
   }
-  return sync_directory(directory_of(path));
+  return sync_parent ? sync_directory(directory_of(path)) : Status{};
 }
+
+Status ChunkStore::sync() const { return sync_directory(directory_ + "/chunks"); }
 
 Expected<std::unique_ptr<ChunkStore>> ChunkStore::open(const std::string& directory, int zstd_level) {
   if (Status made = make_directory(directory); !made) return made.error();
@@ -202,7 +204,8 @@ Status ChunkStore::write_chunk(ByteView raw, const Hash128& name) {
   format::put(h, field::stored_size, file.size() - header.size);
   format::put(h, field::hash_high, name.high);
   format::put(h, field::hash_low, name.low);
-  if (Status written = write_file_atomically(path, file.data(), file.size()); !written) return written;
+  // The directory is synced once per record (RecordBuilder::write), not per chunk.
+  if (Status written = write_file_atomically(path, file.data(), file.size(), false); !written) return written;
   stored_bytes_ += file.size();
   ++stored_chunks_;
   return {};
