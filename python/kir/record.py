@@ -31,7 +31,8 @@ from kir import _core
 from kir.errors import KirError, RecordError
 
 __all__ = ["Code", "Device", "Flag", "Kernel", "Launch", "Param", "Process", "Record", "RecordError",
-           "Recording", "Region", "Stats", "VaRange", "read_chunk", "read_record_body", "record_app"]
+           "Recording", "Region", "Stats", "VaRange", "check_output_directory", "read_chunk", "read_record_body",
+           "record_app"]
 
 
 class HeaderLayout:
