@@ -10,6 +10,8 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include <zstd.h>
+
 #include <memory>
 
 #include "kir/record/chunk_store.hpp"
@@ -177,12 +179,27 @@ void bind_recording(nb::module_& m) {
   }, "ranges"_a, "roots"_a, "contents"_a,
   "Indices of the (address, size) ranges reachable from `roots` through 8-byte-aligned words of "
   "reachable ranges' contents (the recorder's --reachable walk).");
-  m.def("zstd_decompress", [](nb::bytes data, uint64_t raw_size) {
+  m.def("zstd_decompress", [](nb::bytes data, uint64_t raw_size, uint64_t max_size) {
+    // Checked before anything is allocated: a small hostile frame must not
+    // make this process reserve gigabytes.
+    if (raw_size > max_size)
+      raise_kir_error(kir::Error("the claimed size " + kir::hex(raw_size) + " is more than the cap " +
+                                 kir::hex(max_size)));
+    unsigned long long framed = ZSTD_getFrameContentSize(data.c_str(), data.size());
+    if (framed == ZSTD_CONTENTSIZE_ERROR)
+      raise_kir_error(kir::Error("zstd data of " + kir::hex(data.size()) +
+                                 " bytes does not start with a valid frame"));
+    if (framed != ZSTD_CONTENTSIZE_UNKNOWN && framed != raw_size)
+      raise_kir_error(kir::Error("zstd frame header says " + kir::hex(framed) + " bytes, the claimed size is " +
+                                 kir::hex(raw_size)));
     kir::Scratch scratch;
     kir::Expected<kir::ByteView> out = kir::decompress_zstd(view(data), raw_size, scratch);
     if (!out) raise_kir_error(out.error());
     return nb::bytes(reinterpret_cast<const char*>(out->data()), out->size());
-  }, "data"_a, "raw_size"_a, "zstd data that must decode to exactly raw_size bytes (KirError otherwise).");
+  }, "data"_a, "raw_size"_a, "max_size"_a = uint64_t(1) << 30,
+  "zstd data that must decode to exactly raw_size bytes (KirError otherwise). raw_size is "
+  "refused before anything is allocated when it exceeds max_size (default 1 GiB) or differs "
+  "from the frame header's content size.");
 }
 
 }  // namespace kir_bindings

@@ -41,6 +41,7 @@ def test_fuzz_parsers_under_sanitizers(sanitized_build, built):
     seeds = [built[n] for n in ("kernels.fatbin", "kernels_dc.o", "librdc.a", "app_compress_speed",
                                 "hip_ccob_v3.o", "hip_rdc.o", "omp_sm90.o", "embed_bitcode.o",
                                 "embedded_bundle", "proteus_hip.o", "two_modules.o", "libhip.so")]
+    seeds += sorted((ROOT / "tests" / "fuzz" / "seeds").glob("*.bin"))  # fixed inputs that once hung or crashed
     for seed in FUZZ_SEEDS:
         proc = run(sanitized_build / "tests" / "cpp" / "kir_fuzz_parsers",
                    f"-seconds={FUZZ_SECONDS / len(FUZZ_SEEDS):.0f}", f"-seed={seed}", *seeds,

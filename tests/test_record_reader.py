@@ -235,7 +235,8 @@ def test_flipped_payload_byte_of_a_zstd_chunk(damaged):
     (0, b"KIRCHUNX", ["byte 0: not a kir chunk", "KIRCHUNX"]),
     (8, struct.pack("<I", 2), ["byte 8: format version 2 is not supported"]),
     (12, struct.pack("<I", 7), ["byte 12: unknown codec 7"]),
-    (16, struct.pack("<Q", CS + 1), [f"decoded {CS} bytes, header (byte 16) says {CS + 1}"]),
+    (16, struct.pack("<Q", CS - 1), [f"decoded {CS} bytes, header (byte 16) says {CS - 1}"]),
+    (16, struct.pack("<Q", CS + 1), [f"byte 16: raw size {CS + 1} is more than the {CS} bytes this chunk can hold"]),
     (24, struct.pack("<Q", CS + 5), ["truncated: ", f"header says {CHUNK_HEADER.size + CS + 5}"]),
     (32, b"\0" * 8, ["byte 32: header says hash 0000000000000000", "the file name says"]),
 ])

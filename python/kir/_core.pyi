@@ -668,7 +668,7 @@ def reachable_ranges(ranges: Sequence[tuple[int, int]], roots: Sequence[int], co
     Indices of the (address, size) ranges reachable from `roots` through 8-byte-aligned words of reachable ranges' contents (the recorder's --reachable walk).
     """
 
-def zstd_decompress(data: bytes, raw_size: int) -> bytes:
+def zstd_decompress(data: bytes, raw_size: int, max_size: int = 1073741824) -> bytes:
     """
-    zstd data that must decode to exactly raw_size bytes (KirError otherwise).
+    zstd data that must decode to exactly raw_size bytes (KirError otherwise). raw_size is refused before anything is allocated when it exceeds max_size (default 1 GiB) or differs from the frame header's content size.
     """

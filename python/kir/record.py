@@ -20,7 +20,9 @@ keeps no copy of them.
 """
 from __future__ import annotations
 
+import os
 import re
+import stat
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +31,8 @@ from kir import _core
 from kir.errors import KirError, RecordError
 
 __all__ = ["Code", "Device", "Flag", "Kernel", "Launch", "Param", "Process", "Record", "RecordError",
-           "Recording", "Region", "Stats", "VaRange", "read_chunk", "read_record_body", "record_app"]
+           "Recording", "Region", "Stats", "VaRange", "check_output_directory", "read_chunk", "read_record_body",
+           "record_app"]
 
 
 class HeaderLayout:
@@ -68,6 +71,13 @@ CODECS: dict[int, str] = FORMAT["codecs"]
 RECORD_SUFFIX: str = FORMAT["record_suffix"]
 CHUNK_SUFFIX: str = FORMAT["chunk_suffix"]
 HEX32 = re.compile(r"[0-9a-f]{32}\Z")
+
+# Caps: every size a file announces is checked against what the file holds and
+# against these before anything is allocated (docs/record-format.md, "Reading safely").
+MAX_RECORD_BYTES = 256 << 20    #: a record file (header + metadata)
+MAX_CHUNK_BYTES = 1 << 30       #: a chunk's decoded bytes (and `chunk_size`, and a code's size)
+MAX_PARAM_BYTES = 65536         #: the parameter buffer (CUDA accepts at most 32764 bytes)
+U32, U64 = 0xFFFF_FFFF, 0xFFFF_FFFF_FFFF_FFFF
 
 
 # --- metadata ---------------------------------------------------------------------------
@@ -182,15 +192,20 @@ class Stats:
 
 # --- files --------------------------------------------------------------------------------
 
-def read_chunk(path: Path, name: str) -> bytes:
-    """The raw bytes of chunk `name` stored in `path`, checked as the spec says."""
+def read_chunk(path: Path, name: str, max_raw: int = MAX_CHUNK_BYTES) -> bytes:
+    """The raw bytes of chunk `name` stored in `path`, checked as the spec says; a chunk
+    announcing more than `max_raw` decoded bytes is refused before it is decoded."""
     where = f"{path}: chunk {name}"
     layout = CHUNK_LAYOUT
-    data, h = _read_file_header(path, where, layout, "chunk", "stored_size")
+    data, h = _read_file_header(path, where, layout, "chunk", "stored_size", MAX_CHUNK_BYTES)
     header_hash = f"{h['hash_high']:016x}{h['hash_low']:016x}"
     if header_hash != name:
         raise RecordError(f"{where}: byte {layout.offset['hash_high']}: header says hash {header_hash}, "
                           f"the file name says {name}")
+    limit = min(max_raw, MAX_CHUNK_BYTES)
+    if h["raw_size"] > limit:
+        raise RecordError(f"{where}: byte {layout.offset['raw_size']}: raw size {h['raw_size']} is more than "
+                          f"the {limit} bytes this chunk can hold")
     raw = _decode(where, h["codec"], data[layout.size:], h["raw_size"])
     if len(raw) != h["raw_size"]:
         raise RecordError(f"{where}: decoded {len(raw)} bytes, header (byte {layout.offset['raw_size']}) "
@@ -209,7 +224,7 @@ def _decode(where: str, codec: int, payload: bytes, raw_size: int) -> bytes:
         known = ", ".join(f"{i} {n}" for i, n in sorted(CODECS.items()))
         raise RecordError(f"{where}: byte {CHUNK_LAYOUT.offset['codec']}: unknown codec {codec} (known: {known})")
     try:
-        return _core.zstd_decompress(payload, raw_size)
+        return _core.zstd_decompress(payload, raw_size, MAX_CHUNK_BYTES)
     except KirError as error:
         raise RecordError(f"{where}: zstd payload does not decode: {error}") from None
 
@@ -235,29 +250,65 @@ def _check_size(where: str, actual: int, expected: int) -> None:
                           f"{actual} bytes, header says {expected}")
 
 
-def _read_file_header(path: Path, where: str, layout, what: str, size_field: str):
-    """A chunk or record file's bytes and header fields: read, magic, version and
-    total size (header + the `size_field` bytes it announces) checked."""
+def _read_file_header(path: Path, where: str, layout, what: str, size_field: str, cap: int):
+    """A chunk or record file's bytes and header fields: the file opened without
+    blocking and refused unless regular, its header read, magic, version and total
+    size (header + the `size_field` bytes it announces, at most `cap`) checked
+    against the file's size before the rest is read."""
     try:
-        data = path.read_bytes()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
     except FileNotFoundError:
         raise RecordError(f"{where}: missing") from None
     except OSError as error:
+        raise RecordError(f"{where}: cannot open: {error.strerror}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise RecordError(f"{where}: not a regular file ({_file_type(info.st_mode)})")
+        size = info.st_size
+        if size < layout.size:
+            raise RecordError(f"{where}: truncated: {size} bytes, a {what} header is {layout.size}")
+        head = _read_exactly(fd, 0, layout.size, where)
+        h = layout.unpack(head)
+        _check_magic(where, layout, h["magic"], what)
+        _check_version(where, layout, h["version"])
+        if h[size_field] > cap:
+            raise RecordError(f"{where}: byte {layout.offset[size_field]}: {size_field} {h[size_field]} is more "
+                              f"than the cap of {cap} bytes")
+        _check_size(where, size, layout.size + h[size_field])
+        data = head + _read_exactly(fd, layout.size, h[size_field], where)
+    except OSError as error:
         raise RecordError(f"{where}: cannot read: {error.strerror}") from None
-    if len(data) < layout.size:
-        raise RecordError(f"{where}: truncated: {len(data)} bytes, a {what} header is {layout.size}")
-    h = layout.unpack(data)
-    _check_magic(where, layout, h["magic"], what)
-    _check_version(where, layout, h["version"])
-    _check_size(where, len(data), layout.size + h[size_field])
+    finally:
+        os.close(fd)
     return data, h
+
+
+def _read_exactly(fd: int, offset: int, size: int, where: str) -> bytes:
+    parts, done = [], 0
+    while done < size:
+        part = os.pread(fd, min(size - done, 1 << 22), offset + done)
+        if not part:
+            raise RecordError(f"{where}: truncated while being read: {offset + done} bytes, "
+                              f"expected {offset + size}")
+        parts.append(part)
+        done += len(part)
+    return b"".join(parts)
+
+
+def _file_type(mode: int) -> str:
+    for test, name in ((stat.S_ISDIR, "directory"), (stat.S_ISFIFO, "fifo"), (stat.S_ISCHR, "character device"),
+                       (stat.S_ISBLK, "block device"), (stat.S_ISSOCK, "socket")):
+        if test(mode):
+            return name
+    return "unknown type"
 
 
 def read_record_body(path: Path) -> dict:
     """The metadata map of a record file, after checking its header and checksum."""
     where = str(path)
     layout = RECORD_LAYOUT
-    data, h = _read_file_header(path, where, layout, "record", "body_size")
+    data, h = _read_file_header(path, where, layout, "record", "body_size", MAX_RECORD_BYTES - layout.size)
     body = data[layout.size:]
     header_hash, digest = f"{h['hash_high']:016x}{h['hash_low']:016x}", str(_core.xxh3_128(body))
     if digest != header_hash:
@@ -322,7 +373,16 @@ class _Fields:
         value = self.get(key, list)
         if len(value) != 3 or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
             self.fail(f"metadata '{self.key_path(key)}' is {value!r}, expected [x, y, z]")
+        if not all(1 <= v <= U32 for v in value):
+            self.fail(f"metadata '{self.key_path(key)}' is {value!r}, expected three integers from 1 to {U32}")
         return tuple(value)
+
+    def count(self, key: str, high: int = U64, low: int = 0) -> int:
+        """An integer within [low, high] (sizes, offsets, addresses)."""
+        value = self.get(key, int)
+        if not low <= value <= high:
+            self.fail(f"metadata '{self.key_path(key)}' is {value}, expected {low} to {high}")
+        return value
 
     def chunks(self, key: str) -> list[str] | None:
         names = self.get(key, list, optional=True)
@@ -353,13 +413,14 @@ def _code(fields: _Fields | None, kind: str = "") -> Code | None:
     if fields is None:
         return None
     return Code(kind=kind or fields.get("kind", str), arch=fields.get("arch", str) if not kind else "",
-                chunk=fields.hash("chunk"), size=fields.get("size", int))
+                chunk=fields.hash("chunk"), size=fields.count("size", MAX_CHUNK_BYTES))
 
 
 def _kernel(f: _Fields) -> Kernel:
     return Kernel(name=f.get("name", str), demangled=f.get("demangled", str),
                   static_hash=f.hash("static_hash"),
-                  params=[Param(p.get("offset", int), p.get("size", int)) for p in f.items("params")],
+                  params=[Param(p.count("offset", MAX_PARAM_BYTES), p.count("size", MAX_PARAM_BYTES))
+                          for p in f.items("params")],
                   image=_code(f.sub("image", optional=True)), ptx=_code(f.sub("ptx", optional=True)),
                   ir=_code(f.sub("ir", optional=True), kind="ir"),
                   ptx_units=[_code(u) for u in f.items("ptx_units")] if "ptx_units" in f.value else [])
@@ -371,13 +432,13 @@ def _launch(f: _Fields) -> Launch:
         if not isinstance(arg, bytes):
             f.fail(f"metadata 'launch.args[{i}]' is {_kind(arg)}, expected bin")
     return Launch(api=f.get("api", str), dynamic_hash=f.hash("dynamic_hash"), grid=f.dims("grid"),
-                  block=f.dims("block"), shared_bytes=f.get("shared_bytes", int),
-                  stream=f.get("stream", int), args=list(args), ordinal=f.get("ordinal", int))
+                  block=f.dims("block"), shared_bytes=f.count("shared_bytes", U32),
+                  stream=f.count("stream"), args=list(args), ordinal=f.count("ordinal"))
 
 
 def _region(f: _Fields, index: int, kind: str = "") -> Region:
     is_global = kind == "global"
-    return Region(index=index, address=f.get("address", int), size=f.get("size", int),
+    return Region(index=index, address=f.count("address"), size=f.count("size"),
                   prologue=f.chunks("prologue"), epilogue=f.chunks("epilogue"),
                   kind=kind or f.get("kind", str), name=f.get("name", str) if is_global else "",
                   in_va_range=bool(f.get("in_va_range", bool)) if not is_global else False)
@@ -431,8 +492,8 @@ class Record:
             created=f.get("created", (int, float)),
             process=_process(f.sub("process")),
             device=_device(f.sub("device")), kernel=_kernel(f.sub("kernel")), launch=_launch(f.sub("launch")),
-            chunk_size=f.get("chunk_size", int),
-            va_range=VaRange(va.get("base", int), va.get("size", int)) if va else None,
+            chunk_size=f.count("chunk_size", MAX_CHUNK_BYTES, 1),
+            va_range=VaRange(va.count("base"), va.count("size")) if va else None,
             allocations=allocations, globals=globals_,
             flags=[Flag(x.get("flag", str), x.get("detail", str)) for x in f.items("flags")],
             stats=_stats(f.sub("stats")), meta=meta)
@@ -455,10 +516,27 @@ class Record:
         return self.directory / "chunks" / f"{name}{CHUNK_SUFFIX}"
 
     def chunk(self, name: str) -> bytes:
-        """The raw bytes of a chunk, checked (magic, version, size, codec, hash, name)."""
+        """The raw bytes of a chunk, checked (magic, version, size, codec, hash, name); a
+        chunk the record names may not decode to more than the record says it holds."""
         if not HEX32.match(name):
             raise RecordError(f"{self.path}: {name!r} is not a chunk name")
-        return read_chunk(self.chunk_path(name), name)
+        return read_chunk(self.chunk_path(name), name, self.chunk_limits().get(name, MAX_CHUNK_BYTES))
+
+    def chunk_limits(self) -> dict[str, int]:
+        """The most bytes each chunk the record names can hold: a code chunk its size,
+        a memory chunk its part of the region (the last one of a region is shorter)."""
+        if getattr(self, "_limits", None) is None:
+            limits: dict[str, int] = {}
+            for code in (self.kernel.image, self.kernel.ptx, self.kernel.ir):
+                if code:
+                    limits[code.chunk] = max(limits.get(code.chunk, 0), code.size)
+            for region in self.regions:
+                for names in (region.prologue or [], region.epilogue or []):
+                    for i, name in enumerate(names):
+                        part = min(self.chunk_size, region.size - i * self.chunk_size)
+                        limits[name] = max(limits.get(name, 0), part)
+            self._limits = limits
+        return self._limits
 
     def prologue(self, region: Region | int | str) -> bytes:
         """The region's bytes before the kernel ran."""
@@ -508,7 +586,8 @@ class Record:
         return names
 
     def check(self) -> None:
-        """Read every chunk the record names (raises RecordError on the first bad one)."""
+        """Read every chunk the record names — the code and every snapshot a replay
+        reads: present, header, size, hash (raises RecordError on the first bad one)."""
         for name in sorted(self.chunk_names()):
             self.chunk(name)
 
@@ -554,7 +633,13 @@ class Record:
         """Each snapshot has as many chunks as its size needs; one bin per parameter."""
         if self.chunk_size <= 0:
             raise RecordError(f"{self.path}: metadata 'chunk_size' is {self.chunk_size}")
+        if self.va_range and self.va_range.base + self.va_range.size > U64 + 1:
+            raise RecordError(f"{self.path}: va_range {self.va_range.base:#x} +{self.va_range.size:#x} "
+                              "runs past the end of the address space")
         for region in self.regions:
+            if region.address + region.size > U64 + 1:
+                raise RecordError(f"{self.path}: {region.label}: {region.size} bytes run past the end of "
+                                  "the address space")
             count = -(-region.size // self.chunk_size)
             for which in ("prologue", "epilogue"):
                 names = getattr(region, which)
@@ -564,6 +649,10 @@ class Record:
         args, params = self.launch.args, self.kernel.params
         if args and len(args) != len(params):
             raise RecordError(f"{self.path}: launch has {len(args)} arguments, kernel.params {len(params)}")
+        for i, param in enumerate(params):
+            if param.offset + param.size > MAX_PARAM_BYTES:
+                raise RecordError(f"{self.path}: kernel.params[{i}] ends at byte {param.offset + param.size}, "
+                                  f"past the {MAX_PARAM_BYTES}-byte cap on a parameter buffer")
 
 
 def _process(f: _Fields) -> Process:
@@ -628,7 +717,24 @@ def record_app(command, directory="kir-records", *, kernels: str | None = None, 
     settings = recorder_environment(directory, kernels=kernels, max_per_kernel=max_per_kernel, skip=skip,
                                     ranks=ranks, reachable=reachable, va_base=va_base, va_size=va_size,
                                     no_va=no_va)
+    check_output_directory(directory)
     environment = {**hooked_environment([library("libkir_record.so")]), **(env or {}), **settings}
     status = run_app([str(c) for c in command], environment)
-    (directory / "records").mkdir(parents=True, exist_ok=True)  # an app that recorded nothing
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)  # an app that recorded nothing
+    (directory / "records").mkdir(mode=0o700, exist_ok=True)
     return status, Recording(directory)
+
+
+def check_output_directory(directory: Path) -> None:
+    """Refuse (OptionError) a recording directory that exists and is not a directory,
+    or is a non-empty directory holding neither chunks/ nor records/ (someone's
+    folder): what the recorder checks too, said before the app runs."""
+    from kir.errors import OptionError
+    if not os.path.lexists(directory):
+        return
+    if not directory.is_dir():
+        raise OptionError(f"{directory}: exists and is not a directory: not a kir recording")
+    names = {p.name for p in directory.iterdir()}
+    if names and not names & {"chunks", "records"}:
+        raise OptionError(f"{directory}: exists and is not a kir recording "
+                          "(no chunks/ or records/, and not empty)")

@@ -87,6 +87,15 @@ Expected<std::vector<ByteView>> split_bitcode(ByteView bytes) {
       if (!bytes.contains(off, 20))
         return Error("bitcode wrapper header at offset " + hex(bytes.origin(off)) + " is truncated");
       uint32_t inner = bytes.read<uint32_t>(off + 8), size = bytes.read<uint32_t>(off + 12);
+      // The module follows the 20-byte header and is not empty: each wrapper
+      // moves `off` forward by at least 24 bytes, so the loop ends.
+      if (inner < 20)
+        return Error("bitcode wrapper at offset " + hex(bytes.origin(off)) + ": module offset " +
+                     hex(inner) + " (byte " + hex(bytes.origin(off + 8)) +
+                     ") points into its own 20-byte header");
+      if (size < 4)
+        return Error("bitcode wrapper at offset " + hex(bytes.origin(off)) + ": module size " +
+                     hex(size) + " (byte " + hex(bytes.origin(off + 12)) + ") is too small for a module");
       if (!bytes.contains(off + inner, size))
         return Error("bitcode wrapper at offset " + hex(bytes.origin(off)) + " points past the data");
       modules.push_back(bytes.sub(off + inner, size));

@@ -1,12 +1,16 @@
 // The chunk store (kir/record/chunk_store.hpp) and atomic file writes.
 #include "kir/record/chunk_store.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <thread>
 #include <vector>
 
@@ -20,18 +24,64 @@ Error os_error(const std::string& what, const std::string& path) {
   return Error(path + ": " + what + ": " + std::strerror(errno));
 }
 
+/// Recordings hold application memory: directories are the owner's only (0700).
 Status make_directory(const std::string& path) {
-  if (::mkdir(path.c_str(), 0777) == 0 || errno == EEXIST) return {};
-  return os_error("cannot create the directory", path);
+  if (::mkdir(path.c_str(), 0700) == 0) return {};
+  if (errno != EEXIST) return os_error("cannot create the directory", path);
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return os_error("cannot stat", path);
+  if (!S_ISDIR(st.st_mode)) return Error(path + ": exists and is not a directory");
+  return {};
 }
 
-/// ".<name>.<pid>.<thread>.tmp" beside `path`: readers skip names starting with '.'.
+/// An existing recording directory: empty (just created, perhaps by another
+/// rank), or holding chunks/ or records/. Anything else is someone's folder.
+Status check_recording_directory(const std::string& path) {
+  DIR* dir = ::opendir(path.c_str());
+  if (!dir) return os_error("cannot open the directory", path);
+  bool empty = true, recording = false;
+  while (dirent* entry = ::readdir(dir)) {
+    std::string name = entry->d_name;
+    if (name == "." || name == "..") continue;
+    empty = false;
+    if (name == "chunks" || name == "records") recording = true;
+  }
+  ::closedir(dir);
+  if (!empty && !recording)
+    return Error(path + ": exists and is not a kir recording (no chunks/ or records/, and not empty)");
+  return {};
+}
+
+/// ".<name>.<16 random hex digits>.tmp" beside `path`: unpredictable, and
+/// readers skip names starting with '.'.
 std::string temporary_name(const std::string& path) {
   size_t slash = path.rfind('/');
   std::string dir = slash == std::string::npos ? "" : path.substr(0, slash + 1);
   std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
-  size_t thread = std::hash<std::thread::id>()(std::this_thread::get_id());
-  return dir + "." + base + "." + std::to_string(::getpid()) + "." + std::to_string(thread % 1000000007) + ".tmp";
+  uint64_t random = 0;
+  if (::getrandom(&random, sizeof random, GRND_NONBLOCK) != ssize_t(sizeof random)) {
+    static std::atomic<uint64_t> counter{0};  // no entropy yet: still unique in this process
+    random = (uint64_t(::getpid()) << 32) ^ uint64_t(::time(nullptr)) ^ (++counter * 0x9E3779B97F4A7C15ull) ^
+             std::hash<std::thread::id>()(std::this_thread::get_id());
+  }
+  char digits[17];
+  std::snprintf(digits, sizeof digits, "%016llx", static_cast<unsigned long long>(random));
+  return dir + "." + base + "." + digits + ".tmp";
+}
+
+std::string directory_of(const std::string& path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+}
+
+/// Make a rename in `directory` durable.
+Status sync_directory(const std::string& directory) {
+  int fd = ::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return os_error("cannot open the directory", directory);
+  int rc = ::fsync(fd);
+  Status synced = rc == 0 || errno == EINVAL ? Status{} : os_error("fsync failed", directory);
+  ::close(fd);
+  return synced;
 }
 
 Status write_all(int fd, const uint8_t* p, uint64_t size, const std::string& path) {
@@ -59,19 +109,35 @@ bool worth_compressing(ByteView raw) {
 
 }  // namespace
 
-Status write_file_atomically(const std::string& path, const void* bytes, uint64_t size) {
-  std::string temporary = temporary_name(path);
-  int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+Status write_file_atomically(const std::string& path, const void* bytes, uint64_t size, bool sync_parent) {
+  // A fresh, unpredictable name, created exclusively (never an existing file
+  // or a symbolic link planted there), owner-only; its bytes on disk before
+  // the rename, and (sync_parent) the rename on disk before returning.
+  std::string temporary;
+  int fd = -1;
+  for (int attempt = 0; fd < 0 && attempt < 16; ++attempt) {
+    temporary = temporary_name(path);
+    fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0 && errno != EEXIST) break;
+  }
   if (fd < 0) return os_error("cannot create", temporary);
   Status written = write_all(fd, static_cast<const uint8_t*>(bytes), size, temporary);
+  if (written && ::fsync(fd) != 0) written = os_error("fsync failed", temporary);
   if (::close(fd) != 0 && written) written = os_error("close failed", temporary);
   if (written && ::rename(temporary.c_str(), path.c_str()) != 0) written = os_error("cannot rename onto", path);
-  if (!written) ::unlink(temporary.c_str());
-  return written;
+  if (!written) {
+    ::unlink(temporary.c_str());
+    return written;
+  }
+  return sync_parent ? sync_directory(directory_of(path)) : Status{};
 }
 
+Status ChunkStore::sync() const { return sync_directory(directory_ + "/chunks"); }
+
 Expected<std::unique_ptr<ChunkStore>> ChunkStore::open(const std::string& directory, int zstd_level) {
-  for (const std::string& dir : {directory, directory + "/chunks", directory + "/records"})
+  if (Status made = make_directory(directory); !made) return made.error();
+  if (Status checked = check_recording_directory(directory); !checked) return checked.error();
+  for (const std::string& dir : {directory + "/chunks", directory + "/records"})
     if (Status made = make_directory(dir); !made) return made.error();
   return std::unique_ptr<ChunkStore>(new ChunkStore(directory, zstd_level));
 }
@@ -138,7 +204,8 @@ Status ChunkStore::write_chunk(ByteView raw, const Hash128& name) {
   format::put(h, field::stored_size, file.size() - header.size);
   format::put(h, field::hash_high, name.high);
   format::put(h, field::hash_low, name.low);
-  if (Status written = write_file_atomically(path, file.data(), file.size()); !written) return written;
+  // The directory is synced once per record (RecordBuilder::write), not per chunk.
+  if (Status written = write_file_atomically(path, file.data(), file.size(), false); !written) return written;
   stored_bytes_ += file.size();
   ++stored_chunks_;
   return {};

@@ -257,6 +257,8 @@ Expected<std::string> RecordBuilder::write() const {
   std::string name = static_hash_.hex() + "." + dynamic_hash_.hex();
   if (rank_ >= 0) name += ".rank" + std::to_string(rank_);
   std::string path = store_.directory() + "/records/" + name + format::kRecordSuffix;
+  // The chunks it names reach the disk before the record does (crash-safe order).
+  if (Status synced = store_.sync(); !synced) return synced.error().within("record not written");
   if (Status written = write_file_atomically(path, file.data(), file.size()); !written) return written.error();
   return path;
 }

@@ -11,8 +11,36 @@
 
 namespace kir {
 
+namespace {
+
+const char* file_type(mode_t mode) {
+  if (S_ISFIFO(mode)) return "fifo";
+  if (S_ISCHR(mode)) return "character device";
+  if (S_ISBLK(mode)) return "block device";
+  if (S_ISSOCK(mode)) return "socket";
+  if (S_ISLNK(mode)) return "symbolic link";
+  return "unknown type";
+}
+
+/// Read up to `size` bytes at offset 0; a file that shrank meanwhile gives fewer.
+Expected<uint64_t> read_all(int fd, uint8_t* out, uint64_t size, const std::string& path) {
+  uint64_t done = 0;
+  while (done < size) {
+    ssize_t n = ::pread(fd, out + done, size - done, static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Error(path + ": cannot read at byte " + std::to_string(done) + ": " + std::strerror(errno));
+    if (n == 0) break;
+    done += uint64_t(n);
+  }
+  return done;
+}
+
+}  // namespace
+
 Expected<std::shared_ptr<const MappedFile>> MappedFile::open(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO must not wait for a writer; the type is checked
+  // on the open descriptor (no race with a rename), before anything is read.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) return Error(path + ": cannot open: " + std::strerror(errno));
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
@@ -26,11 +54,29 @@ Expected<std::shared_ptr<const MappedFile>> MappedFile::open(const std::string& 
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    return Error(path + ": not a regular file");
+    return Error(path + ": not a regular file (" + file_type(st.st_mode) + ")");
   }
   uint64_t size = static_cast<uint64_t>(st.st_size);
   const uint8_t* data = nullptr;
-  if (size > 0) {
+  bool copied = false;
+  if (size > 0 && size <= kCopyLimit) {
+    // Small files are copied: a file truncated by someone else afterwards
+    // cannot take the process down with SIGBUS (a mapping would).
+    uint8_t* copy = new (std::nothrow) uint8_t[size];
+    if (!copy) {
+      ::close(fd);
+      return Error(path + ": cannot allocate " + std::to_string(size) + " bytes to read it");
+    }
+    Expected<uint64_t> n = read_all(fd, copy, size, path);
+    if (!n) {
+      delete[] copy;
+      ::close(fd);
+      return n.error();
+    }
+    size = *n;  // shrank while being read: what was there
+    data = copy;
+    copied = true;
+  } else if (size > 0) {
     void* p = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
     if (p == MAP_FAILED) {
       int err = errno;
@@ -40,14 +86,18 @@ Expected<std::shared_ptr<const MappedFile>> MappedFile::open(const std::string& 
     data = static_cast<const uint8_t*>(p);
   }
   ::close(fd);
-  return std::shared_ptr<const MappedFile>(new MappedFile(path, data, size));
+  return std::shared_ptr<const MappedFile>(new MappedFile(path, data, size, copied));
 }
 
 MappedFile::~MappedFile() {
-  if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
+  if (copied_)
+    delete[] data_;
+  else if (data_)
+    ::munmap(const_cast<uint8_t*>(data_), size_);
 }
 
 void MappedFile::release(ByteView view) const {
+  if (copied_) return;  // memory of our own: dropping pages would lose the bytes
   static const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
   // Whole pages, rounded outwards: a page shared with a neighbour is simply
   // read back in if the neighbour needs it again. Views stay valid either way.

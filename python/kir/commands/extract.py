@@ -7,10 +7,18 @@ and images are numbered from 1 per kind in file order; LTO-IR goes to
 as cuobjdump does. Images of offload bundles follow the same pattern with the
 target id's processor: `<stem>.<n>.gfx90a.co` (AMDGPU code objects), `.bc`
 (bitcode), `.o` (host objects).
+
+Every name component that comes from the input (bundle target ids, arch strings,
+IR triples) — and the binary's stem — keeps only [A-Za-z0-9._+-] (anything else,
+and any run of dots, becomes '_'; leading and trailing dots are dropped: never '..'), and each file
+is created inside DIR through a descriptor of DIR, exclusively and without
+following a symbolic link (O_CREAT|O_EXCL|O_NOFOLLOW; a file of that name from an
+earlier run is unlinked first, a link itself and not what it points to).
 """
 from __future__ import annotations
 
 import os
+import re
 import sys
 
 from kir.binary import Binary
@@ -37,12 +45,56 @@ def add_arguments(parser) -> None:
                              "<stem>.ir<n>.<triple arch>.bc and .ll")
 
 
+UNSAFE = re.compile(r"[^A-Za-z0-9._+-]")
+
+
+def safe_component(text: str) -> str:
+    """`text` as one file-name component: [A-Za-z0-9._+-] only, no run of dots,
+    no leading or trailing dot (so never '.' or '..'), never empty."""
+    return re.sub(r"\.\.+", "_", UNSAFE.sub("_", text)).strip(".") or "_"
+
+
+class OutputDirectory:
+    """DIR, opened once: files are created relative to its descriptor."""
+
+    def __init__(self, path: str) -> None:
+        os.makedirs(path, exist_ok=True)
+        self.path = path
+        self.fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+
+    def write(self, name: str, data: bytes) -> str:
+        if "/" in name or name in (".", ".."):
+            raise ValueError(f"unsafe output name {name!r}")  # safe_component makes this impossible
+        try:
+            os.unlink(name, dir_fd=self.fd)
+        except FileNotFoundError:
+            pass
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644,
+                     dir_fd=self.fd)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        path = os.path.join(self.path, name)
+        print(path)
+        return path
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
 def run(args) -> int:
     kinds, archs = parse_kind_filter(args.kind), parse_arch_filter(args.arch)
     binary = Binary.open(args.binary, scan=args.scan)
     wanted = {image.index for image in selected_images(binary, archs, kinds)}
-    os.makedirs(args.output, exist_ok=True)
-    base = os.path.basename(args.binary).split(".")[0]
+    out = OutputDirectory(args.output)
+    try:
+        extract(binary, args, wanted, out)
+    finally:
+        out.close()
+    return 0
+
+
+def extract(binary: Binary, args, wanted: set[int], out: OutputDirectory) -> None:
+    base = safe_component(os.path.basename(args.binary).split(".")[0])
     counters: dict[str, int] = {}
     for image in binary.images:
         counter = COUNTER.get(image.kind)
@@ -58,31 +110,23 @@ def run(args) -> int:
         data = image.read()
         if image.kind is ImageKind.ptx:
             data = data.split(b"\0", 1)[0]
-        target = processor(image.target) or "host"
-        path = os.path.join(args.output, f"{base}.{counters[counter]}.{target}.{SUFFIX[image.kind]}")
-        with open(path, "wb") as f:
-            f.write(data)
-        print(path)
+        target = safe_component(processor(image.target) or "host")
+        out.write(f"{base}.{counters[counter]}.{target}.{SUFFIX[image.kind]}", data)
     if args.ir:
-        write_ir(binary, args.output, base)
-    return 0
+        write_ir(binary, out, base)
 
 
-def write_ir(binary: Binary, directory: str, base: str) -> None:
+def write_ir(binary: Binary, out: OutputDirectory, base: str) -> None:
     """Each IR module as bitcode and, when llvmlite reads it, as text."""
     from kir import ir
     for image in binary.images:  # embedded IR lives in device code: decode it
         if image.kind in (ImageKind.cubin, ImageKind.code_object) and not image.obfuscated:
             image.code
     for m in ir.ir_modules(binary):
-        arch = m.triple.split("-", 1)[0] if m.triple else "unknown"
-        stem = os.path.join(directory, f"{base}.ir{m.index + 1}.{arch}")
-        with open(stem + ".bc", "wb") as f:
-            f.write(m.bitcode)
-        print(stem + ".bc")
+        arch = safe_component(m.triple.split("-", 1)[0] if m.triple else "unknown")
+        stem = f"{base}.ir{m.index + 1}.{arch}"
+        out.write(stem + ".bc", m.bitcode)
         if m.error:
             print(f"kir: module #{m.index}: {m.error}", file=sys.stderr)
             continue
-        with open(stem + ".ll", "w") as f:
-            f.write(m.text())
-        print(stem + ".ll")
+        out.write(stem + ".ll", m.text().encode())

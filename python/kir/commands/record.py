@@ -12,7 +12,7 @@ from pathlib import Path
 
 from kir.app import exit_status, hooked_environment, library, run_app_process, signal_name
 from kir.commands.app import command_of, warn_if_static_runtime
-from kir.record import RECORD_SUFFIX, Record, RecordError
+from kir.record import RECORD_SUFFIX, Record, RecordError, check_output_directory
 from kir.recorder import recorder_environment
 
 
@@ -41,6 +41,7 @@ def run(args) -> int:
     settings = recorder_environment(directory, kernels=args.kernels, max_per_kernel=args.max_per_kernel,
                                     skip=args.skip, ranks=args.ranks, reachable=args.reachable,
                                     va_base=args.va_base, va_size=args.va_size, no_va=args.no_va)
+    check_output_directory(directory)  # before the app runs: a file or someone's folder is refused
     env = hooked_environment([library("libkir_record.so")])
     env.update(settings)
     warn_if_static_runtime(command[0])

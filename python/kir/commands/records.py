@@ -1,6 +1,7 @@
 """`kir records DIR`: the launches a recording holds — kernel, hashes, grid, block,
 regions, bytes snapshotted and stored, flags — and the chunks on disk.
-A record that cannot be read is reported (exit 2) after the others are listed."""
+A record that cannot be read, or names a chunk that is missing or corrupt, is
+reported (exit 2) after the others are listed."""
 from __future__ import annotations
 
 import json
@@ -31,11 +32,14 @@ def run(args) -> int:
 
 
 def load_all(recording: Recording) -> tuple[list[Record], list[str]]:
-    """The records that load, and the error message of each that does not."""
+    """The records that load with every chunk they name intact, and the error message
+    of each that does not."""
     records, errors = [], []
     for path in recording.record_paths:
         try:
-            records.append(Record.load(path))
+            record = Record.load(path)
+            record.check()  # every chunk it names, as a replay would read them
+            records.append(record)
         except RecordError as error:
             errors.append(str(error))
     return records, errors

@@ -57,6 +57,7 @@ def run(args) -> int:
 
 def print_plan(record, args) -> int:
     from kir.replay import plan
+    record.check()  # every chunk a replay would read: present, whole, hashed as named
     p = plan(record, code=args.code, device_arch=args.device_arch)
     if args.code == "ir":
         p.code_bytes()  # compile now: an IR that does not compile is an error of the plan

@@ -19,14 +19,18 @@
 
 namespace kir::record {
 
-/// Write `bytes` to `path` atomically: a temporary name in the same directory,
-/// then rename. A crash leaves the old state or the new, never a part.
-Status write_file_atomically(const std::string& path, const void* bytes, uint64_t size);
+/// Write `bytes` to `path` atomically: a temporary file in the same directory
+/// (unpredictable name, O_CREAT|O_EXCL|O_NOFOLLOW, mode 0600), fsync, rename,
+/// and with `sync_parent` fsync of the directory. A crash leaves the old state
+/// or the new, never a part.
+Status write_file_atomically(const std::string& path, const void* bytes, uint64_t size,
+                             bool sync_parent = true);
 
 /// Thread-safe: many threads may put() at once.
 class ChunkStore {
  public:
-  /// Creates DIR and DIR/chunks when missing.
+  /// Creates DIR, DIR/chunks and DIR/records when missing (mode 0700). An
+  /// existing DIR must be a directory, empty or a recording (chunks/ or records/).
   static Expected<std::unique_ptr<ChunkStore>> open(const std::string& directory, int zstd_level = 1);
 
   /// Store `raw` (unless stored already) and return its name, XXH3-128 of `raw`.
@@ -35,6 +39,9 @@ class ChunkStore {
   Status put(ByteView raw, const Hash128& name);
 
   const std::string& directory() const { return directory_; }
+  /// Make the chunks stored so far durable (their data is synced as each is
+  /// written; this syncs DIR/chunks, their names): before a record names them.
+  Status sync() const;
   std::string chunk_path(const Hash128& name) const;
   /// Bytes this store wrote to disk (headers included), and chunks written.
   uint64_t stored_bytes() const { return stored_bytes_; }
