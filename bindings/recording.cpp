@@ -17,6 +17,7 @@
 #include "kir/record/reachability.hpp"
 #include "kir/record/record_builder.hpp"
 #include "kir/support/compression.hpp"
+#include "kir/support/kernel_regex.hpp"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -180,6 +181,13 @@ void bind_recording(nb::module_& m) {
     if (!out) raise_kir_error(out.error());
     return nb::bytes(reinterpret_cast<const char*>(out->data()), out->size());
   }, "data"_a, "raw_size"_a, "zstd data that must decode to exactly raw_size bytes (KirError otherwise).");
+  m.def("check_kernel_regex", [](const std::string& pattern) -> nb::object {
+    kir::Expected<std::regex> re = kir::kernel_regex(pattern);
+    if (re) return nb::none();
+    return nb::str(re.error().message().c_str());
+  }, "pattern"_a,
+  "None when the recorder can use `pattern` (KIR_RECORD_KERNELS: ECMAScript, as std::regex "
+  "compiles it), else why not.");
 }
 
 }  // namespace kir_bindings

@@ -670,3 +670,8 @@ def zstd_decompress(data: bytes, raw_size: int) -> bytes:
     """
     zstd data that must decode to exactly raw_size bytes (KirError otherwise).
     """
+
+def check_kernel_regex(pattern: str) -> object:
+    """
+    None when the recorder can use `pattern` (KIR_RECORD_KERNELS: ECMAScript, as std::regex compiles it), else why not.
+    """
