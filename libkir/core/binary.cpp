@@ -6,6 +6,7 @@
 #include <exception>
 #include <map>
 #include <mutex>
+#include <numeric>
 #include <new>
 #include <system_error>
 #include <thread>
@@ -352,10 +353,19 @@ Expected<Binary> Binary::open(const std::string& path, BinaryOptions options) {
   b.file_ = *file;
   BinaryReader reader(b, options);
   if (Status s = reader.read_file(b.file_->bytes()); !s) return s.error().within(path);
-  std::stable_sort(b.containers_.begin(), b.containers_.end(),
-                   [](const ContainerSite& x, const ContainerSite& y) {
-                     return x.file_offset < y.file_offset;
-                   });
+  // By file offset, ties in discovery order. Not std::stable_sort: libstdc++'s
+  // reaches the deprecated std::get_temporary_buffer, an error under clang's
+  // -Werror (the libFuzzer build).
+  std::vector<size_t> order(b.containers_.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::sort(order.begin(), order.end(), [&](size_t x, size_t y) {
+    uint64_t ox = b.containers_[x].file_offset, oy = b.containers_[y].file_offset;
+    return ox != oy ? ox < oy : x < y;
+  });
+  std::vector<ContainerSite> sorted;
+  sorted.reserve(order.size());
+  for (size_t i : order) sorted.push_back(std::move(b.containers_[i]));
+  b.containers_ = std::move(sorted);
   return b;
 }
 
