@@ -257,6 +257,30 @@ def test_inspect_huge_threads_starts_no_more_threads_than_cores(built):
     assert alive and max(alive) - before < (os.cpu_count() or 1)
 
 
+PROGRESS_RAISES = """
+import sys, kir
+binary = kir.open(sys.argv[1])
+calls = []
+def progress(done, total):
+    calls.append(done)
+    raise ValueError("stop at image %d" % done)
+try:
+    binary.load_code(binary.images, 2, progress)
+except ValueError as error:
+    print("raised:", error, "after", len(calls), "call")
+"""
+
+
+def test_parallel_decode_unwinds_an_exception_without_terminate(built):
+    """An exception while the decoding threads run (here from the progress
+    callback; std::bad_alloc under memory pressure took the same path) reaches
+    the caller after every thread is joined: it ended in std::terminate (exit 134)."""
+    proc = subprocess.run([sys.executable, "-c", PROGRESS_RAISES, built["app_compress_speed"]],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert re.fullmatch(r"raised: stop at image \d+ after 1 call\n", proc.stdout), proc.stdout
+
+
 STATIC = "0123456789abcdef0123456789abcdef"
 
 
