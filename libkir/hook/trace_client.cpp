@@ -10,10 +10,13 @@
 // descriptor that is not the pipe named (the app's own file in a program the
 // app ran) is never written: lines go to stderr.
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <ctime>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -71,10 +74,30 @@ std::string arg_text(const void* value, uint32_t size) {
   return s;
 }
 
+bool to_pipe = false;  // `out` is a pipe: `kir trace` may have stopped reading
+
 void line(const std::string& text) {
   FILE* f = out ? out : stderr;
+  if (!to_pipe) {
+    std::fprintf(f, "%s\n", text.c_str());
+    std::fflush(f);
+    return;
+  }
+  // A child the app forked may trace after `kir trace` has ended with the app:
+  // the write then fails with EPIPE, and the SIGPIPE it raises must not kill
+  // the child. Block it around the write and drop the one this write raised.
+  sigset_t pipe, old, pending;
+  sigemptyset(&pipe);
+  sigaddset(&pipe, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe, &old);
+  bool was_pending = sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE);
   std::fprintf(f, "%s\n", text.c_str());
   std::fflush(f);
+  if (!was_pending) {
+    struct timespec zero {};
+    sigtimedwait(&pipe, nullptr, &zero);
+  }
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
 }
 
 void on_fatbin(void*, const void* handle, size_t images) {
@@ -179,6 +202,8 @@ __attribute__((constructor)) void start_tracing() {
   if (!mode || !*mode) return;
   json = std::strcmp(mode, "json") == 0;
   if (const char* fd = kir::hook::setting("KIR_TRACE_FD")) out = trace_file(fd);
+  struct stat st;
+  to_pipe = out && fstat(fileno(out), &st) == 0 && S_ISFIFO(st.st_mode);
   static kir_hook_client client{};
   client.struct_size = sizeof client;
   client.api_version = KIR_HOOK_API_VERSION;
