@@ -1,10 +1,11 @@
 """The C++ side: unit tests and the parser fuzz target under AddressSanitizer and
-UndefinedBehaviorSanitizer, the hook layer under ThreadSanitizer in a program
+UndefinedBehaviorSanitizer (the standalone mutator with gcc, libFuzzer with clang-22), the hook layer under ThreadSanitizer in a program
 that allocates, frees and launches from several threads, and a downstream CMake project that consumes the
 installed package (find_package(kir CONFIG) -> kir::kir) through the C API."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -15,6 +16,8 @@ import kir
 ROOT = Path(__file__).resolve().parent.parent
 FUZZ_SECONDS = int(os.environ.get("KIR_FUZZ_SECONDS", "60"))
 FUZZ_SEEDS = (1, 2, 3)  # seed 3 found an out-of-bounds read through a bad program header
+FUZZ_INPUTS = ("kernels.fatbin", "kernels_dc.o", "librdc.a", "app_compress_speed", "hip_ccob_v3.o", "hip_rdc.o",
+               "omp_sm90.o", "embed_bitcode.o", "embedded_bundle", "proteus_hip.o", "two_modules.o", "libhip.so")
 
 
 def run(*args, **kwargs) -> subprocess.CompletedProcess:
@@ -38,15 +41,35 @@ def test_unit_tests_under_sanitizers(sanitized_build):
 
 
 def test_fuzz_parsers_under_sanitizers(sanitized_build, built):
-    seeds = [built[n] for n in ("kernels.fatbin", "kernels_dc.o", "librdc.a", "app_compress_speed",
-                                "hip_ccob_v3.o", "hip_rdc.o", "omp_sm90.o", "embed_bitcode.o",
-                                "embedded_bundle", "proteus_hip.o", "two_modules.o", "libhip.so")]
+    seeds = [built[n] for n in FUZZ_INPUTS]
     seeds += sorted((ROOT / "tests" / "fuzz" / "seeds").glob("*.bin"))  # fixed inputs that once hung or crashed
     for seed in FUZZ_SEEDS:
         proc = run(sanitized_build / "tests" / "cpp" / "kir_fuzz_parsers",
                    f"-seconds={FUZZ_SECONDS / len(FUZZ_SEEDS):.0f}", f"-seed={seed}", *seeds,
                    env={**os.environ, "ASAN_OPTIONS": "detect_leaks=1:abort_on_error=1"})
         assert "no failures" in proc.stdout
+
+
+@pytest.mark.skipif(not shutil.which("clang++-22"), reason="clang++-22 (libFuzzer) not installed")
+def test_libfuzzer_build_with_clang22_fuzzes_with_fixed_seeds(built, tmp_path):
+    """The libFuzzer build (clang-22, -Werror, ASan+UBSan) compiles — libstdc++'s
+    stable_sort once reached a deprecated declaration there — and libFuzzer
+    itself mutates the fixtures (parsers, discoverers from files and from
+    registered memory, the decompressors) under fixed seeds without a finding."""
+    build = ROOT / "build" / "native-libfuzzer"
+    run("cmake", "-S", ROOT, "-B", build, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Debug", "-DKIR_BUILD_TESTS=ON",
+        "-DKIR_LIBFUZZER=ON", "-DKIR_SANITIZE=ON", "-DCMAKE_CXX_COMPILER=clang++-22", "-DCMAKE_C_COMPILER=clang-22")
+    run("cmake", "--build", build, "--target", "kir_fuzz_parsers")
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for name in FUZZ_INPUTS:
+        if name in built:
+            shutil.copy(built[name], corpus / name)
+    for seed in FUZZ_SEEDS:
+        proc = run(build / "tests" / "cpp" / "kir_fuzz_parsers", corpus, f"-seed={seed}",
+                   f"-max_total_time={max(1, FUZZ_SECONDS // len(FUZZ_SEEDS))}", "-rss_limit_mb=4096",
+                   "-print_final_stats=1", env={**os.environ, "ASAN_OPTIONS": "detect_leaks=1:abort_on_error=1"})
+        assert "stat::number_of_executed_units" in proc.stderr, proc.stderr[-2000:]
 
 
 @pytest.fixture(scope="module")

@@ -3,8 +3,12 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <exception>
 #include <map>
 #include <mutex>
+#include <numeric>
+#include <new>
+#include <system_error>
 #include <thread>
 
 #include "discover/scan.hpp"
@@ -349,10 +353,19 @@ Expected<Binary> Binary::open(const std::string& path, BinaryOptions options) {
   b.file_ = *file;
   BinaryReader reader(b, options);
   if (Status s = reader.read_file(b.file_->bytes()); !s) return s.error().within(path);
-  std::stable_sort(b.containers_.begin(), b.containers_.end(),
-                   [](const ContainerSite& x, const ContainerSite& y) {
-                     return x.file_offset < y.file_offset;
-                   });
+  // By file offset, ties in discovery order. Not std::stable_sort: libstdc++'s
+  // reaches the deprecated std::get_temporary_buffer, an error under clang's
+  // -Werror (the libFuzzer build).
+  std::vector<size_t> order(b.containers_.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::sort(order.begin(), order.end(), [&](size_t x, size_t y) {
+    uint64_t ox = b.containers_[x].file_offset, oy = b.containers_[y].file_offset;
+    return ox != oy ? ox < oy : x < y;
+  });
+  std::vector<ContainerSite> sorted;
+  sorted.reserve(order.size());
+  for (size_t i : order) sorted.push_back(std::move(b.containers_[i]));
+  b.containers_ = std::move(sorted);
   return b;
 }
 
@@ -396,29 +409,58 @@ std::vector<Expected<DeviceCode>> Binary::device_code_of(
     const std::vector<ImageRef>& images, unsigned threads,
     const std::function<void(size_t, size_t)>& progress, bool digests) const {
   std::vector<Expected<DeviceCode>> out(images.size(), Expected<DeviceCode>(DeviceCode{}));
-  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  // At most one thread per core (and per image): more only cost memory and stacks.
+  unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  threads = threads == 0 ? cores : std::min(threads, cores);
   threads = std::min<unsigned>(threads, std::max<size_t>(1, images.size()));
   std::atomic<size_t> next{0}, done{0};
-  std::mutex progress_mutex;
+  std::mutex progress_mutex, failure_mutex;
+  std::exception_ptr failure;  // the first exception from a progress callback: rethrown after the join
   auto work = [&] {
-    Scratch scratch;
-    for (size_t i; (i = next++) < images.size();) {
-      auto [c, e] = images[i];
-      out[i] = device_code(c, e, scratch, digests);
-      if (c < containers_.size() && e < containers_[c].images.size() &&
-          containers_[c].images[e].file_offset)
-        file_->release(containers_[c].images[e].stored);  // decoded: not needed now
-      size_t n = ++done;
-      if (progress && progress_mutex.try_lock()) {
-        progress(n, images.size());
-        progress_mutex.unlock();
+    try {
+      Scratch scratch;
+      for (size_t i; (i = next++) < images.size();) {
+        auto [c, e] = images[i];
+        try {
+          out[i] = device_code(c, e, scratch, digests);
+        } catch (const std::bad_alloc&) {  // this image, not the process
+          out[i] = Error("image " + std::to_string(i) + ": out of memory while decoding it");
+          scratch = Scratch{};
+        }
+        if (c < containers_.size() && e < containers_[c].images.size() &&
+            containers_[c].images[e].file_offset)
+          file_->release(containers_[c].images[e].stored);  // decoded: not needed now
+        size_t n = ++done;
+        if (progress && progress_mutex.try_lock()) {
+          std::lock_guard<std::mutex> unlock(progress_mutex, std::adopt_lock);
+          progress(n, images.size());
+        }
       }
+    } catch (...) {  // never out of a thread (std::terminate): stop the others, rethrow on the caller's
+      next = images.size();
+      std::lock_guard<std::mutex> lock(failure_mutex);
+      if (!failure) failure = std::current_exception();
     }
   };
-  std::vector<std::thread> pool;
-  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(work);
-  work();
-  for (std::thread& t : pool) t.join();
+  {
+    std::vector<std::thread> pool;
+    struct Joiner {  // joins on every path, a failed thread start included
+      std::vector<std::thread>& pool;
+      ~Joiner() {
+        for (std::thread& t : pool)
+          if (t.joinable()) t.join();
+      }
+    } joiner{pool};
+    for (unsigned t = 1; t < threads; ++t) {
+      try {
+        pool.emplace_back(work);
+      } catch (const std::system_error&) {  // no more threads: go on with those there are
+        break;
+      }
+    }
+    work();
+  }
+  if (failure) std::rethrow_exception(failure);
   return out;
 }
 

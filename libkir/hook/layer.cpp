@@ -1,5 +1,6 @@
 // The hook layer's registry, allocation tracker and client dispatch.
 #include "layer.hpp"
+#include "settings.hpp"
 
 #include "kir/discover.hpp"
 #include "kir/llvm/offload_bundle.hpp"
@@ -108,7 +109,7 @@ struct FailureLog {
   FILE* file = nullptr;  // KIR_HOOK_LOG: "1" stderr, else a path; unset or "0": no lines
 
   FailureLog() {
-    const char* where = std::getenv("KIR_HOOK_LOG");
+    const char* where = setting("KIR_HOOK_LOG");
     if (!where || !*where || std::strcmp(where, "0") == 0) return;
     file = std::strcmp(where, "1") == 0 ? stderr : std::fopen(where, "a");
     if (!file) {
@@ -147,7 +148,7 @@ Layer& Layer::get() {
 Layer::Layer() { load_clients_from_environment(); }
 
 void Layer::load_clients_from_environment() {
-  const char* list = std::getenv("KIR_HOOK_CLIENTS");
+  const char* list = setting("KIR_HOOK_CLIENTS");  // nullptr in a setuid process: no clients
   if (!list) return;
   std::string all(list);
   for (size_t start = 0; start <= all.size();) {
@@ -355,7 +356,7 @@ const FatbinEntry* pick_image(const FatbinContainer& container, const char* want
 void Layer::decode(FatbinRecord& f, const void* handle) {
   f.decoded = true;
   if (!f.container) return;  // reported when it was registered
-  const char* want = std::getenv("KIR_HOOK_ARCH");
+  const char* want = setting("KIR_HOOK_ARCH");
   const FatbinEntry* best = pick_image(*f.container, want, want ? 0 : device_compute_capability());
   if (!best) {
     report_failure(describe("fatbin", handle),
@@ -534,7 +535,7 @@ void Layer::hip_fatbin_registered(const void* handle, const void* wrapper) {
   std::string what = describe("HIP fatbin", handle);
   size_t images = 0;
   // The code object for KIR_HOOK_ARCH (a gfx processor), else the first one.
-  const char* want = std::getenv("KIR_HOOK_ARCH");
+  const char* want = setting("KIR_HOOK_ARCH");
   Expected<ContainerSite> b = discover_registered_bundle(wrapper, kUnknownSize, mapped_extent);
   if (!b) report_failure(what, "registered without its code: " + b.error().message());
   else

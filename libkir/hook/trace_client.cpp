@@ -1,9 +1,22 @@
 // The built-in tracing client (used by `kir trace`): KIR_TRACE=text|json turns
 // it on; lines go to the file descriptor KIR_TRACE_FD (default: stderr), one
 // per registration, unregistration, allocation, free and completed launch.
+//
+// KIR_TRACE_FD is "N" or "N:DEV:INO" (`kir trace` gives the pipe's st_dev and
+// st_ino): at start the client takes descriptor N only if it still is that
+// file, moves it to a high close-on-exec descriptor and closes N, so the app
+// can reuse N for its own files without receiving trace lines, and programs
+// it execs (a background `sleep &`) do not hold the trace pipe open. A
+// descriptor that is not the pipe named (the app's own file in a program the
+// app ran) is never written: lines go to stderr.
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <ctime>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -12,6 +25,7 @@
 #include "kir/model.hpp"
 #include "kir/support/demangle.hpp"
 #include "kir/hooks.h"
+#include "settings.hpp"
 
 namespace {
 
@@ -60,10 +74,30 @@ std::string arg_text(const void* value, uint32_t size) {
   return s;
 }
 
+bool to_pipe = false;  // `out` is a pipe: `kir trace` may have stopped reading
+
 void line(const std::string& text) {
   FILE* f = out ? out : stderr;
+  if (!to_pipe) {
+    std::fprintf(f, "%s\n", text.c_str());
+    std::fflush(f);
+    return;
+  }
+  // A child the app forked may trace after `kir trace` has ended with the app:
+  // the write then fails with EPIPE, and the SIGPIPE it raises must not kill
+  // the child. Block it around the write and drop the one this write raised.
+  sigset_t pipe, old, pending;
+  sigemptyset(&pipe);
+  sigaddset(&pipe, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe, &old);
+  bool was_pending = sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE);
   std::fprintf(f, "%s\n", text.c_str());
   std::fflush(f);
+  if (!was_pending) {
+    struct timespec zero {};
+    sigtimedwait(&pipe, nullptr, &zero);
+  }
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
 }
 
 void on_fatbin(void*, const void* handle, size_t images) {
@@ -138,12 +172,38 @@ void on_launch(void*, const kir_hook_launch* l) {
          name + " api=" + api + " " + dims + " args=[" + args + "] static=" + s + " dynamic=" + d);
 }
 
+/// The trace stream for KIR_TRACE_FD = "N" or "N:DEV:INO", on a high
+/// close-on-exec duplicate of N (N itself is closed); nullptr (stderr) when N
+/// is not open or is not the file DEV:INO.
+FILE* trace_file(const char* setting) {
+  char* end = nullptr;
+  long n = std::strtol(setting, &end, 10);
+  if (end == setting || n < 0 || n > 1 << 24) return nullptr;
+  struct stat st;
+  if (fstat(int(n), &st) != 0) return nullptr;
+  if (*end == ':') {
+    unsigned long long dev = std::strtoull(end + 1, &end, 10), ino = 0;
+    if (*end == ':') ino = std::strtoull(end + 1, &end, 10);
+    if (st.st_dev != dev || st.st_ino != ino) return nullptr;  // another file now holds N
+  }
+  if (n <= 2) return fdopen(int(n), "w");  // stdout or stderr: the app's own, leave it where it is
+  int mine = -1;
+  for (int floor : {1000, 500, 200, 100, 10})  // high, under the soft limit on descriptors
+    if ((mine = fcntl(int(n), F_DUPFD_CLOEXEC, floor)) >= 0) break;
+  if (mine < 0) return nullptr;
+  close(int(n));
+  FILE* f = fdopen(mine, "w");
+  if (!f) close(mine);
+  return f;
+}
+
 __attribute__((constructor)) void start_tracing() {
-  const char* mode = std::getenv("KIR_TRACE");
+  const char* mode = kir::hook::setting("KIR_TRACE");
   if (!mode || !*mode) return;
   json = std::strcmp(mode, "json") == 0;
-  if (const char* fd = std::getenv("KIR_TRACE_FD"))
-    if (FILE* f = fdopen(std::atoi(fd), "w")) out = f;
+  if (const char* fd = kir::hook::setting("KIR_TRACE_FD")) out = trace_file(fd);
+  struct stat st;
+  to_pipe = out && fstat(fileno(out), &st) == 0 && S_ISFIFO(st.st_mode);
   static kir_hook_client client{};
   client.struct_size = sizeof client;
   client.api_version = KIR_HOOK_API_VERSION;

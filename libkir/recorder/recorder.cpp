@@ -29,6 +29,8 @@
 #include "kir/model.hpp"
 #include "kir/record/reachability.hpp"
 #include "kir/record/record_builder.hpp"
+#include "kir/support/kernel_regex.hpp"
+#include "../hook/settings.hpp"
 #include "snapshot.hpp"
 #include "va_allocator.hpp"
 
@@ -43,7 +45,7 @@ void say(const std::string& text) { std::fprintf(stderr, "kir-record: %s\n", tex
 // ---------------------------------------------------------------- settings
 
 uint64_t env_number(const char* name, uint64_t fallback) {
-  const char* v = std::getenv(name);
+  const char* v = kir::hook::setting(name);
   return v && *v ? std::strtoull(v, nullptr, 0) : fallback;
 }
 
@@ -51,13 +53,13 @@ uint64_t env_number(const char* name, uint64_t fallback) {
 int64_t launcher_rank() {
   for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "MV2_COMM_WORLD_RANK", "PALS_RANKID",
                            "SLURM_PROCID"})
-    if (const char* v = std::getenv(name); v && *v) return std::strtoll(v, nullptr, 10);
+    if (const char* v = kir::hook::setting(name); v && *v) return std::strtoll(v, nullptr, 10);
   return -1;
 }
 
 /// Whether KIR_RECORD_RANKS ("0,3") selects `rank` (all ranks when unset).
 bool rank_selected(int64_t rank) {
-  const char* list = std::getenv("KIR_RECORD_RANKS");
+  const char* list = kir::hook::setting("KIR_RECORD_RANKS");
   if (!list || !*list) return true;
   std::string text = list;
   for (size_t at = 0; at <= text.size();) {
@@ -71,6 +73,7 @@ bool rank_selected(int64_t rank) {
 struct Settings {
   std::string directory;
   std::optional<std::regex> kernels;
+  bool kernels_invalid = false;  // KIR_RECORD_KERNELS did not compile: select nothing
   uint64_t max_per_kernel = 4, skip = 0;
   bool reachable = false, use_va = true, verbose = false;
   uint64_t va_base = 0x153940000000ull, va_size = 64ull << 30;
@@ -80,9 +83,17 @@ struct Settings {
 
   static Settings from_environment() {
     Settings s;
-    const char* dir = std::getenv("KIR_RECORD_DIR");
+    const char* dir = kir::hook::setting("KIR_RECORD_DIR");
     s.directory = dir && *dir ? dir : "kir-records";
-    if (const char* re = std::getenv("KIR_RECORD_KERNELS"); re && *re) s.kernels.emplace(re, std::regex::ECMAScript);
+    if (const char* re = kir::hook::setting("KIR_RECORD_KERNELS"); re && *re) {
+      // The CLI checked it with the same function; set by hand, a bad one records nothing (never throws).
+      if (auto compiled = kernel_regex(re)) s.kernels = std::move(*compiled);
+      else {
+        say(std::string("error: KIR_RECORD_KERNELS '") + re + "': " + compiled.error().message() +
+            "; recording nothing");
+        s.kernels_invalid = true;
+      }
+    }
     s.max_per_kernel = env_number("KIR_RECORD_MAX_PER_KERNEL", 4);
     s.skip = env_number("KIR_RECORD_SKIP", 0);
     s.reachable = env_number("KIR_RECORD_REACHABLE", 0) != 0;
@@ -280,8 +291,17 @@ bool Recorder::selected(const kir_hook_launch& l, uint64_t& ordinal) {
 }
 
 bool Recorder::name_selected(const std::string& name) const {
-  return !settings_.kernels || std::regex_search(name, *settings_.kernels) ||
-         std::regex_search(demangle(name), *settings_.kernels);
+  if (settings_.kernels_invalid) return false;
+  if (!settings_.kernels) return true;
+  for (const std::string& text : {name, demangle(name)}) {
+    Expected<bool> found = kernel_regex_search(text, *settings_.kernels);
+    if (!found) {  // std::regex gave up on this name: say so, do not record it
+      say("error: --kernels: " + found.error().message());
+      return false;
+    }
+    if (*found) return true;
+  }
+  return false;
 }
 
 void Recorder::summarize() {

@@ -672,3 +672,8 @@ def zstd_decompress(data: bytes, raw_size: int, max_size: int = 1073741824) -> b
     """
     zstd data that must decode to exactly raw_size bytes (KirError otherwise). raw_size is refused before anything is allocated when it exceeds max_size (default 1 GiB) or differs from the frame header's content size.
     """
+
+def check_kernel_regex(pattern: str) -> object:
+    """
+    None when the recorder can use `pattern` (KIR_RECORD_KERNELS: ECMAScript, as std::regex compiles it), else why not.
+    """

@@ -21,10 +21,10 @@ def recorder_environment(directory: Path | str, *, kernels: str | None = None, m
            "KIR_RECORD_MAX_PER_KERNEL": str(non_negative(max_per_kernel, "--max-per-kernel")),
            "KIR_RECORD_SKIP": str(non_negative(skip, "--skip"))}
     if kernels:
-        try:
-            re.compile(kernels)
-        except re.error as error:
-            raise OptionError(f"--kernels {kernels!r}: {error}") from None
+        from kir import _core
+        problem = _core.check_kernel_regex(kernels)  # the recorder's own dialect: std::regex ECMAScript
+        if problem is not None:
+            raise OptionError(f"--kernels {kernels!r}: {problem}")
         env["KIR_RECORD_KERNELS"] = kernels
     if ranks is not None and ranks != "":
         env["KIR_RECORD_RANKS"] = ",".join(str(r) for r in rank_list(ranks))

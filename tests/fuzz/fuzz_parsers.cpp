@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "kir/binary.hpp"
 #include "kir/amdgpu/code_object.hpp"
@@ -22,6 +23,7 @@
 #include "kir/llvm/offload_bundle.hpp"
 #include "kir/object/archive.hpp"
 #include "kir/object/elf.hpp"
+#include "kir/support/compression.hpp"
 #include "kir/support/msgpack.hpp"
 
 namespace {
@@ -51,6 +53,27 @@ void parse_as_llvm(kir::ByteView bytes) {
     for (kir::ByteView m : *modules) (void)kir::bitcode_blocks(m);
   (void)kir::parse_msgpack(bytes);
   (void)kir::parse_code_object(bytes);
+}
+
+/// The decoders as record chunks and fatbin entries use them: the input's first
+/// 4 bytes claim the decoded size (bounded), the rest is the stream; a zstd
+/// round trip of the whole input must give it back.
+void decompress(kir::ByteView bytes) {
+  if (bytes.size() < 4) return;
+  uint32_t claim = 0;
+  std::memcpy(&claim, bytes.data(), 4);
+  uint64_t size = claim % (1u << 22);
+  kir::ByteView stream(bytes.data() + 4, bytes.size() - 4);
+  kir::Scratch scratch;
+  (void)kir::decompress_lz4_block(stream, size, scratch);
+  (void)kir::decompress_zstd(stream, size, scratch);
+  (void)kir::decompress_zlib(stream, size, scratch);
+  std::vector<uint8_t> packed;
+  kir::Expected<uint64_t> n = kir::compress_zstd(bytes, 1, packed, 0);
+  if (!n) __builtin_trap();
+  kir::Expected<kir::ByteView> back = kir::decompress_zstd(kir::ByteView(packed.data(), *n), bytes.size(), scratch);
+  if (!back || back->size() != bytes.size() || (bytes.size() && std::memcmp(back->data(), bytes.data(), bytes.size())))
+    __builtin_trap();
 }
 
 /// Decode every image of a discovered site (CUDA images bounded, as above).
@@ -113,6 +136,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)kir::Archive::create(bytes);
   (void)kir::parse_cubin(bytes);
   (void)kir::parse_ptx(bytes);
+  decompress(bytes);
   discover_from_file_bytes(bytes);
   discover_from_memory(data, size);
   open_as_binary(data, size);

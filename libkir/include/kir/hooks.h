@@ -11,6 +11,12 @@
  * each exporting `const kir_hook_client* kir_hook_client_entry(void)`.
  * Callbacks may run on any application thread, concurrently.
  *
+ * Setuid programs: in a secure-execution process (AT_SECURE: setuid, setgid,
+ * file capabilities) the layer loads no client from KIR_HOOK_CLIENTS and
+ * ignores every KIR_* setting (KIR_HOOK_LOG, KIR_HOOK_ARCH, the tracing and
+ * recording clients' own); it says so once on stderr when one is set. Other
+ * processes read them with secure_getenv.
+ *
  * Unloading: when the app unregisters a fatbin (__cudaUnregisterFatBinary, run
  * as a library is dlclose'd or the process exits; __hipUnregisterFatBinary) or
  * unloads a module (cuModuleUnload, cuLibraryUnload), clients are told

@@ -10,6 +10,7 @@ from kir.errors import OptionError
 
 PACK = {"i8": "<b", "i16": "<h", "i32": "<i", "i64": "<q", "u8": "<B", "u16": "<H", "u32": "<I",
         "u64": "<Q", "f32": "<f", "f64": "<d", "ptr": "<Q", "bool": "<?"}
+U32_MAX = (1 << 32) - 1  # positions, grid, block and bounds are 32-bit
 
 
 def add_arguments(parser) -> None:
@@ -87,11 +88,13 @@ def dynamic_hash(args):
 def parse_arg(spec: str) -> tuple[int, str, bytes]:
     try:
         position, kind, value = spec.split(":", 2)
+        if not 0 <= int(position) <= U32_MAX:
+            raise ValueError(f"position {position} is not in 0..{U32_MAX}")
         if kind == "bytes":
             return int(position), kind, bytes.fromhex(value)
         number = float(value) if kind in ("f32", "f64") else int(value, 0)
         return int(position), kind, struct.pack(PACK[kind], number)
-    except (ValueError, KeyError, struct.error) as error:
+    except (ValueError, KeyError, struct.error, OverflowError) as error:  # OverflowError: 1e300 as f32
         raise OptionError(f"--arg {spec!r}: expected POS:TYPE:VALUE with TYPE one of "
                          f"{', '.join([*PACK, 'bytes'])} ({error})") from None
 
@@ -100,4 +103,7 @@ def ints(text: str, count: int, option: str) -> list[int]:
     parts = text.split(",")
     if len(parts) != count or not all(p.strip().isdigit() for p in parts):
         raise OptionError(f"{option} {text!r}: expected {count} comma-separated integers")
-    return [int(p) for p in parts]
+    values = [int(p) for p in parts]
+    if any(v > U32_MAX for v in values):
+        raise OptionError(f"{option} {text!r}: each value must be at most {U32_MAX} (32 bits)")
+    return values

@@ -1,10 +1,12 @@
 """`kir inspect BINARY`: what device code a binary holds."""
 from __future__ import annotations
 
+import os
 import sys
 from io import TextIOBase
 
 from kir.binary import Binary
+from kir.errors import OptionError
 from kir.model import ImageKind
 from kir.report import build_report, parse_arch_filter, parse_kind_filter, render_table, selected_images
 
@@ -27,11 +29,13 @@ def add_arguments(parser) -> None:
                         help="also list the LLVM IR modules (embedded bitcode, Proteus IR) with "
                              "their kernels and signatures (reads them with llvmlite)")
     parser.add_argument("-j", "--threads", type=int, default=0,
-                        help="threads for --kernels (default: all cores)")
+                        help="threads for --kernels (default and at most: all cores)")
 
 
 def run(args, out: TextIOBase = sys.stdout) -> int:
     archs, kinds = parse_arch_filter(args.arch), parse_kind_filter(args.kind)
+    if args.threads < 0:
+        raise OptionError(f"-j/--threads {args.threads}: expected 0 (all cores) or a positive number")
     binary = Binary.open(args.binary, scan=args.scan)
     errors: list[str] = []
     if args.kernels:
@@ -93,6 +97,7 @@ def render_ir(modules) -> str:
 
 def load_code(binary: Binary, images, threads: int) -> list[str]:
     """Decode the selected images in parallel, with progress on a terminal."""
+    threads = min(threads, os.cpu_count() or 1)  # more threads than cores only cost memory
     return binary.load_code(images, threads, progress_printer())
 
 

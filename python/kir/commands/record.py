@@ -20,7 +20,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("-o", "--output", default="kir-records", metavar="DIR",
                         help="the recording directory (default: kir-records)")
     parser.add_argument("--kernels", metavar="REGEX",
-                        help="only kernels whose mangled or demangled name matches")
+                        help="only kernels whose mangled or demangled name matches (an ECMAScript "
+                             "regular expression, as the recorder's std::regex reads it)")
     parser.add_argument("--max-per-kernel", type=int, default=4, metavar="N",
                         help="record at most N launches of each kernel (default 4; 0: no limit)")
     parser.add_argument("--skip", type=int, default=0, metavar="N",

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import os
 import re
+import select
 import sys
 import threading
 
+from kir.errors import OptionError
 from kir.commands.app import command_of, hook_library, hooked_environment, run_app, warn_if_static_runtime
 
 __all__ = ["add_arguments", "run", "hook_library", "warn_if_static_runtime"]
@@ -30,23 +32,54 @@ def run(args) -> int:
     command = command_of(args.program, "kir trace -- APP ARGS...")
     warn_if_static_runtime(command[0])
     env = hooked_environment()
+    try:
+        pattern = re.compile(args.kernels) if args.kernels else None
+    except re.error as error:
+        raise OptionError(f"--kernels {args.kernels!r}: {error}") from None
     read_fd, write_fd = os.pipe()
+    pipe = os.fstat(write_fd)
     env["KIR_TRACE"] = "json" if args.json else "text"
-    env["KIR_TRACE_FD"] = str(write_fd)
-    pattern = re.compile(args.kernels) if args.kernels else None
-    reader = threading.Thread(target=copy_lines, args=(read_fd, pattern), daemon=True)
+    # The client writes only to this pipe (not to whatever file holds the number later) and
+    # moves it to a close-on-exec descriptor: programs the app starts do not hold it open.
+    env["KIR_TRACE_FD"] = f"{write_fd}:{pipe.st_dev}:{pipe.st_ino}"
+    app_done = threading.Event()
+    reader = threading.Thread(target=copy_lines, args=(read_fd, pattern, app_done), daemon=True)
     reader.start()
-    status = run_app(command, env, pass_fds=(write_fd,))
-    reader.join()
+    try:
+        status = run_app(command, env, pass_fds=(write_fd,))
+    finally:
+        app_done.set()  # the app's exit ends the trace, not the pipe's end: a child may keep it open
+        reader.join()
     return status
 
 
-def copy_lines(fd: int, pattern) -> None:
-    with os.fdopen(fd, "r", errors="replace") as lines:
-        for line in lines:
-            if pattern is None or not is_kernel_line(line) or pattern.search(line):
-                sys.stdout.write(line)
-                sys.stdout.flush()
+def copy_lines(fd: int, pattern, app_done: threading.Event) -> None:
+    """Copy the trace lines from `fd` to stdout until the pipe ends, or the app has
+    exited and nothing more is waiting in the pipe."""
+    pending = b""
+    try:
+        while True:
+            ready, _, _ = select.select([fd], [], [], 0.05)
+            if not ready:
+                if app_done.is_set():
+                    break
+                continue
+            data = os.read(fd, 1 << 16)
+            if not data:
+                break
+            *lines, pending = (pending + data).split(b"\n")
+            for line in lines:
+                emit(line.decode(errors="replace") + "\n", pattern)
+        if pending:
+            emit(pending.decode(errors="replace") + "\n", pattern)
+    finally:
+        os.close(fd)
+
+
+def emit(line: str, pattern) -> None:
+    if pattern is None or not is_kernel_line(line) or pattern.search(line):
+        sys.stdout.write(line)
+        sys.stdout.flush()
 
 
 def is_kernel_line(line: str) -> bool:
