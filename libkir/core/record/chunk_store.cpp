@@ -109,10 +109,11 @@ bool worth_compressing(ByteView raw) {
 
 }  // namespace
 
-Status write_file_atomically(const std::string& path, const void* bytes, uint64_t size, bool sync_parent) {
+Status write_file_atomically(const std::string& path, const void* bytes, uint64_t size, bool sync_parent,
+                             bool sync_data) {
   // A fresh, unpredictable name, created exclusively (never an existing file
-  // or a symbolic link planted there), owner-only; its bytes on disk before
-  // the rename, and (sync_parent) the rename on disk before returning.
+  // or a symbolic link planted there), owner-only; (sync_data) its bytes on
+  // disk before the rename, and (sync_parent) the rename on disk before returning.
   std::string temporary;
   int fd = -1;
   for (int attempt = 0; fd < 0 && attempt < 16; ++attempt) {
@@ -122,7 +123,7 @@ Status write_file_atomically(const std::string& path, const void* bytes, uint64_
   }
   if (fd < 0) return os_error("cannot create", temporary);
   Status written = write_all(fd, static_cast<const uint8_t*>(bytes), size, temporary);
-  if (written && ::fsync(fd) != 0) written = os_error("fsync failed", temporary);
+  if (written && sync_data && ::fsync(fd) != 0) written = os_error("fsync failed", temporary);
   if (::close(fd) != 0 && written) written = os_error("close failed", temporary);
   if (written && ::rename(temporary.c_str(), path.c_str()) != 0) written = os_error("cannot rename onto", path);
   if (!written) {
@@ -132,7 +133,18 @@ Status write_file_atomically(const std::string& path, const void* bytes, uint64_
   return sync_parent ? sync_directory(directory_of(path)) : Status{};
 }
 
-Status ChunkStore::sync() const { return sync_directory(directory_ + "/chunks"); }
+// Chunks are renamed into place without an fsync each (one per 4 MiB chunk cost
+// the writer 4x its throughput on the H200's disk); before a record naming them
+// is written, one syncfs() puts every chunk's bytes and name on disk at once.
+Status ChunkStore::sync() const {
+  std::string chunks = directory_ + "/chunks";
+  int fd = ::open(chunks.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return os_error("cannot open the directory", chunks);
+  int rc = ::syncfs(fd);
+  Status synced = rc == 0 ? Status{} : os_error("syncfs failed", chunks);
+  ::close(fd);
+  return synced;
+}
 
 Expected<std::unique_ptr<ChunkStore>> ChunkStore::open(const std::string& directory, int zstd_level) {
   if (Status made = make_directory(directory); !made) return made.error();
@@ -205,7 +217,8 @@ Status ChunkStore::write_chunk(ByteView raw, const Hash128& name) {
   format::put(h, field::hash_high, name.high);
   format::put(h, field::hash_low, name.low);
   // The directory is synced once per record (RecordBuilder::write), not per chunk.
-  if (Status written = write_file_atomically(path, file.data(), file.size(), false); !written) return written;
+  if (Status written = write_file_atomically(path, file.data(), file.size(), false, false); !written)
+    return written;  // made durable by sync() before a record names it
   stored_bytes_ += file.size();
   ++stored_chunks_;
   return {};

@@ -20,11 +20,11 @@
 namespace kir::record {
 
 /// Write `bytes` to `path` atomically: a temporary file in the same directory
-/// (unpredictable name, O_CREAT|O_EXCL|O_NOFOLLOW, mode 0600), fsync, rename,
+/// (unpredictable name, O_CREAT|O_EXCL|O_NOFOLLOW, mode 0600), fsync (with `sync_data`), rename,
 /// and with `sync_parent` fsync of the directory. A crash leaves the old state
 /// or the new, never a part.
 Status write_file_atomically(const std::string& path, const void* bytes, uint64_t size,
-                             bool sync_parent = true);
+                             bool sync_parent = true, bool sync_data = true);
 
 /// Thread-safe: many threads may put() at once.
 class ChunkStore {
@@ -39,8 +39,8 @@ class ChunkStore {
   Status put(ByteView raw, const Hash128& name);
 
   const std::string& directory() const { return directory_; }
-  /// Make the chunks stored so far durable (their data is synced as each is
-  /// written; this syncs DIR/chunks, their names): before a record names them.
+  /// Make the chunks stored so far durable, data and names (one syncfs of the
+  /// file system holding them): before a record names them.
   Status sync() const;
   std::string chunk_path(const Hash128& name) const;
   /// Bytes this store wrote to disk (headers included), and chunks written.
