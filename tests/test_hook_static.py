@@ -166,3 +166,23 @@ def test_pytorch_cublas_gemm_is_traced(gpu, kir_cli, tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     names = {e["kernel"] for e in events if e["event"] == "launch"}
     assert any("gemm" in n.lower() for n in names), sorted(names)[:20]
+
+
+def test_pytorch_cublas_gemm_is_recorded_and_replays(gpu, kir_cli, tmp_path):
+    """cuBLAS links its own static runtime: its GEMM is recorded through the driver
+    and replays bit-exactly."""
+    pytest.importorskip("torch")
+    script = tmp_path / "gemm.py"
+    script.write_text(TORCH_GEMM)
+    out = tmp_path / "rec"
+    result = kir_cli("record", "--kernels", "gemm", "--max-per-kernel", "1", "-o", out, "--",
+                     sys.executable, script)
+    assert result.returncode == 0, result.stderr[-3000:]
+    listing = json.loads(kir_cli("records", out, "--json").stdout)
+    gemms = [r for r in listing["records"] if "gemm" in r["kernel"].lower()]
+    assert gemms, [r["kernel"] for r in listing["records"]]
+    for r in gemms:
+        replayed = kir_cli("replay", out / "records" / r["file"], "--json")
+        assert replayed.returncode == 0, replayed.stderr[-3000:]
+        assert json.loads(replayed.stdout)["verified"] is True
+
