@@ -61,6 +61,7 @@ int main(void) {
   g("cuGetProcAddress", &p, 11030, 0, &st); printf("11030:cuGetProcAddress %s\n", from(p));
   g("cuGetProcAddress", &p, 12000, 0, &st); printf("12000:cuGetProcAddress %s\n", from(p));
   g("cuLaunchKernel", &p, 12000, 0, &st); printf("12000:cuLaunchKernel %s\n", from(p));
+  g("cuLaunchKernel", &p, 12000, 2, &st); printf("ptsz:cuLaunchKernel %s\n", from(p));
   g("cuFoo", &p, 12000, 0, &st); printf("12000:cuFoo %s\n", from(p));
   printf("dlsym:cuFoo %s\n", from(dlsym(h, "cuFoo")));
   return 0;
@@ -97,7 +98,7 @@ def test_the_driver_front_door_is_the_hook_s(probe):
     # dlsym(libcuda, "cuGetProcAddress_v2") and cuGetProcAddress asked for itself (both ABIs)
     # give the hook's; the hook's returns its interposer for an entry point it has ...
     for key in ("dlsym:cuGetProcAddress_v2", "11030:cuGetProcAddress", "12000:cuGetProcAddress",
-                "12000:cuLaunchKernel"):
+                "12000:cuLaunchKernel", "ptsz:cuLaunchKernel"):
         assert Path(hooked[key]).resolve() == HOOK.resolve(), (key, hooked[key], hook)
     # ... and the driver's own for the rest, by either way of asking.
     assert hooked["12000:cuFoo"] == hooked["dlsym:cuFoo"] == stub

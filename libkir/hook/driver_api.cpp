@@ -139,6 +139,26 @@ KIR_EXPORT CUresult cuLaunchKernelEx(const LaunchConfig* c, void* f, void** para
                 params, extra, [&] { return real_cuLaunchKernelEx(c, f, params, extra); });
 }
 
+// The per-thread-default-stream variants (what cuGetProcAddress returns for
+// CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, and what code built with
+// `--default-stream per-thread` calls): the same report around the real _ptsz call.
+KIR_EXPORT CUresult cuLaunchKernel_ptsz(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                                        unsigned by, unsigned bz, unsigned shared, CUstream stream,
+                                        void** params, void** extra) {
+  KIR_REAL(cuLaunchKernel_ptsz, CUresult (*)(void*, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                             unsigned, unsigned, CUstream, void**, void**));
+  return launch("cuLaunchKernel_ptsz", f, {gx, gy, gz}, {bx, by, bz}, shared, stream, params, extra, [&] {
+    return real_cuLaunchKernel_ptsz(f, gx, gy, gz, bx, by, bz, shared, stream, params, extra);
+  });
+}
+
+KIR_EXPORT CUresult cuLaunchKernelEx_ptsz(const LaunchConfig* c, void* f, void** params, void** extra) {
+  KIR_REAL(cuLaunchKernelEx_ptsz, CUresult (*)(const LaunchConfig*, void*, void**, void**));
+  if (!c) return real_cuLaunchKernelEx_ptsz(c, f, params, extra);
+  return launch("cuLaunchKernelEx_ptsz", f, {c->gx, c->gy, c->gz}, {c->bx, c->by, c->bz}, c->shared,
+                c->stream, params, extra, [&] { return real_cuLaunchKernelEx_ptsz(c, f, params, extra); });
+}
+
 /// Allocation calls: the real one, then the tracker when it succeeded and the
 /// app (not the runtime on its behalf) made it.
 #define KIR_DRIVER_ALLOC(name, kind, size_expr, params, args)                         \
@@ -184,14 +204,21 @@ KIR_EXPORT CUresult cuMemFreeHost(void* ptr) {
 }
 
 /// Replace the driver's entry point for `symbol` in `*pfn` by the layer's, when it
-/// has one. Only the plain (legacy default stream) entry points: per-thread-stream
-/// variants (_ptsz/_ptds) have other symbols and pass through untouched.
+/// has one: the plain (legacy default stream) entry points, and the launches'
+/// per-thread-default-stream variants (flags 2).
 KIR_EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version, uint64_t flags,
                                         int* status);
 KIR_EXPORT CUresult cuGetProcAddress(const char* symbol, void** pfn, int version, uint64_t flags);
 
 static void ours_for(const char* symbol, void** pfn, int version, uint64_t flags) {
-  if (!pfn || !*pfn || !symbol || (flags != 0 && flags != 1)) return;
+  if (!pfn || !*pfn || !symbol) return;
+  constexpr uint64_t kPerThreadDefaultStream = 2;  // CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
+  if (flags == kPerThreadDefaultStream) {  // only the launches have per-thread variants here
+    if (std::strcmp(symbol, "cuLaunchKernel") == 0) *pfn = reinterpret_cast<void*>(&cuLaunchKernel_ptsz);
+    if (std::strcmp(symbol, "cuLaunchKernelEx") == 0) *pfn = reinterpret_cast<void*>(&cuLaunchKernelEx_ptsz);
+    return;
+  }
+  if (flags != 0 && flags != 1) return;
   static const std::pair<const char*, void*> ours[] = {
       {"cuModuleLoadData", reinterpret_cast<void*>(&cuModuleLoadData)},
       {"cuModuleLoadDataEx", reinterpret_cast<void*>(&cuModuleLoadDataEx)},
