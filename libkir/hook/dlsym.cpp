@@ -24,8 +24,6 @@
 // runtimes stay invisible.
 #include <dlfcn.h>
 
-#include <cstring>
-
 #include "interpose.hpp"
 
 extern "C" {
@@ -36,14 +34,13 @@ int cuGetProcAddress(const char* symbol, void** pfn, int version, uint64_t flags
 
 namespace {
 
-/// The real dlsym: versioned lookup, which the interposer does not affect.
-void* real_dlsym() {
-  static void* real = [] {
-    void* f = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");  // glibc >= 2.34: in libc
-    if (!f) f = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
-    return f;
-  }();
-  return real;
+/// The real dlsym: a versioned lookup, which the interposer does not affect.
+/// No function-local static (its guard is intercepted by sanitizer runtimes,
+/// which call dlsym before they are ready): callers cache it in kir_real_dlsym.
+void* lookup_real_dlsym() {
+  void* f = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");  // glibc >= 2.34: in libc
+  if (!f) f = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
+  return f;
 }
 
 }  // namespace
@@ -51,12 +48,23 @@ void* real_dlsym() {
 /// What the interposer answers itself (non-null), or nullptr to let the real
 /// dlsym answer. Only lookups of the driver's cuGetProcAddress by handle are
 /// taken: the layer hands out its own, which forwards to the driver's.
+namespace {
+
+/// `name` equals `literal` (no libc call: a sanitizer runtime looks functions up
+/// with dlsym before it can intercept anything, this one included).
+bool same(const char* name, const char* literal) {
+  for (; *literal; ++name, ++literal)
+    if (*name != *literal) return false;
+  return *name == 0;
+}
+
+}  // namespace
+
 extern "C" __attribute__((visibility("hidden"), used)) void* kir_dlsym_override(void* handle,
                                                                                 const char* name) {
-  if (!name || handle == RTLD_NEXT || handle == RTLD_DEFAULT || std::strncmp(name, "cuGetProcAddress", 16) != 0)
-    return nullptr;
-  if (std::strcmp(name, "cuGetProcAddress_v2") == 0) return reinterpret_cast<void*>(&cuGetProcAddress_v2);
-  if (std::strcmp(name, "cuGetProcAddress") == 0) return reinterpret_cast<void*>(&cuGetProcAddress);
+  if (!name || handle == RTLD_NEXT || handle == RTLD_DEFAULT) return nullptr;
+  if (same(name, "cuGetProcAddress_v2")) return reinterpret_cast<void*>(&cuGetProcAddress_v2);
+  if (same(name, "cuGetProcAddress")) return reinterpret_cast<void*>(&cuGetProcAddress);
   return nullptr;
 }
 
@@ -66,12 +74,15 @@ __attribute__((visibility("hidden"), used)) void* kir_real_dlsym = nullptr;
 }
 
 namespace {
-__attribute__((constructor(101))) void find_real_dlsym() { kir_real_dlsym = real_dlsym(); }
+__attribute__((constructor(101))) void find_real_dlsym() {
+  if (!kir_real_dlsym) kir_real_dlsym = lookup_real_dlsym();
+}
 }  // namespace
 
 void* kir::hook::real_dlsym(void* handle, const char* name) {
   using Dlsym = void* (*)(void*, const char*);
-  return reinterpret_cast<Dlsym>(::real_dlsym())(handle, name);
+  if (!kir_real_dlsym) kir_real_dlsym = lookup_real_dlsym();
+  return reinterpret_cast<Dlsym>(kir_real_dlsym)(handle, name);
 }
 
 #if defined(__x86_64__)
@@ -114,7 +125,7 @@ dlsym:
 )");
 
 extern "C" __attribute__((visibility("hidden"), used)) void* kir_find_real_dlsym() {
-  kir_real_dlsym = real_dlsym();
+  kir_real_dlsym = lookup_real_dlsym();
   return kir_real_dlsym;
 }
 #endif
