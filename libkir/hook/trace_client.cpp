@@ -100,21 +100,24 @@ void line(const std::string& text) {
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
 }
 
-void on_fatbin(void*, const void* handle, size_t images) {
-  char buf[128];
-  std::snprintf(buf, sizeof buf, json ? "{\"event\":\"register-fatbin\",\"handle\":%llu,\"images\":%zu}"
-                                      : "kir-trace register-fatbin handle=%#llx images=%zu",
-                static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(handle)), images);
+/// A fatbin event: `event` and one count, as JSON or text.
+void fatbin_line(const char* event, const void* handle, const char* count_name, size_t count) {
+  char buf[160];
+  unsigned long long h = reinterpret_cast<uintptr_t>(handle);
+  if (json)
+    std::snprintf(buf, sizeof buf, "{\"event\":\"%s\",\"handle\":%llu,\"%s\":%zu}", event, h, count_name, count);
+  else
+    std::snprintf(buf, sizeof buf, "kir-trace %s handle=%#llx %s=%zu", event, h, count_name, count);
   line(buf);
+}
+
+void on_fatbin(void*, const void* handle, size_t images) {
+  fatbin_line("register-fatbin", handle, "images", images);
 }
 
 /// Before the layer lets go of a fatbin or module, with the kernels registered with it.
 void on_unregister(void*, const void* handle, size_t kernels) {
-  char buf[128];
-  std::snprintf(buf, sizeof buf, json ? "{\"event\":\"unregister-fatbin\",\"handle\":%llu,\"kernels\":%zu}"
-                                      : "kir-trace unregister-fatbin handle=%#llx kernels=%zu",
-                static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(handle)), kernels);
-  line(buf);
+  fatbin_line("unregister-fatbin", handle, "kernels", kernels);
 }
 
 void on_kernel(void*, const kir_hook_kernel* k) {
