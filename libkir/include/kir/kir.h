@@ -161,6 +161,22 @@ enum kir_arg_type {
   KIR_ARG_BOOL
 };
 
+/** A kernel's runtime-constant argument: one the JIT specializes on (Proteus:
+ *  RuntimeConstantInfo, from __proteus_create_runtime_constant_info_* and
+ *  __proteus_register_function; or from IR annotations). */
+enum kir_jit_arg_kind { KIR_JIT_SCALAR = 0, KIR_JIT_ARRAY = 1, KIR_JIT_OBJECT = 2 };
+typedef struct kir_jit_arg {
+  uint32_t position;       /* 1-based kernel parameter position (the ARG record's) */
+  uint8_t kind;            /* kir_jit_arg_kind */
+  uint8_t type;            /* kir_arg_type: the scalar's; an array's elements'; KIR_ARG_BYTES for objects */
+  uint8_t by_value;        /* objects: 1 passed by value (the argument's bytes are the object),
+                              0 by pointer (the object is read through it) */
+  uint8_t count_type;      /* arrays of run-time size: kir_arg_type of the argument holding the count */
+  uint32_t count;          /* arrays of constant size: element count; objects: size in bytes */
+  uint32_t count_position; /* arrays of run-time size: 1-based position of the argument holding
+                              the element count; 0 when `count` is the constant count */
+} kir_jit_arg;
+
 void kir_dynamic_hash_begin(kir_dynamic_hash* h, kir_hash128 static_hash, const char* arch);
 /** `position` is 1-based; add arguments by increasing position. */
 void kir_dynamic_hash_arg(kir_dynamic_hash* h, uint32_t position, uint8_t type, const void* value,
