@@ -221,6 +221,12 @@ def test_trace_child_outliving_kir_is_not_killed_by_sigpipe(stub_runtime, tmp_pa
 
 # --- --kernels: one regex dialect ---------------------------------------------------
 
+def test_trace_kernels_lookbehind_is_refused_before_the_app_runs(kir_cli):
+    result = kir_cli("trace", "--kernels", "(?<=x)y", "--", "sh", "-c", "echo ran")
+    assert result.returncode == 2 and "ran" not in result.stdout
+    assert result.stderr.startswith("kir: error: --kernels '(?<=x)y': not a valid ECMAScript regular "), result.stderr
+
+
 def test_record_kernels_lookbehind_is_refused_before_the_app_runs(tmp_path, kir_cli):
     marker = tmp_path / "ran"
     result = kir_cli("record", "-o", tmp_path / "rec", "--kernels", "(?<=x)y", "--",

@@ -9,6 +9,12 @@
 // it execs (a background `sleep &`) do not hold the trace pipe open. A
 // descriptor that is not the pipe named (the app's own file in a program the
 // app ran) is never written: lines go to stderr.
+//
+// KIR_TRACE_KERNELS=REGEX (`kir trace --kernels`) keeps only the kernel
+// registrations and launches whose mangled or demangled name matches, in the
+// recorder's dialect (kir/support/kernel_regex.hpp: std::regex ECMAScript, the
+// CLI checks it with the same function); a pattern std::regex refuses, or a
+// name it gives up on, is said once and that kernel is left out.
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
@@ -19,11 +25,16 @@
 #include <ctime>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <optional>
+#include <regex>
 #include <string>
+#include <unordered_map>
 
 #include "kir/device_code.hpp"
 #include "kir/model.hpp"
 #include "kir/support/demangle.hpp"
+#include "kir/support/kernel_regex.hpp"
 #include "kir/hooks.h"
 #include "settings.hpp"
 
@@ -33,6 +44,42 @@ namespace {
 // this file's dynamic initializers would.
 FILE* out = nullptr;  // stderr when KIR_TRACE_FD is not set
 bool json = false;
+
+// KIR_TRACE_KERNELS: the compiled pattern (set once, at start), whether it was
+// refused, and each kernel's verdict, decided once per kernel (launches are
+// frequent; the regex runs at registration or first launch). The views stay
+// valid for the process's life (kir/hooks.h), so their address is the key; a
+// kernel registered again at the same host stub is a new view.
+std::optional<std::regex>* kernel_pattern = nullptr;
+bool pattern_refused = false;
+std::mutex* verdict_mutex = nullptr;
+std::unordered_map<const kir_hook_kernel*, bool>* verdicts = nullptr;
+
+void line(const std::string& text);
+
+bool name_matches(const std::string& name) {
+  for (const std::string& text : {name, kir::demangle(name)}) {
+    kir::Expected<bool> found = kir::kernel_regex_search(text, **kernel_pattern);
+    if (!found) {
+      std::fprintf(stderr, "kir-trace: error: --kernels: %s\n", found.error().message().c_str());
+      return false;
+    }
+    if (*found) return true;
+  }
+  return false;
+}
+
+/// Whether KIR_TRACE_KERNELS lets `kernel` (NULL: an unregistered launch, kept
+/// only without a pattern) through.
+bool selected(const kir_hook_kernel* kernel) {
+  if (pattern_refused) return false;
+  if (!kernel_pattern) return true;
+  if (!kernel) return false;
+  std::lock_guard<std::mutex> lock(*verdict_mutex);
+  auto [it, first] = verdicts->try_emplace(kernel, false);
+  if (first) it->second = name_matches(kernel->name ? kernel->name : "");
+  return it->second;
+}
 
 std::string hex_hash(kir_hash128 h) {
   char text[33];
@@ -121,6 +168,7 @@ void on_unregister(void*, const void* handle, size_t kernels) {
 }
 
 void on_kernel(void*, const kir_hook_kernel* k) {
+  if (!selected(k)) return;
   std::string name = k->name, demangled = kir::demangle(name), h = hex_hash(k->static_hash);
   if (json)
     line("{\"event\":\"register-kernel\",\"kernel\":" + quoted(name) + ",\"demangled\":" +
@@ -152,6 +200,7 @@ void on_alloc(void*, const kir_hook_allocation* a) { on_allocation("alloc", a); 
 void on_free(void*, const kir_hook_allocation* a) { on_allocation("free", a); }
 
 void on_launch(void*, const kir_hook_launch* l) {
+  if (!selected(l->kernel)) return;
   std::string name = l->kernel ? l->kernel->name : "", demangled = kir::demangle(name);
   std::string args;
   if (l->kernel && l->args)
@@ -207,6 +256,18 @@ __attribute__((constructor)) void start_tracing() {
   if (const char* fd = kir::hook::setting("KIR_TRACE_FD")) out = trace_file(fd);
   struct stat st;
   to_pipe = out && fstat(fileno(out), &st) == 0 && S_ISFIFO(st.st_mode);
+  if (const char* pattern = kir::hook::setting("KIR_TRACE_KERNELS"); pattern && *pattern) {
+    kir::Expected<std::regex> compiled = kir::kernel_regex(pattern);
+    if (compiled) {  // never freed: launches may come from threads that outlive exit-time destructors
+      kernel_pattern = new std::optional<std::regex>(std::move(*compiled));
+      verdict_mutex = new std::mutex;
+      verdicts = new std::unordered_map<const kir_hook_kernel*, bool>;
+    } else {
+      pattern_refused = true;
+      std::fprintf(stderr, "kir-trace: error: KIR_TRACE_KERNELS %s: %s; no kernel is traced\n", pattern,
+                   compiled.error().message().c_str());
+    }
+  }
   static kir_hook_client client{};
   client.struct_size = sizeof client;
   client.api_version = KIR_HOOK_API_VERSION;

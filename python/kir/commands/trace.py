@@ -10,11 +10,11 @@ adds the layer's failure lines to stderr (kir/hooks.h, "Errors")."""
 from __future__ import annotations
 
 import os
-import re
 import select
 import sys
 import threading
 
+from kir import _core
 from kir.errors import OptionError
 from kir.commands.app import command_of, hook_library, hooked_environment, run_app, warn_if_static_runtime
 
@@ -24,7 +24,9 @@ __all__ = ["add_arguments", "run", "hook_library", "warn_if_static_runtime"]
 def add_arguments(parser) -> None:
     parser.add_argument("--json", action="store_true", help="one JSON object per line")
     parser.add_argument("--kernels", metavar="REGEX",
-                        help="only kernels whose mangled or demangled name matches")
+                        help="only kernel registrations and launches whose mangled or demangled name "
+                             "matches (an ECMAScript regular expression, as std::regex reads it: the "
+                             "hook's tracing client filters, with the recorder's dialect)")
     parser.add_argument("program", nargs="+", metavar="-- APP ARGS", help="the program to run")
 
 
@@ -32,10 +34,11 @@ def run(args) -> int:
     command = command_of(args.program, "kir trace -- APP ARGS...")
     warn_if_static_runtime(command[0])
     env = hooked_environment()
-    try:
-        pattern = re.compile(args.kernels) if args.kernels else None
-    except re.error as error:
-        raise OptionError(f"--kernels {args.kernels!r}: {error}") from None
+    if args.kernels:
+        problem = _core.check_kernel_regex(args.kernels)  # the tracing client's own dialect
+        if problem:
+            raise OptionError(f"--kernels {args.kernels!r}: {problem}")
+        env["KIR_TRACE_KERNELS"] = args.kernels
     read_fd, write_fd = os.pipe()
     pipe = os.fstat(write_fd)
     env["KIR_TRACE"] = "json" if args.json else "text"
@@ -43,7 +46,7 @@ def run(args) -> int:
     # moves it to a close-on-exec descriptor: programs the app starts do not hold it open.
     env["KIR_TRACE_FD"] = f"{write_fd}:{pipe.st_dev}:{pipe.st_ino}"
     app_done = threading.Event()
-    reader = threading.Thread(target=copy_lines, args=(read_fd, pattern, app_done), daemon=True)
+    reader = threading.Thread(target=copy_lines, args=(read_fd, app_done), daemon=True)
     reader.start()
     try:
         status = run_app(command, env, pass_fds=(write_fd,))
@@ -53,7 +56,7 @@ def run(args) -> int:
     return status
 
 
-def copy_lines(fd: int, pattern, app_done: threading.Event) -> None:
+def copy_lines(fd: int, app_done: threading.Event) -> None:
     """Copy the trace lines from `fd` to stdout until the pipe ends, or the app has
     exited and nothing more is waiting in the pipe."""
     pending = b""
@@ -69,18 +72,13 @@ def copy_lines(fd: int, pattern, app_done: threading.Event) -> None:
                 break
             *lines, pending = (pending + data).split(b"\n")
             for line in lines:
-                emit(line.decode(errors="replace") + "\n", pattern)
+                emit(line.decode(errors="replace") + "\n")
         if pending:
-            emit(pending.decode(errors="replace") + "\n", pattern)
+            emit(pending.decode(errors="replace") + "\n")
     finally:
         os.close(fd)
 
 
-def emit(line: str, pattern) -> None:
-    if pattern is None or not is_kernel_line(line) or pattern.search(line):
-        sys.stdout.write(line)
-        sys.stdout.flush()
-
-
-def is_kernel_line(line: str) -> bool:
-    return "launch" in line[:40] or "register-kernel" in line[:40]
+def emit(line: str) -> None:
+    sys.stdout.write(line)
+    sys.stdout.flush()
