@@ -22,7 +22,7 @@ import kir
 
 HOOK = Path(kir.__file__).parent / "lib" / "libkir_hook.so"
 
-BASE = "int kir_probe(void) { return 1; }\n"
+BASE = "int kir_probe(void) { return 1; }\nint cuMemFree_v2(void) { return 7; }\n"
 NEXT = r"""
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -64,6 +64,12 @@ int main(void) {
   g("cuLaunchKernel", &p, 12000, 2, &st); printf("ptsz:cuLaunchKernel %s\n", from(p));
   g("cuFoo", &p, 12000, 0, &st); printf("12000:cuFoo %s\n", from(p));
   printf("dlsym:cuFoo %s\n", from(dlsym(h, "cuFoo")));
+  /* as cuFFT does: driver entry points looked up by handle, one at a time */
+  printf("dlsym:cuLaunchKernel %s\n", from(dlsym(h, "cuLaunchKernel")));
+  printf("dlsym:cuModuleLoadData %s\n", dlsym(h, "cuModuleLoadData") ? "found" : "none");
+  /* another library's function of the same name stays that library's */
+  void* base = dlopen("libbase.so", RTLD_NOW | RTLD_NOLOAD);
+  printf("base:cuMemFree_v2 %s\n", from(dlsym(base, "cuMemFree_v2")));
   return 0;
 }
 """
@@ -94,14 +100,19 @@ def run_probe(d: Path, hooked: bool) -> dict[str, str]:
 def test_the_driver_front_door_is_the_hook_s(probe):
     bare, hooked = run_probe(probe, False), run_probe(probe, True)
     stub, hook = str(probe / "libcuda.so.1"), str(HOOK.resolve())
-    assert all(bare[k] == stub for k in bare if k != "next-probe")
+    assert all(bare[k] == stub for k in bare if k not in ("next-probe", "base:cuMemFree_v2",
+                                                         "dlsym:cuModuleLoadData"))
     # dlsym(libcuda, "cuGetProcAddress_v2") and cuGetProcAddress asked for itself (both ABIs)
     # give the hook's; the hook's returns its interposer for an entry point it has ...
     for key in ("dlsym:cuGetProcAddress_v2", "11030:cuGetProcAddress", "12000:cuGetProcAddress",
-                "12000:cuLaunchKernel", "ptsz:cuLaunchKernel"):
+                "12000:cuLaunchKernel", "ptsz:cuLaunchKernel", "dlsym:cuLaunchKernel"):
         assert Path(hooked[key]).resolve() == HOOK.resolve(), (key, hooked[key], hook)
     # ... and the driver's own for the rest, by either way of asking.
     assert hooked["12000:cuFoo"] == hooked["dlsym:cuFoo"] == stub
+    # A name the driver (here the stub) lacks is not invented, and a function of the same
+    # name in another library is that library's.
+    assert bare["dlsym:cuModuleLoadData"] == hooked["dlsym:cuModuleLoadData"] == "none"
+    assert bare["base:cuMemFree_v2"] == hooked["base:cuMemFree_v2"] == str(probe / "libbase.so")
 
 
 def test_every_other_dlsym_behaves_as_without_the_hook(probe):
@@ -167,6 +178,38 @@ def test_pytorch_cublas_gemm_is_traced(gpu, kir_cli, tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     names = {e["kernel"] for e in events if e["event"] == "launch"}
     assert any("gemm" in n.lower() for n in names), sorted(names)[:20]
+
+
+TORCH_FFT = r"""
+import torch
+x = torch.arange(256, device="cuda", dtype=torch.float32).to(torch.complex64)
+y = torch.fft.fft(x)
+torch.cuda.synchronize()
+print(float(y.abs().sum()))
+"""
+
+
+def test_pytorch_cufft_is_traced_recorded_and_replays(gpu, kir_cli, tmp_path):
+    """cuFFT reaches the driver by handle, one entry point at a time (dlsym(libcuda,
+    "cuLaunchKernel")): its FFT kernel is traced, recorded and replays bit-exactly."""
+    pytest.importorskip("torch")
+    script = tmp_path / "fft.py"
+    script.write_text(TORCH_FFT)
+    result, events = trace_events(kir_cli, sys.executable, script)
+    assert result.returncode == 0, result.stderr[-3000:]
+    ffts = [e for e in events if e["event"] == "launch" and "fft" in e["kernel"].lower()]
+    assert ffts and all(e["api"].startswith("cuLaunchKernel") for e in ffts), \
+        sorted({e["kernel"] for e in events if e["event"] == "launch"})[:20]
+    out = tmp_path / "rec"
+    result = kir_cli("record", "--kernels", "fft", "--max-per-kernel", "1", "-o", out, "--", sys.executable, script)
+    assert result.returncode == 0, result.stderr[-3000:]
+    listing = json.loads(kir_cli("records", out, "--json").stdout)
+    recorded = [r for r in listing["records"] if "fft" in r["kernel"].lower()]
+    assert recorded, [r["kernel"] for r in listing["records"]]
+    for r in recorded:
+        replayed = kir_cli("replay", out / "records" / r["file"], "--json")
+        assert replayed.returncode == 0, replayed.stderr[-3000:]
+        assert json.loads(replayed.stdout)["verified"] is True
 
 
 def test_pytorch_cublas_gemm_is_recorded_and_replays(gpu, kir_cli, tmp_path):

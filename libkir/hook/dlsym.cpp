@@ -14,6 +14,13 @@
 // interposed runtime call and are only forwarded (RuntimeCall), so nothing is
 // reported twice.
 //
+// Libraries without a CUDA runtime reach the driver by handle too, one entry
+// point at a time: cuFFT (libcufft.so.12, CUDA 13) dlopen()s libcuda and
+// dlsym()s cuLaunchKernel, cuModuleLoadData ... directly (measured on the H200:
+// its launches reached the driver while the layer saw none). A lookup by handle
+// of a name the layer interposes, whose answer is the driver's own function
+// (found in libcuda.so), gets the layer's interposer instead.
+//
 // glibc's dlsym() resolves RTLD_NEXT (and scopes RTLD_DEFAULT) relative to the
 // object that called it, found from its return address. The interposer must
 // therefore not be a C function that calls the real dlsym: it is a few lines of
@@ -30,6 +37,8 @@ extern "C" {
 // driver_api.cpp: the layer's cuGetProcAddress, in both ABI versions.
 int cuGetProcAddress_v2(const char* symbol, void** pfn, int version, uint64_t flags, int* status);
 int cuGetProcAddress(const char* symbol, void** pfn, int version, uint64_t flags);
+// Where the interposer jumps when it does not answer (defined below).
+extern __attribute__((visibility("hidden"))) void* kir_real_dlsym;
 }
 
 namespace {
@@ -58,6 +67,17 @@ bool same(const char* name, const char* literal) {
   return *name == 0;
 }
 
+/// Whether `path` names the driver library (a file called libcuda.so*).
+bool in_libcuda(const char* path) {
+  const char* base = path;
+  for (const char* p = path; *p; ++p)
+    if (*p == '/') base = p + 1;
+  const char* prefix = "libcuda.so";
+  for (; *prefix; ++base, ++prefix)
+    if (*base != *prefix) return false;
+  return true;
+}
+
 }  // namespace
 
 extern "C" __attribute__((visibility("hidden"), used)) void* kir_dlsym_override(void* handle,
@@ -65,6 +85,13 @@ extern "C" __attribute__((visibility("hidden"), used)) void* kir_dlsym_override(
   if (!name || handle == RTLD_NEXT || handle == RTLD_DEFAULT) return nullptr;
   if (same(name, "cuGetProcAddress_v2")) return reinterpret_cast<void*>(&cuGetProcAddress_v2);
   if (same(name, "cuGetProcAddress")) return reinterpret_cast<void*>(&cuGetProcAddress);
+  if (name[0] == 'c' && name[1] == 'u' && kir_real_dlsym) {
+    void* ours = kir::hook::driver_interposer(name);
+    if (!ours) return nullptr;
+    void* found = kir::hook::real_dlsym(handle, name);
+    Dl_info info;
+    if (found && found != ours && dladdr(found, &info) && info.dli_fname && in_libcuda(info.dli_fname)) return ours;
+  }
   return nullptr;
 }
 

@@ -4,10 +4,12 @@
 // cuGetProcAddress. Calls the runtime makes on the app's behalf (inside an
 // interposed runtime call) are not reported twice.
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <utility>
 
 #include "interpose.hpp"
+#include "settings.hpp"
 
 namespace {
 
@@ -210,7 +212,29 @@ KIR_EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int vers
                                         int* status);
 KIR_EXPORT CUresult cuGetProcAddress(const char* symbol, void** pfn, int version, uint64_t flags);
 
+/// KIR_HOOK_LOG_PROCS=1: one stderr line per entry point asked of cuGetProcAddress
+/// (symbol, version, flags, and whether the layer's own was handed out) — to find
+/// out how a library that stays invisible reaches the driver.
+static bool log_procs() {
+  static const bool on = [] {
+    const char* v = kir::hook::setting("KIR_HOOK_LOG_PROCS");
+    return v && *v && std::strcmp(v, "0") != 0;
+  }();
+  return on;
+}
+
+static void ours_for_logged(const char* symbol, void** pfn, int version, uint64_t flags);
+
 static void ours_for(const char* symbol, void** pfn, int version, uint64_t flags) {
+  if (!log_procs()) return ours_for_logged(symbol, pfn, version, flags);
+  void* before = pfn ? *pfn : nullptr;
+  ours_for_logged(symbol, pfn, version, flags);
+  std::fprintf(stderr, "kir-hook: cuGetProcAddress %s version=%d flags=%llu -> %s\n", symbol ? symbol : "(null)",
+               version, static_cast<unsigned long long>(flags),
+               pfn && *pfn != before ? "kir" : (pfn && *pfn ? "driver" : "none"));
+}
+
+static void ours_for_logged(const char* symbol, void** pfn, int version, uint64_t flags) {
   if (!pfn || !*pfn || !symbol) return;
   constexpr uint64_t kPerThreadDefaultStream = 2;  // CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
   if (flags == kPerThreadDefaultStream) {  // only the launches have per-thread variants here
@@ -257,6 +281,8 @@ KIR_EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int vers
   KIR_REAL(cuGetProcAddress_v2, CUresult (*)(const char*, void**, int, uint64_t, int*));
   CUresult r = real_cuGetProcAddress_v2(symbol, pfn, version, flags, status);
   if (r == CUDA_SUCCESS) ours_for(symbol, pfn, version, flags);
+  else if (log_procs()) std::fprintf(stderr, "kir-hook: cuGetProcAddress %s version=%d flags=%llu -> error %d\n",
+                                     symbol ? symbol : "(null)", version, static_cast<unsigned long long>(flags), r);
   return r;
 }
 
@@ -270,3 +296,35 @@ KIR_EXPORT CUresult cuGetProcAddress(const char* symbol, void** pfn, int version
 }
 
 }  // extern "C"
+
+/// The layer's interposer exported as `name` (the driver's own symbol names,
+/// `_v2` and `_ptsz` included), or nullptr: what a library that looks the
+/// driver up by handle (dlsym(libcuda, "cuLaunchKernel"): cuFFT does, without
+/// a CUDA runtime) is handed instead of the driver's function (dlsym.cpp).
+void* kir::hook::driver_interposer(const char* name) {
+  static const std::pair<const char*, void*> exported[] = {
+      {"cuModuleLoadData", reinterpret_cast<void*>(&cuModuleLoadData)},
+      {"cuModuleLoadDataEx", reinterpret_cast<void*>(&cuModuleLoadDataEx)},
+      {"cuLibraryLoadData", reinterpret_cast<void*>(&cuLibraryLoadData)},
+      {"cuModuleUnload", reinterpret_cast<void*>(&cuModuleUnload)},
+      {"cuLibraryUnload", reinterpret_cast<void*>(&cuLibraryUnload)},
+      {"cuModuleGetFunction", reinterpret_cast<void*>(&cuModuleGetFunction)},
+      {"cuLibraryGetKernel", reinterpret_cast<void*>(&cuLibraryGetKernel)},
+      {"cuLaunchKernel", reinterpret_cast<void*>(&cuLaunchKernel)},
+      {"cuLaunchKernelEx", reinterpret_cast<void*>(&cuLaunchKernelEx)},
+      {"cuLaunchKernel_ptsz", reinterpret_cast<void*>(&cuLaunchKernel_ptsz)},
+      {"cuLaunchKernelEx_ptsz", reinterpret_cast<void*>(&cuLaunchKernelEx_ptsz)},
+      {"cuMemAlloc_v2", reinterpret_cast<void*>(&cuMemAlloc_v2)},
+      {"cuMemAllocManaged", reinterpret_cast<void*>(&cuMemAllocManaged)},
+      {"cuMemAllocAsync", reinterpret_cast<void*>(&cuMemAllocAsync)},
+      {"cuMemAllocPitch_v2", reinterpret_cast<void*>(&cuMemAllocPitch_v2)},
+      {"cuMemAllocHost_v2", reinterpret_cast<void*>(&cuMemAllocHost_v2)},
+      {"cuMemHostAlloc", reinterpret_cast<void*>(&cuMemHostAlloc)},
+      {"cuMemFree_v2", reinterpret_cast<void*>(&cuMemFree_v2)},
+      {"cuMemFreeAsync", reinterpret_cast<void*>(&cuMemFreeAsync)},
+      {"cuMemFreeHost", reinterpret_cast<void*>(&cuMemFreeHost)},
+  };
+  for (const auto& [exported_name, fn] : exported)
+    if (std::strcmp(name, exported_name) == 0) return fn;
+  return nullptr;
+}

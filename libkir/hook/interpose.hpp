@@ -28,6 +28,9 @@ struct Dim3 {
 /// (dlsym.cpp), which would hand back the layer's cuGetProcAddress.
 void* real_dlsym(void* handle, const char* name);
 
+/// The layer's driver interposer exported as `name`, or nullptr (driver_api.cpp).
+void* driver_interposer(const char* name);
+
 /// The real `name`: next in the lookup order, else in one of `libraries` when the
 /// app dlopen'ed it. Aborts, naming `runtime`, when neither has it.
 inline void* find_real(const char* name, std::initializer_list<const char*> libraries, const char* runtime) {
