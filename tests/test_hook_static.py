@@ -122,6 +122,82 @@ def test_every_other_dlsym_behaves_as_without_the_hook(probe):
     assert run_probe(probe, False)["next-probe"] == run_probe(probe, True)["next-probe"] == "1"
 
 
+# A library that loads its module with cuModuleLoadData but obtains its functions in a way
+# the layer does not see (cuFFT, measured on the H200): the launch's CUfunction is named by
+# the driver (cuFuncGetModule, cuFuncGetName), once per unknown handle.
+UNSEEN_DRIVER = r"""
+#include <stdio.h>
+static int module_asks;
+int cuModuleLoadData(void** m, const void* image) { (void)image; *m = (void*)0x1000; return 0; }
+void stub_private_get_function(void** f) { *f = (void*)0x2000; }
+int cuFuncGetModule(void** m, const void* f) {
+  ++module_asks;
+  if (f != (void*)0x2000) return 400;  /* CUDA_ERROR_INVALID_HANDLE */
+  *m = (void*)0x1000; return 0;
+}
+int cuFuncGetName(const char** name, const void* f) {
+  if (f != (void*)0x2000) return 400;
+  *name = "_Z4axpyfPKfPfi"; return 0;
+}
+int cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                   unsigned shared, void* stream, void** params, void** extra) {
+  (void)f; (void)gx; (void)gy; (void)gz; (void)bx; (void)by; (void)bz; (void)shared; (void)stream;
+  (void)params; (void)extra; return 0;
+}
+int cuStreamSynchronize(void* s) { (void)s; return 0; }
+int cuLaunchHostFunc(void* s, void (*fn)(void*), void* d) { (void)s; fn(d); return 0; }
+int stub_module_asks(void) { return module_asks; }
+"""
+UNSEEN_PROGRAM = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+typedef int (*load_t)(void**, const void*);
+typedef int (*launch_t)(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void*,
+                        void**, void**);
+int main(int argc, char** argv) {
+  (void)argc;
+  FILE* f = fopen(argv[1], "rb");
+  static char image[1 << 22];
+  size_t n = fread(image, 1, sizeof image, f);
+  fclose(f);
+  if (n == 0) return 3;
+  void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);  /* as cuFFT does */
+  load_t load = (load_t)dlsym(h, "cuModuleLoadData");
+  launch_t launch = (launch_t)dlsym(h, "cuLaunchKernel");
+  void (*get)(void**) = (void (*)(void**))dlsym(h, "stub_private_get_function");
+  void* module; void* fn;
+  load(&module, image);
+  get(&fn);
+  float a = 2.5f; void* x = (void*)0x10; void* y = (void*)0x20; int count = 256;
+  void* params[] = {&a, &x, &y, &count};
+  for (int i = 0; i < 2; ++i) launch(fn, 4, 1, 1, 64, 1, 1, 0, 0, params, 0);
+  for (int i = 0; i < 2; ++i) launch((void*)0x3000, 1, 1, 1, 1, 1, 1, 0, 0, params, 0);
+  printf("module-asks %d\n", ((int (*)(void))dlsym(h, "stub_module_asks"))());
+  return 0;
+}
+"""
+
+
+def test_a_function_the_layer_never_saw_looked_up_is_named_by_the_driver(tmp_path, built, kir_cli):
+    (tmp_path / "stub.c").write_text(UNSEEN_DRIVER)
+    (tmp_path / "prog.c").write_text(UNSEEN_PROGRAM)
+    subprocess.run(["gcc", "-shared", "-fPIC", "stub.c", "-Wl,-soname,libcuda.so.1", "-o", "libcuda.so.1"],
+                   check=True, cwd=tmp_path)
+    # dlopen() finds the stub through the program's run path (under `env`, the trace would
+    # go to stderr: the tracing client in `env` keeps the trace pipe from the programs it runs)
+    subprocess.run(["gcc", "prog.c", "-ldl", f"-Wl,-rpath,{tmp_path}", "-o", "prog"], check=True, cwd=tmp_path)
+    result, events = trace_events(kir_cli, tmp_path / "prog", built["kernels_sm90.cubin"])
+    assert result.returncode == 0, result.stderr
+    launches = [e for e in events if e["event"] == "launch"]
+    assert [e["kernel"] for e in launches] == ["_Z4axpyfPKfPfi"] * 2 + [""] * 2
+    # named from the loaded cubin: its parameter layout decodes the arguments
+    assert launches[0]["args"] == [hex(0x40200000), hex(0x10), hex(0x20), hex(256)]
+    # asked once per unknown handle: 0x2000 (named), 0x3000 (the driver cannot name it)
+    assert "module-asks 2" in result.stdout
+
+
 # --- on the GPU ---------------------------------------------------------------------------
 
 def trace_events(kir_cli, *command):

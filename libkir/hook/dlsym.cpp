@@ -87,10 +87,18 @@ extern "C" __attribute__((visibility("hidden"), used)) void* kir_dlsym_override(
   if (same(name, "cuGetProcAddress")) return reinterpret_cast<void*>(&cuGetProcAddress);
   if (name[0] == 'c' && name[1] == 'u' && kir_real_dlsym) {
     void* ours = kir::hook::driver_interposer(name);
-    if (!ours) return nullptr;
+    if (!ours) {
+      kir::hook::log_driver_lookup("dlsym", name, false);
+      return nullptr;
+    }
     void* found = kir::hook::real_dlsym(handle, name);
     Dl_info info;
-    if (found && found != ours && dladdr(found, &info) && info.dli_fname && in_libcuda(info.dli_fname)) return ours;
+    if (found && found != ours && dladdr(found, &info) && info.dli_fname && in_libcuda(info.dli_fname)) {
+      kir::hook::log_driver_lookup("dlsym", name, true);
+      return ours;
+    }
+  } else if (name[0] == 'c' && name[1] == 'u' && kir_real_dlsym) {
+    kir::hook::log_driver_lookup("dlsym", name, false);
   }
   return nullptr;
 }

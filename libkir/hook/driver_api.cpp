@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
+#include <unordered_set>
 #include <utility>
 
 #include "interpose.hpp"
@@ -25,6 +27,41 @@ constexpr CUresult CUDA_SUCCESS = 0;
 
 kir::hook::Layer& layer() { return kir::hook::Layer::get(); }
 bool reporting() { return !kir::hook::RuntimeCall::active(); }
+
+/// The driver's `name`, or nullptr when this driver lacks it (unlike KIR_REAL, which aborts).
+void* driver_entry(const char* name) {
+  if (void* f = dlsym(RTLD_NEXT, name)) return f;
+  if (void* h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD)) return kir::hook::real_dlsym(h, name);
+  return nullptr;
+}
+
+/// A launch by a CUfunction the layer never saw looked up: cuFFT loads its module
+/// with cuModuleLoadData (seen) but obtains its functions another way (measured on
+/// the H200, CUDA 13: no cuModuleGetFunction call). Ask the driver which module
+/// and name the function has (cuFuncGetModule, cuFuncGetName: CUDA 12.3) and
+/// register it as cuModuleGetFunction would have; once per unknown handle (a
+/// handle the driver cannot name, e.g. a CUkernel, is remembered and not asked again).
+void resolve_function(const void* f) {
+  using GetModule = CUresult (*)(void**, const void*);
+  using GetName = CUresult (*)(const char**, const void*);
+  static const auto get_module = reinterpret_cast<GetModule>(driver_entry("cuFuncGetModule"));
+  static const auto get_name = reinterpret_cast<GetName>(driver_entry("cuFuncGetName"));
+  static std::mutex mutex;
+  static std::unordered_set<const void*> unnamed;  // grows by handles the driver cannot name
+  if (!f || !get_module || !get_name) return;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (unnamed.count(f)) return;
+  }
+  void* module = nullptr;
+  const char* name = nullptr;
+  if (get_module(&module, f) == CUDA_SUCCESS && get_name(&name, f) == CUDA_SUCCESS && name && module) {
+    layer().function_found(module, f, name);
+    return;
+  }
+  std::lock_guard<std::mutex> lock(mutex);
+  unnamed.insert(f);
+}
 
 /// cuLaunchKernel's `extra`: a packed argument buffer instead of kernelParams.
 void** unpack_extra(void** extra, const kir_hook_kernel* kernel, void** slots) {
@@ -52,6 +89,7 @@ template <class Call>
 CUresult launch(const char* api, const void* f, Dim3 grid, Dim3 block, unsigned shared, CUstream stream,
                 void** params, void** extra, Call&& call) {
   if (!reporting()) return call();
+  if (!layer().kernel_view(f)) resolve_function(f);
   void* slots[64];
   void** args = params ? params : unpack_extra(extra, layer().kernel_view(f), slots);
   return kir::hook::traced_launch(kir::hook::launch_event(api, f, grid, block, shared, stream, args), &kStreamOps,
@@ -66,6 +104,13 @@ KIR_EXPORT CUresult cuModuleLoadData(void** module, const void* image) {
   KIR_REAL(cuModuleLoadData, CUresult (*)(void**, const void*));
   CUresult r = real_cuModuleLoadData(module, image);
   if (r == CUDA_SUCCESS && module && reporting()) layer().module_loaded(*module, image);
+  return r;
+}
+
+KIR_EXPORT CUresult cuModuleLoadFatBinary(void** module, const void* fatbin) {
+  KIR_REAL(cuModuleLoadFatBinary, CUresult (*)(void**, const void*));
+  CUresult r = real_cuModuleLoadFatBinary(module, fatbin);
+  if (r == CUDA_SUCCESS && module && reporting()) layer().module_loaded(*module, fatbin);
   return r;
 }
 
@@ -113,6 +158,15 @@ KIR_EXPORT CUresult cuLibraryGetKernel(void** kernel, void* library, const char*
   KIR_REAL(cuLibraryGetKernel, CUresult (*)(void**, void*, const char*));
   CUresult r = real_cuLibraryGetKernel(kernel, library, name);
   if (r == CUDA_SUCCESS && kernel && reporting()) layer().function_found(library, *kernel, name);
+  return r;
+}
+
+/// A library kernel's CUfunction for the current context: launches by it are
+/// launches of the same kernel.
+KIR_EXPORT CUresult cuKernelGetFunction(void** function, void* kernel) {
+  KIR_REAL(cuKernelGetFunction, CUresult (*)(void**, void*));
+  CUresult r = real_cuKernelGetFunction(function, kernel);
+  if (r == CUDA_SUCCESS && function && *function) layer().function_alias(*function, kernel);
   return r;
 }
 
@@ -225,6 +279,7 @@ static bool log_procs() {
 
 static void ours_for_logged(const char* symbol, void** pfn, int version, uint64_t flags);
 
+
 static void ours_for(const char* symbol, void** pfn, int version, uint64_t flags) {
   if (!log_procs()) return ours_for_logged(symbol, pfn, version, flags);
   void* before = pfn ? *pfn : nullptr;
@@ -246,11 +301,13 @@ static void ours_for_logged(const char* symbol, void** pfn, int version, uint64_
   static const std::pair<const char*, void*> ours[] = {
       {"cuModuleLoadData", reinterpret_cast<void*>(&cuModuleLoadData)},
       {"cuModuleLoadDataEx", reinterpret_cast<void*>(&cuModuleLoadDataEx)},
+      {"cuModuleLoadFatBinary", reinterpret_cast<void*>(&cuModuleLoadFatBinary)},
       {"cuLibraryLoadData", reinterpret_cast<void*>(&cuLibraryLoadData)},
       {"cuModuleUnload", reinterpret_cast<void*>(&cuModuleUnload)},
       {"cuLibraryUnload", reinterpret_cast<void*>(&cuLibraryUnload)},
       {"cuModuleGetFunction", reinterpret_cast<void*>(&cuModuleGetFunction)},
       {"cuLibraryGetKernel", reinterpret_cast<void*>(&cuLibraryGetKernel)},
+      {"cuKernelGetFunction", reinterpret_cast<void*>(&cuKernelGetFunction)},
       {"cuLaunchKernel", reinterpret_cast<void*>(&cuLaunchKernel)},
       {"cuLaunchKernelEx", reinterpret_cast<void*>(&cuLaunchKernelEx)},
       {"cuMemAlloc", reinterpret_cast<void*>(&cuMemAlloc_v2)},
@@ -305,11 +362,13 @@ void* kir::hook::driver_interposer(const char* name) {
   static const std::pair<const char*, void*> exported[] = {
       {"cuModuleLoadData", reinterpret_cast<void*>(&cuModuleLoadData)},
       {"cuModuleLoadDataEx", reinterpret_cast<void*>(&cuModuleLoadDataEx)},
+      {"cuModuleLoadFatBinary", reinterpret_cast<void*>(&cuModuleLoadFatBinary)},
       {"cuLibraryLoadData", reinterpret_cast<void*>(&cuLibraryLoadData)},
       {"cuModuleUnload", reinterpret_cast<void*>(&cuModuleUnload)},
       {"cuLibraryUnload", reinterpret_cast<void*>(&cuLibraryUnload)},
       {"cuModuleGetFunction", reinterpret_cast<void*>(&cuModuleGetFunction)},
       {"cuLibraryGetKernel", reinterpret_cast<void*>(&cuLibraryGetKernel)},
+      {"cuKernelGetFunction", reinterpret_cast<void*>(&cuKernelGetFunction)},
       {"cuLaunchKernel", reinterpret_cast<void*>(&cuLaunchKernel)},
       {"cuLaunchKernelEx", reinterpret_cast<void*>(&cuLaunchKernelEx)},
       {"cuLaunchKernel_ptsz", reinterpret_cast<void*>(&cuLaunchKernel_ptsz)},
@@ -327,4 +386,8 @@ void* kir::hook::driver_interposer(const char* name) {
   for (const auto& [exported_name, fn] : exported)
     if (std::strcmp(name, exported_name) == 0) return fn;
   return nullptr;
+}
+
+void kir::hook::log_driver_lookup(const char* how, const char* name, bool ours) {
+  if (log_procs()) std::fprintf(stderr, "kir-hook: %s %s -> %s\n", how, name, ours ? "kir" : "not the layer's");
 }

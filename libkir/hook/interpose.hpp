@@ -31,6 +31,10 @@ void* real_dlsym(void* handle, const char* name);
 /// The layer's driver interposer exported as `name`, or nullptr (driver_api.cpp).
 void* driver_interposer(const char* name);
 
+/// KIR_HOOK_LOG_PROCS=1: one stderr line per driver entry point looked up by
+/// handle (`how`: "dlsym") and whether the layer's was handed out (driver_api.cpp).
+void log_driver_lookup(const char* how, const char* name, bool ours);
+
 /// The real `name`: next in the lookup order, else in one of `libraries` when the
 /// app dlopen'ed it. Aborts, naming `runtime`, when neither has it.
 inline void* find_real(const char* name, std::initializer_list<const char*> libraries, const char* runtime) {

@@ -262,6 +262,10 @@ bool Layer::retire(const void* handle) {
     __atomic_store_n(&k->view.unloaded, 1, __ATOMIC_RELEASE);
     auto live = kernels_.find(k->view.host_stub);
     if (live != kernels_.end() && live->second == k) kernels_.erase(live);
+    for (const void* alias : k->aliases) {
+      auto a = kernels_.find(alias);
+      if (a != kernels_.end() && a->second == k) kernels_.erase(a);
+    }
   }
   for (GlobalRecord* g : f->globals) {
     __atomic_store_n(&g->view.unloaded, 1, __ATOMIC_RELEASE);
@@ -506,6 +510,14 @@ void Layer::module_loaded(const void* module, const void* image) {
   }
   size_t images = record->container ? record->container->entries().size() : record->code ? 1 : 0;
   publish(module, std::move(record), images);
+}
+
+void Layer::function_alias(const void* alias, const void* of) {
+  if (alias == of) return;
+  std::unique_lock<std::shared_mutex> lock(registry_mutex_);
+  auto it = kernels_.find(of);
+  if (it == kernels_.end()) return;
+  if (kernels_.try_emplace(alias, it->second).second) it->second->aliases.push_back(alias);
 }
 
 void Layer::function_found(const void* module, const void* function, const char* name) {

@@ -106,6 +106,7 @@ struct KernelRecord {
   FatbinRecord* fatbin = nullptr;
   std::vector<uint32_t> offsets, sizes;
   kir_hook_kernel view{};
+  std::vector<const void*> aliases;  // other handles launches name it by (cuKernelGetFunction)
 };
 
 /// Why the layer could not use something it was handed (KIR_HOOK_LOG): counted
@@ -136,6 +137,9 @@ class Layer {
   /// A module loaded through the driver API (cuModuleLoadData...): `image` is a
   /// cubin, PTX text or a fatbin container, sized from its own headers.
   void module_loaded(const void* module, const void* image);
+  /// Launches by `alias` are launches of the kernel registered as `of` (a CUkernel's
+  /// CUfunction); nothing when `of` is not a live kernel.
+  void function_alias(const void* alias, const void* of);
   /// A function looked up in such a module (cuModuleGetFunction, cuLibraryGetKernel).
   void function_found(const void* module, const void* function, const char* name);
   /// A runtime kernel handle (cudaKernel_t) for a host stub, and back.

@@ -17,9 +17,10 @@ SCHEMA = "kir.replay/1"
 
 def add_arguments(parser) -> None:
     parser.add_argument("record", metavar="RECORD", help="a .kirrec file (DIR/records/...)")
-    parser.add_argument("--code", choices=CODE_KINDS, default="cubin",
-                        help="what to load: the recorded cubin (default), its PTX, or its LLVM IR "
-                             "compiled with llvmlite")
+    parser.add_argument("--code", choices=CODE_KINDS, default="launched",
+                        help="what to load: the code the launch ran (default: its cubin, or its PTX "
+                             "when the driver compiled PTX), the recorded cubin, its PTX, or its LLVM "
+                             "IR compiled with llvmlite")
     parser.add_argument("--repeat", type=int, default=1, metavar="N", help="launch N times (timed)")
     parser.add_argument("--verify", action=argparse.BooleanOptionalAction, default=True,
                         help="compare device memory with the recorded epilogues (default: on)")

@@ -19,7 +19,7 @@ from kir.hashing import kernel_static_hash
 from kir.record import Record, Region, VaRange
 from kir.replay.compiler import compile_ir, find_libdevice, libdevice_calls
 
-CODE_KINDS = ("cubin", "ptx", "ir")
+CODE_KINDS = ("launched", "cubin", "ptx", "ir")
 RESERVE_ALIGNMENT = 32 << 20  #: see _reservations
 
 
@@ -107,7 +107,7 @@ class ReplayPlan:
         return _plan_json(self)
 
 
-def plan(record: Record, code: str = "cubin", device_arch: str = "sm_90",
+def plan(record: Record, code: str = "launched", device_arch: str = "sm_90",
          granularity: int = 2 << 20, reserve_alignment: int = RESERVE_ALIGNMENT) -> ReplayPlan:
     """What replaying `record` on a `device_arch` GPU does (see the module's docstring):
     memory is mapped in `granularity` units inside reservations aligned to `reserve_alignment`."""
@@ -256,7 +256,14 @@ def _arch_number(arch: str) -> int:
 
 
 def _choose_code(record: Record, kind: str, device_arch: str) -> CodeChoice:
-    return {"cubin": _choose_cubin, "ptx": _choose_ptx, "ir": _choose_ir}[kind](record, device_arch)
+    return {"launched": _choose_launched, "cubin": _choose_cubin, "ptx": _choose_ptx,
+            "ir": _choose_ir}[kind](record, device_arch)
+
+
+def _choose_launched(record: Record, device_arch: str) -> CodeChoice:
+    """The code the launch ran: its cubin, or its PTX when the driver compiled PTX
+    (cuFFT's modules; a fatbin without a cubin for the device)."""
+    return (_choose_cubin if record.kernel.image.kind == "cubin" else _choose_ptx)(record, device_arch)
 
 
 def _choose_cubin(record: Record, device_arch: str) -> CodeChoice:

@@ -56,7 +56,7 @@ class Replayer:
     """A recorded launch set up on a GPU: its memory mapped at the recorded addresses and
     its code loaded. `close()` (or leaving a `with` block) undoes everything."""
 
-    def __init__(self, record: Record, code: str = "cubin", device: int = 0) -> None:
+    def __init__(self, record: Record, code: str = "launched", device: int = 0) -> None:
         self.record, self.driver = record, _driver()
         self._undo: list = []
         self._addresses: dict[int, int] = {}  # region index -> device address
