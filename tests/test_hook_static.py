@@ -265,23 +265,39 @@ print(float(y.abs().sum()))
 """
 
 
-def test_pytorch_cufft_is_traced_recorded_and_replays(gpu, kir_cli, tmp_path):
-    """cuFFT reaches the driver by handle, one entry point at a time (dlsym(libcuda,
-    "cuLaunchKernel")): its FFT kernel is traced, recorded and replays bit-exactly."""
+def record_cufft(kir_cli, tmp_path):
     pytest.importorskip("torch")
     script = tmp_path / "fft.py"
     script.write_text(TORCH_FFT)
-    result, events = trace_events(kir_cli, sys.executable, script)
-    assert result.returncode == 0, result.stderr[-3000:]
-    ffts = [e for e in events if e["event"] == "launch" and "fft" in e["kernel"].lower()]
-    assert ffts and all(e["api"].startswith("cuLaunchKernel") for e in ffts), \
-        sorted({e["kernel"] for e in events if e["event"] == "launch"})[:20]
     out = tmp_path / "rec"
     result = kir_cli("record", "--kernels", "fft", "--max-per-kernel", "1", "-o", out, "--", sys.executable, script)
     assert result.returncode == 0, result.stderr[-3000:]
     listing = json.loads(kir_cli("records", out, "--json").stdout)
     recorded = [r for r in listing["records"] if "fft" in r["kernel"].lower()]
     assert recorded, [r["kernel"] for r in listing["records"]]
+    return out, recorded
+
+
+def test_pytorch_cufft_is_traced_and_recorded(gpu, kir_cli, tmp_path):
+    """cuFFT reaches the driver by handle, one entry point at a time (dlsym(libcuda,
+    "cuLaunchKernel")), and obtains its functions past cuModuleGetFunction: its FFT
+    kernel is traced by name with its arguments, and recorded."""
+    pytest.importorskip("torch")
+    script = tmp_path / "fft.py"
+    script.write_text(TORCH_FFT)
+    result, events = trace_events(kir_cli, sys.executable, script)
+    assert result.returncode == 0, result.stderr[-3000:]
+    ffts = [e for e in events if e["event"] == "launch" and "fft" in e["kernel"].lower()]
+    assert ffts and all(e["api"].startswith("cuLaunchKernel") and e["args"] for e in ffts), \
+        sorted({e["kernel"] for e in events if e["event"] == "launch"})[:20]
+    record_cufft(kir_cli, tmp_path)
+
+
+@pytest.mark.xfail(strict=True, reason="known gap (issue 11 note): the replayed cuFFT kernel faults "
+                   "(CUDA_ERROR_ILLEGAL_ADDRESS); suspected cause: state cuFFT writes into its module's "
+                   "globals (cuModuleGetGlobal + copies) is not in the record")
+def test_pytorch_cufft_record_replays(gpu, kir_cli, tmp_path):
+    out, recorded = record_cufft(kir_cli, tmp_path)
     for r in recorded:
         replayed = kir_cli("replay", out / "records" / r["file"], "--json")
         assert replayed.returncode == 0, replayed.stderr[-3000:]
