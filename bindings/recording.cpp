@@ -159,6 +159,7 @@ nb::dict format_description() {
   d["record_header"] = header_description(format::kRecordHeader);
   d["chunk_header"] = header_description(format::kChunkHeader);
   d["codecs"] = codecs;
+  d["max_chunk_bytes"] = format::kMaxChunkBytes;
   return d;
 }
 
@@ -170,7 +171,8 @@ void bind_recording(nb::module_& m) {
         "The recording format the C++ writer writes (kir/record/format.hpp): version, versions "
         "(every one a reader knows), metadata_format, record_suffix, chunk_suffix, record_header "
         "and chunk_header (magic, size, fields: (name, offset, size, type) with type 'bytes', "
-        "'u32' or 'u64', little-endian), codecs ({id: name}).");
+        "'u32' or 'u64', little-endian), codecs ({id: name}), max_chunk_bytes (the largest chunk a reader "
+        "accepts and the writer writes).");
   m.def("reachable_ranges", [](const std::vector<std::pair<uint64_t, uint64_t>>& ranges,
                                const std::vector<uint64_t>& roots, const std::vector<nb::bytes>& contents) {
     std::vector<kir::record::MemoryRange> rs;

@@ -5,6 +5,7 @@
 // it, with the kernel's code and arguments, as one record.
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -27,6 +28,7 @@
 #include "kir/support/demangle.hpp"
 #include "kir/hooks.h"
 #include "kir/model.hpp"
+#include "kir/record/format.hpp"
 #include "kir/record/reachability.hpp"
 #include "kir/record/record_builder.hpp"
 #include "kir/support/kernel_regex.hpp"
@@ -101,7 +103,8 @@ struct Settings {
     s.use_va = env_number("KIR_RECORD_NO_VA", 0) == 0;
     s.va_base = env_number("KIR_RECORD_VA_BASE", s.va_base);
     s.va_size = env_number("KIR_RECORD_VA_SIZE", s.va_size);
-    s.chunk_size = std::max<uint64_t>(env_number("KIR_RECORD_CHUNK_SIZE", s.chunk_size), 4096);
+    s.chunk_size = std::clamp<uint64_t>(env_number("KIR_RECORD_CHUNK_SIZE", s.chunk_size), 4096,
+                                        kir::record::format::kMaxChunkBytes);  // what a reader accepts
     s.staging = std::max(s.chunk_size, s.staging / s.chunk_size * s.chunk_size);
     s.zstd_level = int(env_number("KIR_RECORD_ZSTD_LEVEL", 1));
     s.threads = unsigned(env_number("KIR_RECORD_THREADS", std::max(1u, std::thread::hardware_concurrency())));

@@ -75,7 +75,7 @@ HEX32 = re.compile(r"[0-9a-f]{32}\Z")
 # Caps: every size a file announces is checked against what the file holds and
 # against these before anything is allocated (docs/record-format.md, "Reading safely").
 MAX_RECORD_BYTES = 256 << 20    #: a record file (header + metadata)
-MAX_CHUNK_BYTES = 1 << 30       #: a chunk's decoded bytes (and `chunk_size`, and a code's size)
+MAX_CHUNK_BYTES = FORMAT["max_chunk_bytes"]  #: a chunk's decoded bytes (and `chunk_size`, and a code's size)
 MAX_PARAM_BYTES = 65536         #: the parameter buffer (CUDA accepts at most 32764 bytes)
 U32, U64 = 0xFFFF_FFFF, 0xFFFF_FFFF_FFFF_FFFF
 

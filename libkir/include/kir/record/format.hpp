@@ -19,6 +19,9 @@ inline constexpr char kMetadataFormat[] = "kir.record";
 /// DIR/chunks/<XXH3-128><kChunkSuffix>.
 inline constexpr char kRecordSuffix[] = ".kirrec";
 inline constexpr char kChunkSuffix[] = ".kirc";
+/// The largest chunk (decoded bytes) a reader accepts; the recorder never writes a larger one
+/// (KIR_RECORD_CHUNK_SIZE is capped to it).
+inline constexpr uint64_t kMaxChunkBytes = uint64_t(1) << 30;
 
 /// How a header field is stored: the magic's bytes, or a little-endian unsigned integer.
 enum class FieldType : uint8_t { bytes, u32, u64 };
