@@ -12,6 +12,16 @@ from kir.errors import OptionError
 SUFFIXES = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
 
+def check_kernel_regex(pattern: str, option: str = "--kernels") -> None:
+    """An OptionError unless `pattern` is a kernel-name pattern the hook's clients
+    accept: ECMAScript as std::regex compiles it (kir/support/kernel_regex.hpp),
+    checked with the very function the recorder and the tracing client use."""
+    from kir import _core
+    problem = _core.check_kernel_regex(pattern)
+    if problem is not None:
+        raise OptionError(f"{option} {pattern!r}: {problem}")
+
+
 def recorder_environment(directory: Path | str, *, kernels: str | None = None, max_per_kernel: int = 4,
                          skip: int = 0, ranks=None, reachable: bool = False, va_base=None, va_size=None,
                          no_va: bool = False) -> dict[str, str]:
@@ -21,10 +31,7 @@ def recorder_environment(directory: Path | str, *, kernels: str | None = None, m
            "KIR_RECORD_MAX_PER_KERNEL": str(non_negative(max_per_kernel, "--max-per-kernel")),
            "KIR_RECORD_SKIP": str(non_negative(skip, "--skip"))}
     if kernels:
-        from kir import _core
-        problem = _core.check_kernel_regex(kernels)  # the recorder's own dialect: std::regex ECMAScript
-        if problem is not None:
-            raise OptionError(f"--kernels {kernels!r}: {problem}")
+        check_kernel_regex(kernels)
         env["KIR_RECORD_KERNELS"] = kernels
     if ranks is not None and ranks != "":
         env["KIR_RECORD_RANKS"] = ",".join(str(r) for r in rank_list(ranks))

@@ -14,8 +14,7 @@ import select
 import sys
 import threading
 
-from kir import _core
-from kir.errors import OptionError
+from kir.recorder import check_kernel_regex
 from kir.commands.app import command_of, hook_library, hooked_environment, run_app, warn_if_static_runtime
 
 __all__ = ["add_arguments", "run", "hook_library", "warn_if_static_runtime"]
@@ -35,9 +34,7 @@ def run(args) -> int:
     warn_if_static_runtime(command[0])
     env = hooked_environment()
     if args.kernels:
-        problem = _core.check_kernel_regex(args.kernels)  # the tracing client's own dialect
-        if problem:
-            raise OptionError(f"--kernels {args.kernels!r}: {problem}")
+        check_kernel_regex(args.kernels)  # the tracing client's own dialect, as the recorder's
         env["KIR_TRACE_KERNELS"] = args.kernels
     read_fd, write_fd = os.pipe()
     pipe = os.fstat(write_fd)
