@@ -626,6 +626,11 @@ class RecordBuilder:
 
     def add_ptx_unit(self, arch: str, data: bytes) -> None: ...
 
+    def set_jit_args(self, args: Sequence[tuple[int, str, int, bool, int, int, int]]) -> None:
+        """
+        (position, kind, type, by_value, count, count_type, count_position) per argument
+        """
+
     def set_launch(self, api: str, dynamic_hash: Hash128, grid: tuple[int, int, int], block: tuple[int, int, int], shared_bytes: int, stream: int, args: Sequence[bytes], ordinal: int) -> None: ...
 
     def set_va_range(self, base: int, size: int) -> None: ...
