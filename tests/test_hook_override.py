@@ -49,6 +49,16 @@ int cudaLaunchKernel_ptsz(const void* f, dim3 g, dim3 b, void** args, size_t s, 
   (void)s; (void)st; return launched("cudaLaunchKernel_ptsz", f, g, b, args); }
 int cudaLaunchCooperativeKernel(const void* f, dim3 g, dim3 b, void** args, size_t s, void* st) {
   (void)s; (void)st; return launched("cudaLaunchCooperativeKernel", f, g, b, args); }
+/* CUDA 13's <<<>>>: a kernel handle for the stub, then launches by the handle. */
+static char kernel_handle;
+int __cudaGetKernel(void** k, const void* stub) { (void)stub; *k = &kernel_handle; return 0; }
+int __cudaLaunchKernel(void* k, dim3 g, dim3 b, void** args, size_t s, void* st) {
+  (void)s; (void)st; return launched("__cudaLaunchKernel", k, g, b, args); }
+int __cudaLaunchKernel_ptsz(void* k, dim3 g, dim3 b, void** args, size_t s, void* st) {
+  (void)s; (void)st; return launched("__cudaLaunchKernel_ptsz", k, g, b, args); }
+typedef struct { dim3 g, b; size_t shared; void* stream; void* attrs; unsigned n; } rt_config;
+int cudaLaunchKernelExC(const rt_config* c, const void* f, void** args) {
+  return launched("cudaLaunchKernelExC", f, c->g, c->b, args); }
 int cudaStreamSynchronize(void* s) { (void)s; return 0; }
 int cudaLaunchHostFunc(void* s, void (*fn)(void*), void* d) { (void)s; fn(d); return 0; }
 int cudaGetSymbolAddress(void** d, const void* h) { (void)d; (void)h; return 1; }
@@ -116,6 +126,11 @@ void __cudaRegisterFunction(void**, const char*, char*, const char*, int, void*,
 int cudaLaunchKernel(const void*, dim3, dim3, void**, size_t, void*);
 int cudaLaunchKernel_ptsz(const void*, dim3, dim3, void**, size_t, void*);
 int cudaLaunchCooperativeKernel(const void*, dim3, dim3, void**, size_t, void*);
+int __cudaGetKernel(void**, const void*);
+int __cudaLaunchKernel(void*, dim3, dim3, void**, size_t, void*);
+int __cudaLaunchKernel_ptsz(void*, dim3, dim3, void**, size_t, void*);
+typedef struct { dim3 g, b; size_t shared; void* stream; void* attrs; unsigned n; } rt_config;
+int cudaLaunchKernelExC(const rt_config*, const void*, void**);
 int cuModuleLoadData(void**, const void*);
 int cuModuleGetFunction(void**, void*, const char*);
 int cuLaunchKernel(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void*, void**, void**);
@@ -142,6 +157,12 @@ int main(int argc, char** argv) {
       case 'r': r = cudaLaunchKernel(&axpy_stub, g, b, args, 16, (void*)0x5); break;
       case 'p': r = cudaLaunchKernel_ptsz(&axpy_stub, g, b, args, 16, (void*)0x5); break;
       case 'c': r = cudaLaunchCooperativeKernel(&axpy_stub, g, b, args, 16, (void*)0x5); break;
+      case 'k': case 'K': {  /* <<<>>> as nvcc 13 compiles it */
+        void* k = 0; __cudaGetKernel(&k, &axpy_stub);
+        r = *c == 'k' ? __cudaLaunchKernel(k, g, b, args, 16, (void*)0x5) : __cudaLaunchKernel_ptsz(k, g, b, args, 16, (void*)0x5);
+        break;
+      }
+      case 'e': { rt_config cfg = {g, b, 16, (void*)0x5, 0, 0}; r = cudaLaunchKernelExC(&cfg, &axpy_stub, args); break; }
       case 'd': r = cuLaunchKernel(f, 4, 1, 1, 32, 1, 1, 16, (void*)0x5, args, 0); break;
       case 'x': { config cfg = {4, 1, 1, 32, 1, 1, 16, (void*)0x5, 0, 0}; r = cuLaunchKernelEx(&cfg, f, args, 0); break; }
       case 'g': {  /* as a statically linked runtime reaches the driver */
@@ -265,7 +286,7 @@ def lines(proc, prefix):
     return [l for l in proc.stdout.splitlines() if l.startswith(prefix)]
 
 
-ALL_PATHS = "rpcdxgP"
+ALL_PATHS = "rpcdxgPkKe"
 
 
 def test_without_a_claim_every_launch_reaches_the_runtime(rig):
@@ -273,7 +294,8 @@ def test_without_a_claim_every_launch_reaches_the_runtime(rig):
     stub = lines(proc, "stub ")
     assert [l.split()[1] for l in stub] == ["cudaLaunchKernel", "cudaLaunchKernel_ptsz",
                                            "cudaLaunchCooperativeKernel", "cuLaunchKernel", "cuLaunchKernelEx",
-                                           "cuLaunchKernel", "cudaLaunchKernel"]
+                                           "cuLaunchKernel", "cudaLaunchKernel", "__cudaLaunchKernel",
+                                           "__cudaLaunchKernel_ptsz", "cudaLaunchKernelExC"]
     assert all(f"f={AXPY}" in l for l in stub if l.startswith("stub cuLaunch"))
     completed = lines(proc, "A completed")
     assert len(completed) == len(ALL_PATHS)
@@ -286,7 +308,8 @@ def test_handled_launches_reach_nothing(rig):
     assert lines(proc, "stub ") == []
     assert lines(proc, "app ") == [f"app {c} returned 77" for c in ALL_PATHS]
     apis = ["cudaLaunchKernel", "cudaLaunchKernel_ptsz", "cudaLaunchCooperativeKernel", "cuLaunchKernel",
-            "cuLaunchKernelEx", "cuLaunchKernel", "__proteus_launch_kernel"]
+            "cuLaunchKernelEx", "cuLaunchKernel", "__proteus_launch_kernel", "__cudaLaunchKernel",
+            "__cudaLaunchKernel_ptsz", "cudaLaunchKernelExC"]
     # The claimer was asked about the registered kernel; every client saw launch_begin
     # (already knowing the outcome) and launch_completed with what happened.
     assert lines(proc, "A asked") == [f"A asked {api} kernel={AXPY} sized=1" for api in apis]
@@ -320,7 +343,8 @@ def test_a_function_substitute_runs_with_the_app_s_configuration(rig):
     # block, dynamic shared memory, stream and arguments (a = 2.5, 3.5, ...).
     stub = lines(proc, "stub ")
     expected_api = ["cuLaunchKernel", "cuLaunchKernel_ptsz", "cuLaunchCooperativeKernel", "cuLaunchKernel",
-                    "cuLaunchKernelEx", "cuLaunchKernel", "cuLaunchKernel"]
+                    "cuLaunchKernelEx", "cuLaunchKernel", "cuLaunchKernel", "cuLaunchKernel", "cuLaunchKernel_ptsz",
+                    "cuLaunchKernelEx"]
     assert stub == [f"stub {api} f=0xf00d grid=4 block=32 shared=16 stream=0x5 a={2.5 + i:g}"
                     for i, api in enumerate(expected_api)]
     assert all(l.endswith("result=0 outcome=2 claimed_by=0 id=1d:2e") for l in lines(proc, "B completed"))

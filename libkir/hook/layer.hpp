@@ -130,7 +130,7 @@ enum class Vendor {
 /// to launch for a substitute (resolved by the layer; nullptr for HANDLED).
 struct Claim {
   int client = -1;
-  kir_hook_substitute sub{};
+  kir_hook_substitute sub;  // filled when a client claims (left uninitialized: every launch makes one)
   void* function = nullptr;
 };
 
