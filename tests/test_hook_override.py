@@ -227,6 +227,9 @@ static int claim(void* u, const kir_hook_launch* l, kir_hook_substitute* s) {
   if (!strcmp(mode, "bad-code")) {
     s->kind = KIR_SUBSTITUTE_CODE; s->code = "not an image"; s->code_size = 12; s->code_kind = "cubin"; return 1; }
   if (!strcmp(mode, "hip")) { s->kind = KIR_SUBSTITUTE_HIP_FUNCTION; s->function = (void*)0x1; return 1; }
+  if (!strcmp(mode, "hip-code")) {  /* the stub HIP runtime accepts any ELF */
+    s->kind = KIR_SUBSTITUTE_CODE; s->code = "\x7f" "ELF code object"; s->code_size = 19; s->code_kind = "code-object";
+    s->arch = "gfx90a"; return 1; }
   return 0;
 }
 static void report(void) {
@@ -386,3 +389,74 @@ def test_a_substitute_that_cannot_load_launches_the_original_and_is_logged(rig):
     assert "a hipFunction_t for a CUDA launch" in proc.stderr and len(lines(proc, "stub cudaLaunchKernel")) == 1
     proc = run(rig, "d", log=True, A_MODE="code", STUB_NO_CONTEXT="1")
     assert "no current CUDA context" in proc.stderr and lines(proc, "stub cuLaunchKernel")[0].split()[2] == f"f={AXPY}"
+
+
+# --- HIP -------------------------------------------------------------------------------------
+
+# The suite's stub libamdhip64.so (tests/fixtures/hip_stub_runtime.c: launches fail
+# with 100, no device) plus the module API a substitute needs, printing what it gets.
+HIP_STUB = r"""
+#include "hip_stub_runtime.c"
+#include <stdio.h>
+#include <string.h>
+static int loads;
+static char module_marker, function_marker;
+static void report(void) { fprintf(stderr, "stub-hip hipModuleLoadData=%d\n", loads); }
+int hipGetDevice(int* d) { static int once; if (!once++) atexit(report); *d = 0; return 0; }
+int hipModuleLoadData(void** m, const void* image) {
+  ++loads; if (memcmp(image, "\x7f" "ELF", 4) != 0) return 200; *m = &module_marker; return 0; }
+int hipModuleGetFunction(void** f, void* m, const char* name) {
+  (void)m; printf("stub hipModuleGetFunction %s\n", name); *f = &function_marker; return 0; }
+int hipModuleLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                          unsigned sh, void* st, void** p, void** e) {
+  (void)gy; (void)gz; (void)by; (void)bz; (void)st; (void)p; (void)e;
+  printf("stub hipModuleLaunchKernel f=%s grid=%u block=%u shared=%u\n", f == &function_marker ? "loaded" : "handle",
+         gx, bx, sh);
+  return 0;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def hip_rig(built, rig):
+    if "hip_app" not in built:
+        pytest.skip("clang-22 not installed: the HIP app cannot be built")
+    d = rig[0] / "hip"
+    d.mkdir(exist_ok=True)
+    (d / "stub.c").write_text(HIP_STUB)
+    subprocess.run(["gcc", "-shared", "-fPIC", "-I", str(Path(__file__).parent / "fixtures"), "stub.c",
+                    "-Wl,-soname,libamdhip64.so", "-o", "libamdhip64.so"], check=True, cwd=d)
+    return d, built["hip_app"], rig[0]
+
+
+def run_hip(hip_rig, **modes):
+    d, app, clients = hip_rig
+    proc = subprocess.run([app], capture_output=True, text=True, timeout=60,
+                          env={"PATH": "/usr/bin:/bin", "LD_PRELOAD": str(HOOK), "LD_LIBRARY_PATH": str(d),
+                               "KIR_HOOK_LOG": "1", "KIR_HOOK_CLIENTS": ":".join(str(clients / f"lib{c}.so")
+                                                                                 for c in "ABC"), **modes})
+    return proc
+
+
+def test_hip_launches_can_be_claimed(hip_rig):
+    plain = run_hip(hip_rig)
+    assert plain.returncode == 3 and lines(plain, "launch ") == ["launch 100", "launch 100"]  # the stub's
+    handled = run_hip(hip_rig, A_MODE="handled")
+    assert lines(handled, "launch ") == ["launch 77", "launch 77"]
+    assert [l.split()[3] for l in lines(handled, "A asked")] == ["kernel=_Z4axpyfPKfPfi", "kernel=_Z5countx"]
+    # A hipFunction_t: launched with hipModuleLaunchKernel and the app's configuration.
+    function = run_hip(hip_rig, A_MODE="hip")
+    assert lines(function, "stub hipModuleLaunchKernel") == [
+        "stub hipModuleLaunchKernel f=handle grid=8 block=128 shared=0",
+        "stub hipModuleLaunchKernel f=handle grid=1 block=64 shared=16"]
+    assert lines(function, "launch ") == ["launch 0", "launch 0"]
+    # Code: a code object loaded once per device, its entry the launched kernel's name.
+    code = run_hip(hip_rig, A_MODE="hip-code")
+    assert lines(code, "stub hipModuleGetFunction") == ["stub hipModuleGetFunction _Z4axpyfPKfPfi",
+                                                       "stub hipModuleGetFunction _Z5countx"]
+    assert "stub-hip hipModuleLoadData=2" in code.stderr  # two kernels: two (id, entry) keys
+    assert all(l.endswith("outcome=2 claimed_by=0 id=1d:2e") for l in lines(code, "B completed"))
+    # A CUDA handle for a HIP launch: logged, the original runs.
+    wrong = run_hip(hip_rig, A_MODE="function")
+    assert lines(wrong, "launch ") == ["launch 100", "launch 100"]
+    assert wrong.stderr.count("a CUDA handle for a HIP launch") == 2
