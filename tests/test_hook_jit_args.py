@@ -129,6 +129,8 @@ def programs(built, tmp_path_factory):
     cc(*flags, "-DWEAK=", "-l:libproteus.so", "-o", "with_proteus")
     # Without Proteus the ABI is the hook's alone (weak references, bound to the preload).
     cc(*flags, "-DWEAK=__attribute__((weak))", "-o", "without_proteus")
+    # The same as a library, for a Python process that asks kir.hook afterwards.
+    cc(*flags, "-DWEAK=__attribute__((weak))", "-Dmain=jit_main", "-shared", "-fPIC", "-o", "libjitapp.so")
     return d, built["kernels.fatbin"]
 
 
@@ -199,3 +201,28 @@ def test_records_carry_the_jit_arguments(programs, tmp_path):
             assert rec.kernel.jit_args == []
         else:
             assert rec.kernel.jit_args == [JitArg(p, kinds[k], t, bool(v), c, ct, cp) for p, k, t, v, c, ct, cp in args]
+
+
+QUERY = r"""
+import ctypes, json, sys
+import kir.hook
+app = ctypes.CDLL(sys.argv[1])
+argv = (ctypes.c_char_p * 2)(b"app", sys.argv[2].encode())
+app.jit_main(2, argv)
+k = next(k for k in kir.hook.kernels() if k.name == sys.argv[3])
+print(json.dumps([[a.position, a.kind, a.type, a.by_value, a.count, a.count_type, a.count_position] for a in k.jit_args]))
+"""
+
+
+def test_python_sees_the_jit_arguments(programs):
+    import json
+    import os
+    import sys
+    d, fatbin = programs
+    proc = subprocess.run([sys.executable, "-c", QUERY, str(d / "libjitapp.so"), str(fatbin), AXPY],
+                          capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "LD_PRELOAD": str(HOOK), "LD_LIBRARY_PATH": str(d)})
+    assert proc.returncode == 0, proc.stderr
+    kinds = ("scalar", "array", "object")
+    got = json.loads(proc.stdout.splitlines()[-1])
+    assert got == [[p, kinds[k], t, bool(v), c, ct, cp] for p, k, t, v, c, ct, cp in EXPECTED]
