@@ -340,6 +340,19 @@ def test_first_claimer_wins_and_a_v3_client_is_unaffected(rig):
     assert "POISON" not in proc.stdout
 
 
+def test_kir_trace_names_the_claim(rig):
+    """The trace client (KIR_TRACE) prints who claimed a launch and what ran."""
+    import json
+    proc = run(rig, "rd", A_MODE="function", KIR_TRACE="json")
+    launches = [json.loads(l) for l in proc.stderr.splitlines() if l.startswith('{"event":"launch"')]
+    assert [(e["api"], e["outcome"], e["substitute"]) for e in launches] == [
+        ("cudaLaunchKernel", "substituted", "000000000000001d000000000000002e"),
+        ("cuLaunchKernel", "substituted", "000000000000001d000000000000002e")]
+    assert len({e["claimed_by"] for e in launches}) == 1
+    plain = run(rig, "r", KIR_TRACE="json")
+    assert "claimed_by" not in plain.stderr and '"event":"launch"' in plain.stderr
+
+
 def test_a_function_substitute_runs_with_the_app_s_configuration(rig):
     proc = run(rig, ALL_PATHS, A_MODE="function")
     # Never the runtime's launch; the driver launches 0xf00d with the app's grid,
