@@ -5,6 +5,7 @@
 // cuModuleLoadData / hipModuleLoadData — the real ones, not the layer's
 // interposers, so the layer's registry does not list the client's modules — and
 // kept for the process's life, keyed by the client's id.
+#include <atomic>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -27,17 +28,29 @@ void* vendor_symbol(const char* name, const char* library) {
   return nullptr;
 }
 
-template <class F>
-F cuda(const char* name) {
-  return reinterpret_cast<F>(vendor_symbol(name, "libcuda.so.1"));
-}
+/// A driver (or HIP runtime) entry point, kept once found: a runtime may load
+/// its driver only at its first call, so a lookup that found nothing is retried.
+struct Entry {
+  const char* name;
+  bool hip;
+  std::atomic<void*> found{nullptr};
+  Entry(const char* n, bool h) : name(n), hip(h) {}
 
-template <class F>
-F hip(const char* name) {
-  for (const char* lib : {"libamdhip64.so.7", "libamdhip64.so.6", "libamdhip64.so"})
-    if (void* f = vendor_symbol(name, lib)) return reinterpret_cast<F>(f);
-  return nullptr;
-}
+  template <class F>
+  F get() {
+    void* f = found.load(std::memory_order_acquire);
+    if (f) return reinterpret_cast<F>(f);
+    if (!hip) f = vendor_symbol(name, "libcuda.so.1");
+    else
+      for (const char* lib : {"libamdhip64.so.7", "libamdhip64.so.6", "libamdhip64.so"})
+        if ((f = vendor_symbol(name, lib))) break;
+    if (f) found.store(f, std::memory_order_release);
+    return reinterpret_cast<F>(f);
+  }
+};
+
+#define KIR_CUDA(var, type, name) static Entry var##_entry(name, false); const auto var = var##_entry.get<type>()
+#define KIR_HIP(var, type, name) static Entry var##_entry(name, true); const auto var = var##_entry.get<type>()
 
 constexpr int kNotFound = 500;  // CUDA_ERROR_NOT_FOUND / hipErrorNotFound
 
@@ -74,14 +87,15 @@ bool fail(const kir_hook_launch& launch, const Claim& claim, const std::string& 
 /// context made current first when none is (cudaFree(NULL), as the runtime's
 /// own lazy initialization does).
 void* current_context(Vendor vendor) {
-  static const auto get = cuda<int (*)(void**)>("cuCtxGetCurrent");
+  static Entry get_current("cuCtxGetCurrent", false);
   void* ctx = nullptr;
-  if (!get) return nullptr;
-  if (get(&ctx) == 0 && ctx) return ctx;
+  auto get = get_current.get<int (*)(void**)>();
+  if (get && get(&ctx) == 0 && ctx) return ctx;
   if (vendor != Vendor::cuda_runtime) return nullptr;
   static const auto runtime_free = reinterpret_cast<int (*)(void*)>(dlsym(RTLD_DEFAULT, "cudaFree"));
-  if (runtime_free) runtime_free(nullptr);
-  return get(&ctx) == 0 ? ctx : nullptr;
+  if (runtime_free) runtime_free(nullptr);  // loads the driver and makes the primary context current
+  get = get_current.get<int (*)(void**)>();
+  return get && get(&ctx) == 0 ? ctx : nullptr;
 }
 
 /// The code's hash, the cache key of a claim without an id.
@@ -105,7 +119,7 @@ void* load_code(const kir_hook_launch& launch, const Claim& claim, Vendor vendor
            nullptr;
   const void* where = nullptr;
   if (is_hip) {
-    static const auto get_device = hip<int (*)(int*)>("hipGetDevice");
+    KIR_HIP(get_device, int (*)(int*), "hipGetDevice");
     int device = 0;
     if (!get_device || get_device(&device) != 0) return fail(launch, claim, "hipGetDevice failed"), nullptr;
     where = reinterpret_cast<const void*>(uintptr_t(device) + 1);
@@ -130,8 +144,8 @@ void* load_code(const kir_hook_launch& launch, const Claim& claim, Vendor vendor
   void* function = nullptr;
   int r;
   if (is_hip) {
-    static const auto load = hip<int (*)(void**, const void*)>("hipModuleLoadData");
-    static const auto get = hip<int (*)(void**, void*, const char*)>("hipModuleGetFunction");
+    KIR_HIP(load, int (*)(void**, const void*), "hipModuleLoadData");
+    KIR_HIP(get, int (*)(void**, void*, const char*), "hipModuleGetFunction");
     if (!load || !get) return fail(launch, claim, "the HIP runtime has no hipModuleLoadData"), nullptr;
     if ((r = load(&module, image)) != 0)
       return fail(launch, claim, std::string("hipModuleLoadData of its ") + kind + arch + " failed: error " +
@@ -142,8 +156,8 @@ void* load_code(const kir_hook_launch& launch, const Claim& claim, Vendor vendor
                                      std::to_string(r)),
              nullptr;
   } else {
-    static const auto load = cuda<int (*)(void**, const void*)>("cuModuleLoadData");
-    static const auto get = cuda<int (*)(void**, void*, const char*)>("cuModuleGetFunction");
+    KIR_CUDA(load, int (*)(void**, const void*), "cuModuleLoadData");
+    KIR_CUDA(get, int (*)(void**, void*, const char*), "cuModuleGetFunction");
     if (!load || !get) return fail(launch, claim, "the CUDA driver has no cuModuleLoadData"), nullptr;
     if ((r = load(&module, image)) != 0)
       return fail(launch, claim, std::string("cuModuleLoadData of its ") + kind + arch + " failed: error " +
@@ -183,26 +197,26 @@ void* substitute_function(const kir_hook_launch& launch, const Claim& claim, Ven
 
 int driver_launch(void* f, Dim3 grid, Dim3 block, unsigned shared, void* stream, void** args, void** extra,
                   bool ptsz) {
-  static const auto plain = cuda<Launch>("cuLaunchKernel");
-  static const auto per_thread = cuda<Launch>("cuLaunchKernel_ptsz");
+  KIR_CUDA(plain, Launch, "cuLaunchKernel");
+  KIR_CUDA(per_thread, Launch, "cuLaunchKernel_ptsz");
   Launch launch = ptsz && per_thread ? per_thread : plain;
   return launch ? launch(f, grid.x, grid.y, grid.z, block.x, block.y, block.z, shared, stream, args, extra) : kNotFound;
 }
 
 int driver_launch_ex(const void* config, void* f, void** args, void** extra, bool ptsz) {
-  static const auto plain = cuda<LaunchEx>("cuLaunchKernelEx");
-  static const auto per_thread = cuda<LaunchEx>("cuLaunchKernelEx_ptsz");
+  KIR_CUDA(plain, LaunchEx, "cuLaunchKernelEx");
+  KIR_CUDA(per_thread, LaunchEx, "cuLaunchKernelEx_ptsz");
   LaunchEx launch = ptsz && per_thread ? per_thread : plain;
   return launch ? launch(config, f, args, extra) : kNotFound;
 }
 
 int driver_launch_cooperative(void* f, Dim3 grid, Dim3 block, unsigned shared, void* stream, void** args) {
-  static const auto launch = cuda<LaunchCooperative>("cuLaunchCooperativeKernel");
+  KIR_CUDA(launch, LaunchCooperative, "cuLaunchCooperativeKernel");
   return launch ? launch(f, grid.x, grid.y, grid.z, block.x, block.y, block.z, shared, stream, args) : kNotFound;
 }
 
 int hip_module_launch(void* f, Dim3 grid, Dim3 block, unsigned shared, void* stream, void** args) {
-  static const auto launch = hip<Launch>("hipModuleLaunchKernel");
+  KIR_HIP(launch, Launch, "hipModuleLaunchKernel");
   return launch ? launch(f, grid.x, grid.y, grid.z, block.x, block.y, block.z, shared, stream, args, nullptr)
                 : kNotFound;
 }
