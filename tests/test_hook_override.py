@@ -267,6 +267,13 @@ def rig(built, tmp_path_factory):
 
     cc("-shared", "-fPIC", "rt.c", "-Wl,-soname,libcudart.so", "-o", "libcudart.so")
     cc("-shared", "-fPIC", "drv.c", "-Wl,-soname,libcuda.so.1", "-o", "libcuda.so.1")
+    (d / "proteus.c").write_text(STUB_COMMON + r"""
+int __proteus_launch_kernel(const void* f, dim3 g, dim3 b, void** args, size_t s, void* st) {
+  (void)s; (void)st; printf("stub __proteus_launch_kernel stub=%p grid=%u block=%u a=%g\n", f, g.x, b.x, *(float*)args[0]);
+  return 0;
+}
+""")
+    cc("-shared", "-fPIC", "proteus.c", "-o", "libproteus.so")
     cc("app.c", f"-L{d}", "-l:libcudart.so", "-l:libcuda.so.1", "-ldl", f"-Wl,-rpath,{d}", "-o", "app")
     for name, claim, v3, report in (("A", 1, 0, 1), ("B", 1, 0, 0), ("C", 0, 1, 0)):
         cc("-shared", "-fPIC", f"-I{INCLUDE}", f'-DNAME="{name}"', f"-DCLAIM={claim}", f"-DV3={v3}",
@@ -274,9 +281,10 @@ def rig(built, tmp_path_factory):
     return d, built["kernels.fatbin"], built["kernels_sm90.cubin"]
 
 
-def run(rig, launches, clients="ABC", log=False, **modes):
+def run(rig, launches, clients="ABC", log=False, proteus=False, **modes):
     d, fatbin, cubin = rig
-    env = {"PATH": "/usr/bin:/bin", "LD_PRELOAD": str(HOOK), "LD_LIBRARY_PATH": str(d),
+    preload = f"{HOOK}:{d / 'libproteus.so'}" if proteus else str(HOOK)
+    env = {"PATH": "/usr/bin:/bin", "LD_PRELOAD": preload, "LD_LIBRARY_PATH": str(d),
            "KIR_HOOK_CLIENTS": ":".join(str(d / f"lib{c}.so") for c in clients), **modes}
     if log:
         env["KIR_HOOK_LOG"] = "1"
@@ -338,6 +346,14 @@ def test_first_claimer_wins_and_a_v3_client_is_unaffected(rig):
     assert lines(proc, "C completed") == ["C completed cudaLaunchKernel result=77",
                                           "C completed cuLaunchKernel result=77"]
     assert "POISON" not in proc.stdout
+
+
+def test_a_claim_bypasses_the_proteus_runtime(rig):
+    """With Proteus loaded, __proteus_launch_kernel goes to it — unless a client claims."""
+    plain = run(rig, "P", proteus=True)
+    assert [l.split()[1] for l in lines(plain, "stub ")] == ["__proteus_launch_kernel"]
+    claimed = run(rig, "P", proteus=True, A_MODE="function")
+    assert lines(claimed, "stub ") == ["stub cuLaunchKernel f=0xf00d grid=4 block=32 shared=16 stream=0x5 a=2.5"]
 
 
 def test_kir_trace_names_the_claim(rig):
