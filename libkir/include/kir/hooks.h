@@ -49,7 +49,8 @@
  *     launch (kir_hook_substitute: HANDLED, or launch a function, a CUkernel, a
  *     hipFunction_t or code the layer loads once per context instead); the
  *     outcome in kir_hook_launch.outcome / claimed_by / substitute_id; counts in
- *     kir_hook_stats.handled / substituted / substitute_failures;
+ *     kir_hook_stats.handled / substituted / substitute_loads /
+ *     substitute_failures;
  *   - JIT arguments in the registry: kir_hook_kernel.jit_arg_count / jit_args,
  *     captured from the Proteus ABI (__proteus_create_runtime_constant_info_*
  *     and __proteus_register_function);
@@ -191,8 +192,9 @@ typedef struct kir_hook_launch {
   const char* api;                /* "cudaLaunchKernel", "cuLaunchKernel", "__proteus_launch_kernel", ... */
   /* API 4 (the launch override; see above): */
   int outcome;                    /* KIR_LAUNCH_*: what ran (launch_begin: what will run) */
-  int claimed_by;                 /* the claiming client's index (kir_hook_add_client order, from 0;
-                                     clients from KIR_HOOK_CLIENTS first), -1 when none claimed */
+  int claimed_by;                 /* the claiming client's index in the layer's table (registration
+                                     order, from 0: KIR_HOOK_CLIENTS in their order, then those
+                                     kir_hook_add_client adds), -1 when none claimed */
   kir_hash128 substitute_id;      /* the claimer's kir_hook_substitute.id (e.g. its JIT key); zero
                                      when none claimed */
 } kir_hook_launch;
