@@ -1,6 +1,10 @@
 """Launch overhead of the hook layer (needs a GPU): ns per empty-kernel launch,
-bare vs under libkir_hook.so with no client and with a no-op client, measured as
-interleaved pairs; prints the median ratio of each to the bare run of its pair.
+bare vs under libkir_hook.so with no client, with a no-op client, and (hook API 4)
+with a client whose launch_override declines every launch and one that claims
+every launch with a substitute — the kernel's own cubin as code, which the layer
+loads once and then finds in its per-context cache (the override's hit path);
+measured as interleaved pairs; prints the median ratio of each to the bare run of
+its pair.
 
     python benchmarks/hook_overhead.py [--pairs 15] [--launches 200000]
 """
@@ -31,6 +35,48 @@ __attribute__((destructor)) static void report(void) { fprintf(stderr, "noop-cli
 """
 
 
+# MODE 0: declines every launch (the cost of asking); 1: substitutes the kernel's
+# own launched image (kept after the first request, a fixed id: the layer's cache
+# hit path). Says at exit how many launches it was asked about and how many ran
+# substituted (kir_hook_stats.substituted).
+OVERRIDE_CLIENT = r"""
+#include <stdio.h>
+#include <string.h>
+#include <kir/hooks.h>
+static unsigned long long asked;
+static const kir_hook_kernel* known;
+static kir_hook_code code;
+static int claim(void* u, const kir_hook_launch* l, kir_hook_substitute* s) {
+  (void)u; __atomic_fetch_add(&asked, 1, __ATOMIC_RELAXED);
+  if (!MODE || !l->kernel) return 0;
+  if (l->kernel != known) { if (!kir_hook_kernel_code(l->kernel, KIR_CODE_LAUNCHED, &code)) return 0; known = l->kernel; }
+  s->kind = KIR_SUBSTITUTE_CODE; s->code = code.bytes; s->code_size = code.size; s->code_kind = code.kind;
+  s->arch = code.arch; s->id.low = 1;
+  return 1;
+}
+static kir_hook_client client;
+const kir_hook_client* kir_hook_client_entry(void) {
+  client.struct_size = sizeof client; client.api_version = KIR_HOOK_API_VERSION; client.launch_override = claim;
+  return &client;
+}
+__attribute__((destructor)) static void report(void) {
+  kir_hook_stats st; memset(&st, 0, sizeof st); st.struct_size = sizeof st; kir_hook_get_stats(&st);
+  fprintf(stderr, "override-client asked=%llu substituted=%llu\n", asked, (unsigned long long)st.substituted);
+}
+"""
+
+
+def build_override_clients(work: Path) -> tuple[Path, Path]:
+    (work / "override.c").write_text(OVERRIDE_CLIENT)
+    out = []
+    for mode in (0, 1):
+        lib = work / f"liboverride{mode}.so"
+        subprocess.run(["gcc", "-shared", "-fPIC", f"-DMODE={mode}", "-I", str(Path(kir.__file__).parent / "include"),
+                        str(work / "override.c"), "-o", str(lib)], check=True)
+        out.append(lib)
+    return out[0], out[1]
+
+
 def build(work: Path) -> tuple[Path, Path]:
     exe, client = work / "launch", work / "libnoop.so"
     subprocess.run(["nvcc", "-O2", "-cudart", "shared", "-arch=native", str(HERE / "hook_overhead.cu"),
@@ -44,10 +90,16 @@ def build(work: Path) -> tuple[Path, Path]:
 def ns_per_launch(exe: Path, launches: int, env: dict) -> float:
     run = subprocess.run([str(exe), str(launches)], capture_output=True, text=True, check=True,
                          env={**os.environ, **env})
-    if "KIR_HOOK_CLIENTS" in env:  # the hook must have seen every launch (1000 warm-up + n)
+    if "noop" in env.get("KIR_HOOK_CLIENTS", ""):  # the hook must have seen every launch (1000 warm-up + n)
         seen = run.stderr.split("noop-client launches=")[-1].split()[0]
         if int(seen) != launches + 1000:
             raise SystemExit(f"the hook saw {seen} of {launches + 1000} launches: nothing is measured")
+    if "override" in env.get("KIR_HOOK_CLIENTS", ""):  # asked about every launch; mode 1: all substituted
+        line = run.stderr.split("override-client ")[-1].split()
+        asked, substituted = (int(field.split("=")[1]) for field in line[:2])
+        want = 0 if env["KIR_HOOK_CLIENTS"].endswith("override0.so") else launches + 1000
+        if asked != launches + 1000 or substituted != want:
+            raise SystemExit(f"override client: asked {asked}, substituted {substituted} of {launches + 1000}")
     return float(run.stdout.strip())
 
 
@@ -56,10 +108,15 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=15)
     parser.add_argument("--launches", type=int, default=200000)
     args = parser.parse_args()
-    exe, client = build(Path(tempfile.mkdtemp()))
+    work = Path(tempfile.mkdtemp())
+    exe, client = build(work)
+    declines, substitutes = build_override_clients(work)
     hook = str(Path(kir.__file__).parent / "lib" / "libkir_hook.so")
     variants = {"hook, no client": {"LD_PRELOAD": hook},
-                "hook + no-op client": {"LD_PRELOAD": hook, "KIR_HOOK_CLIENTS": str(client)}}
+                "hook + no-op client": {"LD_PRELOAD": hook, "KIR_HOOK_CLIENTS": str(client)},
+                "hook + override client, declines": {"LD_PRELOAD": hook, "KIR_HOOK_CLIENTS": str(declines)},
+                "hook + override client, substitutes (cached code)": {"LD_PRELOAD": hook,
+                                                                      "KIR_HOOK_CLIENTS": str(substitutes)}}
     bare, ratios = [], {name: [] for name in variants}
     for _ in range(args.pairs):
         for name, env in variants.items():

@@ -80,6 +80,22 @@ void bind_builder(nb::module_& m) {
       .def("add_ptx_unit", [](B& b, std::string arch, nb::bytes data) {
         check(b.builder->add_ptx_unit(std::move(arch), view(data)));
       }, "arch"_a, "data"_a)
+      .def("set_jit_args", [](B& b, const std::vector<std::tuple<uint32_t, std::string, uint8_t, bool, uint32_t,
+                                                                 uint8_t, uint32_t>>& args) {
+        std::vector<kir_jit_arg> out;
+        for (const auto& [position, kind, type, by_value, count, count_type, count_position] : args) {
+          kir_jit_arg a{};
+          a.position = position;
+          if (kind == "scalar") a.kind = KIR_JIT_SCALAR;
+          else if (kind == "array") a.kind = KIR_JIT_ARRAY;
+          else if (kind == "object") a.kind = KIR_JIT_OBJECT;
+          else throw nb::value_error(("jit argument kind must be scalar, array or object, not " + kind).c_str());
+          a.type = type, a.by_value = by_value, a.count = count, a.count_type = count_type;
+          a.count_position = count_position;
+          out.push_back(a);
+        }
+        b.builder->set_jit_args(std::move(out));
+      }, "args"_a, "(position, kind, type, by_value, count, count_type, count_position) per argument")
       .def("set_launch", [](B& b, std::string api, kir::Hash128 dynamic_hash,
                             std::tuple<uint32_t, uint32_t, uint32_t> grid,
                             std::tuple<uint32_t, uint32_t, uint32_t> block, uint64_t shared_bytes,

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kir/binary.hpp"
+#include "kir/hash/kernel_code.hpp"
 
 namespace {
 
@@ -180,6 +181,28 @@ int kir_binary_kernel_param(const kir_binary* binary, size_t index, size_t kerne
   kir_kernel_param p{sizeof(kir_kernel_param), k->params[param].ordinal, k->params[param].offset,
                      k->params[param].size};
   copy_out(p, out);
+  return 0;
+}
+
+int64_t kir_binary_kernel_ir_count(const kir_binary* binary, size_t index, size_t kernel) {
+  const kir::Kernel* k = find_kernel(binary, index, kernel);
+  if (!k) return -1;
+  kir::KernelCode c = kir::kernel_code(*binary->code(index), k->name);
+  return c.kind == kir::CodeKind::ir ? int64_t(c.modules.size()) : 0;
+}
+
+int kir_binary_kernel_ir(const kir_binary* binary, size_t index, size_t kernel, size_t module, kir_bytes* out) {
+  const kir::Kernel* k = find_kernel(binary, index, kernel);
+  if (!k || !out) return k ? fail("kir_binary_kernel_ir: NULL out") : -1;
+  const kir::DeviceCode* code = binary->code(index);
+  kir::KernelCode c = kir::kernel_code(*code, k->name);
+  size_t n = c.kind == kir::CodeKind::ir ? c.modules.size() : 0;
+  if (module >= n)
+    return fail("IR module index " + std::to_string(module) + " out of range: kernel " + k->name + " has " +
+                std::to_string(n));
+  const std::vector<uint8_t>& bitcode = code->ir[c.modules[module]].bitcode;
+  out->data = bitcode.data();
+  out->size = bitcode.size();
   return 0;
 }
 

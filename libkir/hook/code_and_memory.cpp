@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "layer.hpp"
+#include "kir/hash/kernel_code.hpp"
 
 namespace kir::hook {
 
@@ -49,6 +50,38 @@ FatbinRecord* Layer::live_fatbin_of(const kir_hook_kernel* kernel) {
   if (!kernel || __atomic_load_n(&kernel->unloaded, __ATOMIC_ACQUIRE)) return nullptr;
   KernelRecord* k = kernel_for(kernel->host_stub);
   return k && &k->view == kernel ? k->fatbin : nullptr;  // not a stale view of an earlier load
+}
+
+namespace {
+
+/// The embedded modules kernel `name`'s static hash covers in `f`'s decoded code
+/// (kir/hash/kernel_code.hpp), as indices into its `ir`; empty when none.
+std::vector<uint32_t> ir_modules(const FatbinRecord& f, const std::string& name) {
+  if (!f.code || f.code->ir.empty()) return {};
+  KernelCode k = kernel_code(*f.code, name);
+  return k.kind == CodeKind::ir ? k.modules : std::vector<uint32_t>{};
+}
+
+}  // namespace
+
+size_t Layer::kernel_ir_count(const kir_hook_kernel* kernel) {
+  FatbinRecord* f = live_fatbin_of(kernel);
+  if (!f) return 0;
+  std::lock_guard<std::mutex> lock(f->code_mutex);
+  return f->unloaded ? 0 : ir_modules(*f, kernel->name).size();
+}
+
+bool Layer::kernel_ir(const kir_hook_kernel* kernel, size_t index, kir_bytes& out) {
+  FatbinRecord* f = live_fatbin_of(kernel);
+  if (!f) return false;
+  std::lock_guard<std::mutex> lock(f->code_mutex);
+  if (f->unloaded) return false;
+  std::vector<uint32_t> modules = ir_modules(*f, kernel->name);
+  if (index >= modules.size()) return false;
+  const std::vector<uint8_t>& bitcode = f->code->ir[modules[index]].bitcode;
+  out.data = bitcode.data();
+  out.size = bitcode.size();
+  return true;
 }
 
 size_t Layer::kernel_code_units(const kir_hook_kernel* kernel) {
@@ -152,6 +185,14 @@ KIR_EXPORT size_t kir_hook_kernel_code_units(const kir_hook_kernel* kernel) {
 
 KIR_EXPORT int kir_hook_kernel_code_unit(const kir_hook_kernel* kernel, size_t index, kir_hook_code* out) {
   return out && kir::hook::Layer::get().kernel_code_unit(kernel, index, *out) ? 1 : 0;
+}
+
+KIR_EXPORT size_t kir_hook_kernel_ir_count(const kir_hook_kernel* kernel) {
+  return kir::hook::Layer::get().kernel_ir_count(kernel);
+}
+
+KIR_EXPORT int kir_hook_kernel_ir(const kir_hook_kernel* kernel, size_t index, kir_bytes* out) {
+  return out && kir::hook::Layer::get().kernel_ir(kernel, index, *out) ? 1 : 0;
 }
 
 KIR_EXPORT void kir_hook_for_each_allocation(void (*visit)(void*, const kir_hook_allocation*), void* user) {

@@ -15,7 +15,8 @@ using kir::hook::launch_event;
 using kir::hook::reported_call;
 using kir::hook::tracked_alloc;
 using kir::hook::tracked_free;
-using kir::hook::traced_launch;
+using kir::hook::claimable_launch;
+using kir::hook::Vendor;
 using cudaError_t = int;
 using cudaStream_t = void*;
 
@@ -92,11 +93,25 @@ KIR_EXPORT void __cudaRegisterManagedVar(void** handle, void** host_var_address,
   layer().global_registered(handle, host_var_address, device_name, size, symbol_address);
 }
 
+// Launches (API 4: a client may claim them; a substitute is launched through the
+// driver with the app's configuration, see kir/hooks.h "Launch override").
 KIR_EXPORT cudaError_t cudaLaunchKernel(const void* func, Dim3 grid, Dim3 block, void** args,
                              size_t shared_bytes, cudaStream_t stream) {
   KIR_REAL(cudaLaunchKernel, cudaError_t (*)(const void*, Dim3, Dim3, void**, size_t, cudaStream_t));
-  return traced_launch(launch_event("cudaLaunchKernel", func, grid, block, shared_bytes, stream, args),
-                       &kStreamOps, [&] { return real_cudaLaunchKernel(func, grid, block, args, shared_bytes, stream); });
+  return claimable_launch(
+      launch_event("cudaLaunchKernel", func, grid, block, shared_bytes, stream, args), &kStreamOps,
+      Vendor::cuda_runtime, [&] { return real_cudaLaunchKernel(func, grid, block, args, shared_bytes, stream); },
+      [&](void* f) { return kir::hook::driver_launch(f, grid, block, unsigned(shared_bytes), stream, args, nullptr, false); });
+}
+
+// What code built with `--default-stream per-thread` calls.
+KIR_EXPORT cudaError_t cudaLaunchKernel_ptsz(const void* func, Dim3 grid, Dim3 block, void** args,
+                                             size_t shared_bytes, cudaStream_t stream) {
+  KIR_REAL(cudaLaunchKernel_ptsz, cudaError_t (*)(const void*, Dim3, Dim3, void**, size_t, cudaStream_t));
+  return claimable_launch(
+      launch_event("cudaLaunchKernel_ptsz", func, grid, block, shared_bytes, stream, args), &kStreamOps,
+      Vendor::cuda_runtime, [&] { return real_cudaLaunchKernel_ptsz(func, grid, block, args, shared_bytes, stream); },
+      [&](void* f) { return kir::hook::driver_launch(f, grid, block, unsigned(shared_bytes), stream, args, nullptr, true); });
 }
 
 /// cudaLaunchKernelExC's config: grid, block, shared memory, stream, then attributes.
@@ -108,21 +123,38 @@ struct LaunchConfig {
   unsigned num_attrs;
 };
 
+/// CUlaunchConfig: the driver's twin (cudaLaunchAttribute and CUlaunchAttribute
+/// share their layout and ids, so the app's attributes pass as they are).
+struct DriverLaunchConfig {
+  unsigned gx, gy, gz, bx, by, bz, shared;
+  void* stream;
+  void* attrs;
+  unsigned num_attrs;
+};
+
 KIR_EXPORT cudaError_t cudaLaunchKernelExC(const LaunchConfig* config, const void* func, void** args) {
   KIR_REAL(cudaLaunchKernelExC, cudaError_t (*)(const LaunchConfig*, const void*, void**));
   if (!config) return real_cudaLaunchKernelExC(config, func, args);
-  return traced_launch(launch_event("cudaLaunchKernelExC", func, config->grid, config->block,
-                                    config->shared_bytes, config->stream, args),
-                       &kStreamOps, [&] { return real_cudaLaunchKernelExC(config, func, args); });
+  return claimable_launch(launch_event("cudaLaunchKernelExC", func, config->grid, config->block,
+                                       config->shared_bytes, config->stream, args),
+                          &kStreamOps, Vendor::cuda_runtime, [&] { return real_cudaLaunchKernelExC(config, func, args); },
+                          [&](void* f) {
+                            DriverLaunchConfig c{config->grid.x,  config->grid.y,  config->grid.z,
+                                                 config->block.x, config->block.y, config->block.z,
+                                                 unsigned(config->shared_bytes), config->stream, config->attrs,
+                                                 config->num_attrs};
+                            return kir::hook::driver_launch_ex(&c, f, args, nullptr, false);
+                          });
 }
 
 KIR_EXPORT cudaError_t cudaLaunchCooperativeKernel(const void* func, Dim3 grid, Dim3 block, void** args,
                                                    size_t shared_bytes, cudaStream_t stream) {
   KIR_REAL(cudaLaunchCooperativeKernel,
            cudaError_t (*)(const void*, Dim3, Dim3, void**, size_t, cudaStream_t));
-  return traced_launch(
+  return claimable_launch(
       launch_event("cudaLaunchCooperativeKernel", func, grid, block, shared_bytes, stream, args), &kStreamOps,
-      [&] { return real_cudaLaunchCooperativeKernel(func, grid, block, args, shared_bytes, stream); });
+      Vendor::cuda_runtime, [&] { return real_cudaLaunchCooperativeKernel(func, grid, block, args, shared_bytes, stream); },
+      [&](void* f) { return kir::hook::driver_launch_cooperative(f, grid, block, unsigned(shared_bytes), stream, args); });
 }
 
 // CUDA 13's <<<>>>: the launch site asks once for the kernel handle of its host
@@ -138,17 +170,21 @@ KIR_EXPORT cudaError_t __cudaGetKernel(void** kernel, const void* stub) {
 KIR_EXPORT cudaError_t __cudaLaunchKernel(void* kernel, Dim3 grid, Dim3 block, void** args, size_t shared_bytes,
                                           cudaStream_t stream) {
   KIR_REAL(__cudaLaunchKernel, cudaError_t (*)(void*, Dim3, Dim3, void**, size_t, cudaStream_t));
-  return traced_launch(
-      launch_event("__cudaLaunchKernel", layer().stub_of_handle(kernel), grid, block, shared_bytes, stream, args), &kStreamOps,
-      [&] { return real___cudaLaunchKernel(kernel, grid, block, args, shared_bytes, stream); });
+  return claimable_launch(
+      launch_event("__cudaLaunchKernel", layer().stub_of_handle(kernel), grid, block, shared_bytes, stream, args),
+      &kStreamOps, Vendor::cuda_runtime,
+      [&] { return real___cudaLaunchKernel(kernel, grid, block, args, shared_bytes, stream); },
+      [&](void* f) { return kir::hook::driver_launch(f, grid, block, unsigned(shared_bytes), stream, args, nullptr, false); });
 }
 
 KIR_EXPORT cudaError_t __cudaLaunchKernel_ptsz(void* kernel, Dim3 grid, Dim3 block, void** args,
                                                size_t shared_bytes, cudaStream_t stream) {
   KIR_REAL(__cudaLaunchKernel_ptsz, cudaError_t (*)(void*, Dim3, Dim3, void**, size_t, cudaStream_t));
-  return traced_launch(
-      launch_event("__cudaLaunchKernel_ptsz", layer().stub_of_handle(kernel), grid, block, shared_bytes, stream, args), &kStreamOps,
-      [&] { return real___cudaLaunchKernel_ptsz(kernel, grid, block, args, shared_bytes, stream); });
+  return claimable_launch(
+      launch_event("__cudaLaunchKernel_ptsz", layer().stub_of_handle(kernel), grid, block, shared_bytes, stream, args),
+      &kStreamOps, Vendor::cuda_runtime,
+      [&] { return real___cudaLaunchKernel_ptsz(kernel, grid, block, args, shared_bytes, stream); },
+      [&](void* f) { return kir::hook::driver_launch(f, grid, block, unsigned(shared_bytes), stream, args, nullptr, true); });
 }
 
 KIR_EXPORT cudaError_t cudaMalloc(void** ptr, size_t size) {

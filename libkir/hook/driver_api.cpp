@@ -85,15 +85,17 @@ int enqueue_host(void* stream, void (*fn)(void*), void* data) {
 }
 const kir::hook::StreamOps kStreamOps{synchronize, enqueue_host};
 
-template <class Call>
+/// A driver launch; `substitute(function)` launches a claimed substitute (API 4)
+/// with the app's configuration (its `params` or `extra`, untouched).
+template <class Call, class Substitute>
 CUresult launch(const char* api, const void* f, Dim3 grid, Dim3 block, unsigned shared, CUstream stream,
-                void** params, void** extra, Call&& call) {
+                void** params, void** extra, Call&& call, Substitute&& substitute) {
   if (!reporting()) return call();
   if (!layer().kernel_view(f)) resolve_function(f);
   void* slots[64];
   void** args = params ? params : unpack_extra(extra, layer().kernel_view(f), slots);
-  return kir::hook::traced_launch(kir::hook::launch_event(api, f, grid, block, shared, stream, args), &kStreamOps,
-                                  call);
+  return kir::hook::claimable_launch(kir::hook::launch_event(api, f, grid, block, shared, stream, args), &kStreamOps,
+                                     kir::hook::Vendor::cuda_driver, call, substitute);
 }
 
 }  // namespace
@@ -175,9 +177,10 @@ KIR_EXPORT CUresult cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned g
                                    void** params, void** extra) {
   KIR_REAL(cuLaunchKernel, CUresult (*)(void*, unsigned, unsigned, unsigned, unsigned, unsigned,
                                         unsigned, unsigned, CUstream, void**, void**));
-  return launch("cuLaunchKernel", f, {gx, gy, gz}, {bx, by, bz}, shared, stream, params, extra, [&] {
-    return real_cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shared, stream, params, extra);
-  });
+  return launch(
+      "cuLaunchKernel", f, {gx, gy, gz}, {bx, by, bz}, shared, stream, params, extra,
+      [&] { return real_cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shared, stream, params, extra); },
+      [&](void* g) { return real_cuLaunchKernel(g, gx, gy, gz, bx, by, bz, shared, stream, params, extra); });
 }
 
 /// CUlaunchConfig, as cuLaunchKernelEx takes it.
@@ -192,7 +195,8 @@ KIR_EXPORT CUresult cuLaunchKernelEx(const LaunchConfig* c, void* f, void** para
   KIR_REAL(cuLaunchKernelEx, CUresult (*)(const LaunchConfig*, void*, void**, void**));
   if (!c) return real_cuLaunchKernelEx(c, f, params, extra);
   return launch("cuLaunchKernelEx", f, {c->gx, c->gy, c->gz}, {c->bx, c->by, c->bz}, c->shared, c->stream,
-                params, extra, [&] { return real_cuLaunchKernelEx(c, f, params, extra); });
+                params, extra, [&] { return real_cuLaunchKernelEx(c, f, params, extra); },
+                [&](void* g) { return real_cuLaunchKernelEx(c, g, params, extra); });
 }
 
 // The per-thread-default-stream variants (what cuGetProcAddress returns for
@@ -203,16 +207,18 @@ KIR_EXPORT CUresult cuLaunchKernel_ptsz(void* f, unsigned gx, unsigned gy, unsig
                                         void** params, void** extra) {
   KIR_REAL(cuLaunchKernel_ptsz, CUresult (*)(void*, unsigned, unsigned, unsigned, unsigned, unsigned,
                                              unsigned, unsigned, CUstream, void**, void**));
-  return launch("cuLaunchKernel_ptsz", f, {gx, gy, gz}, {bx, by, bz}, shared, stream, params, extra, [&] {
-    return real_cuLaunchKernel_ptsz(f, gx, gy, gz, bx, by, bz, shared, stream, params, extra);
-  });
+  return launch(
+      "cuLaunchKernel_ptsz", f, {gx, gy, gz}, {bx, by, bz}, shared, stream, params, extra,
+      [&] { return real_cuLaunchKernel_ptsz(f, gx, gy, gz, bx, by, bz, shared, stream, params, extra); },
+      [&](void* g) { return real_cuLaunchKernel_ptsz(g, gx, gy, gz, bx, by, bz, shared, stream, params, extra); });
 }
 
 KIR_EXPORT CUresult cuLaunchKernelEx_ptsz(const LaunchConfig* c, void* f, void** params, void** extra) {
   KIR_REAL(cuLaunchKernelEx_ptsz, CUresult (*)(const LaunchConfig*, void*, void**, void**));
   if (!c) return real_cuLaunchKernelEx_ptsz(c, f, params, extra);
   return launch("cuLaunchKernelEx_ptsz", f, {c->gx, c->gy, c->gz}, {c->bx, c->by, c->bz}, c->shared,
-                c->stream, params, extra, [&] { return real_cuLaunchKernelEx_ptsz(c, f, params, extra); });
+                c->stream, params, extra, [&] { return real_cuLaunchKernelEx_ptsz(c, f, params, extra); },
+                [&](void* g) { return real_cuLaunchKernelEx_ptsz(c, g, params, extra); });
 }
 
 /// Allocation calls: the real one, then the tracker when it succeeded and the

@@ -14,7 +14,6 @@ using kir::hook::Dim3;
 using kir::hook::launch_event;
 using kir::hook::tracked_alloc;
 using kir::hook::tracked_free;
-using kir::hook::traced_launch;
 using hipError_t = int;
 using hipStream_t = void*;
 
@@ -76,8 +75,10 @@ KIR_EXPORT void __hipRegisterVar(void** handle, void* host_var, char* device_add
 KIR_EXPORT hipError_t hipLaunchKernel(const void* func, Dim3 grid, Dim3 block, void** args,
                                       size_t shared_bytes, hipStream_t stream) {
   KIR_REAL(hipLaunchKernel, hipError_t (*)(const void*, Dim3, Dim3, void**, size_t, hipStream_t));
-  return traced_launch(launch_event("hipLaunchKernel", func, grid, block, shared_bytes, stream, args),
-                       &kStreamOps, [&] { return real_hipLaunchKernel(func, grid, block, args, shared_bytes, stream); });
+  return kir::hook::claimable_launch(
+      launch_event("hipLaunchKernel", func, grid, block, shared_bytes, stream, args), &kStreamOps,
+      kir::hook::Vendor::hip, [&] { return real_hipLaunchKernel(func, grid, block, args, shared_bytes, stream); },
+      [&](void* f) { return kir::hook::hip_module_launch(f, grid, block, unsigned(shared_bytes), stream, args); });
 }
 
 KIR_EXPORT hipError_t hipMalloc(void** ptr, size_t size) {

@@ -57,6 +57,7 @@ inline kir_hook_launch launch_event(const char* api, const void* function, Dim3 
   l.shared_bytes = shared_bytes;
   l.stream = stream;
   l.args = args;
+  l.claimed_by = -1;
   return l;
 }
 
@@ -72,6 +73,35 @@ int traced_launch(kir_hook_launch launch, const StreamOps* ops, Call&& call) {
   layer.launch_completed(launch, ops);
   return launch.result;
 }
+
+/// The same for a launch a client may claim (API 4): `substitute(function)`
+/// launches a claimed substitute with the app's configuration; a HANDLED claim
+/// launches nothing and returns the client's result. Without an overriding
+/// client this is traced_launch (one relaxed load more).
+template <class Call, class Substitute>
+int claimable_launch(kir_hook_launch launch, const StreamOps* ops, Vendor vendor, Call&& call,
+                     Substitute&& substitute) {
+  if (RuntimeCall::active()) return call();
+  RuntimeCall inside;
+  Layer& layer = Layer::get();
+  Claim claim;
+  layer.launch_begin(launch, &claim, vendor);
+  if (launch.outcome == KIR_LAUNCH_HANDLED) launch.result = claim.sub.result;
+  else if (launch.outcome == KIR_LAUNCH_SUBSTITUTED) launch.result = substitute(claim.function);
+  else launch.result = call();
+  layer.launch_completed(launch, ops);
+  return launch.result;
+}
+
+/// The driver's launch entry points, for substitutes of runtime-API launches
+/// (override.cpp: found next in the lookup order or in libcuda.so.1; a missing
+/// one returns CUDA_ERROR_NOT_FOUND, 500). `config` is a CUlaunchConfig.
+int driver_launch(void* f, Dim3 grid, Dim3 block, unsigned shared, void* stream, void** args, void** extra,
+                  bool ptsz);
+int driver_launch_ex(const void* config, void* f, void** args, void** extra, bool ptsz);
+int driver_launch_cooperative(void* f, Dim3 grid, Dim3 block, unsigned shared, void* stream, void** args);
+/// hipModuleLaunchKernel, for substitutes of HIP launches.
+int hip_module_launch(void* f, Dim3 grid, Dim3 block, unsigned shared, void* stream, void** args);
 
 /// A call the app made: the real one, then `record()` when it succeeded (0).
 template <class Call, class Record>

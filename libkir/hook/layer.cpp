@@ -184,6 +184,7 @@ int Layer::add_client(const kir_hook_client* client) {
   std::memcpy(&slot, client, std::min<size_t>(client->struct_size, sizeof slot));
   client_count_.store(n + 1, std::memory_order_release);
   if (slot.allocator) install_allocator(slot.allocator);
+  if (slot.launch_override) has_override_.store(true, std::memory_order_release);
   return 0;
 }
 
@@ -700,7 +701,7 @@ KernelRecord* Layer::kernel_for(const void* stub) {
   return it == kernels_.end() ? nullptr : it->second;
 }
 
-void Layer::launch_begin(kir_hook_launch& launch) {
+void Layer::launch_begin(kir_hook_launch& launch, Claim* claim, Vendor vendor) {
   ++launches_;
   if (client_count_.load(std::memory_order_acquire) == 0) return;  // nobody to tell: skip the lookup and hash
   KernelRecord* k = kernel_for(launch.host_stub);
@@ -714,9 +715,45 @@ void Layer::launch_begin(kir_hook_launch& launch) {
     Hash128 d = h.finish();
     launch.dynamic_hash = {d.high, d.low};
   }
+  if (claim && overriding()) {
+    size_t n = client_count_.load(std::memory_order_acquire);
+    for (size_t i = 0; i < n; ++i) {
+      const kir_hook_client& c = clients_[i];
+      if (!c.launch_override) continue;
+      kir_hook_substitute sub{};
+      sub.struct_size = sizeof sub;
+      if (c.launch_override(c.user, &launch, &sub) != 1) continue;
+      claim->client = int(i);
+      claim->sub = sub;
+      launch.claimed_by = int(i);
+      launch.substitute_id = sub.id;
+      if (sub.kind == KIR_SUBSTITUTE_HANDLED) {
+        launch.outcome = KIR_LAUNCH_HANDLED;
+        ++handled_;
+      } else if ((claim->function = substitute_function(launch, *claim, vendor))) {
+        launch.outcome = KIR_LAUNCH_SUBSTITUTED;
+        ++substituted_;
+      } else {
+        ++substitute_failures_;  // reported by substitute_function; the original runs
+      }
+      break;  // the first claimer wins
+    }
+  }
   each_client([&](const kir_hook_client& c) {
     if (c.launch_begin) c.launch_begin(c.user, &launch);
   });
+}
+
+void Layer::set_jit_args(const void* stub, std::vector<kir_jit_arg> args) {
+  std::unique_lock<std::shared_mutex> lock(registry_mutex_);
+  auto it = kernels_.find(stub);
+  if (it == kernels_.end() || args.empty()) return;
+  KernelRecord* k = it->second;
+  if (__atomic_load_n(&k->view.jit_arg_count, __ATOMIC_ACQUIRE)) return;  // set once: clients may hold the pointer
+  std::sort(args.begin(), args.end(), [](const kir_jit_arg& a, const kir_jit_arg& b) { return a.position < b.position; });
+  k->jit_args = std::move(args);
+  k->view.jit_args = k->jit_args.data();
+  __atomic_store_n(&k->view.jit_arg_count, uint32_t(k->jit_args.size()), __ATOMIC_RELEASE);
 }
 
 namespace {
@@ -785,6 +822,10 @@ void Layer::stats(kir_hook_stats& out) const {
   }
   s.failures = failure_count();
   s.unregistered = unregistered_;
+  s.handled = handled_;
+  s.substituted = substituted_;
+  s.substitute_loads = substitute_loads_;
+  s.substitute_failures = substitute_failures_;
   {
     std::shared_lock<std::shared_mutex> lock(allocations_mutex_);
     s.live_allocations = allocations_.size();

@@ -105,6 +105,7 @@ struct KernelRecord {
   std::string name;
   FatbinRecord* fatbin = nullptr;
   std::vector<uint32_t> offsets, sizes;
+  std::vector<kir_jit_arg> jit_args;  // set once (Proteus ABI); the view points into it
   kir_hook_kernel view{};
   std::vector<const void*> aliases;  // other handles launches name it by (cuKernelGetFunction)
 };
@@ -117,6 +118,25 @@ void report_failure(const std::string& what, const std::string& detail, bool alw
 uint64_t failure_count();
 /// "fatbin 0x55d0c0a0" — how failure lines name a registration handle.
 std::string describe(const char* noun, const void* handle);
+
+/// Which runtime a launch came through: how a claimed substitute is loaded and launched.
+enum class Vendor {
+  cuda_runtime,  // the CUDA runtime API (and the Proteus launch ABI): may make the primary context current
+  cuda_driver,   // the driver API: the app's current context
+  hip,
+};
+
+/// A launch a client claimed (API 4): who, what it asked for, and the function
+/// to launch for a substitute (resolved by the layer; nullptr for HANDLED).
+struct Claim {
+  int client = -1;
+  kir_hook_substitute sub;  // filled when a client claims (left uninitialized: every launch makes one)
+  void* function = nullptr;
+};
+
+/// The function a claim launches: the client's handle, or its code's entry,
+/// loaded once per context (override.cpp). nullptr after a reported failure.
+void* substitute_function(const kir_hook_launch& launch, const Claim& claim, Vendor vendor);
 
 class Layer {
  public:
@@ -159,8 +179,18 @@ class Layer {
   /// The registered kernel behind a host stub or CUfunction, or nullptr.
   const kir_hook_kernel* kernel_view(const void* stub);
 
-  /// Fill a launch event for `stub` (decoding arguments, hashing), or nullptr kernel.
-  void launch_begin(kir_hook_launch& launch);
+  /// Fill a launch event for `stub` (decoding arguments, hashing), or nullptr kernel;
+  /// with `claim`, ask the clients' launch_override first (API 4): the event's
+  /// outcome says what will run, and `claim->function` the substitute to launch.
+  void launch_begin(kir_hook_launch& launch, Claim* claim = nullptr, Vendor vendor = Vendor::cuda_runtime);
+  /// Whether any client has a launch_override (a relaxed load: the hot path's only cost).
+  bool overriding() const { return has_override_.load(std::memory_order_relaxed); }
+  void count_substitute_load() { ++substitute_loads_; }
+  /// The JIT arguments of the kernel registered with `stub` (Proteus ABI): set once.
+  void set_jit_args(const void* stub, std::vector<kir_jit_arg> args);
+  /// The embedded IR modules of a kernel's code (API 4), as its static hash covers them.
+  size_t kernel_ir_count(const kir_hook_kernel* kernel);
+  bool kernel_ir(const kir_hook_kernel* kernel, size_t index, kir_bytes& out);
   /// Tell clients the launch is done, each when its `completion` asks (with `ops`;
   /// without them, or for a failed launch, at once).
   void launch_completed(const kir_hook_launch& launch, const StreamOps* ops = nullptr);
@@ -222,6 +252,8 @@ class Layer {
   std::atomic<size_t> client_count_{0};
   kir_hook_allocator allocator_{};
   std::atomic<bool> has_allocator_{false};
+  std::atomic<bool> has_override_{false};
+  std::atomic<uint64_t> handled_{0}, substituted_{0}, substitute_loads_{0}, substitute_failures_{0};
 };
 
 }  // namespace kir::hook

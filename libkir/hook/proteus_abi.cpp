@@ -5,8 +5,23 @@
 // same wrapper): the layer keeps the first. Captured, then forwarded to the real Proteus
 // runtime when it is loaded; without it, launches go to the CUDA runtime (the
 // ABI is cudaLaunchKernel's) and registrations are only recorded.
+//
+// Runtime-constant arguments (API 4: kir_hook_kernel.jit_args): the pass's
+// registration code creates one RuntimeConstantInfo per annotated argument with
+// __proteus_create_runtime_constant_info_{scalar,array_const_size,
+// array_runconst_size,object} (Proteus src/pass/ProteusPass.cpp,
+// getProteusCreateRuntimeConstantInfo*Fn; served by
+// src/runtime/CompilerInterfaceRuntimeConstantInfo.cpp) and hands the array of
+// their pointers to __proteus_register_function. The layer remembers what each
+// object describes, keyed by its address: Proteus's object when its runtime is
+// loaded (forwarded, its pointer returned), else one of the layer's own.
 #include <cstddef>
 #include <cstdint>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
 
 #include "interpose.hpp"
 
@@ -21,6 +36,63 @@ F next(const char* name) {
 }
 
 kir::hook::Layer& layer() { return kir::hook::Layer::get(); }
+
+/// Proteus's RuntimeConstantType (include/proteus/CompilerInterfaceTypes.h).
+enum ProteusType : int32_t {
+  kBool = 1, kInt8, kInt32, kInt64, kFloat, kDouble, kLongDouble, kPtr, kStaticArray, kVector, kArray, kObject
+};
+
+/// The kir_arg_type of a Proteus scalar (or array element) type; 0 for another.
+uint8_t arg_type(int32_t t) {
+  switch (t) {
+    case kBool: return KIR_ARG_BOOL;
+    case kInt8: return KIR_ARG_I8;
+    case kInt32: return KIR_ARG_I32;
+    case kInt64: return KIR_ARG_I64;
+    case kFloat: return KIR_ARG_F32;
+    case kDouble: return KIR_ARG_F64;
+    case kLongDouble: return KIR_ARG_BYTES;  // no kir type: its bytes
+    case kPtr: return KIR_ARG_PTR;
+    default: return 0;
+  }
+}
+
+/// What each RuntimeConstantInfo object describes, by its address; the layer's
+/// own objects (without Proteus) are kept for the process's life, as Proteus keeps its.
+struct RuntimeConstants {
+  std::mutex mutex;
+  std::unordered_map<const void*, kir_jit_arg> described;
+  std::deque<kir_jit_arg> own;
+};
+
+RuntimeConstants& runtime_constants() {
+  static RuntimeConstants* r = new RuntimeConstants();
+  return *r;
+}
+
+/// Remember `arg` for `object` (Proteus's, or nullptr: a new one of the layer's),
+/// and return the object. Positions come 0-based (the pass's `Pos`: annotation
+/// position - 1, AnnotationHandler.cpp) and are kept 1-based; a description kir
+/// cannot express is reported and not kept.
+void* describe(void* object, kir_jit_arg arg, int32_t pos, const char* call, bool valid) {
+  RuntimeConstants& r = runtime_constants();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  if (!object) object = &r.own.emplace_back();
+  if (pos < 0 || !valid) {
+    kir::hook::report_failure(std::string(call) + "(position " + std::to_string(pos) + ")",
+                              "a runtime constant kir cannot describe (negative position, or an unknown "
+                              "RuntimeConstantType): not among the kernel's jit_args");
+    return object;
+  }
+  arg.position = uint32_t(pos) + 1;
+  r.described[object] = arg;
+  return object;
+}
+
+template <class F>
+F proteus(const char* name) {
+  return next<F>(name);
+}
 
 }  // namespace
 
@@ -51,12 +123,82 @@ KIR_EXPORT void __proteus_register_var(void* handle, const void* host, const cha
   if (real) real(handle, host, name, size);
 }
 
-KIR_EXPORT void __proteus_register_function(void* handle, const void* stub, const char* name,
-                                            int32_t* rc_info, int32_t count) {
+KIR_EXPORT void* __proteus_create_runtime_constant_info_scalar(int32_t type, int32_t pos) {
+  static const auto real = proteus<void* (*)(int32_t, int32_t)>("__proteus_create_runtime_constant_info_scalar");
+  kir_jit_arg a{};
+  a.kind = KIR_JIT_SCALAR;
+  a.type = arg_type(type);
+  return describe(real ? real(type, pos) : nullptr, a, pos, "__proteus_create_runtime_constant_info_scalar",
+                  a.type != 0);
+}
+
+KIR_EXPORT void* __proteus_create_runtime_constant_info_array_const_size(int32_t type, int32_t pos, int32_t count,
+                                                                        int32_t element_type) {
+  static const auto real = proteus<void* (*)(int32_t, int32_t, int32_t, int32_t)>(
+      "__proteus_create_runtime_constant_info_array_const_size");
+  kir_jit_arg a{};
+  a.kind = KIR_JIT_ARRAY;
+  a.type = arg_type(element_type);
+  a.by_value = type == kStaticArray || type == kVector;  // the elements are the argument's own bytes
+  a.count = uint32_t(count);
+  bool valid = a.type != 0 && count >= 0 && (type == kArray || type == kStaticArray || type == kVector);
+  return describe(real ? real(type, pos, count, element_type) : nullptr, a, pos,
+                  "__proteus_create_runtime_constant_info_array_const_size", valid);
+}
+
+KIR_EXPORT void* __proteus_create_runtime_constant_info_array_runconst_size(int32_t type, int32_t pos,
+                                                                           int32_t element_type,
+                                                                           int32_t count_type, int32_t count_pos) {
+  static const auto real = proteus<void* (*)(int32_t, int32_t, int32_t, int32_t, int32_t)>(
+      "__proteus_create_runtime_constant_info_array_runconst_size");
+  kir_jit_arg a{};
+  a.kind = KIR_JIT_ARRAY;
+  a.type = arg_type(element_type);
+  a.count_type = arg_type(count_type);
+  a.count_position = count_pos >= 0 ? uint32_t(count_pos) + 1 : 0;  // 0-based NumEltsPos, as Pos
+  bool valid = a.type != 0 && a.count_type != 0 && count_pos >= 0 && type == kArray;
+  return describe(real ? real(type, pos, element_type, count_type, count_pos) : nullptr, a, pos,
+                  "__proteus_create_runtime_constant_info_array_runconst_size", valid);
+}
+
+KIR_EXPORT void* __proteus_create_runtime_constant_info_object(int32_t type, int32_t pos, int32_t size,
+                                                              bool by_value) {
   static const auto real =
-      next<void (*)(void*, const void*, const char*, int32_t*, int32_t)>("__proteus_register_function");
+      proteus<void* (*)(int32_t, int32_t, int32_t, bool)>("__proteus_create_runtime_constant_info_object");
+  kir_jit_arg a{};
+  a.kind = KIR_JIT_OBJECT;
+  a.type = KIR_ARG_BYTES;
+  a.by_value = by_value ? 1 : 0;
+  a.count = uint32_t(size);
+  return describe(real ? real(type, pos, size, by_value) : nullptr, a, pos,
+                  "__proteus_create_runtime_constant_info_object", type == kObject && size >= 0);
+}
+
+// Proteus: __proteus_register_function(void* Handle, void* Kernel, char const* KernelName,
+// RuntimeConstantInfo** RCInfoArrayPtr, int32_t NumRCs) (ProteusPass.cpp, getJitRegisterFunctionFn).
+KIR_EXPORT void __proteus_register_function(void* handle, const void* stub, const char* name, void** infos,
+                                            int32_t count) {
+  static const auto real =
+      next<void (*)(void*, const void*, const char*, void**, int32_t)>("__proteus_register_function");
   if (!layer().kernel_view(stub)) layer().kernel_registered(handle, stub, name);
-  if (real) real(handle, stub, name, rc_info, count);
+  if (infos && count > 0) {
+    std::vector<kir_jit_arg> args;
+    RuntimeConstants& r = runtime_constants();
+    {
+      std::lock_guard<std::mutex> lock(r.mutex);
+      for (int32_t i = 0; i < count; ++i) {
+        auto it = r.described.find(infos[i]);
+        if (it != r.described.end()) args.push_back(it->second);
+      }
+    }
+    if (args.size() != size_t(count))
+      kir::hook::report_failure("__proteus_register_function(\"" + std::string(name ? name : "") + "\")",
+                                std::to_string(size_t(count) - args.size()) + " of its " + std::to_string(count) +
+                                    " runtime constants were not described through "
+                                    "__proteus_create_runtime_constant_info_* (or not in a form kir keeps)");
+    layer().set_jit_args(stub, std::move(args));
+  }
+  if (real) real(handle, stub, name, infos, count);
 }
 
 KIR_EXPORT int __proteus_launch_kernel(const void* kernel, Dim3 grid, Dim3 block, void** args,
@@ -69,10 +211,15 @@ KIR_EXPORT int __proteus_launch_kernel(const void* kernel, Dim3 grid, Dim3 block
       reinterpret_cast<int (*)(void*, void (*)(void*), void*)>(dlsym(RTLD_DEFAULT, "cudaLaunchHostFunc"))};
   kir_hook_launch launch = kir::hook::launch_event("__proteus_launch_kernel", kernel, grid, block, shared_bytes,
                                                    stream, args);
-  return kir::hook::traced_launch(launch, ops.synchronize && ops.enqueue_host ? &ops : nullptr, [&] {
-    LaunchFn forward = real ? real : runtime;
-    return forward ? forward(kernel, grid, block, args, shared_bytes, stream) : 1;
-  });
+  return kir::hook::claimable_launch(
+      launch, ops.synchronize && ops.enqueue_host ? &ops : nullptr, kir::hook::Vendor::cuda_runtime,
+      [&] {
+        LaunchFn forward = real ? real : runtime;
+        return forward ? forward(kernel, grid, block, args, shared_bytes, stream) : 1;
+      },
+      [&](void* f) {
+        return kir::hook::driver_launch(f, grid, block, unsigned(shared_bytes), stream, args, nullptr, false);
+      });
 }
 
 }  // extern "C"

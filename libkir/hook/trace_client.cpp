@@ -216,12 +216,22 @@ void on_launch(void*, const kir_hook_launch* l) {
                 static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(l->stream)), l->result);
   std::string s = l->kernel ? hex_hash(l->kernel->static_hash) : "", d = hex_hash(l->dynamic_hash);
   std::string api = l->api ? l->api : "";
+  // A launch a client claimed (hook API 4): who, what ran, and the substitute's id.
+  std::string claim;
+  if (l->claimed_by >= 0) {
+    const char* outcome = l->outcome == KIR_LAUNCH_HANDLED       ? "handled"
+                          : l->outcome == KIR_LAUNCH_SUBSTITUTED ? "substituted"
+                                                                 : "original";
+    std::string id = hex_hash(l->substitute_id), by = std::to_string(l->claimed_by);
+    claim = json ? ",\"claimed_by\":" + by + ",\"outcome\":\"" + outcome + "\",\"substitute\":\"" + id + "\""
+                 : " claimed_by=" + by + " outcome=" + outcome + " substitute=" + id;
+  }
   if (json)
     line("{\"event\":\"launch\",\"api\":" + quoted(api) + ",\"kernel\":" + quoted(name) + ",\"demangled\":" + quoted(demangled) +
-         "," + dims + ",\"args\":[" + args + "],\"static\":\"" + s + "\",\"dynamic\":\"" + d + "\"}");
+         "," + dims + ",\"args\":[" + args + "],\"static\":\"" + s + "\",\"dynamic\":\"" + d + "\"" + claim + "}");
   else
     line("kir-trace launch " + (l->kernel ? demangled : std::string("(unregistered)")) + " kernel=" +
-         name + " api=" + api + " " + dims + " args=[" + args + "] static=" + s + " dynamic=" + d);
+         name + " api=" + api + " " + dims + " args=[" + args + "] static=" + s + " dynamic=" + d + claim);
 }
 
 /// The trace stream for KIR_TRACE_FD = "N" or "N:DEV:INO", on a high

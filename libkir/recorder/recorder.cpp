@@ -351,6 +351,8 @@ void Recorder::describe_kernel(RecordBuilder& b, const kir_hook_launch& l) {
       }
   }
   if (k.ir && k.ir_size) (void)b.set_ir(ByteView(static_cast<const uint8_t*>(k.ir), k.ir_size));
+  if (uint32_t n = __atomic_load_n(&k.jit_arg_count, __ATOMIC_ACQUIRE))  // API 4: set once, then read-only
+    b.set_jit_args(std::vector<kir_jit_arg>(k.jit_args, k.jit_args + n));
   // Relocatable device code: the linked image has no PTX; every unit's PTX, in
   // link order, lets replay link the kernel from PTX. Kept only when all have it.
   size_t units = kir_hook_kernel_code_units(&k);

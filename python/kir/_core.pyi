@@ -626,6 +626,11 @@ class RecordBuilder:
 
     def add_ptx_unit(self, arch: str, data: bytes) -> None: ...
 
+    def set_jit_args(self, args: Sequence[tuple[int, str, int, bool, int, int, int]]) -> None:
+        """
+        (position, kind, type, by_value, count, count_type, count_position) per argument
+        """
+
     def set_launch(self, api: str, dynamic_hash: Hash128, grid: tuple[int, int, int], block: tuple[int, int, int], shared_bytes: int, stream: int, args: Sequence[bytes], ordinal: int) -> None: ...
 
     def set_va_range(self, base: int, size: int) -> None: ...
@@ -660,7 +665,7 @@ class RecordBuilder:
 
 def record_format() -> dict:
     """
-    The recording format the C++ writer writes (kir/record/format.hpp): version, versions (every one a reader knows), metadata_format, record_suffix, chunk_suffix, record_header and chunk_header (magic, size, fields: (name, offset, size, type) with type 'bytes', 'u32' or 'u64', little-endian), codecs ({id: name}).
+    The recording format the C++ writer writes (kir/record/format.hpp): version, versions (every one a reader knows), metadata_format, record_suffix, chunk_suffix, record_header and chunk_header (magic, size, fields: (name, offset, size, type) with type 'bytes', 'u32' or 'u64', little-endian), codecs ({id: name}), max_chunk_bytes (the largest chunk a reader accepts and the writer writes).
     """
 
 def reachable_ranges(ranges: Sequence[tuple[int, int]], roots: Sequence[int], contents: Sequence[bytes]) -> list[int]:

@@ -32,7 +32,15 @@ class _Kernel(ctypes.Structure):
     _fields_ = [("name", ctypes.c_char_p), ("host_stub", ctypes.c_void_p), ("fatbin", ctypes.c_void_p),
                 ("param_count", ctypes.c_uint32), ("param_offsets", ctypes.POINTER(ctypes.c_uint32)),
                 ("param_sizes", ctypes.POINTER(ctypes.c_uint32)), ("static_hash", _Hash128),
-                ("ir", ctypes.c_void_p), ("ir_size", ctypes.c_size_t), ("unloaded", ctypes.c_int)]
+                ("ir", ctypes.c_void_p), ("ir_size", ctypes.c_size_t), ("unloaded", ctypes.c_int),
+                # API 4
+                ("jit_arg_count", ctypes.c_uint32), ("jit_args", ctypes.c_void_p)]
+
+
+class _JitArg(ctypes.Structure):  # kir_jit_arg (kir/kir.h)
+    _fields_ = [("position", ctypes.c_uint32), ("kind", ctypes.c_uint8), ("type", ctypes.c_uint8),
+                ("by_value", ctypes.c_uint8), ("count_type", ctypes.c_uint8), ("count", ctypes.c_uint32),
+                ("count_position", ctypes.c_uint32)]
 
 
 class _Global(ctypes.Structure):
@@ -48,7 +56,10 @@ class _Allocation(ctypes.Structure):
 class _Stats(ctypes.Structure):
     _fields_ = [("struct_size", ctypes.c_uint32), ("fatbins", ctypes.c_uint64), ("kernels", ctypes.c_uint64),
                 ("globals", ctypes.c_uint64), ("live_allocations", ctypes.c_uint64),
-                ("launches", ctypes.c_uint64), ("failures", ctypes.c_uint64), ("unregistered", ctypes.c_uint64)]
+                ("launches", ctypes.c_uint64), ("failures", ctypes.c_uint64), ("unregistered", ctypes.c_uint64),
+                # API 4: the launch override
+                ("handled", ctypes.c_uint64), ("substituted", ctypes.c_uint64), ("substitute_loads", ctypes.c_uint64),
+                ("substitute_failures", ctypes.c_uint64)]
 
 
 @dataclass(frozen=True)
@@ -61,6 +72,8 @@ class Kernel:
     static_hash: str               # 32 hex digits, as `kir hash` prints it
     ir: bytes                      # bitcode the Proteus pass embedded for it (b"" when none)
     unloaded: bool = False         # its fatbin or module was unregistered since
+    #: runtime-constant arguments captured from the Proteus ABI (kir_hook_kernel.jit_args), by position
+    jit_args: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -129,8 +142,20 @@ def kernels() -> list[Kernel]:
                           tuple(k.param_offsets[j] for j in range(n)),
                           tuple(k.param_sizes[j] for j in range(n)),
                           f"{k.static_hash.high:016x}{k.static_hash.low:016x}",
-                          ctypes.string_at(k.ir, k.ir_size) if k.ir else b"", bool(k.unloaded)))
+                          ctypes.string_at(k.ir, k.ir_size) if k.ir else b"", bool(k.unloaded),
+                          _jit_args(k)))
     return out
+
+
+_JIT_KINDS = ("scalar", "array", "object")
+
+
+def _jit_args(k: _Kernel) -> tuple:
+    from kir.record import JitArg
+    args = ctypes.cast(k.jit_args, ctypes.POINTER(_JitArg)) if k.jit_args else None
+    return tuple(JitArg(a.position, _JIT_KINDS[a.kind] if a.kind < 3 else "unknown", a.type, bool(a.by_value),
+                        a.count, a.count_type, a.count_position)
+                 for a in (args[i] for i in range(k.jit_arg_count if args else 0)))
 
 
 def globals_() -> list[Global]:

@@ -30,7 +30,7 @@ from pathlib import Path
 from kir import _core
 from kir.errors import KirError, RecordError
 
-__all__ = ["Code", "Device", "Flag", "Kernel", "Launch", "Param", "Process", "Record", "RecordError",
+__all__ = ["Code", "Device", "Flag", "JitArg", "Kernel", "Launch", "Param", "Process", "Record", "RecordError",
            "Recording", "Region", "Stats", "VaRange", "check_output_directory", "read_chunk", "read_record_body",
            "record_app"]
 
@@ -111,6 +111,18 @@ class Param:
 
 
 @dataclass
+class JitArg:
+    """A runtime-constant argument the hook captured from the Proteus ABI (kir_jit_arg, kir/kir.h)."""
+    position: int           #: 1-based parameter position
+    kind: str               #: "scalar", "array" or "object"
+    type: int               #: kir_arg_type: the scalar's, an array's elements' (KIR_ARG_BYTES for objects)
+    by_value: bool          #: objects: passed by value; arrays: elements in the argument's own bytes
+    count: int              #: constant-size arrays: element count; objects: size in bytes
+    count_type: int         #: run-time-size arrays: kir_arg_type of the argument holding the count
+    count_position: int     #: run-time-size arrays: its 1-based position; 0 when `count` is constant
+
+
+@dataclass
 class Kernel:
     name: str               #: mangled
     demangled: str
@@ -122,6 +134,8 @@ class Kernel:
     #: relocatable device code (nvcc -rdc=true): the PTX of every unit the kernel's
     #: registration was device-linked from, in link order; empty otherwise
     ptx_units: list[Code] = field(default_factory=list)
+    #: the kernel's runtime-constant arguments (kernel.jit_args); empty when the record has none
+    jit_args: list[JitArg] = field(default_factory=list)
 
 
 @dataclass
@@ -423,7 +437,20 @@ def _kernel(f: _Fields) -> Kernel:
                           for p in f.items("params")],
                   image=_code(f.sub("image", optional=True)), ptx=_code(f.sub("ptx", optional=True)),
                   ir=_code(f.sub("ir", optional=True), kind="ir"),
-                  ptx_units=[_code(u) for u in f.items("ptx_units")] if "ptx_units" in f.value else [])
+                  ptx_units=[_code(u) for u in f.items("ptx_units")] if "ptx_units" in f.value else [],
+                  jit_args=[_jit_arg(a) for a in f.items("jit_args")] if "jit_args" in f.value else [])
+
+
+_JIT_KINDS = ("scalar", "array", "object")
+
+
+def _jit_arg(f: _Fields) -> JitArg:
+    kind = f.get("kind", str)
+    if kind not in _JIT_KINDS:
+        f.fail(f"metadata '{f.key_path('kind')}' is {kind!r}, expected one of {', '.join(_JIT_KINDS)}")
+    return JitArg(position=f.count("position", U32, 1), kind=kind, type=f.count("type", 255),
+                  by_value=bool(f.count("by_value", 1)), count=f.count("count", U32),
+                  count_type=f.count("count_type", 255), count_position=f.count("count_position", U32))
 
 
 def _launch(f: _Fields) -> Launch:

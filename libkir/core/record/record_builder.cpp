@@ -174,7 +174,7 @@ std::vector<uint8_t> RecordBuilder::metadata() const {
   w.key("device").map(3).key("name").str(device_name_).key("arch").str(device_arch_);
   w.key("ordinal").sint(device_ordinal_);
 
-  w.key("kernel").map(ptx_units_.empty() ? 7 : 8).key("name").str(name_).key("demangled").str(demangled_);
+  w.key("kernel").map(7 + !ptx_units_.empty() + !jit_args_.empty()).key("name").str(name_).key("demangled").str(demangled_);
   w.key("static_hash").str(static_hash_.hex()).key("params").array(uint32_t(sizes_.size()));
   for (size_t i = 0; i < sizes_.size(); ++i) w.map(2).key("offset").uint(offsets_[i]).key("size").uint(sizes_[i]);
   w.key("image");
@@ -186,6 +186,15 @@ std::vector<uint8_t> RecordBuilder::metadata() const {
   if (!ptx_units_.empty()) {  // relocatable device code: every unit's PTX, in link order
     w.key("ptx_units").array(uint32_t(ptx_units_.size()));
     for (const StoredCode& unit : ptx_units_) write_code(w, unit, true);
+  }
+  if (!jit_args_.empty()) {  // runtime-constant arguments (kir_jit_arg), by position
+    static const char* const kinds[] = {"scalar", "array", "object"};
+    w.key("jit_args").array(uint32_t(jit_args_.size()));
+    for (const kir_jit_arg& a : jit_args_) {
+      w.map(7).key("position").uint(a.position).key("kind").str(a.kind < 3 ? kinds[a.kind] : "unknown");
+      w.key("type").uint(a.type).key("by_value").uint(a.by_value).key("count").uint(a.count);
+      w.key("count_type").uint(a.count_type).key("count_position").uint(a.count_position);
+    }
   }
 
   w.key("launch").map(8).key("api").str(api_).key("dynamic_hash").str(dynamic_hash_.hex());

@@ -44,6 +44,76 @@
  * kir_hook_global.unloaded, kir_hook_stats.failures and .unregistered. API 3
  * appended kir_hook_kernel_code_units and kir_hook_kernel_code_unit (a
  * device-linked registration's units) and frees an unloaded image's code and IR.
+ * API 4 (for JIT clients) appended:
+ *   - the launch override: kir_hook_client.launch_override, which may claim a
+ *     launch (kir_hook_substitute: HANDLED, or launch a function, a CUkernel, a
+ *     hipFunction_t or code the layer loads once per context instead); the
+ *     outcome in kir_hook_launch.outcome / claimed_by / substitute_id; counts in
+ *     kir_hook_stats.handled / substituted / substitute_loads /
+ *     substitute_failures;
+ *   - JIT arguments in the registry: kir_hook_kernel.jit_arg_count / jit_args,
+ *     captured from the Proteus ABI (__proteus_create_runtime_constant_info_*
+ *     and __proteus_register_function);
+ *   - IR access: kir_hook_kernel_ir_count / kir_hook_kernel_ir (every embedded
+ *     module the kernel's code needs) and, offline, kir_binary_kernel_ir (kir.h).
+ *
+ * Launch override (API 4). Before a launch, the layer asks the clients that
+ * have `launch_override`, in registration order; the first that returns 1
+ * claims it and no later one is asked. Then every client gets launch_begin
+ * (the claimer too; `outcome`, `claimed_by` and `substitute_id` already say what
+ * will run). The claim, filled in `*out` (zeroed by the layer, with its
+ * struct_size set: the client writes no field past it), is one of
+ *   KIR_SUBSTITUTE_HANDLED   nothing is launched; the app's call returns `result`
+ *                            (the client ran the work itself, or chose to fail it);
+ *   KIR_SUBSTITUTE_FUNCTION  launch this loaded CUfunction (CUDA) instead;
+ *   KIR_SUBSTITUTE_KERNEL    launch this CUkernel (cuLibraryGetKernel) instead;
+ *   KIR_SUBSTITUTE_HIP_FUNCTION launch this hipFunction_t (HIP) instead;
+ *   KIR_SUBSTITUTE_CODE      load `code` (`code_kind` "cubin" or "ptx" for CUDA,
+ *                            "code-object" for HIP) and launch its kernel `entry`
+ *                            (NULL: the launched kernel's own name). The layer loads
+ *                            it ONCE per context (CUDA: the current CUcontext; HIP:
+ *                            the current device) through the driver's
+ *                            cuModuleLoadData / hipModuleLoadData and keeps the
+ *                            module for the process's life, keyed by `id` (by the
+ *                            code bytes' hash when `id` is zero): different code
+ *                            must carry different ids. The bytes (and `entry`)
+ *                            need to stay valid only until the app's launch call
+ *                            returns; those of a cache hit are not read at all.
+ * A substitute is launched with the app's arguments, grid, block, dynamic shared
+ * memory and stream, through the driver: cuLaunchKernel (cuLaunchKernelEx with
+ * the app's attributes for cudaLaunchKernelExC / cuLaunchKernelEx,
+ * cuLaunchCooperativeKernel for cudaLaunchCooperativeKernel, the _ptsz entry
+ * for the per-thread-default-stream calls) or hipModuleLaunchKernel; the app's
+ * call returns that launch's result (CUresult values equal cudaError_t's for
+ * launch errors). A substitute that cannot be launched — its code does not load,
+ * `entry` is not in it, a handle of the other vendor, no current context — is a
+ * failure (counted, KIR_HOOK_LOG line): the ORIGINAL is launched, and
+ * launch_completed says so (outcome ORIGINAL, claimed_by still the claimer).
+ * Launch paths covered: cudaLaunchKernel, cudaLaunchKernel_ptsz,
+ * cudaLaunchKernelExC, cudaLaunchCooperativeKernel, __cudaLaunchKernel(_ptsz)
+ * (CUDA 13's <<<>>>), cuLaunchKernel(_ptsz), cuLaunchKernelEx(_ptsz) — also as
+ * cuGetProcAddress hands them to a statically linked runtime —,
+ * __proteus_launch_kernel and hipLaunchKernel. With no client that has
+ * launch_override, a launch pays one relaxed atomic load for all this.
+ *
+ * JIT arguments (API 4). Proteus-compiled programs describe each kernel's
+ * runtime-constant arguments at registration: the pass calls
+ * __proteus_create_runtime_constant_info_{scalar,array_const_size,
+ * array_runconst_size,object} and passes the objects' array to
+ * __proteus_register_function (Proteus src/pass/ProteusPass.cpp,
+ * getProteusCreateRuntimeConstantInfo*Fn, getJitRegisterFunctionFn). The layer
+ * interposes them: with the Proteus runtime loaded it forwards each call and
+ * returns Proteus's object (remembering what it described), without it it
+ * returns its own. Proteus's 0-based `Pos` / `NumEltsPos` become 1-based
+ * positions, its RuntimeConstantType a kir_arg_type (BOOL, INT8, INT32, INT64,
+ * FLOAT, DOUBLE, PTR: KIR_ARG_BOOL, I8, I32, I64, F32, F64, PTR; LONG_DOUBLE:
+ * KIR_ARG_BYTES); STATIC_ARRAY and VECTOR are arrays held in the argument's
+ * own bytes (by_value 1), ARRAY an array behind a pointer (by_value 0). The
+ * runtime ABI is the hook's only source: the `jit` annotations and the
+ * `!proteus.jit` metadata of the embedded IR are what the pass turned into these
+ * calls (python/kir/ir.py reads them offline). __proteus_register_function runs
+ * right after the runtime registered the kernel, so kernel_registered comes
+ * before the kernel's jit_args are set: read them at launch.
  */
 #ifndef KIR_HOOKS_H
 #define KIR_HOOKS_H
@@ -57,7 +127,7 @@
 extern "C" {
 #endif
 
-#define KIR_HOOK_API_VERSION 3
+#define KIR_HOOK_API_VERSION 4
 
 typedef struct kir_dim3 {
   uint32_t x, y, z;
@@ -79,6 +149,12 @@ typedef struct kir_hook_kernel {
   int unloaded;           /* 1 once its fatbin or module was unregistered (read it atomically:
                              __atomic_load_n); the view stays valid, launches by `host_stub`
                              no longer find it, kir_hook_kernel_code refuses it */
+  /* API 4: */
+  uint32_t jit_arg_count; /* runtime-constant arguments (Proteus ABI), 0 when none or not yet
+                             registered: read it with __atomic_load_n(..., __ATOMIC_ACQUIRE),
+                             then `jit_args` (by increasing position, valid for the process's
+                             life, set once) */
+  const kir_jit_arg* jit_args;
 } kir_hook_kernel;
 
 typedef struct kir_hook_global {
@@ -114,7 +190,41 @@ typedef struct kir_hook_launch {
   kir_hash128 dynamic_hash;       /* over arch, every argument's bytes, grid and block */
   int result;                     /* launch_completed only: the runtime's return code */
   const char* api;                /* "cudaLaunchKernel", "cuLaunchKernel", "__proteus_launch_kernel", ... */
+  /* API 4 (the launch override; see above): */
+  int outcome;                    /* KIR_LAUNCH_*: what ran (launch_begin: what will run) */
+  int claimed_by;                 /* the claiming client's index in the layer's table (registration
+                                     order, from 0: KIR_HOOK_CLIENTS in their order, then those
+                                     kir_hook_add_client adds), -1 when none claimed */
+  kir_hash128 substitute_id;      /* the claimer's kir_hook_substitute.id (e.g. its JIT key); zero
+                                     when none claimed */
 } kir_hook_launch;
+
+#define KIR_LAUNCH_ORIGINAL 0     /* the app's kernel (also when a claimed substitute failed) */
+#define KIR_LAUNCH_HANDLED 1      /* a client handled it: nothing was launched */
+#define KIR_LAUNCH_SUBSTITUTED 2  /* a client's substitute ran instead */
+
+/* kir_hook_substitute.kind */
+#define KIR_SUBSTITUTE_HANDLED 1
+#define KIR_SUBSTITUTE_FUNCTION 2
+#define KIR_SUBSTITUTE_KERNEL 3
+#define KIR_SUBSTITUTE_HIP_FUNCTION 4
+#define KIR_SUBSTITUTE_CODE 5
+
+/** What a client's launch_override claims (API 4; see "Launch override" above). */
+typedef struct kir_hook_substitute {
+  uint32_t struct_size;  /* set by the layer: sizeof(kir_hook_substitute) as it was compiled;
+                            the client writes no field that lies past it */
+  int kind;              /* KIR_SUBSTITUTE_* */
+  int result;            /* HANDLED: what the app's launch call returns (0: success) */
+  const void* function;  /* FUNCTION, KERNEL, HIP_FUNCTION: the handle to launch */
+  const void* code;      /* CODE: the image (cubin, PTX text, AMDGPU code object) */
+  size_t code_size;
+  const char* code_kind; /* CODE: "cubin", "ptx" or "code-object" */
+  const char* arch;      /* CODE: its target ("sm_90", "gfx90a"), for failure lines; the driver checks */
+  const char* entry;     /* CODE: the kernel to launch in it; NULL: the launched kernel's name */
+  kir_hash128 id;        /* the substitute's identity (its JIT key): reported as
+                            kir_hook_launch.substitute_id; CODE: the module cache's key */
+} kir_hook_substitute;
 
 /** A client's allocator for device memory (cudaMalloc, cudaMallocAsync,
  *  cuMemAlloc, cuMemAllocAsync and their frees): a recorder serving
@@ -150,6 +260,11 @@ typedef struct kir_hook_client {
                            registered with it, before the layer drops it: those kernels are
                            not yet `unloaded` and kir_hook_kernel_code still answers; after
                            the callback they are */
+  /* API 4: */
+  int (*launch_override)(void* user, const kir_hook_launch* launch, kir_hook_substitute* out);
+                        /* return 1 to claim the launch (filling `*out`), 0 to let it be;
+                           asked before launch_begin, on the app's thread; `launch->kernel`
+                           is NULL for a kernel the layer does not know */
 } kir_hook_client;
 
 /* When a client's launch_completed is called, for launches the runtime accepted
@@ -217,6 +332,17 @@ int kir_hook_kernel_code(const kir_hook_kernel* kernel, int which, kir_hook_code
 size_t kir_hook_kernel_code_units(const kir_hook_kernel* kernel);
 int kir_hook_kernel_code_unit(const kir_hook_kernel* kernel, size_t index, kir_hook_code* out);
 
+/** API 4. The LLVM IR a kernel's code is built from, as the Proteus pass embedded
+ *  it in the image the layer chose to launch (cubin or PTX; AMDGPU code object):
+ *  the modules its static hash covers (kir/hash/kernel_code.hpp: the kernel's own
+ *  module, else every translation-unit module of the image — with relocatable
+ *  device code one per unit, in image order). kir_hook_kernel_ir_count: how many
+ *  (0: none embedded, or `unloaded`); kir_hook_kernel_ir: module `index`'s
+ *  bitcode, 1 and `out` filled, or 0 (past the last, or `unloaded`). Bytes valid
+ *  as kir_hook_kernel_code's; `kir extract` and kir.ir give the same bytes. */
+size_t kir_hook_kernel_ir_count(const kir_hook_kernel* kernel);
+int kir_hook_kernel_ir(const kir_hook_kernel* kernel, size_t index, kir_bytes* out);
+
 /** Call `visit` for every live allocation, in address order, under the
  *  tracker's reader lock: `visit` must not allocate, free or track. */
 void kir_hook_for_each_allocation(void (*visit)(void* user, const kir_hook_allocation* allocation), void* user);
@@ -244,6 +370,11 @@ typedef struct kir_hook_stats {
   /* API 2: */
   uint64_t failures;      /* items the layer could not use (see "Errors" above) */
   uint64_t unregistered;  /* fatbins and modules unregistered or unloaded */
+  /* API 4: */
+  uint64_t handled;       /* launches a client handled (KIR_LAUNCH_HANDLED) */
+  uint64_t substituted;   /* launches of a client's substitute (KIR_LAUNCH_SUBSTITUTED) */
+  uint64_t substitute_loads;    /* substitute code images loaded (once per context and id) */
+  uint64_t substitute_failures; /* claims whose substitute could not be launched (also in failures) */
 } kir_hook_stats;
 void kir_hook_get_stats(kir_hook_stats* out);
 

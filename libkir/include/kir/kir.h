@@ -125,6 +125,7 @@ int kir_binary_kernel_info(const kir_binary* binary, size_t index, size_t kernel
 int kir_binary_kernel_param(const kir_binary* binary, size_t index, size_t kernel, size_t param,
                             kir_kernel_param* out);
 
+
 /* ---- Kernel hashes (docs/hashing.md) ------------------------------------ */
 
 /** A 128-bit hash; text form: 32 lowercase hex digits, high half first. */
@@ -137,6 +138,16 @@ typedef struct kir_bytes {
   const void* data;
   size_t size;
 } kir_bytes;
+
+/** The LLVM IR a kernel's code is built from, as the Proteus pass embedded it in
+ *  image `index`: the modules its static hash covers (the kernel's own module,
+ *  else every translation-unit module of the image — one per unit with
+ *  relocatable device code — in image order; kir/hash/kernel_code.hpp), the same
+ *  policy and bytes as the hook's kir_hook_kernel_ir. kir_binary_kernel_ir_count:
+ *  how many (0: none embedded), or -1. kir_binary_kernel_ir: module `module`'s
+ *  bitcode in `out` (valid until kir_binary_close); 0, or -1. */
+int64_t kir_binary_kernel_ir_count(const kir_binary* binary, size_t index, size_t kernel);
+int kir_binary_kernel_ir(const kir_binary* binary, size_t index, size_t kernel, size_t module, kir_bytes* out);
 
 /** Static hash of kernel `name` (mangled) whose code is `modules` (IR modules in
  *  any order, or one device image) of `code_kind` ("ir", "cubin", "ptx", "code-object"). */
@@ -170,7 +181,9 @@ typedef struct kir_jit_arg {
   uint8_t kind;            /* kir_jit_arg_kind */
   uint8_t type;            /* kir_arg_type: the scalar's; an array's elements'; KIR_ARG_BYTES for objects */
   uint8_t by_value;        /* objects: 1 passed by value (the argument's bytes are the object),
-                              0 by pointer (the object is read through it) */
+                              0 by pointer (the object is read through it); arrays: 1 the
+                              elements are the argument's own bytes (Proteus STATIC_ARRAY,
+                              VECTOR), 0 they are read through a pointer (ARRAY) */
   uint8_t count_type;      /* arrays of run-time size: kir_arg_type of the argument holding the count */
   uint32_t count;          /* arrays of constant size: element count; objects: size in bytes */
   uint32_t count_position; /* arrays of run-time size: 1-based position of the argument holding

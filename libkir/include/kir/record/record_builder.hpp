@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kir/hash/hash.hpp"
+#include "kir/kir.h"
 #include "kir/record/chunk_store.hpp"
 
 namespace kir::record {
@@ -52,6 +53,9 @@ class RecordBuilder {
   /// registration was device-linked from (link order), stored as one chunk;
   /// written as `kernel.ptx_units` when there is any.
   Status add_ptx_unit(std::string arch, ByteView bytes);
+  /// The kernel's runtime-constant (JIT) arguments, as the hook captured them
+  /// (kir_hook_kernel.jit_args); written as `kernel.jit_args` when there is any.
+  void set_jit_args(std::vector<kir_jit_arg> args) { jit_args_ = std::move(args); }
   void set_launch(std::string api, Hash128 dynamic_hash, std::array<uint32_t, 3> grid,
                   std::array<uint32_t, 3> block, uint64_t shared_bytes, uint64_t stream,
                   std::vector<std::vector<uint8_t>> args, uint64_t ordinal);
@@ -93,6 +97,7 @@ class RecordBuilder {
   std::vector<uint32_t> offsets_, sizes_;
   std::optional<StoredCode> image_, ptx_, ir_;
   std::vector<StoredCode> ptx_units_;
+  std::vector<kir_jit_arg> jit_args_;
   std::string api_;
   Hash128 dynamic_hash_;
   std::array<uint32_t, 3> grid_{}, block_{};

@@ -1,0 +1,228 @@
+"""Hook API 4: a kernel's runtime-constant (JIT) arguments, captured from the
+Proteus ABI, and kept in records.
+
+A C program does what the Proteus pass makes a registration do (Proteus
+src/pass/ProteusPass.cpp: getProteusCreateRuntimeConstantInfo*Fn,
+getJitRegisterFunctionFn): after the runtime registered the kernel, it creates
+one RuntimeConstantInfo per annotated argument with 0-based positions and
+Proteus's RuntimeConstantType numbers (include/proteus/CompilerInterfaceTypes.h),
+and passes the array of their pointers to __proteus_register_function. It runs
+with a stand-in Proteus runtime (which must get every call, and its own objects
+back) and without one (the layer answers). The layer must list the arguments in
+kir_hook_kernel.jit_args, 1-based, with kir_arg_type values."""
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import kir
+from kir import _core
+from kir.record import JitArg, Record
+
+from test_hook_override import STUB_RUNTIME
+
+HOOK = Path(kir.__file__).parent / "lib" / "libkir_hook.so"
+INCLUDE = Path(kir.__file__).parent / "include"
+AXPY = "_Z4axpyfPKfPfi"
+
+# Proteus's RuntimeConstantType values.
+BOOL, INT8, INT32, INT64, FLOAT, DOUBLE, LONG_DOUBLE, PTR, STATIC_ARRAY, VECTOR, ARRAY, OBJECT = range(1, 13)
+
+PROTEUS = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <stdbool.h>
+#include <stdint.h>
+/* A stand-in Proteus runtime: its objects carry a marker and what they were told. */
+typedef struct { int marker, type, pos; } info;
+static info* make(int type, int pos) { info* i = malloc(sizeof *i); i->marker = 0x9e05; i->type = type; i->pos = pos; return i; }
+void* __proteus_create_runtime_constant_info_scalar(int32_t t, int32_t p) { return make(t, p); }
+void* __proteus_create_runtime_constant_info_array_const_size(int32_t t, int32_t p, int32_t n, int32_t e) {
+  (void)n; (void)e; return make(t, p); }
+void* __proteus_create_runtime_constant_info_array_runconst_size(int32_t t, int32_t p, int32_t e, int32_t nt,
+                                                                 int32_t np) { (void)e; (void)nt; (void)np; return make(t, p); }
+void* __proteus_create_runtime_constant_info_object(int32_t t, int32_t p, int32_t s, bool v) {
+  (void)s; (void)v; return make(t, p); }
+void __proteus_register_function(void* h, const void* stub, const char* name, void** infos, int32_t n) {
+  (void)h; (void)stub;
+  printf("proteus registered %s", name);
+  for (int i = 0; i < n; ++i) {
+    info* x = infos[i];
+    printf(" %s:%d:%d", x->marker == 0x9e05 ? "ours" : "FOREIGN", x->type, x->pos);
+  }
+  printf("\n");
+}
+"""
+
+APP = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <kir/hooks.h>
+void** __cudaRegisterFatBinary(void*);
+void __cudaRegisterFunction(void**, const char*, char*, const char*, int, void*, void*, void*, void*, int*);
+/* WEAK: no Proteus to link; the preloaded hook provides them at run time. */
+WEAK void* __proteus_create_runtime_constant_info_scalar(int32_t, int32_t);
+WEAK void* __proteus_create_runtime_constant_info_array_const_size(int32_t, int32_t, int32_t, int32_t);
+WEAK void* __proteus_create_runtime_constant_info_array_runconst_size(int32_t, int32_t, int32_t, int32_t, int32_t);
+WEAK void* __proteus_create_runtime_constant_info_object(int32_t, int32_t, int32_t, bool);
+WEAK void __proteus_register_function(void*, const void*, const char*, void**, int32_t);
+static void* slurp(const char* path) {
+  FILE* f = fopen(path, "rb"); fseek(f, 0, SEEK_END); long n = ftell(f); fseek(f, 0, SEEK_SET);
+  void* p = malloc(n); if (fread(p, 1, n, f) != (size_t)n) exit(9); fclose(f); return p;
+}
+static char axpy_stub;
+int main(int argc, char** argv) {
+  (void)argc;
+  struct { int magic, version; const void* data; void* filename; } wrapper = {0x466243b1, 1, slurp(argv[1]), 0};
+  void** h = __cudaRegisterFatBinary(&wrapper);
+  __cudaRegisterFunction(h, &axpy_stub, (char*)"AXPY", "AXPY", -1, 0, 0, 0, 0, 0);
+  void* infos[] = {
+    __proteus_create_runtime_constant_info_scalar(FLOAT, 0),
+    __proteus_create_runtime_constant_info_array_const_size(STATIC_ARRAY, 1, 4, DOUBLE),
+    __proteus_create_runtime_constant_info_array_runconst_size(ARRAY, 2, INT32, INT64, 3),
+    __proteus_create_runtime_constant_info_object(OBJECT, 4, 24, true),
+    __proteus_create_runtime_constant_info_scalar(99, 5),  /* not a RuntimeConstantType */
+    __proteus_create_runtime_constant_info_scalar(BOOL, 6),
+  };
+  __proteus_register_function(h, &axpy_stub, "AXPY", infos, 6);
+  size_t (*count)(void) = (size_t (*)(void))dlsym(RTLD_DEFAULT, "kir_hook_kernel_count");
+  const kir_hook_kernel* (*at)(size_t) = (const kir_hook_kernel* (*)(size_t))dlsym(RTLD_DEFAULT, "kir_hook_kernel_at");
+  for (size_t i = 0; i < count(); ++i) {
+    const kir_hook_kernel* k = at(i);
+    uint32_t n = __atomic_load_n(&k->jit_arg_count, __ATOMIC_ACQUIRE);
+    for (uint32_t j = 0; j < n; ++j) {
+      const kir_jit_arg* a = &k->jit_args[j];
+      printf("jit %s %u %u %u %u %u %u %u\n", k->name, a->position, a->kind, a->type, a->by_value, a->count,
+             a->count_type, a->count_position);
+    }
+  }
+  kir_hook_stats st = {0}; st.struct_size = sizeof st;
+  ((void (*)(kir_hook_stats*))dlsym(RTLD_DEFAULT, "kir_hook_get_stats"))(&st);
+  printf("failures %llu\n", (unsigned long long)st.failures);
+  return 0;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def programs(built, tmp_path_factory):
+    d = tmp_path_factory.mktemp("jitargs")
+    (d / "rt.c").write_text(STUB_RUNTIME)
+    (d / "proteus.c").write_text(PROTEUS)
+    defines = {"FLOAT": FLOAT, "STATIC_ARRAY": STATIC_ARRAY, "DOUBLE": DOUBLE, "ARRAY": ARRAY, "INT32": INT32,
+               "INT64": INT64, "OBJECT": OBJECT, "BOOL": BOOL}
+    (d / "app.c").write_text(APP.replace("AXPY", AXPY))
+
+    def cc(*args):
+        subprocess.run(["gcc", "-Wall", *map(str, args)], check=True, cwd=d)
+
+    cc("-shared", "-fPIC", "rt.c", "-Wl,-soname,libcudart.so", "-o", "libcudart.so")
+    cc("-shared", "-fPIC", "proteus.c", "-o", "libproteus.so")
+    flags = [f"-D{k}={v}" for k, v in defines.items()] + [f"-I{INCLUDE}", "app.c", f"-L{d}", "-l:libcudart.so",
+                                                          "-ldl", f"-Wl,-rpath,{d}"]
+    cc(*flags, "-DWEAK=", "-l:libproteus.so", "-o", "with_proteus")
+    # Without Proteus the ABI is the hook's alone (weak references, bound to the preload).
+    cc(*flags, "-DWEAK=__attribute__((weak))", "-o", "without_proteus")
+    # The same as a library, for a Python process that asks kir.hook afterwards.
+    cc(*flags, "-DWEAK=__attribute__((weak))", "-Dmain=jit_main", "-shared", "-fPIC", "-o", "libjitapp.so")
+    return d, built["kernels.fatbin"]
+
+
+def run(programs, name):
+    d, fatbin = programs
+    proc = subprocess.run([d / name, fatbin], capture_output=True, text=True, timeout=60,
+                          env={"PATH": "/usr/bin:/bin", "LD_PRELOAD": str(HOOK), "LD_LIBRARY_PATH": str(d),
+                               "KIR_HOOK_LOG": "1"})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc
+
+
+# (position, kind, kir_arg_type, by_value, count, count_type, count_position), kir/kir.h values:
+# KIR_JIT_SCALAR 0 / ARRAY 1 / OBJECT 2; KIR_ARG_I32 3, I64 4, F32 11, F64 12, BYTES 14, BOOL 15.
+EXPECTED = [
+    (1, 0, 11, 0, 0, 0, 0),   # FLOAT at Pos 0
+    (2, 1, 12, 1, 4, 0, 0),   # STATIC_ARRAY of 4 DOUBLE at Pos 1: the argument's own bytes
+    (3, 1, 3, 0, 0, 4, 4),    # ARRAY of INT32 at Pos 2, its count the INT64 at Pos 3
+    (5, 2, 14, 1, 24, 0, 0),  # OBJECT of 24 bytes by value at Pos 4
+    (7, 0, 15, 0, 0, 0, 0),   # BOOL at Pos 6
+]
+
+
+def jit_lines(proc):
+    return [tuple(int(v) for v in l.split()[2:]) for l in proc.stdout.splitlines() if l.startswith(f"jit {AXPY} ")]
+
+
+@pytest.mark.parametrize("name", ["with_proteus", "without_proteus"])
+def test_jit_arguments_are_captured_from_the_proteus_abi(programs, name):
+    proc = run(programs, name)
+    assert jit_lines(proc) == EXPECTED
+    # The one description kir cannot express is a failure, logged, not an argument.
+    errors = [l for l in proc.stderr.splitlines() if l.startswith("kir-hook: error:")]
+    assert len(errors) == 2, proc.stderr
+    assert "__proteus_create_runtime_constant_info_scalar(position 5)" in errors[0]
+    assert f'__proteus_register_function("{AXPY}"): 1 of its 6 runtime constants' in errors[1]
+    assert "failures 2" in proc.stdout
+
+
+def test_proteus_gets_every_call_and_its_own_objects(programs):
+    proc = run(programs, "with_proteus")
+    registered = [l for l in proc.stdout.splitlines() if l.startswith("proteus registered")]
+    assert registered == [f"proteus registered {AXPY} ours:{FLOAT}:0 ours:{STATIC_ARRAY}:1 ours:{ARRAY}:2 "
+                          f"ours:{OBJECT}:4 ours:99:5 ours:{BOOL}:6"]
+    assert "proteus registered" not in run(programs, "without_proteus").stdout
+
+
+def test_records_carry_the_jit_arguments(programs, tmp_path):
+    """The recorder writes a kernel's jit_args as the hook holds them (recorder.cpp);
+    the C++ writer's `kernel.jit_args` reads back through kir.record. Records without
+    the key read as having none."""
+    captured = jit_lines(run(programs, "without_proteus"))
+    kinds = ("scalar", "array", "object")
+
+    from kir.hashing import static_hash
+    h = static_hash(AXPY, "cubin", [b"x"])
+    for sub, args in (("with", captured), ("without", None)):
+        b = _core.RecordBuilder(str(tmp_path / sub), 4096)
+        b.set_process(1, -1)
+        b.set_device("NVIDIA H200", "sm_90", 0)
+        b.set_kernel(AXPY, "axpy(float, float const*, float*, int)", h, [0, 8, 16, 24], [4, 8, 8, 4])
+        b.set_image("cubin", "sm_90", b"\x7fELF fake")
+        if args is not None:
+            b.set_jit_args([(p, kinds[k], t, bool(v), c, ct, cp) for p, k, t, v, c, ct, cp in args])
+        b.set_launch("cudaLaunchKernel", h, (1, 1, 1), (32, 1, 1), 0, 0, [b"\0" * 4, b"\0" * 8, b"\0" * 8, b"\0" * 4], 0)
+        rec = Record.load(b.write())
+        if args is None:
+            assert rec.kernel.jit_args == []
+        else:
+            assert rec.kernel.jit_args == [JitArg(p, kinds[k], t, bool(v), c, ct, cp) for p, k, t, v, c, ct, cp in args]
+
+
+QUERY = r"""
+import ctypes, json, sys
+import kir.hook
+app = ctypes.CDLL(sys.argv[1])
+argv = (ctypes.c_char_p * 2)(b"app", sys.argv[2].encode())
+app.jit_main(2, argv)
+k = next(k for k in kir.hook.kernels() if k.name == sys.argv[3])
+print(json.dumps([[a.position, a.kind, a.type, a.by_value, a.count, a.count_type, a.count_position] for a in k.jit_args]))
+"""
+
+
+def test_python_sees_the_jit_arguments(programs):
+    import json
+    import os
+    import sys
+    d, fatbin = programs
+    proc = subprocess.run([sys.executable, "-c", QUERY, str(d / "libjitapp.so"), str(fatbin), AXPY],
+                          capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "LD_PRELOAD": str(HOOK), "LD_LIBRARY_PATH": str(d)})
+    assert proc.returncode == 0, proc.stderr
+    kinds = ("scalar", "array", "object")
+    got = json.loads(proc.stdout.splitlines()[-1])
+    assert got == [[p, kinds[k], t, bool(v), c, ct, cp] for p, k, t, v, c, ct, cp in EXPECTED]
