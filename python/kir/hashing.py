@@ -51,6 +51,20 @@ def _hex(static_hash) -> Hash128:
     return static_hash if isinstance(static_hash, Hash128) else Hash128.from_hex(static_hash)
 
 
+def _c_string(text: str, what: str) -> str:
+    if "\0" in text:
+        raise ValueError(f"{what} {text!r} holds a NUL character (it is a C string in kir_jit_key_input)")
+    return text
+
+
+def _config(config) -> list[tuple[str, bytes]]:
+    return [(_c_string(k, "config key"), bytes(v)) for k, v in config]
+
+
+def _captures(captures) -> list:
+    return [(_c_string(lam, "lambda name"), slot, offset, _type(t), bytes(v)) for lam, slot, offset, t, v in captures]
+
+
 def _dims(value, name: str) -> tuple[int, int, int]:
     dims = tuple(value)
     if len(dims) != 3:
@@ -67,7 +81,8 @@ def jit_key(static_hash: str, arch: str, args, *, grid=None, block=None, shared_
     bytes), in any order; `grid` / `block`: the dimensions when the code is specialized
     for them (None: not); `bounds`: (max_threads, min_blocks) launch bounds, None or
     (0, 0) for none; `config`: (key, value bytes) CONFIG records in a fixed order;
-    `captures`: (lambda, slot, offset, type, value bytes) lambda captures. Computed by
+    `captures`: (lambda, slot, offset, type, value bytes) lambda captures (keys and
+    lambda names are C strings: no NUL character). Computed by
     kir_jit_key, the C API a JIT calls at each launch. 32 hex digits."""
     args = list(args)
     positions = [int(p) for p, _, _ in args]
@@ -85,8 +100,7 @@ def jit_key(static_hash: str, arch: str, args, *, grid=None, block=None, shared_
     return _core.jit_key_of_launch(
         _hex(static_hash), arch, params, jit_args, {}, _dims(grid or (0, 0, 0), "grid"),
         _dims(block or (0, 0, 0), "block"), grid is not None, block is not None, shared_bytes,
-        (max_threads, min_blocks), [(k, bytes(v)) for k, v in config],
-        [(lam, slot, offset, _type(t), bytes(v)) for lam, slot, offset, t, v in captures],
+        (max_threads, min_blocks), _config(config), _captures(captures),
         [len(p) if p is not None else 0 for p in params])
 
 
@@ -102,8 +116,7 @@ def jit_key_of_launch(static_hash: str, arch: str, params, jit_args, *, memory=N
     return _core.jit_key_of_launch(
         _hex(static_hash), arch, [None if p is None else bytes(p) for p in params], list(jit_args),
         dict(memory or {}), _dims(grid, "grid"), _dims(block, "block"), specialize_grid, specialize_block,
-        shared_bytes, (max_threads, min_blocks), [(k, bytes(v)) for k, v in config],
-        [(lam, slot, offset, _type(t), bytes(v)) for lam, slot, offset, t, v in captures], param_sizes)
+        shared_bytes, (max_threads, min_blocks), _config(config), _captures(captures), param_sizes)
 
 
 def launch_identity(static_hash: str, arch: str, args, *, grid, block, shared_bytes: int = 0) -> str:
