@@ -24,7 +24,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--llvm-before-20", action="store_true",
                         help="with --proteus: the FNV-1a hash of Proteus builds on LLVM < 20")
     dynamic = parser.add_argument_group("a JIT key, a launch identity or format 1's dynamic hash (no BINARY)")
-    which = dynamic.add_mutually_exclusive_group()
+    which = dynamic  # one of the three (run() says so otherwise, as kir errors do)
     which.add_argument("--jit-key", metavar="STATIC",
                        help="the JIT key of the kernel with this static hash (32 hex digits): --arg are "
                             "its runtime-constant arguments, --grid/--block the dims it is specialized for")
@@ -48,6 +48,8 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     if args.jit_key or args.launch_identity or args.dynamic:
+        if sum(bool(x) for x in (args.jit_key, args.launch_identity, args.dynamic)) > 1:
+            raise OptionError("give one of --jit-key, --launch-identity and --dynamic")
         if args.binary:
             raise OptionError("--jit-key, --launch-identity and --dynamic take no BINARY")
         print(jit_key(args) if args.jit_key else launch_identity(args) if args.launch_identity
