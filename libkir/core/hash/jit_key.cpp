@@ -175,10 +175,10 @@ Status add_jit_key_records(DynamicHash& h, const kir_jit_key_input& in) {
     if (!in.captures) return Error("captures is NULL, capture_count " + std::to_string(in.capture_count));
     for (size_t i = 0; i < in.capture_count; ++i) {
       const kir_jit_capture& c = in.captures[i];
-      std::string where = "lambda capture #" + std::to_string(i);
-      if (!c.lambda) return Error(where + ": lambda is NULL");
-      if (!valid_type(c.type)) return Error(where + ": type " + std::to_string(c.type) + " is not a kir_arg_type");
-      if (!c.value && c.size) return Error(where + ": value is NULL");
+      auto where = [i] { return "lambda capture #" + std::to_string(i); };  // errors only: no allocation otherwise
+      if (!c.lambda) return Error(where() + ": lambda is NULL");
+      if (!valid_type(c.type)) return Error(where() + ": type " + std::to_string(c.type) + " is not a kir_arg_type");
+      if (!c.value && c.size) return Error(where() + ": value is NULL");
       h.capture(c.lambda, c.slot, c.offset, static_cast<ArgType>(c.type), c.value, c.size);
     }
   }
