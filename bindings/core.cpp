@@ -575,7 +575,7 @@ void bind_hash(nb::module_& m) {
             sizes.push_back(b ? uint32_t(b->size()) : 0);
           }
           if (param_sizes && param_sizes->size() != params.size())
-            throw nb::value_error("param_sizes must have one size per parameter");
+            raise(kir::Error("param_sizes must have one size per parameter"));
           std::vector<kir_config_item> items;
           for (const auto& [key, value] : config) items.push_back({key.c_str(), value.c_str(), value.size()});
           std::vector<kir_jit_capture> caps;
@@ -612,14 +612,14 @@ void bind_hash(nb::module_& m) {
             return 1;
           };
           kir_hash128 out;
-          if (kir_jit_key(&in, &out) != 0) throw nb::value_error(kir_last_error());
+          if (kir_jit_key(&in, &out) != 0) raise(kir::Error(kir_last_error()));
           return kir::Hash128{out.high, out.low}.hex();
         },
         "static_hash"_a, "arch"_a, "params"_a, "jit_args"_a, "memory"_a, "grid"_a, "block"_a,
         "specialize_grid"_a, "specialize_block"_a, "shared_bytes"_a, "bounds"_a, "config"_a, "captures"_a,
         "param_sizes"_a = nb::none(),
         "The JIT key through kir_jit_key (the C API): each JitArg read from `params` (the launch's "
-        "argument bytes) and, by pointer, from `memory` ({address: bytes}); ValueError with "
+        "argument bytes) and, by pointer, from `memory` ({address: bytes}); KirError with "
         "kir_last_error() when kir_jit_key fails.");
   m.def("launch_identity_of",
         [](const kir::Hash128& static_hash, const std::string& arch, const std::vector<std::optional<nb::bytes>>& params,

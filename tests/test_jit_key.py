@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from kir import _core, hashing
+from kir.errors import KirError, OptionError
 from kir.hashing import ARRAY, OBJECT, SCALAR, JitArg
 
 import hash_reference as ref
@@ -192,7 +193,7 @@ def A(position, kind, type, **fields) -> dict:  # noqa: A002 - JitArg's field na
      "more than 1 GiB"),
 ])
 def test_bad_launches_get_a_precise_error(params, jit_args, memory, message):
-    with pytest.raises(ValueError) as error:
+    with pytest.raises(KirError) as error:
         hashing.jit_key_of_launch(STATIC, "sm_90", params, [JitArg(**a) for a in jit_args], memory=memory)
     assert str(error.value).startswith("JIT key: ") and message in str(error.value), str(error.value)
 
@@ -205,7 +206,7 @@ def test_python_api_errors():
             hashing.jit_key(STATIC, "sm_90", args, **kwargs)
     with pytest.raises(ValueError):
         hashing.jit_key("XYZ", "sm_90", [])
-    with pytest.raises(ValueError, match="NUL"):
+    with pytest.raises(OptionError, match="NUL"):
         hashing.jit_key(STATIC, "sm_90", [], config=[("a\0b", b"")])
 
 

@@ -679,7 +679,7 @@ class JitArg:
 
 def jit_key_of_launch(static_hash: Hash128, arch: str, params: Sequence[bytes | None], jit_args: Sequence[JitArg], memory: Mapping[int, bytes], grid: Sequence[int], block: Sequence[int], specialize_grid: bool, specialize_block: bool, shared_bytes: int, bounds: Sequence[int], config: Sequence[tuple[str, bytes]], captures: Sequence[tuple[str, int, int, int, bytes]], param_sizes: Sequence[int] | None = None) -> str:
     """
-    The JIT key through kir_jit_key (the C API): each JitArg read from `params` (the launch's argument bytes) and, by pointer, from `memory` ({address: bytes}); ValueError with kir_last_error() when kir_jit_key fails.
+    The JIT key through kir_jit_key (the C API): each JitArg read from `params` (the launch's argument bytes) and, by pointer, from `memory` ({address: bytes}); KirError with kir_last_error() when kir_jit_key fails.
     """
 
 def launch_identity_of(static_hash: Hash128, arch: str, params: Sequence[bytes | None], grid: Sequence[int], block: Sequence[int], shared_bytes: int) -> str:

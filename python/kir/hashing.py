@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from kir import _core
 from kir.binary import Binary
+from kir.errors import OptionError
 from kir.model import CODE_IMAGES, CodeKind, ImageKind
 from kir.proteus import proteus_static_hashes
 
@@ -39,11 +40,11 @@ def _type(value) -> int:
         try:
             value = getattr(ArgType, value)
         except AttributeError:
-            raise ValueError(f"{value!r} is not an argument type (one of "
+            raise OptionError(f"{value!r} is not an argument type (one of "
                              f"{', '.join(t.name for t in ArgType)})") from None
     number = int(value.value if isinstance(value, ArgType) else value)
     if not 1 <= number <= 15:
-        raise ValueError(f"argument type {number} is not a kir_arg_type (1..15)")
+        raise OptionError(f"argument type {number} is not a kir_arg_type (1..15)")
     return number
 
 
@@ -53,7 +54,7 @@ def _hex(static_hash) -> Hash128:
 
 def _c_string(text: str, what: str) -> str:
     if "\0" in text:
-        raise ValueError(f"{what} {text!r} holds a NUL character (it is a C string in kir_jit_key_input)")
+        raise OptionError(f"{what} {text!r} holds a NUL character (it is a C string in kir_jit_key_input)")
     return text
 
 
@@ -68,7 +69,7 @@ def _captures(captures) -> list:
 def _dims(value, name: str) -> tuple[int, int, int]:
     dims = tuple(value)
     if len(dims) != 3:
-        raise ValueError(f"{name} must have 3 dimensions, not {len(dims)}")
+        raise OptionError(f"{name} must have 3 dimensions, not {len(dims)}")
     return dims
 
 
@@ -91,9 +92,9 @@ def jit_key(static_hash: str, arch: str, args, *, grid=None, block=None, shared_
     jit_args = []
     for (position, kind, value), p in zip(args, positions):
         if p < 1:
-            raise ValueError(f"argument position {p}: positions are 1-based")
+            raise OptionError(f"argument position {p}: positions are 1-based")
         if params[p - 1] is not None:
-            raise ValueError(f"argument position {p} given twice")
+            raise OptionError(f"argument position {p} given twice")
         params[p - 1] = bytes(value)
         jit_args.append(JitArg(p, OBJECT, _type(kind), by_value=1, count=len(value)))
     max_threads, min_blocks = bounds if bounds is not None else (0, 0)
