@@ -12,6 +12,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/string_view.h>
 #include <nanobind/stl/vector.h>
+#include <nanobind/stl/tuple.h>
 
 #include <unordered_map>
 
@@ -506,21 +507,137 @@ void bind_hash(nb::module_& m) {
         "Proteus's createStaticHash: hashCombine(hash(name), module_hash).");
   m.def("fnv1a_64", [](nb::bytes data) { return kir::fnv1a_64(view_of(data)); }, "data"_a);
 
+  nb::enum_<kir::HashDomain>(m, "HashDomain", "The domain a DynamicHash builds (its HEADER record).")
+      .value("jit_key", kir::HashDomain::jit_key)
+      .value("launch_identity", kir::HashDomain::launch_identity)
+      .value("dynamic_v1", kir::HashDomain::dynamic_v1);
+
   nb::class_<kir::DynamicHash>(m, "DynamicHash",
-                               "Builds a dynamic hash: static hash and arch, then records in order.")
+                               "Builds a JIT key (default), a launch identity or format 1's dynamic hash: "
+                               "HEADER, static hash and arch, then records in the domain's order.")
+      .def(nb::init<kir::HashDomain, const kir::Hash128&, std::string_view>(), "domain"_a, "static_hash"_a,
+           "arch"_a)
       .def(nb::init<const kir::Hash128&, std::string_view>(), "static_hash"_a, "arch"_a)
       .def("arg", [](kir::DynamicHash& h, uint32_t position, kir::ArgType type, nb::bytes value)
                -> kir::DynamicHash& { return h.arg(position, type, value.c_str(), value.size()); },
            "position"_a, "type"_a, "value"_a, nb::rv_policy::reference_internal,
-           "A runtime-constant argument: 1-based position, type, value bytes (little-endian).")
+           "An ARG record: 1-based position, type, value bytes (little-endian).")
+      .def("capture", [](kir::DynamicHash& h, std::string_view lambda, uint32_t slot, uint32_t offset,
+                         kir::ArgType type, nb::bytes value) -> kir::DynamicHash& {
+             return h.capture(lambda, slot, offset, type, value.c_str(), value.size());
+           }, "lambda_"_a, "slot"_a, "offset"_a, "type"_a, "value"_a, nb::rv_policy::reference_internal,
+           "A CAPTURE record: a lambda's captured runtime constant.")
+      .def("specialize", &kir::DynamicHash::specialize, "flags"_a, nb::rv_policy::reference_internal,
+           "The SPECIALIZE record: 1 grid, 2 block, 4 bounds.")
       .def("grid", &kir::DynamicHash::grid, "x"_a, "y"_a, "z"_a, nb::rv_policy::reference_internal)
       .def("block", &kir::DynamicHash::block, "x"_a, "y"_a, "z"_a, nb::rv_policy::reference_internal)
       .def("bounds", &kir::DynamicHash::bounds, "max_threads"_a, "min_blocks"_a,
            nb::rv_policy::reference_internal)
+      .def("shared", &kir::DynamicHash::shared, "bytes"_a, nb::rv_policy::reference_internal,
+           "The SHARED record: dynamic shared memory bytes.")
       .def("config", [](kir::DynamicHash& h, std::string_view key, nb::bytes value)
                -> kir::DynamicHash& { return h.config(key, std::string_view(value.c_str(), value.size())); },
            "key"_a, "value"_a, nb::rv_policy::reference_internal)
       .def("finish", &kir::DynamicHash::finish);
+
+  nb::class_<kir_jit_arg>(m, "JitArg",
+                          "A kernel's runtime-constant argument (kir_jit_arg): position (1-based), kind "
+                          "(0 scalar, 1 array, 2 object), type (kir_arg_type), by_value, count (array "
+                          "elements or object bytes), count_position and count_type (arrays whose count "
+                          "another argument holds).")
+      .def("__init__", [](kir_jit_arg* a, uint32_t position, uint8_t kind, uint8_t type, uint32_t by_value,
+                          uint32_t count, uint32_t count_position, uint8_t count_type) {
+             new (a) kir_jit_arg{position, kind, type, uint8_t(by_value != 0), count_type, count, count_position};
+           }, "position"_a, "kind"_a, "type"_a, "by_value"_a = 0, "count"_a = 0, "count_position"_a = 0,
+           "count_type"_a = 0)
+      .def_rw("position", &kir_jit_arg::position)
+      .def_rw("kind", &kir_jit_arg::kind)
+      .def_rw("type", &kir_jit_arg::type)
+      .def_rw("by_value", &kir_jit_arg::by_value)
+      .def_rw("count", &kir_jit_arg::count)
+      .def_rw("count_position", &kir_jit_arg::count_position)
+      .def_rw("count_type", &kir_jit_arg::count_type);
+
+  // kir_jit_key (the C API) from Python values: the launch's parameters as bytes,
+  // device memory as {address: bytes} regions read through read_memory.
+  m.def("jit_key_of_launch",
+        [](const kir::Hash128& static_hash, const std::string& arch, const std::vector<std::optional<nb::bytes>>& params,
+           const std::vector<kir_jit_arg>& jit_args, const std::map<uint64_t, nb::bytes>& memory,
+           std::array<uint32_t, 3> grid, std::array<uint32_t, 3> block, bool specialize_grid, bool specialize_block,
+           uint64_t shared_bytes, std::array<uint32_t, 2> bounds,
+           const std::vector<std::pair<std::string, nb::bytes>>& config,
+           const std::vector<std::tuple<std::string, uint32_t, uint32_t, uint8_t, nb::bytes>>& captures,
+           std::optional<std::vector<uint32_t>> param_sizes) {
+          std::vector<void*> args;
+          std::vector<uint32_t> sizes;
+          for (const std::optional<nb::bytes>& b : params) {
+            args.push_back(b ? const_cast<char*>(b->c_str()) : nullptr);
+            sizes.push_back(b ? uint32_t(b->size()) : 0);
+          }
+          if (param_sizes && param_sizes->size() != params.size())
+            raise(kir::Error("param_sizes must have one size per parameter"));
+          std::vector<kir_config_item> items;
+          for (const auto& [key, value] : config) items.push_back({key.c_str(), value.c_str(), value.size()});
+          std::vector<kir_jit_capture> caps;
+          for (const auto& [lambda, slot, offset, type, value] : captures)
+            caps.push_back({lambda.c_str(), slot, offset, type, value.c_str(), value.size()});
+          struct Regions {
+            std::vector<std::pair<uint64_t, std::string_view>> list;
+          } regions;
+          for (const auto& [address, bytes] : memory)
+            regions.list.emplace_back(address, std::string_view(bytes.c_str(), bytes.size()));
+          kir_jit_key_input in{};
+          in.struct_size = sizeof in;
+          in.static_hash = {static_hash.high, static_hash.low};
+          in.arch = arch.c_str();
+          in.args = args.data();
+          in.param_sizes = param_sizes ? param_sizes->data() : sizes.data();
+          in.param_count = uint32_t(params.size());
+          in.jit_args = jit_args.data();
+          in.jit_arg_count = jit_args.size();
+          std::copy(grid.begin(), grid.end(), in.grid);
+          std::copy(block.begin(), block.end(), in.block);
+          in.shared_bytes = shared_bytes;
+          in.specialize_grid = specialize_grid, in.specialize_block = specialize_block;
+          in.max_threads = bounds[0], in.min_blocks = bounds[1];
+          in.config = items.data(), in.config_count = items.size();
+          in.captures = caps.data(), in.capture_count = caps.size();
+          in.user = &regions;
+          in.read_memory = [](void* user, uint64_t address, void* out, size_t size) -> int {
+            for (const auto& [start, bytes] : static_cast<Regions*>(user)->list)
+              if (address >= start && address - start <= bytes.size() && size <= bytes.size() - (address - start)) {
+                std::memcpy(out, bytes.data() + (address - start), size);
+                return 0;
+              }
+            return 1;
+          };
+          kir_hash128 out;
+          if (kir_jit_key(&in, &out) != 0) raise(kir::Error(kir_last_error()));
+          return kir::Hash128{out.high, out.low}.hex();
+        },
+        "static_hash"_a, "arch"_a, "params"_a, "jit_args"_a, "memory"_a, "grid"_a, "block"_a,
+        "specialize_grid"_a, "specialize_block"_a, "shared_bytes"_a, "bounds"_a, "config"_a, "captures"_a,
+        "param_sizes"_a = nb::none(),
+        "The JIT key through kir_jit_key (the C API): each JitArg read from `params` (the launch's "
+        "argument bytes) and, by pointer, from `memory` ({address: bytes}); KirError with "
+        "kir_last_error() when kir_jit_key fails.");
+  m.def("launch_identity_of",
+        [](const kir::Hash128& static_hash, const std::string& arch, const std::vector<std::optional<nb::bytes>>& params,
+           std::array<uint32_t, 3> grid, std::array<uint32_t, 3> block, uint64_t shared_bytes) {
+          std::vector<void*> args;
+          std::vector<uint32_t> sizes;
+          for (const std::optional<nb::bytes>& b : params) {
+            args.push_back(b ? const_cast<char*>(b->c_str()) : nullptr);
+            sizes.push_back(b ? uint32_t(b->size()) : 0);
+          }
+          kir_hash128 h = kir_launch_identity({static_hash.high, static_hash.low}, arch.c_str(), args.data(),
+                                              sizes.data(), uint32_t(params.size()), grid.data(), block.data(),
+                                              shared_bytes);
+          return kir::Hash128{h.high, h.low}.hex();
+        },
+        "static_hash"_a, "arch"_a, "params"_a, "grid"_a, "block"_a, "shared_bytes"_a,
+        "The launch identity through kir_launch_identity (the C API): every parameter's bytes "
+        "(None: left out), grid, block, dynamic shared memory.");
 }
 
 }  // namespace

@@ -62,8 +62,37 @@ def test_dynamic_hash_from_the_command_line(kir_cli):
     assert result.stdout.strip() == expected
 
 
+def test_jit_key_from_the_command_line(kir_cli):
+    static = ref.static_hash("k", "ir", [b"m"])
+    result = kir_cli("hash", "--jit-key", static, "--arch", "sm_90", "--arg", "3:i32:256", "--arg", "1:f64:2.5",
+                     "--arg", "4:f64:1,2,3", "--arg", "5:bytes:00ff", "--block", "256,1,1", "--bounds", "256,2",
+                     "--shared", "4096", "--capture", "main::{lambda(int)#1}:0:8:i32:7", "--config", "opt=3")
+    assert result.returncode == 0, result.stderr
+    expected = ref.jit_key(static, "sm_90",
+                           args=[(1, "f64", struct.pack("<d", 2.5)), (3, "i32", struct.pack("<i", 256)),
+                                 (4, "f64", struct.pack("<3d", 1, 2, 3)), (5, "bytes", b"\x00\xff")],
+                           block=[256, 1, 1], bounds=[256, 2], shared_bytes=4096,
+                           captures=[("main::{lambda(int)#1}", 0, 8, "i32", struct.pack("<i", 7))],
+                           config=[("opt", b"3")])
+    assert result.stdout.strip() == expected
+
+
+def test_launch_identity_from_the_command_line(kir_cli):
+    static = ref.static_hash("k", "ir", [b"m"])
+    result = kir_cli("hash", "--launch-identity", static, "--arch", "sm_90", "--arg", "1:f32:2.5",
+                     "--arg", "2:u64:0x7f0000000000", "--arg", "3:i32:256", "--grid", "4,1,1", "--block", "64,1,1",
+                     "--shared", "128")
+    assert result.returncode == 0, result.stderr
+    args = [struct.pack("<f", 2.5), struct.pack("<Q", 0x7F0000000000), struct.pack("<i", 256)]
+    assert result.stdout.strip() == ref.launch_identity(static, "sm_90", args, [4, 1, 1], [64, 1, 1], 128)
+
+
 def test_bad_hash_arguments_exit_2(kir_cli):
     for args in (["--dynamic", "XYZ"], ["--dynamic", "0" * 32, "--arg", "1:i33:5"],
-                 ["--dynamic", "0" * 32, "--grid", "1,2"], []):
+                 ["--dynamic", "0" * 32, "--grid", "1,2"], [],
+                 ["--jit-key", "0" * 32, "--arg", "1:i32:1", "--arg", "1:i32:2"],
+                 ["--jit-key", "0" * 32, "--shared", "-1"], ["--jit-key", "0" * 32, "--capture", "L:0:i32:1"],
+                 ["--launch-identity", "0" * 32, "--grid", "1,1,1"],
+                 ["--jit-key", "0" * 32, "--launch-identity", "0" * 32]):
         result = kir_cli("hash", *args)
         assert result.returncode == 2 and result.stderr.startswith("kir: error:"), args

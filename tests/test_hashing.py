@@ -20,7 +20,9 @@ TYPES = {name: getattr(_core.ArgType, name) for name in ref.ARG_TYPES}
 
 
 def core_dynamic(static_hex, arch, args=(), grid=None, block=None, bounds=None, config=()):
-    h = _core.DynamicHash(_core.Hash128.from_hex(static_hex), arch)
+    """Format 1's dynamic hash (records written before format 2 carry it; newer ones too,
+    for older readers): test_jit_key.py covers the JIT key and the launch identity."""
+    h = _core.DynamicHash(_core.HashDomain.dynamic_v1, _core.Hash128.from_hex(static_hex), arch)
     for position, kind, value in args:
         h.arg(position, TYPES[kind], value)
     if grid is not None:

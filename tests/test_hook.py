@@ -82,9 +82,12 @@ def test_launch_hashes_are_kir_hashes(built, kir_cli):
     axpy = launches[0]
     assert axpy["static"] == static["_Z4axpyfPKfPfi"]
     args = [struct.pack("<f", 2.5), bytes(8), bytes(8), struct.pack("<i", 256)]
-    assert axpy["dynamic"] == ref.dynamic_hash(axpy["static"], "sm_90",
-                                               args=[(i + 1, "bytes", a) for i, a in enumerate(args)],
-                                               grid=[4, 1, 1], block=[64, 1, 1])
+    assert axpy["identity"] == ref.launch_identity(axpy["static"], "sm_90", args, [4, 1, 1], [64, 1, 1], 0)
+    # the launch with dynamic shared memory: its identity covers it
+    with_struct = launches[1]
+    struct_args = [struct.pack("<d3i4x", 1.5, 1, 2, 3), struct.pack("<Q", 1 << 40), b"z"]
+    assert with_struct["identity"] == ref.launch_identity(
+        with_struct["static"], "sm_90", struct_args, with_struct["grid"], with_struct["block"], 128)
 
 
 def test_concurrent_launches_and_allocations(built, kir_cli):

@@ -96,7 +96,8 @@ def read_meta(path: Path) -> dict:
     meta = msgpack.unpackb(data[40:], raw=False, strict_map_key=False)
     assert meta["format"] == "kir.record" and meta["version"] == 1
     name = path.name.split(".")
-    assert name[0] == meta["kernel"]["static_hash"] and name[1] == meta["launch"]["dynamic_hash"]
+    assert name[0] == meta["kernel"]["static_hash"] and name[1] == meta["launch"]["launch_identity"]
+    assert re.fullmatch("[0-9a-f]{32}", meta["launch"]["dynamic_hash"])  # format 1's, for older readers
     return meta
 
 
@@ -136,7 +137,7 @@ def assert_replays(rec: Recorded, record_entry: dict, codes=("cubin", "ptx")) ->
         assert status == 0, where
         if code == "cubin":
             assert out["static_hash"] == record_entry["static_hash"], where
-            assert out["dynamic_hash"] == record_entry["dynamic_hash"], where
+            assert out["launch_identity"] == record_entry["launch_identity"], where
 
 
 # --- recordings, one per app and module ----------------------------------------------------------
@@ -166,7 +167,7 @@ def test_records_every_kernel_and_replays_bit_exact(recordings, name):
     assert kernels and rec.kernels() == kernels
     for r in rec.records:
         meta = rec.meta[r["file"]]
-        assert meta["kernel"]["name"] == r["kernel"] and meta["launch"]["dynamic_hash"] == r["dynamic_hash"]
+        assert meta["kernel"]["name"] == r["kernel"] and meta["launch"]["launch_identity"] == r["launch_identity"]
         assert meta["device"]["arch"] == "sm_90"
         assert meta["kernel"]["image"]["kind"] == "cubin" and meta["kernel"]["ptx"] is not None
         assert len(meta["launch"]["args"]) == len(meta["kernel"]["params"])
@@ -193,7 +194,7 @@ def test_vector_add_replay_repeats_and_variants(recordings):
     for option, value in (("--grid", f"{grid[0] // 4},1,1"), ("--block", "128,1,1")):
         status, out = replay(path, "--code", "cubin", option, value)
         assert out["variant"] is True, option
-        assert out["dynamic_hash"] != r["dynamic_hash"], option
+        assert out["launch_identity"] != r["launch_identity"], option
         assert out["verified"] is True and status == 0, (option, out)
 
 
@@ -231,8 +232,8 @@ def test_reachable_records_less_and_still_replays(recordings):
     touches is left out, the list's three node pools are kept."""
     full = recordings("rec_pointer_chase")
     reach = recordings("rec_pointer_chase", "--reachable")
-    assert [(r["kernel"], r["dynamic_hash"]) for r in reach.records] == \
-        [(r["kernel"], r["dynamic_hash"]) for r in full.records]
+    assert [(r["kernel"], r["launch_identity"]) for r in reach.records] == \
+        [(r["kernel"], r["launch_identity"]) for r in full.records]
     for small, big in zip(reach.records, full.records):
         assert small["prologue_bytes"] <= big["prologue_bytes"], small["demangled"]
         scratch = lambda meta: [a for a in meta["allocations"] if a["size"] >= 4 << 20]
@@ -300,14 +301,14 @@ def test_same_kernel_args_one_record_per_distinct_launch(recordings):
     (kernel,) = unlimited.kernels()
     records = unlimited.of(kernel)
     assert len(records) == distinct
-    assert len({r["dynamic_hash"] for r in records}) == distinct
+    assert len({r["launch_identity"] for r in records}) == distinct
     signature = lambda r: (tuple(unlimited.meta[r["file"]]["launch"]["args"]), tuple(r["grid"]), tuple(r["block"]))
     assert len({signature(r) for r in records}) == distinct
     ordinals = sorted(r["ordinal"] for r in records)
     assert len(set(ordinals)) == distinct and ordinals[-1] < launches
     default = recordings("rec_same_kernel_args")
     assert sorted(r["ordinal"] for r in default.records) == ordinals[:4]
-    assert {r["dynamic_hash"] for r in default.records} <= {r["dynamic_hash"] for r in records}
+    assert {r["launch_identity"] for r in default.records} <= {r["launch_identity"] for r in records}
 
 
 def test_clang_ir_recorded_and_replayed_from_ir(recordings):
@@ -336,7 +337,7 @@ def test_python_api_replays_one_record_repeatedly(recordings):
     (listed,) = rec.records
     (record,) = Recording(rec.out).records()
     assert record.kernel.name == listed["kernel"]
-    assert record.launch.dynamic_hash == listed["dynamic_hash"]
+    assert record.launch.launch_identity == listed["launch_identity"]
     assert len(record.allocations) >= 3 and not record.flags
     with Replayer(record, code="cubin") as replayer:
         for _ in range(3):

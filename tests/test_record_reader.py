@@ -21,6 +21,8 @@ from kir import _core
 from kir.record import CHUNK_HEADER, RECORD_HEADER, Record, RecordError, Recording
 from kir import replay
 
+import hash_reference as ref
+
 CS = 4096  # a small chunk size, so regions span several chunks
 AXPY = "_Z4axpyfPKfPfi"
 BASE = 0x7F00_0000_0000
@@ -33,7 +35,7 @@ def h128(text: str) -> _core.Hash128:
     return _core.Hash128.from_hex(text)
 
 
-def builder(directory, chunk_size=CS, **kernel):
+def builder(directory, chunk_size=CS, **kernel):  # kernel: rank, identity (launch identity), arg
     """A builder with a kernel, an image and a launch set: enough for a record."""
     b = _core.RecordBuilder(str(directory), chunk_size)
     static = _core.static_hash("k", "cubin", [b"image"])
@@ -41,7 +43,7 @@ def builder(directory, chunk_size=CS, **kernel):
     b.set_device("NVIDIA H200", "sm_90", 0)
     b.set_kernel("k", "k(int*)", static, [0], [8])
     b.set_image("cubin", "sm_90", b"image")
-    b.set_launch("cudaLaunchKernel", kernel.get("dynamic", static), (2, 1, 1), (128, 1, 1), 0, 0,
+    b.set_launch("cudaLaunchKernel", kernel.get("identity", static), (2, 1, 1), (128, 1, 1), 0, 0,
                  [kernel.get("arg", struct.pack("<Q", BASE))], 0)
     return b
 
@@ -62,7 +64,10 @@ def test_every_field_round_trips(tmp_path):
     sizes = [0, 1, CS - 1, CS, CS + 1, 3 * CS + 5, 5 * CS]
     data = [(rng.randbytes(n), rng.randbytes(n)) for n in sizes]
     static = _core.static_hash("_Z1kPfi", "cubin", [b"\x7fELF-image"])
-    dynamic = _core.DynamicHash(static, "sm_90").arg(1, _core.ArgType.bytes, b"12345678").finish()
+    args = [b"12345678", b"\x05\0\0\0"]
+    identity = ref.launch_identity(str(static), "sm_90", args, [3, 2, 1], [64, 4, 2], 1024)
+    dynamic_v1 = ref.dynamic_hash(str(static), "sm_90", args=[(i + 1, "bytes", a) for i, a in enumerate(args)],
+                                  grid=[3, 2, 1], block=[64, 4, 2])
     b = _core.RecordBuilder(str(tmp_path), CS)
     b.set_process(4321, 3)
     b.set_device("NVIDIA H200", "sm_90", 1)
@@ -70,7 +75,7 @@ def test_every_field_round_trips(tmp_path):
     b.set_image("cubin", "sm_90", b"\x7fELF-image")
     b.set_ptx("sm_90", b".version 8.0\n.target sm_90\n")
     b.set_ir(b"BC\xc0\xde-module")
-    b.set_launch("cuLaunchKernel", dynamic, (3, 2, 1), (64, 4, 2), 1024, 0xABCD, [b"12345678", b"\x05\0\0\0"], 17)
+    b.set_launch("cuLaunchKernel", h128(identity), (3, 2, 1), (64, 4, 2), 1024, 0xABCD, args, 17)
     b.set_va_range(BASE, 1 << 34)
     offsets = [sum(sizes[:i]) + 4096 * i for i in range(len(sizes))]
     indices = [b.add_allocation(BASE + o, n, "device", True) for o, n in zip(offsets, sizes)]
@@ -85,7 +90,7 @@ def test_every_field_round_trips(tmp_path):
     b.add_flag("global-pointer", "argument 4")
     path = Path(b.write())
 
-    assert path == tmp_path / "records" / f"{static}.{dynamic}.rank3.kirrec"
+    assert path == tmp_path / "records" / f"{static}.{identity}.rank3.kirrec"
     r = Record.load(path)
     assert (r.version, r.kir_version, r.chunk_size) == (1, kir.__version__, CS)
     assert (r.process.pid, r.process.rank) == (4321, 3)
@@ -98,8 +103,10 @@ def test_every_field_round_trips(tmp_path):
     assert r.code("ptx") == b".version 8.0\n.target sm_90\n" and k.ptx.arch == "sm_90"
     assert r.code("ir") == b"BC\xc0\xde-module"
     launch = r.launch
-    assert (launch.api, launch.dynamic_hash, launch.grid, launch.block) == \
-        ("cuLaunchKernel", str(dynamic), (3, 2, 1), (64, 4, 2))
+    assert (launch.api, launch.launch_identity, launch.grid, launch.block) == \
+        ("cuLaunchKernel", identity, (3, 2, 1), (64, 4, 2))
+    # format 1's dynamic hash, for older readers: the writer computes it (no shared memory)
+    assert launch.dynamic_hash == dynamic_v1
     assert (launch.shared_bytes, launch.stream, launch.ordinal) == (1024, 0xABCD, 17)
     assert launch.args == [b"12345678", b"\x05\0\0\0"]
     assert (r.va_range.base, r.va_range.size) == (BASE, 1 << 34)
@@ -159,7 +166,7 @@ def test_identical_chunks_are_stored_once(tmp_path):
 
     # A second record with the same memory adds no chunk.
     other = one_region(tmp_path, shared, shared, arg=struct.pack("<Q", BASE + 8),
-                       dynamic=h128("0" * 31 + "1"))
+                       identity=h128("0" * 31 + "1"))
     assert Recording(tmp_path).chunk_paths == chunks
     assert other.allocations[0].prologue == r.allocations[0].prologue
     assert len(Recording(tmp_path)) == 2
@@ -356,7 +363,7 @@ def test_recording_lists_finished_records_only(tmp_path):
 def test_records_json_agrees_with_the_reader(tmp_path, kir_cli):
     rng = random.Random(6)
     one_region(tmp_path, rng.randbytes(CS + 1), rng.randbytes(CS + 1))
-    b = builder(tmp_path, dynamic=h128("f" * 32), arg=struct.pack("<Q", BASE + 64))
+    b = builder(tmp_path, identity=h128("f" * 32), arg=struct.pack("<Q", BASE + 64))
     b.add_flag("unknown-pointer", "argument 1")
     b.add_global("counter", 0x1000, 4)
     b.write()
@@ -370,7 +377,8 @@ def test_records_json_agrees_with_the_reader(tmp_path, kir_cli):
     for entry, r in zip(listing["records"], recording.records()):
         assert entry == {
             "file": r.path.name, "kernel": "k", "demangled": "k(int*)", "static_hash": r.kernel.static_hash,
-            "dynamic_hash": r.launch.dynamic_hash, "grid": [2, 1, 1], "block": [128, 1, 1],
+            "launch_identity": r.launch.launch_identity, "dynamic_hash": r.launch.dynamic_hash,
+            "grid": [2, 1, 1], "block": [128, 1, 1],
             "shared_bytes": 0, "ordinal": 0, "allocations": len(r.allocations), "globals": len(r.globals),
             "prologue_bytes": r.stats.prologue_bytes, "stored_bytes": r.stats.stored_bytes,
             "flags": [f.flag for f in r.flags]}
@@ -404,10 +412,7 @@ def axpy_record(directory, cubin: Path, a=2.0, n=1000, ptx: bytes | None = None,
     x, y = BASE, BASE + (1 << 21)
     args = [struct.pack("<f", a), struct.pack("<Q", x), struct.pack("<Q", y), struct.pack("<i", n)]
     static = _core.static_hash(AXPY, "cubin", [image])
-    h = _core.DynamicHash(static, "sm_90")
-    for i, arg in enumerate(args):
-        h.arg(i + 1, _core.ArgType.bytes, arg)
-    dynamic = h.grid(4, 1, 1).block(256, 1, 1).finish()
+    identity = ref.launch_identity(str(static), "sm_90", args, [4, 1, 1], [256, 1, 1], 0)
     if alter:
         alter(args)
     b = _core.RecordBuilder(str(directory), CS)
@@ -416,7 +421,7 @@ def axpy_record(directory, cubin: Path, a=2.0, n=1000, ptx: bytes | None = None,
     b.set_image("cubin", "sm_90", image)
     if ptx is not None:
         b.set_ptx("sm_90", ptx)
-    b.set_launch("cudaLaunchKernel", dynamic, (4, 1, 1), (256, 1, 1), 0, 0, args, 0)
+    b.set_launch("cudaLaunchKernel", h128(identity), (4, 1, 1), (256, 1, 1), 0, 0, args, 0)
     b.set_va_range(BASE, 1 << 30)
     xs = struct.pack(f"<{n}f", *range(n))
     ys = struct.pack(f"<{n}f", *(float(i % 7) for i in range(n)))
@@ -445,21 +450,50 @@ def test_plan_of_a_real_cubin(tmp_path, built):
     assert [(m.address, m.size, m.exact) for m in p.mappings] == [(BASE, 1 << 21, False),
                                                                   (BASE + (1 << 21), 1 << 21, False)]
     assert [g.name for g in p.globals] == ["counter"]
-    assert str(p.variant_dynamic_hash((4, 1, 1), (256, 1, 1))) == r.launch.dynamic_hash
-    expected = _core.DynamicHash(h128(r.kernel.static_hash), "sm_90")
-    for i, arg in enumerate(args):
-        expected.arg(i + 1, _core.ArgType.bytes, arg)
-    assert p.variant_dynamic_hash((8, 1, 1), (128, 1, 1)) == expected.grid(8, 1, 1).block(128, 1, 1).finish()
+    assert p.variant_launch_identity((4, 1, 1), (256, 1, 1)) == r.launch.launch_identity
+    assert p.variant_launch_identity((8, 1, 1), (128, 1, 1)) == \
+        ref.launch_identity(r.kernel.static_hash, "sm_90", args, [8, 1, 1], [128, 1, 1], 0)
+    assert p.variant_launch_identity((4, 1, 1), (256, 1, 1), 4096) == \
+        ref.launch_identity(r.kernel.static_hash, "sm_90", args, [4, 1, 1], [256, 1, 1], 4096)
+    assert (p.hashes.identity, p.hashes.dynamic) == (r.launch.launch_identity, r.launch.dynamic_hash)
 
 
-def test_an_altered_argument_breaks_the_dynamic_hash(tmp_path, built):
+def test_an_altered_argument_breaks_the_launch_identity(tmp_path, built):
     def alter(args):
         args[3] = struct.pack("<i", 999)
     r, _, _ = axpy_record(tmp_path, built["kernels_sm90.cubin"], alter=alter)
     p = replay.plan(r)
     assert not p.hashes_match
-    assert p.hashes.static == p.hashes.recorded_static and p.hashes.dynamic != p.hashes.recorded_dynamic
-    assert any(n.startswith("dynamic hash mismatch") for n in p.notes)
+    assert p.hashes.static == p.hashes.recorded_static and p.hashes.identity != p.hashes.recorded_identity
+    assert any(n.startswith("launch identity mismatch") for n in p.notes)
+
+
+def test_records_of_hash_format_1_still_load_and_check(tmp_path, built, kir_cli):
+    """A record written before the launch identity carries only format 1's
+    `dynamic_hash` (arguments, grid and block; no shared memory): it loads, and the
+    plan checks that hash under format 1's recipe."""
+    r, _, args = axpy_record(tmp_path, built["kernels_sm90.cubin"])
+    meta = msgpack.unpackb(r.path.read_bytes()[RECORD_HEADER.size:])
+    del meta["launch"]["launch_identity"]
+    rewrite_body(r.path, msgpack.packb(meta))
+    old = Record.load(r.path)
+    v1 = ref.dynamic_hash(r.kernel.static_hash, "sm_90", args=[(i + 1, "bytes", a) for i, a in enumerate(args)],
+                          grid=[4, 1, 1], block=[256, 1, 1])
+    assert (old.launch.launch_identity, old.launch.dynamic_hash) == (None, v1)
+    p = replay.plan(old)
+    assert p.hashes_match and (p.hashes.identity, p.hashes.dynamic) == (None, v1) and p.notes == []
+    text = kir_cli("replay", "--plan", r.path)
+    assert f"dynamic   {v1}  matches (hash format 1)" in text.stdout and "identity  " not in text.stdout
+    listing = json.loads(kir_cli("records", "--json", tmp_path).stdout)
+    assert [(e["launch_identity"], e["dynamic_hash"]) for e in listing["records"]] == [(None, v1)]
+
+    meta["launch"]["dynamic_hash"] = "0" * 32
+    rewrite_body(r.path, msgpack.packb(meta))
+    p = replay.plan(Record.load(r.path))
+    assert not p.hashes_match and any(n.startswith("dynamic hash mismatch") for n in p.notes)
+    del meta["launch"]["dynamic_hash"]
+    rewrite_body(r.path, msgpack.packb(meta))
+    assert "dynamic_hash" in record_error(r.path)
 
 
 def test_replay_plan_cli(tmp_path, built, kir_cli):
@@ -471,6 +505,9 @@ def test_replay_plan_cli(tmp_path, built, kir_cli):
     assert plan["code"]["kind"] == "cubin" and plan["grid"] == [4, 1, 1]
     text = kir_cli("replay", "--plan", r.path)
     assert "static    " + r.kernel.static_hash + "  matches" in text.stdout
+    assert "identity  " + r.launch.launch_identity + "  matches" in text.stdout
+    assert plan["launch_identity"] == plan["computed_launch_identity"] == r.launch.launch_identity
+    assert plan["dynamic_hash"] == plan["computed_dynamic_hash"] == r.launch.dynamic_hash
 
     bad, _, _ = axpy_record(tmp_path / "bad", built["kernels_sm90.cubin"],
                             alter=lambda args: args.__setitem__(0, struct.pack("<f", 3.0)))

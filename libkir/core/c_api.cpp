@@ -213,6 +213,7 @@ int kir_binary_kernel_ir(const kir_binary* binary, size_t index, size_t kernel, 
 #include <new>
 
 #include "kir/hash/hash.hpp"
+#include "kir/hash/jit_key.hpp"
 #include "kir/hash/proteus.hpp"
 
 static_assert(sizeof(kir_dynamic_hash) >= sizeof(kir::DynamicHash), "kir_dynamic_hash too small");
@@ -244,6 +245,41 @@ kir_hash128 kir_static_hash(const char* name, const char* code_kind, const kir_b
 
 void kir_dynamic_hash_begin(kir_dynamic_hash* h, kir_hash128 static_hash, const char* arch) {
   new (h->opaque) kir::DynamicHash({static_hash.high, static_hash.low}, arch ? arch : "");
+}
+
+void kir_launch_identity_begin(kir_dynamic_hash* h, kir_hash128 static_hash, const char* arch) {
+  new (h->opaque) kir::DynamicHash(kir::HashDomain::launch_identity, {static_hash.high, static_hash.low},
+                                   arch ? arch : "");
+}
+
+void kir_dynamic_hash_extend(kir_dynamic_hash* h, const kir_dynamic_hash* prefix) {
+  new (h->opaque) kir::DynamicHash(
+      kir::DynamicHash::extend(*std::launder(reinterpret_cast<const kir::DynamicHash*>(prefix->opaque))));
+}
+
+void kir_dynamic_hash_shared(kir_dynamic_hash* h, uint64_t bytes) { builder(h)->shared(bytes); }
+
+void kir_dynamic_hash_specialize(kir_dynamic_hash* h, uint32_t flags) { builder(h)->specialize(flags); }
+
+void kir_dynamic_hash_capture(kir_dynamic_hash* h, const char* lambda, uint32_t slot, uint32_t offset,
+                              uint8_t type, const void* value, size_t size) {
+  builder(h)->capture(lambda ? lambda : "", slot, offset, static_cast<kir::ArgType>(type), value, size);
+}
+
+int kir_jit_key(const kir_jit_key_input* in, kir_hash128* out) {
+  if (!in || !out) return fail("kir_jit_key: input or output is NULL");
+  kir::Expected<kir::Hash128> key = kir::jit_key(*in);
+  if (!key) return fail("JIT key: " + key.error().message());
+  *out = to_c(*key);
+  return 0;
+}
+
+kir_hash128 kir_launch_identity(kir_hash128 static_hash, const char* arch, void* const* args,
+                                const uint32_t* param_sizes, uint32_t param_count, const uint32_t grid[3],
+                                const uint32_t block[3], uint64_t shared_bytes) {
+  static const uint32_t ones[3] = {1, 1, 1};
+  return to_c(kir::launch_identity({static_hash.high, static_hash.low}, arch ? arch : "", args, param_sizes,
+                                   param_count, grid ? grid : ones, block ? block : ones, shared_bytes));
 }
 
 void kir_dynamic_hash_arg(kir_dynamic_hash* h, uint32_t position, uint8_t type, const void* value,

@@ -708,12 +708,11 @@ void Layer::launch_begin(kir_hook_launch& launch, Claim* claim, Vendor vendor) {
   launch.kernel = k ? &k->view : nullptr;
   if (k) {
     const std::string& arch = k->fatbin ? k->fatbin->arch : std::string();
-    DynamicHash h({k->view.static_hash.high, k->view.static_hash.low}, arch);
-    for (size_t i = 0; i < k->sizes.size() && launch.args; ++i)
-      if (launch.args[i]) h.arg(uint32_t(i + 1), ArgType::bytes, launch.args[i], k->sizes[i]);
-    h.grid(launch.grid.x, launch.grid.y, launch.grid.z).block(launch.block.x, launch.block.y, launch.block.z);
-    Hash128 d = h.finish();
-    launch.dynamic_hash = {d.high, d.low};
+    const uint32_t grid[3] = {launch.grid.x, launch.grid.y, launch.grid.z};
+    const uint32_t block[3] = {launch.block.x, launch.block.y, launch.block.z};
+    Hash128 d = kir::launch_identity({k->view.static_hash.high, k->view.static_hash.low}, arch, launch.args,
+                                     k->sizes.data(), uint32_t(k->sizes.size()), grid, block, launch.shared_bytes);
+    launch.launch_identity = {d.high, d.low};
   }
   if (claim && overriding()) {
     size_t n = client_count_.load(std::memory_order_acquire);

@@ -214,7 +214,7 @@ void on_launch(void*, const kir_hook_launch* l) {
                      : "grid=(%u,%u,%u) block=(%u,%u,%u) shared=%zu stream=%#llx result=%d",
                 l->grid.x, l->grid.y, l->grid.z, l->block.x, l->block.y, l->block.z, l->shared_bytes,
                 static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(l->stream)), l->result);
-  std::string s = l->kernel ? hex_hash(l->kernel->static_hash) : "", d = hex_hash(l->dynamic_hash);
+  std::string s = l->kernel ? hex_hash(l->kernel->static_hash) : "", d = hex_hash(l->launch_identity);
   std::string api = l->api ? l->api : "";
   // A launch a client claimed (hook API 4): who, what ran, and the substitute's id.
   std::string claim;
@@ -228,10 +228,10 @@ void on_launch(void*, const kir_hook_launch* l) {
   }
   if (json)
     line("{\"event\":\"launch\",\"api\":" + quoted(api) + ",\"kernel\":" + quoted(name) + ",\"demangled\":" + quoted(demangled) +
-         "," + dims + ",\"args\":[" + args + "],\"static\":\"" + s + "\",\"dynamic\":\"" + d + "\"" + claim + "}");
+         "," + dims + ",\"args\":[" + args + "],\"static\":\"" + s + "\",\"identity\":\"" + d + "\"" + claim + "}");
   else
     line("kir-trace launch " + (l->kernel ? demangled : std::string("(unregistered)")) + " kernel=" +
-         name + " api=" + api + " " + dims + " args=[" + args + "] static=" + s + " dynamic=" + d + claim);
+         name + " api=" + api + " " + dims + " args=[" + args + "] static=" + s + " identity=" + d + claim);
 }
 
 /// The trace stream for KIR_TRACE_FD = "N" or "N:DEV:INO", on a high

@@ -218,7 +218,7 @@ class Recorder {
     bool matches = false;  // by --kernels
   };
   std::unordered_map<const void*, KernelState> kernels_;
-  std::set<std::pair<uint64_t, uint64_t>> seen_;                   // dynamic hashes recorded
+  std::set<std::pair<uint64_t, uint64_t>> seen_;                   // launch identities recorded
   uint64_t seen_launches_ = 0, unknown_launches_ = 0;
   std::atomic<uint64_t> written_{0}, failed_{0};
   std::mutex recording_mutex_;  // one launch recorded at a time, prologue to epilogue
@@ -288,7 +288,7 @@ bool Recorder::selected(const kir_hook_launch& l, uint64_t& ordinal) {
   ordinal = state.launches++;
   if (!state.matches || ordinal < settings_.skip) return false;
   if (settings_.max_per_kernel && state.recorded >= settings_.max_per_kernel) return false;
-  if (!seen_.insert({l.dynamic_hash.high, l.dynamic_hash.low}).second) return false;  // recorded this one
+  if (!seen_.insert({l.launch_identity.high, l.launch_identity.low}).second) return false;  // recorded this one
   ++state.recorded;
   return true;
 }
@@ -511,7 +511,7 @@ std::unique_ptr<Recorder::Pending> Recorder::begin_record(const kir_hook_launch&
   if (va_ && va_->holds(va_->base())) b.set_va_range(va_->base(), va_->size());
   describe_kernel(b, l);
   std::vector<std::vector<uint8_t>> args = argument_bytes(l);
-  b.set_launch(l.api ? l.api : "", Hash128{l.dynamic_hash.high, l.dynamic_hash.low}, {l.grid.x, l.grid.y, l.grid.z},
+  b.set_launch(l.api ? l.api : "", Hash128{l.launch_identity.high, l.launch_identity.low}, {l.grid.x, l.grid.y, l.grid.z},
                {l.block.x, l.block.y, l.block.z}, l.shared_bytes, reinterpret_cast<uintptr_t>(l.stream), args,
                ordinal);
   p->snapshotted = add_regions(b, l, args);

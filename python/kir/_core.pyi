@@ -1,7 +1,8 @@
 """kir core bindings (libkir)"""
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 import enum
+from typing import overload
 
 import kir.model
 
@@ -585,15 +586,34 @@ def proteus_static_hash_of_module(name: str, module_hash: int, llvm20_or_newer: 
 
 def fnv1a_64(data: bytes) -> int: ...
 
-class DynamicHash:
-    """Builds a dynamic hash: static hash and arch, then records in order."""
+class HashDomain(enum.Enum):
+    """The domain a DynamicHash builds (its HEADER record)."""
 
+    jit_key = 0
+
+    launch_identity = 1
+
+    dynamic_v1 = 2
+
+class DynamicHash:
+    """
+    Builds a JIT key (default), a launch identity or format 1's dynamic hash: HEADER, static hash and arch, then records in the domain's order.
+    """
+
+    @overload
+    def __init__(self, domain: HashDomain, static_hash: Hash128, arch: str) -> None: ...
+
+    @overload
     def __init__(self, static_hash: Hash128, arch: str) -> None: ...
 
     def arg(self, position: int, type: ArgType, value: bytes) -> DynamicHash:
-        """
-        A runtime-constant argument: 1-based position, type, value bytes (little-endian).
-        """
+        """An ARG record: 1-based position, type, value bytes (little-endian)."""
+
+    def capture(self, lambda_: str, slot: int, offset: int, type: ArgType, value: bytes) -> DynamicHash:
+        """A CAPTURE record: a lambda's captured runtime constant."""
+
+    def specialize(self, flags: int) -> DynamicHash:
+        """The SPECIALIZE record: 1 grid, 2 block, 4 bounds."""
 
     def grid(self, x: int, y: int, z: int) -> DynamicHash: ...
 
@@ -601,9 +621,71 @@ class DynamicHash:
 
     def bounds(self, max_threads: int, min_blocks: int) -> DynamicHash: ...
 
+    def shared(self, bytes: int) -> DynamicHash:
+        """The SHARED record: dynamic shared memory bytes."""
+
     def config(self, key: str, value: bytes) -> DynamicHash: ...
 
     def finish(self) -> Hash128: ...
+
+class JitArg:
+    """
+    A kernel's runtime-constant argument (kir_jit_arg): position (1-based), kind (0 scalar, 1 array, 2 object), type (kir_arg_type), by_value, count (array elements or object bytes), count_position and count_type (arrays whose count another argument holds).
+    """
+
+    def __init__(self, position: int, kind: int, type: int, by_value: int = 0, count: int = 0, count_position: int = 0, count_type: int = 0) -> None: ...
+
+    @property
+    def position(self) -> int: ...
+
+    @position.setter
+    def position(self, arg: int, /) -> None: ...
+
+    @property
+    def kind(self) -> int: ...
+
+    @kind.setter
+    def kind(self, arg: int, /) -> None: ...
+
+    @property
+    def type(self) -> int: ...
+
+    @type.setter
+    def type(self, arg: int, /) -> None: ...
+
+    @property
+    def by_value(self) -> int: ...
+
+    @by_value.setter
+    def by_value(self, arg: int, /) -> None: ...
+
+    @property
+    def count(self) -> int: ...
+
+    @count.setter
+    def count(self, arg: int, /) -> None: ...
+
+    @property
+    def count_position(self) -> int: ...
+
+    @count_position.setter
+    def count_position(self, arg: int, /) -> None: ...
+
+    @property
+    def count_type(self) -> int: ...
+
+    @count_type.setter
+    def count_type(self, arg: int, /) -> None: ...
+
+def jit_key_of_launch(static_hash: Hash128, arch: str, params: Sequence[bytes | None], jit_args: Sequence[JitArg], memory: Mapping[int, bytes], grid: Sequence[int], block: Sequence[int], specialize_grid: bool, specialize_block: bool, shared_bytes: int, bounds: Sequence[int], config: Sequence[tuple[str, bytes]], captures: Sequence[tuple[str, int, int, int, bytes]], param_sizes: Sequence[int] | None = None) -> str:
+    """
+    The JIT key through kir_jit_key (the C API): each JitArg read from `params` (the launch's argument bytes) and, by pointer, from `memory` ({address: bytes}); KirError with kir_last_error() when kir_jit_key fails.
+    """
+
+def launch_identity_of(static_hash: Hash128, arch: str, params: Sequence[bytes | None], grid: Sequence[int], block: Sequence[int], shared_bytes: int) -> str:
+    """
+    The launch identity through kir_launch_identity (the C API): every parameter's bytes (None: left out), grid, block, dynamic shared memory.
+    """
 
 class RecordBuilder:
     """

@@ -17,7 +17,7 @@ from kir.commands import extract, hash as hash_command, inspect, record, records
 COMMANDS = {
     "inspect": (inspect, "show the device code a binary holds"),
     "extract": (extract, "write each device image to a directory"),
-    "hash": (hash_command, "print the kir hash of every kernel, or build a dynamic hash"),
+    "hash": (hash_command, "print the kir hash of every kernel, or build a JIT key or a launch identity"),
     "trace": (trace, "run an app under the hook layer and print its registrations and launches"),
     "record": (record, "run an app and record kernel launches (arguments and memory) for replay"),
     "records": (records, "list the launches a recording holds"),

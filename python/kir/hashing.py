@@ -1,5 +1,5 @@
 """Kernel hashes (docs/hashing.md): the static hash of every kernel of a binary,
-dynamic hashes, and Proteus's current 64-bit hash for migration.
+the JIT key and the launch identity, and Proteus's current 64-bit hash for migration.
 
 The encoding, XXH3 and the policy deciding which bytes a kernel's code is (the
 IR embedded in its image, else the image) live in the core (libkir), so `kir
@@ -11,18 +11,121 @@ from dataclasses import dataclass
 
 from kir import _core
 from kir.binary import Binary
+from kir.errors import OptionError
 from kir.model import CODE_IMAGES, CodeKind, ImageKind
 from kir.proteus import proteus_static_hashes
 
 Hash128 = _core.Hash128
 DynamicHash = _core.DynamicHash
+HashDomain = _core.HashDomain
 ArgType = _core.ArgType
+JitArg = _core.JitArg
 static_hash = _core.static_hash
 proteus_static_hash = _core.proteus_static_hash
 xxh3_128 = _core.xxh3_128
 
 kernel_code = _core.kernel_code
 kernel_static_hash = _core.kernel_static_hash
+
+
+#: kir_jit_arg_kind
+SCALAR, ARRAY, OBJECT = 0, 1, 2
+#: SPECIALIZE flags
+SPECIALIZE_GRID, SPECIALIZE_BLOCK, SPECIALIZE_BOUNDS = 1, 2, 4
+
+
+def _type(value) -> int:
+    """A kir_arg_type number from a number, an ArgType or its name ("f32")."""
+    if isinstance(value, str):
+        try:
+            value = getattr(ArgType, value)
+        except AttributeError:
+            raise OptionError(f"{value!r} is not an argument type (one of "
+                             f"{', '.join(t.name for t in ArgType)})") from None
+    number = int(value.value if isinstance(value, ArgType) else value)
+    if not 1 <= number <= 15:
+        raise OptionError(f"argument type {number} is not a kir_arg_type (1..15)")
+    return number
+
+
+def _hex(static_hash) -> Hash128:
+    return static_hash if isinstance(static_hash, Hash128) else Hash128.from_hex(static_hash)
+
+
+def _c_string(text: str, what: str) -> str:
+    if "\0" in text:
+        raise OptionError(f"{what} {text!r} holds a NUL character (it is a C string in kir_jit_key_input)")
+    return text
+
+
+def _config(config) -> list[tuple[str, bytes]]:
+    return [(_c_string(k, "config key"), bytes(v)) for k, v in config]
+
+
+def _captures(captures) -> list:
+    return [(_c_string(lam, "lambda name"), slot, offset, _type(t), bytes(v)) for lam, slot, offset, t, v in captures]
+
+
+def _dims(value, name: str) -> tuple[int, int, int]:
+    dims = tuple(value)
+    if len(dims) != 3:
+        raise OptionError(f"{name} must have 3 dimensions, not {len(dims)}")
+    return dims
+
+
+def jit_key(static_hash: str, arch: str, args, *, grid=None, block=None, shared_bytes: int = 0,
+            bounds=None, config=(), captures=()) -> str:
+    """The JIT key (docs/hashing.md): what a compiled object is valid for.
+
+    `args`: the runtime-constant arguments as (1-based position, kir_arg_type, value
+    bytes), arrays and objects already dereferenced (their elements' / the object's
+    bytes), in any order; `grid` / `block`: the dimensions when the code is specialized
+    for them (None: not); `bounds`: (max_threads, min_blocks) launch bounds, None or
+    (0, 0) for none; `config`: (key, value bytes) CONFIG records in a fixed order;
+    `captures`: (lambda, slot, offset, type, value bytes) lambda captures (keys and
+    lambda names are C strings: no NUL character). Computed by
+    kir_jit_key, the C API a JIT calls at each launch. 32 hex digits."""
+    args = list(args)
+    positions = [int(p) for p, _, _ in args]
+    count = max(positions, default=0)
+    params = [None] * count
+    jit_args = []
+    for (position, kind, value), p in zip(args, positions):
+        if p < 1:
+            raise OptionError(f"argument position {p}: positions are 1-based")
+        if params[p - 1] is not None:
+            raise OptionError(f"argument position {p} given twice")
+        params[p - 1] = bytes(value)
+        jit_args.append(JitArg(p, OBJECT, _type(kind), by_value=1, count=len(value)))
+    max_threads, min_blocks = bounds if bounds is not None else (0, 0)
+    return _core.jit_key_of_launch(
+        _hex(static_hash), arch, params, jit_args, {}, _dims(grid or (0, 0, 0), "grid"),
+        _dims(block or (0, 0, 0), "block"), grid is not None, block is not None, shared_bytes,
+        (max_threads, min_blocks), _config(config), _captures(captures),
+        [len(p) if p is not None else 0 for p in params])
+
+
+def jit_key_of_launch(static_hash: str, arch: str, params, jit_args, *, memory=None,
+                      grid=(1, 1, 1), block=(1, 1, 1), specialize_grid: bool = False,
+                      specialize_block: bool = False, shared_bytes: int = 0, bounds=None,
+                      config=(), captures=(), param_sizes=None) -> str:
+    """The JIT key of a launch as a JIT client computes it (kir_jit_key): `params`
+    the launch's argument bytes (one per parameter), `jit_args` the kernel's
+    runtime-constant arguments (JitArg), `memory` {address: bytes} the device memory
+    arrays and objects passed by pointer are read from."""
+    max_threads, min_blocks = bounds if bounds is not None else (0, 0)
+    return _core.jit_key_of_launch(
+        _hex(static_hash), arch, [None if p is None else bytes(p) for p in params], list(jit_args),
+        dict(memory or {}), _dims(grid, "grid"), _dims(block, "block"), specialize_grid, specialize_block,
+        shared_bytes, (max_threads, min_blocks), _config(config), _captures(captures), param_sizes)
+
+
+def launch_identity(static_hash: str, arch: str, args, *, grid, block, shared_bytes: int = 0) -> str:
+    """The launch identity (docs/hashing.md): what a recorder deduplicates launches
+    on. `args`: every parameter's bytes, in order (None: left out, as the hook leaves
+    out a parameter it has no pointer for). Computed by kir_launch_identity. 32 hex digits."""
+    return _core.launch_identity_of(_hex(static_hash), arch, [None if a is None else bytes(a) for a in args],
+                                    _dims(grid, "grid"), _dims(block, "block"), shared_bytes)
 
 
 @dataclass

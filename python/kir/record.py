@@ -141,13 +141,17 @@ class Kernel:
 @dataclass
 class Launch:
     api: str
-    dynamic_hash: str
+    #: the launch identity the hook computed (docs/hashing.md); None in records written
+    #: before it existed, which carry only `dynamic_hash`
+    launch_identity: str | None
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
     shared_bytes: int
     stream: int
     args: list[bytes]       #: one per parameter, as the app passed it
     ordinal: int            #: this kernel's launch count in the process, 0-based
+    #: format 1's dynamic hash of the launch (no shared memory); None when absent
+    dynamic_hash: str | None = None
 
 
 @dataclass
@@ -458,7 +462,11 @@ def _launch(f: _Fields) -> Launch:
     for i, arg in enumerate(args):
         if not isinstance(arg, bytes):
             f.fail(f"metadata 'launch.args[{i}]' is {_kind(arg)}, expected bin")
-    return Launch(api=f.get("api", str), dynamic_hash=f.hash("dynamic_hash"), grid=f.dims("grid"),
+    # `launch_identity` since hash format 2; `dynamic_hash` (format 1's) in older
+    # records, and kept next to it in newer ones: at least one must be there.
+    identity = f.hash("launch_identity") if "launch_identity" in f.value else None
+    dynamic = f.hash("dynamic_hash") if identity is None or "dynamic_hash" in f.value else None
+    return Launch(api=f.get("api", str), launch_identity=identity, dynamic_hash=dynamic, grid=f.dims("grid"),
                   block=f.dims("block"), shared_bytes=f.count("shared_bytes", U32),
                   stream=f.count("stream"), args=list(args), ordinal=f.count("ordinal"))
 

@@ -32,6 +32,13 @@
 #include "kir/support/md5.hpp"
 #include "kir/support/msgpack.hpp"
 
+#include <atomic>
+
+// Every operator new of the process, counted (count_allocations.cpp): the JIT
+// key's hot path (extend a prefix, kir_jit_key) must not allocate.
+extern std::atomic<long> kir_test_allocations;
+static std::atomic<long>& allocations = kir_test_allocations;
+
 namespace {
 
 int failures = 0;
@@ -368,6 +375,120 @@ void test_hash_c_api_matches_cpp() {
   CHECK(streamed == again && streamed != d2);
 }
 
+int read_host(void* user, uint64_t address, void* out, size_t size) {
+  ++*static_cast<int*>(user);  // reads made
+  std::memcpy(out, reinterpret_cast<const void*>(static_cast<uintptr_t>(address)), size);
+  return 0;
+}
+
+void test_jit_key_c_api() {
+  kir_hash128 s = kir_static_hash("_Z4axpydPdi", "ir", nullptr, 0);
+  kir::Hash128 cpp{s.high, s.low};
+  // axpy(double a, double* coefficients, int n, Params p): a a runtime constant, the
+  // array of n coefficients read by pointer, p (16 bytes) by value.
+  double a = 2.5;
+  std::vector<double> coefficients(1100);  // 8800 bytes: read in three pieces
+  for (size_t i = 0; i < coefficients.size(); ++i) coefficients[i] = double(i) / 3;
+  double* pointer = coefficients.data();
+  int32_t n = 1100;
+  struct { double x; int64_t y; } params{1.5, 7};
+  void* args[] = {&a, &pointer, &n, &params};
+  const uint32_t sizes[] = {8, 8, 4, 16};
+  const kir_jit_arg jit_args[] = {  // any order
+      {4, KIR_JIT_OBJECT, KIR_ARG_BYTES, 1, 0, 16, 0},
+      {1, KIR_JIT_SCALAR, KIR_ARG_F64, 0, 0, 0, 0},
+      {2, KIR_JIT_ARRAY, KIR_ARG_F64, 0, KIR_ARG_I32, 0, 3},
+  };
+  const kir_config_item config[] = {{"opt-level", "3", 1}};
+  const kir_jit_capture captures[] = {{"L", 0, 8, KIR_ARG_I32, &n, 4}};
+  int reads = 0;
+  kir_jit_key_input in{};
+  in.struct_size = sizeof in;
+  in.static_hash = s;
+  in.arch = "sm_90";
+  in.args = args, in.param_sizes = sizes, in.param_count = 4;
+  in.jit_args = jit_args, in.jit_arg_count = 3;
+  in.grid[0] = 4, in.grid[1] = in.grid[2] = 1;
+  in.block[0] = 256, in.block[1] = in.block[2] = 1;
+  in.shared_bytes = 1024;
+  in.specialize_block = 1;
+  in.max_threads = 256, in.min_blocks = 2;
+  in.config = config, in.config_count = 1;
+  in.read_memory = read_host, in.user = &reads;
+  in.captures = captures, in.capture_count = 1;
+
+  kir_hash128 key{};
+  long before = allocations.load();
+  CHECK(kir_jit_key(&in, &key) == 0);
+  CHECK(allocations.load() == before);  // allocation-free
+  CHECK(reads == 3);
+
+  kir::Hash128 expected = kir::DynamicHash(cpp, "sm_90")
+                              .arg(1, kir::ArgType::f64, a)
+                              .arg(2, kir::ArgType::f64, coefficients.data(), coefficients.size() * 8)
+                              .arg(4, kir::ArgType::bytes, &params, 16)
+                              .capture("L", 0, 8, kir::ArgType::i32, &n, 4)
+                              .specialize(KIR_SPECIALIZE_BLOCK | KIR_SPECIALIZE_BOUNDS)
+                              .block(256, 1, 1)
+                              .bounds(256, 2)
+                              .shared(1024)
+                              .config("opt-level", "3")
+                              .finish();
+  CHECK(key.high == expected.high && key.low == expected.low);
+
+  // From a per-kernel prefix: the same key, without re-encoding HEADER, STATIC, ARCH.
+  kir_dynamic_hash prefix;
+  kir_dynamic_hash_begin(&prefix, s, "sm_90");
+  in.prefix = &prefix;
+  in.arch = "ignored";
+  kir_hash128 from_prefix{};
+  before = allocations.load();
+  CHECK(kir_jit_key(&in, &from_prefix) == 0);
+  kir_dynamic_hash h;
+  kir_dynamic_hash_extend(&h, &prefix);
+  kir_dynamic_hash_shared(&h, 0);
+  kir_hash128 extended = kir_dynamic_hash_finish(&h);
+  CHECK(allocations.load() == before);
+  CHECK(from_prefix.high == key.high && from_prefix.low == key.low);
+  kir::Hash128 short_key = kir::DynamicHash(cpp, "sm_90").shared(0).finish();
+  CHECK(extended.high == short_key.high && extended.low == short_key.low);
+  in.prefix = nullptr;
+  in.arch = "sm_90";
+
+  // A caller compiled before the appended fields: no captures, no prefix.
+  kir_jit_key_input old = in;
+  old.struct_size = offsetof(kir_jit_key_input, captures);
+  kir_hash128 old_key{};
+  CHECK(kir_jit_key(&old, &old_key) == 0);
+  CHECK(!(old_key.high == key.high && old_key.low == key.low));
+  old.struct_size = offsetof(kir_jit_key_input, user);
+  CHECK(kir_jit_key(&old, &old_key) == -1);
+  CHECK(std::string(kir_last_error()).find("struct_size") != std::string::npos);
+
+  // Errors: no read_memory for an array passed by pointer; a failed read.
+  in.read_memory = nullptr;
+  CHECK(kir_jit_key(&in, &key) == -1);
+  CHECK(std::string(kir_last_error()) ==
+        "JIT key: runtime-constant argument 2: passed by pointer, and read_memory is NULL");
+  in.read_memory = [](void*, uint64_t, void*, size_t) { return 5; };
+  CHECK(kir_jit_key(&in, &key) == -1);
+  CHECK(std::string(kir_last_error()).find("failed (5)") != std::string::npos);
+  CHECK(kir_jit_key(nullptr, &key) == -1);
+
+  // The launch identity: the C helper equals the builder.
+  const uint32_t grid[3] = {4, 1, 1}, block[3] = {256, 1, 1};
+  kir_hash128 identity = kir_launch_identity(s, "sm_90", args, sizes, 4, grid, block, 128);
+  kir_launch_identity_begin(&h, s, "sm_90");
+  for (uint32_t i = 0; i < 4; ++i) kir_dynamic_hash_arg(&h, i + 1, KIR_ARG_BYTES, args[i], sizes[i]);
+  kir_dynamic_hash_grid(&h, 4, 1, 1);
+  kir_dynamic_hash_block(&h, 256, 1, 1);
+  kir_dynamic_hash_shared(&h, 128);
+  kir_hash128 built = kir_dynamic_hash_finish(&h);
+  CHECK(identity.high == built.high && identity.low == built.low);
+  kir_hash128 other = kir_launch_identity(s, "sm_90", args, sizes, 4, grid, block, 0);
+  CHECK(!(identity.high == other.high && identity.low == other.low));  // shared memory counts
+}
+
 void test_demangle() {
   CHECK(kir::demangle("_Z4axpyfPKfPfi") == "axpy(float, float const*, float*, int)");
   CHECK(kir::demangle("plain_c_name") == "plain_c_name");
@@ -591,6 +712,7 @@ int main() {
       {"ptx", test_ptx},                           {"demangle", test_demangle},
       {"md5", test_md5},                           {"bundle_ids", test_bundle_ids},
       {"msgpack", test_msgpack},                   {"hash_c_api", test_hash_c_api_matches_cpp},
+      {"jit_key_c_api", test_jit_key_c_api},
       {"c_api_errors", test_c_api_errors},         {"msgpack_writer", test_msgpack_writer},
       {"zstd_compress", test_zstd_compress},     {"model_names", test_model_names},
       {"discover_from_memory", test_discover_from_memory}, {"magic_scan", test_magic_scan}};

@@ -20,7 +20,9 @@ static_assert(sizeof(XXH3_state_t) <= 640, "DynamicHash::state_ is too small for
 namespace {
 
 constexpr std::string_view kStaticDomain = "kir.static-hash";
-constexpr std::string_view kDynamicDomain = "kir.dynamic-hash";
+constexpr std::string_view kDynamicDomain = "kir.dynamic-hash";  // format 1, records written before 2
+constexpr std::string_view kJitKeyDomain = "kir.jit-key";
+constexpr std::string_view kLaunchIdentityDomain = "kir.launch-identity";
 
 Hash128 from_xxh(XXH128_hash_t h) { return {h.high64, h.low64}; }
 
@@ -37,18 +39,25 @@ void put_canonical(std::string& out, const Hash128& h) {
   out.append(reinterpret_cast<const char*>(c), 16);
 }
 
-/// The dynamic encoding's first record, fixed: HEADER("kir.dynamic-hash", version).
-struct DynamicHeader {
-  unsigned char bytes[5 + kDynamicDomain.size() + 4];
-  DynamicHeader() {
-    uint32_t length = uint32_t(kDynamicDomain.size() + 4), version = kHashFormatVersion;
+/// A launch identity's or JIT key's first record, fixed per domain:
+/// HEADER(domain, version).
+struct Header {
+  unsigned char bytes[32];
+  size_t size = 0;
+  Header(std::string_view domain, uint32_t version) {
+    uint32_t length = uint32_t(domain.size() + 4);
     bytes[0] = hash_tag::kHeader;
     std::memcpy(bytes + 1, &length, 4);
-    std::memcpy(bytes + 5, kDynamicDomain.data(), kDynamicDomain.size());
-    std::memcpy(bytes + 5 + kDynamicDomain.size(), &version, 4);
+    std::memcpy(bytes + 5, domain.data(), domain.size());
+    std::memcpy(bytes + 5 + domain.size(), &version, 4);
+    size = 9 + domain.size();
   }
 };
-const DynamicHeader kDynamicHeader;
+const Header kHeaders[] = {
+    {kJitKeyDomain, kJitKeyVersion},                   // HashDomain::jit_key
+    {kLaunchIdentityDomain, kLaunchIdentityVersion},  // HashDomain::launch_identity
+    {kDynamicDomain, 1},                              // HashDomain::dynamic_v1
+};
 
 void record(std::string& out, uint8_t tag, std::string_view payload) {
   uint32_t length = static_cast<uint32_t>(payload.size());
@@ -125,9 +134,10 @@ Hash128 static_hash_of_digests(std::string_view name, std::string_view code_kind
   return from_xxh(XXH3_128bits(encoding.data(), encoding.size()));
 }
 
-DynamicHash::DynamicHash(const Hash128& static_hash, std::string_view arch) {
-  std::memcpy(buffer_, kDynamicHeader.bytes, sizeof kDynamicHeader.bytes);
-  used_ = sizeof kDynamicHeader.bytes;
+DynamicHash::DynamicHash(HashDomain domain, const Hash128& static_hash, std::string_view arch) {
+  const Header& h = kHeaders[static_cast<size_t>(domain)];
+  std::memcpy(buffer_, h.bytes, h.size);
+  used_ = h.size;
   record(hash_tag::kStatic, 16);
   canonical(static_hash, buffer_ + used_);
   used_ += 16;
@@ -177,6 +187,28 @@ DynamicHash& DynamicHash::config(std::string_view key, std::string_view value) {
   put(key.data(), key.size());
   put(value.data(), value.size());
   return *this;
+}
+
+DynamicHash& DynamicHash::capture(std::string_view lambda, uint32_t slot, uint32_t offset, ArgType type,
+                                  const void* value, size_t size) {
+  record(hash_tag::kCapture, 4 + lambda.size() + 9 + size);
+  put_u32(static_cast<uint32_t>(lambda.size()));
+  put(lambda.data(), lambda.size());
+  put_u32(slot);
+  put_u32(offset);
+  uint8_t t = static_cast<uint8_t>(type);
+  put(&t, 1);
+  put(value, size);
+  return *this;
+}
+
+Hash128 launch_identity(const Hash128& static_hash, std::string_view arch, void* const* args,
+                        const uint32_t* sizes, uint32_t count, const uint32_t grid[3],
+                        const uint32_t block[3], uint64_t shared_bytes) {
+  DynamicHash h(HashDomain::launch_identity, static_hash, arch);
+  for (uint32_t i = 0; args && sizes && i < count; ++i)
+    if (args[i]) h.arg(i + 1, ArgType::bytes, args[i], sizes[i]);
+  return h.grid(grid[0], grid[1], grid[2]).block(block[0], block[1], block[2]).shared(shared_bytes).finish();
 }
 
 Hash128 DynamicHash::finish() {

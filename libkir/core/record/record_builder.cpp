@@ -51,10 +51,10 @@ Status RecordBuilder::add_ptx_unit(std::string arch, ByteView bytes) {
   return {};
 }
 
-void RecordBuilder::set_launch(std::string api, Hash128 dynamic_hash, std::array<uint32_t, 3> grid,
+void RecordBuilder::set_launch(std::string api, Hash128 launch_identity, std::array<uint32_t, 3> grid,
                                std::array<uint32_t, 3> block, uint64_t shared_bytes, uint64_t stream,
                                std::vector<std::vector<uint8_t>> args, uint64_t ordinal) {
-  api_ = std::move(api), dynamic_hash_ = dynamic_hash, grid_ = grid, block_ = block;
+  api_ = std::move(api), launch_identity_ = launch_identity, grid_ = grid, block_ = block;
   shared_bytes_ = shared_bytes, stream_ = stream, args_ = std::move(args), ordinal_ = ordinal;
 }
 
@@ -197,7 +197,13 @@ std::vector<uint8_t> RecordBuilder::metadata() const {
     }
   }
 
-  w.key("launch").map(8).key("api").str(api_).key("dynamic_hash").str(dynamic_hash_.hex());
+  // Format 1's dynamic hash of the launch (domain kir.dynamic-hash: no shared
+  // memory), for readers older than `launch_identity` (docs/hashing.md).
+  DynamicHash v1(HashDomain::dynamic_v1, static_hash_, image_ ? image_->arch : device_arch_);
+  for (size_t i = 0; i < args_.size(); ++i) v1.arg(uint32_t(i + 1), ArgType::bytes, args_[i].data(), args_[i].size());
+  Hash128 dynamic_v1 = v1.grid(grid_[0], grid_[1], grid_[2]).block(block_[0], block_[1], block_[2]).finish();
+  w.key("launch").map(9).key("api").str(api_).key("launch_identity").str(launch_identity_.hex());
+  w.key("dynamic_hash").str(dynamic_v1.hex());
   w.key("grid");
   write_dim(w, grid_);
   w.key("block");
@@ -263,7 +269,7 @@ Expected<std::string> RecordBuilder::write() const {
   format::put(file.data(), field::hash_high, sum.high);
   format::put(file.data(), field::hash_low, sum.low);
   file.insert(file.end(), body.begin(), body.end());
-  std::string name = static_hash_.hex() + "." + dynamic_hash_.hex();
+  std::string name = static_hash_.hex() + "." + launch_identity_.hex();
   if (rank_ >= 0) name += ".rank" + std::to_string(rank_);
   std::string path = store_.directory() + "/records/" + name + format::kRecordSuffix;
   // The chunks it names reach the disk before the record does (crash-safe order).

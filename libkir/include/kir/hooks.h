@@ -187,7 +187,14 @@ typedef struct kir_hook_launch {
   size_t shared_bytes;
   const void* stream;
   void** args;                    /* as the app passed them */
-  kir_hash128 dynamic_hash;       /* over arch, every argument's bytes, grid and block */
+  union {                         /* the launch identity (docs/hashing.md): static hash, arch,
+                                     every argument's bytes, grid, block and shared_bytes —
+                                     what a recorder deduplicates on. `dynamic_hash` is its
+                                     name before format 2 (same storage; it did not cover
+                                     shared_bytes then) */
+    kir_hash128 launch_identity;
+    kir_hash128 dynamic_hash;
+  };
   int result;                     /* launch_completed only: the runtime's return code */
   const char* api;                /* "cudaLaunchKernel", "cuLaunchKernel", "__proteus_launch_kernel", ... */
   /* API 4 (the launch override; see above): */

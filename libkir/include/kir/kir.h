@@ -160,7 +160,8 @@ kir_hash128 kir_static_hash(const char* name, const char* code_kind, const kir_b
 #define KIR_ALIGN64 _Alignas(64)
 #endif
 
-/** Dynamic-hash builder: allocation-free, lives on the caller's stack. */
+/** Builder of a JIT key or a launch identity (docs/hashing.md): allocation-free,
+ *  lives on the caller's stack. */
 typedef struct kir_dynamic_hash {
   KIR_ALIGN64 unsigned char opaque[1280];
 } kir_dynamic_hash;
@@ -190,7 +191,18 @@ typedef struct kir_jit_arg {
                               the element count; 0 when `count` is the constant count */
 } kir_jit_arg;
 
+/** Begin a JIT key: HEADER("kir.jit-key", 2), STATIC, ARCH. Then, in this order:
+ *  _arg (by increasing position), _capture, _specialize, _grid, _block, _bounds
+ *  (each only when its SPECIALIZE flag is set), _shared, _config. */
 void kir_dynamic_hash_begin(kir_dynamic_hash* h, kir_hash128 static_hash, const char* arch);
+/** Begin a launch identity: HEADER("kir.launch-identity", 2), STATIC, ARCH; then
+ *  _arg (every argument, type KIR_ARG_BYTES), _grid, _block, _shared. */
+void kir_launch_identity_begin(kir_dynamic_hash* h, kir_hash128 static_hash, const char* arch);
+/** Continue from `prefix`, a builder begun for one kernel and device that holds only
+ *  the records every launch shares (HEADER, STATIC, ARCH): copies the bytes written
+ *  so far into `h` (which needs no begin) and leaves `prefix` as it was, to be reused.
+ *  No allocation, no hashing: the per-launch hot path. */
+void kir_dynamic_hash_extend(kir_dynamic_hash* h, const kir_dynamic_hash* prefix);
 /** `position` is 1-based; add arguments by increasing position. */
 void kir_dynamic_hash_arg(kir_dynamic_hash* h, uint32_t position, uint8_t type, const void* value,
                           size_t size);
@@ -198,7 +210,93 @@ void kir_dynamic_hash_grid(kir_dynamic_hash* h, uint32_t x, uint32_t y, uint32_t
 void kir_dynamic_hash_block(kir_dynamic_hash* h, uint32_t x, uint32_t y, uint32_t z);
 void kir_dynamic_hash_bounds(kir_dynamic_hash* h, uint32_t max_threads, uint32_t min_blocks);
 void kir_dynamic_hash_config(kir_dynamic_hash* h, const char* key, const void* value, size_t size);
+/** SHARED: dynamic shared memory bytes. */
+void kir_dynamic_hash_shared(kir_dynamic_hash* h, uint64_t bytes);
+/** SPECIALIZE: KIR_SPECIALIZE_* flags of the GRID/BLOCK/BOUNDS records that follow. */
+#define KIR_SPECIALIZE_GRID 1u
+#define KIR_SPECIALIZE_BLOCK 2u
+#define KIR_SPECIALIZE_BOUNDS 4u
+void kir_dynamic_hash_specialize(kir_dynamic_hash* h, uint32_t flags);
+/** CAPTURE: a lambda's captured runtime constant (see kir_jit_capture). */
+void kir_dynamic_hash_capture(kir_dynamic_hash* h, const char* lambda, uint32_t slot, uint32_t offset,
+                              uint8_t type, const void* value, size_t size);
+/** The hash; ends the builder (begin or extend it again to reuse the storage). */
 kir_hash128 kir_dynamic_hash_finish(kir_dynamic_hash* h);
+
+/* ---- The JIT key and the launch identity (docs/hashing.md) ------------- */
+
+/** One CONFIG record: a compile-configuration item (opt level, pipeline text,
+ *  codegen options, plugin fingerprints, ...). Its bytes are `size` bytes at `value`. */
+typedef struct kir_config_item {
+  const char* key;
+  const void* value;
+  size_t size;
+} kir_config_item;
+
+/** One CAPTURE record: a runtime-constant value captured by a lambda the kernel
+ *  calls (Proteus: a `jit_variable` registered for lambda type `lambda` with
+ *  __proteus_register_variable; `slot` and `offset` its RuntimeConstant's Pos and
+ *  Offset). */
+typedef struct kir_jit_capture {
+  const char* lambda;   /* the lambda's type name, as the client identifies it */
+  uint32_t slot;        /* the capture's index */
+  uint32_t offset;      /* its byte offset in the closure */
+  uint8_t type;         /* kir_arg_type */
+  const void* value;
+  size_t size;
+} kir_jit_capture;
+
+/** Everything a kernel's JIT key covers, as a launch gives it. */
+typedef struct kir_jit_key_input {
+  uint32_t struct_size;        /* sizeof(kir_jit_key_input) as the caller was compiled */
+  kir_hash128 static_hash;
+  const char* arch;            /* the device's: "sm_90", "gfx90a:xnack+" */
+  void* const* args;           /* args[i]: the bytes of parameter i+1 (kir_hook_launch.args) */
+  const uint32_t* param_sizes; /* param_sizes[i]: its size (kir_hook_kernel.param_sizes); may be
+                                  NULL, then scalars take their type's size */
+  uint32_t param_count;
+  const kir_jit_arg* jit_args; /* the runtime-constant arguments, any order (sorted by position) */
+  size_t jit_arg_count;
+  uint32_t grid[3], block[3];
+  uint64_t shared_bytes;       /* dynamic shared memory */
+  int specialize_grid, specialize_block; /* non-zero: the GRID / BLOCK record enters */
+  uint32_t max_threads, min_blocks;      /* launch bounds; 0,0: no bounds */
+  const kir_config_item* config;         /* CONFIG records, in this (client-fixed) order */
+  size_t config_count;
+  /* reads `size` bytes of device (or managed) memory at `address` into `out`; 0 = ok.
+     Needed for arrays and objects passed by pointer; may be NULL when there are none */
+  int (*read_memory)(void* user, uint64_t address, void* out, size_t size);
+  void* user;
+  /* appended after `user` (a smaller struct_size leaves them out: none, NULL): */
+  const kir_jit_capture* captures;       /* CAPTURE records, in this (client-fixed) order */
+  size_t capture_count;
+  const kir_dynamic_hash* prefix;        /* optional: a builder begun with kir_dynamic_hash_begin
+                                            for this static hash and arch (then `static_hash` and
+                                            `arch` are not read): saves re-encoding them */
+} kir_jit_key_input;
+
+/** The JIT key of one launch (docs/hashing.md, "JIT key"). Each runtime-constant
+ *  argument enters as one ARG record (position, its kir_jit_arg.type, value bytes):
+ *    KIR_JIT_SCALAR  the argument's bytes (its type's size; KIR_ARG_BYTES: param_sizes);
+ *    KIR_JIT_ARRAY   `count` elements of `type` (or as many as the argument at
+ *                    `count_position`, of type `count_type`, holds), read through
+ *                    read_memory at the pointer the argument holds — or, with
+ *                    `by_value` (Proteus STATIC_ARRAY, VECTOR), the argument's own bytes;
+ *    KIR_JIT_OBJECT  `count` bytes, the argument's own bytes when `by_value`, else read
+ *                    through read_memory at the pointer it holds.
+ *  Allocation-free; arrays and objects are read in pieces through a 4 KiB stack buffer.
+ *  Returns 0, or -1 with kir_last_error set (a position outside the parameters, two
+ *  arguments at one position, a NULL argument, pointer or read_memory where one is
+ *  needed, a failed read, a negative count). */
+int kir_jit_key(const kir_jit_key_input* in, kir_hash128* out);
+
+/** The launch identity: what a recorder deduplicates launches on (static hash, arch,
+ *  every argument's bytes — args[i] of param_sizes[i] bytes, NULL ones left out —,
+ *  grid, block, dynamic shared memory). The hook layer's kir_hook_launch.launch_identity. */
+kir_hash128 kir_launch_identity(kir_hash128 static_hash, const char* arch, void* const* args,
+                                const uint32_t* param_sizes, uint32_t param_count,
+                                const uint32_t grid[3], const uint32_t block[3],
+                                uint64_t shared_bytes);
 
 /** Writes 32 hex digits and a NUL into `out` (33 bytes). */
 void kir_hash_to_hex(kir_hash128 hash, char out[33]);

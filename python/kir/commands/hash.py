@@ -1,5 +1,6 @@
-"""`kir hash BINARY`: the static hash of every kernel; `kir hash --dynamic`: a
-dynamic hash from its parts, for debugging a JIT cache or a recording."""
+"""`kir hash BINARY`: the static hash of every kernel; `kir hash --jit-key`,
+`--launch-identity` (and format 1's `--dynamic`): a hash from its parts, for
+debugging a JIT cache or a recording (docs/hashing.md)."""
 from __future__ import annotations
 
 import re
@@ -22,24 +23,40 @@ def add_arguments(parser) -> None:
                              "with IR")
     parser.add_argument("--llvm-before-20", action="store_true",
                         help="with --proteus: the FNV-1a hash of Proteus builds on LLVM < 20")
-    dynamic = parser.add_argument_group("dynamic hash (no BINARY)")
-    dynamic.add_argument("--dynamic", metavar="STATIC", help="the kernel's static hash (32 hex digits)")
+    dynamic = parser.add_argument_group("a JIT key, a launch identity or format 1's dynamic hash (no BINARY)")
+    which = dynamic  # one of the three (run() says so otherwise, as kir errors do)
+    which.add_argument("--jit-key", metavar="STATIC",
+                       help="the JIT key of the kernel with this static hash (32 hex digits): --arg are "
+                            "its runtime-constant arguments, --grid/--block the dims it is specialized for")
+    which.add_argument("--launch-identity", metavar="STATIC",
+                       help="the launch identity: --arg are every parameter's bytes, --grid and --block "
+                            "are required")
+    which.add_argument("--dynamic", metavar="STATIC",
+                       help="format 1's dynamic hash (what records written before format 2 carry)")
     dynamic.add_argument("--arch", default="", help="target architecture, e.g. sm_90")
     dynamic.add_argument("--arg", action="append", default=[], metavar="POS:TYPE:VALUE",
-                         help="a runtime-constant argument, e.g. 2:i32:7, 3:f32:0.5, 4:bytes:00ff; "
-                              "repeat in increasing position")
+                         help="an argument, e.g. 2:i32:7, 3:f32:0.5, 4:bytes:00ff; an array as "
+                              "comma-separated values, 5:f64:1,2,3")
     dynamic.add_argument("--grid", metavar="X,Y,Z")
     dynamic.add_argument("--block", metavar="X,Y,Z")
     dynamic.add_argument("--bounds", metavar="MAX_THREADS,MIN_BLOCKS")
+    dynamic.add_argument("--shared", metavar="BYTES", help="dynamic shared memory (--jit-key, --launch-identity)")
+    dynamic.add_argument("--capture", action="append", default=[], metavar="LAMBDA:SLOT:OFFSET:TYPE:VALUE",
+                         help="a lambda capture (--jit-key)")
     dynamic.add_argument("--config", action="append", default=[], metavar="KEY=VALUE")
 
 
 def run(args) -> int:
-    if args.dynamic:
-        print(dynamic_hash(args).hex)
+    if args.jit_key or args.launch_identity or args.dynamic:
+        if sum(bool(x) for x in (args.jit_key, args.launch_identity, args.dynamic)) > 1:
+            raise OptionError("give one of --jit-key, --launch-identity and --dynamic")
+        if args.binary:
+            raise OptionError("--jit-key, --launch-identity and --dynamic take no BINARY")
+        print(jit_key(args) if args.jit_key else launch_identity(args) if args.launch_identity
+              else dynamic_hash(args).hex)
         return 0
     if not args.binary:
-        raise OptionError("give a BINARY to hash its kernels, or --dynamic STATIC")
+        raise OptionError("give a BINARY to hash its kernels, or --jit-key / --launch-identity STATIC")
     from kir.binary import Binary
     from kir.hashing import kernel_hashes
     try:
@@ -64,13 +81,82 @@ def run(args) -> int:
     return 2 if errors else 0
 
 
-def dynamic_hash(args):
-    from kir.hashing import ArgType, DynamicHash, Hash128
+def static_of(text: str, option: str):
+    from kir.hashing import Hash128
     try:
-        static = Hash128.from_hex(args.dynamic)
+        return Hash128.from_hex(text)
     except ValueError as error:
-        raise OptionError(f"--dynamic: {error}") from None
-    h = DynamicHash(static, args.arch)
+        raise OptionError(f"{option}: {error}") from None
+
+
+def shared_of(args) -> int:
+    if args.shared is None:
+        return 0
+    if not args.shared.isdigit() or int(args.shared) >= 1 << 64:
+        raise OptionError(f"--shared {args.shared!r}: expected a byte count (64 bits)")
+    return int(args.shared)
+
+
+def config_of(args) -> list[tuple[str, bytes]]:
+    return [(key, value.encode()) for key, _, value in (item.partition("=") for item in args.config)]
+
+
+def jit_key(args) -> str:
+    from kir.hashing import ArgType, jit_key as key
+    static = static_of(args.jit_key, "--jit-key")
+    values = {}
+    for spec in args.arg:
+        position, kind, value = parse_arg(spec)
+        if position in values:
+            raise OptionError(f"--arg {spec!r}: position {position} given twice")
+        values[position] = (position, getattr(ArgType, kind), value)
+    if 0 in values:
+        raise OptionError("--arg: positions are 1-based")
+    captures = [capture_of(spec) for spec in args.capture]
+    return key(static, args.arch, list(values.values()),
+               grid=ints(args.grid, 3, "--grid") if args.grid else None,
+               block=ints(args.block, 3, "--block") if args.block else None, shared_bytes=shared_of(args),
+               bounds=ints(args.bounds, 2, "--bounds") if args.bounds else None, config=config_of(args),
+               captures=captures)
+
+
+def capture_of(spec: str):
+    """LAMBDA:SLOT:OFFSET:TYPE:VALUE; LAMBDA may itself hold colons."""
+    from kir.hashing import ArgType
+    parts = spec.rsplit(":", 4)
+    try:
+        lam, slot, offset, kind, value = parts
+        position, kind, data = parse_arg(f"{slot}:{kind}:{value}")
+        offset = int(offset)
+        if not 0 <= offset <= U32_MAX:
+            raise ValueError(f"offset {offset} is not in 0..{U32_MAX}")
+    except (ValueError, OptionError) as error:
+        raise OptionError(f"--capture {spec!r}: expected LAMBDA:SLOT:OFFSET:TYPE:VALUE ({error})") from None
+    return lam, position, offset, getattr(ArgType, kind), data
+
+
+def launch_identity(args) -> str:
+    from kir.hashing import launch_identity as identity
+    static = static_of(args.launch_identity, "--launch-identity")
+    if not args.grid or not args.block:
+        raise OptionError("--launch-identity needs --grid and --block")
+    params: list = []
+    for spec in args.arg:
+        position, _, value = parse_arg(spec)
+        if position < 1:
+            raise OptionError(f"--arg {spec!r}: positions are 1-based")
+        params += [None] * (position - len(params))
+        if params[position - 1] is not None:
+            raise OptionError(f"--arg {spec!r}: position {position} given twice")
+        params[position - 1] = value
+    return identity(static, args.arch, params, grid=ints(args.grid, 3, "--grid"),
+                    block=ints(args.block, 3, "--block"), shared_bytes=shared_of(args))
+
+
+def dynamic_hash(args):
+    from kir.hashing import ArgType, DynamicHash, HashDomain
+    static = static_of(args.dynamic, "--dynamic")
+    h = DynamicHash(HashDomain.dynamic_v1, static, args.arch)
     for spec in args.arg:
         position, kind, value = parse_arg(spec)
         h.arg(position, getattr(ArgType, kind), value)
@@ -92,8 +178,8 @@ def parse_arg(spec: str) -> tuple[int, str, bytes]:
             raise ValueError(f"position {position} is not in 0..{U32_MAX}")
         if kind == "bytes":
             return int(position), kind, bytes.fromhex(value)
-        number = float(value) if kind in ("f32", "f64") else int(value, 0)
-        return int(position), kind, struct.pack(PACK[kind], number)
+        numbers = [float(v) if kind in ("f32", "f64") else int(v, 0) for v in value.split(",")]
+        return int(position), kind, b"".join(struct.pack(PACK[kind], n) for n in numbers)
     except (ValueError, KeyError, struct.error, OverflowError) as error:  # OverflowError: 1e300 as f32
         raise OptionError(f"--arg {spec!r}: expected POS:TYPE:VALUE with TYPE one of "
                          f"{', '.join([*PACK, 'bytes'])} ({error})") from None

@@ -48,7 +48,8 @@ def load_all(recording: Recording) -> tuple[list[Record], list[str]]:
 def entry(r: Record) -> dict:
     """A record as an element of the JSON `records` list."""
     return {"file": r.path.name, "kernel": r.kernel.name, "demangled": r.kernel.demangled,
-            "static_hash": r.kernel.static_hash, "dynamic_hash": r.launch.dynamic_hash,
+            "static_hash": r.kernel.static_hash, "launch_identity": r.launch.launch_identity,
+            "dynamic_hash": r.launch.dynamic_hash,
             "grid": list(r.launch.grid), "block": list(r.launch.block),
             "shared_bytes": r.launch.shared_bytes, "ordinal": r.launch.ordinal,
             "allocations": len(r.allocations), "globals": len(r.globals),
@@ -60,7 +61,7 @@ def mib(n: int) -> str:
     return f"{n / (1 << 20):.1f} MiB"
 
 
-COLUMNS = ("static", "dynamic", "grid", "block", "#", "allocs", "snapshot", "stored", "flags", "kernel")
+COLUMNS = ("static", "identity", "grid", "block", "#", "allocs", "snapshot", "stored", "flags", "kernel")
 
 
 def print_table(records: list[Record], chunks: dict, recording: Recording) -> None:
@@ -74,7 +75,8 @@ def print_table(records: list[Record], chunks: dict, recording: Recording) -> No
 
 def row(r: Record) -> tuple[str, ...]:
     launch = r.launch
-    return (r.kernel.static_hash[:12], launch.dynamic_hash[:12],
+    identity = launch.launch_identity or f"{launch.dynamic_hash[:10]}v1"  # older records: format 1's hash
+    return (r.kernel.static_hash[:12], identity[:12],
             ",".join(map(str, launch.grid)), ",".join(map(str, launch.block)), str(launch.ordinal),
             f"{len(r.allocations)}+{len(r.globals)}g" if r.globals else str(len(r.allocations)),
             mib(r.stats.prologue_bytes), mib(r.stats.stored_bytes), ",".join(r.flag_names) or "-",

@@ -78,7 +78,7 @@ def report(record, p, result, args) -> None:
     if args.json:
         print(json.dumps({
             "format": SCHEMA, "record": str(record.path), "code": p.code.kind,
-            "static_hash": record.kernel.static_hash, "dynamic_hash": result.dynamic_hash,
+            "static_hash": record.kernel.static_hash, "launch_identity": result.launch_identity,
             "hashes_match": p.hashes_match, "variant": result.variant, "verified": result.verified,
             "mismatches": mismatches, "times_ms": result.times_ms, "median_ms": result.median_ms,
             "repeat": len(result.times_ms)}))

@@ -26,12 +26,13 @@ from kir.errors import NoDeviceError, PlanError, ReplayError
 from kir.replay.compiler import NVPTX_TRIPLE, compile_ir, find_libdevice, libdevice_calls
 from kir.replay.comparison import DTYPES, NORMS, Mismatch, Tolerance, compare, tolerance_for
 from kir.replay.planner import (CODE_KINDS, RESERVE_ALIGNMENT, CodeChoice, Hashes, Mapping, ReplayPlan,
-                                dynamic_hash, pack_args, plan, recompute_hashes, static_hash)
+                                dynamic_hash, launch_identity, pack_args, plan, recompute_hashes, static_hash)
 from kir.replay.replayer import Replayer, RunResult
 
 __all__ = [
     "CODE_KINDS", "DTYPES", "NORMS", "NVPTX_TRIPLE", "RESERVE_ALIGNMENT", "CodeChoice", "Hashes", "Mapping",
     "Mismatch", "NoDeviceError", "PlanError", "ReplayError", "ReplayPlan", "Replayer", "RunResult",
-    "Tolerance", "compare", "compile_ir", "dynamic_hash", "find_libdevice", "libdevice_calls", "pack_args",
+    "Tolerance", "compare", "compile_ir", "dynamic_hash", "find_libdevice", "launch_identity", "libdevice_calls",
+    "pack_args",
     "plan", "recompute_hashes", "static_hash", "tolerance_for",
 ]

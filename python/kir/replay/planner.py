@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kir import _core
+from kir import _core, hashing
 from kir.errors import KirError, PlanError
 from kir.hashing import kernel_static_hash
 from kir.record import Record, Region, VaRange
@@ -46,13 +46,19 @@ class CodeChoice:
 @dataclass
 class Hashes:
     recorded_static: str
-    recorded_dynamic: str
-    static: str             #: recomputed from the record's image
-    dynamic: str            #: recomputed from the recorded static hash, arguments, grid and block
+    recorded_identity: str | None  #: the record's launch identity (None: a record older than it)
+    recorded_dynamic: str | None   #: the record's format-1 dynamic hash (None: absent)
+    static: str                    #: recomputed from the record's image
+    #: recomputed from the recorded static hash, arguments, grid, block and shared memory
+    #: (None when the record has no launch identity to compare with)
+    identity: str | None
+    #: format 1's dynamic hash recomputed (arguments, grid and block; None when absent)
+    dynamic: str | None
 
     @property
     def match(self) -> bool:
-        return self.static == self.recorded_static and self.dynamic == self.recorded_dynamic
+        return (self.static == self.recorded_static and self.identity == self.recorded_identity
+                and self.dynamic == self.recorded_dynamic)
 
 
 @dataclass
@@ -95,9 +101,11 @@ class ReplayPlan:
             self._code_bytes = _load_code(self.record, self.code)
         return self._code_bytes
 
-    def variant_dynamic_hash(self, grid, block) -> _core.Hash128:
-        """The dynamic hash a JIT would key this launch's code by, at another grid and block."""
-        return dynamic_hash(self.record, tuple(grid), tuple(block))
+    def variant_launch_identity(self, grid, block, shared_bytes: int | None = None) -> str:
+        """The launch identity of this launch at another grid, block (and dynamic shared
+        memory, by default the recorded one), with the recorded arguments: what a
+        recorder would file the variant under."""
+        return launch_identity(self.record, tuple(grid), tuple(block), shared_bytes)
 
     def describe(self) -> str:
         """The plan as text, one step a line."""
@@ -151,11 +159,14 @@ PARSERS = {"cubin": _core.parse_cubin, "ptx": _core.parse_ptx, "code-object": _c
 
 
 def recompute_hashes(record: Record) -> Hashes:
-    """The static hash from the record's image bytes, and the dynamic hash from the
-    recorded static hash (so each is checked on its own), the arguments, grid and block."""
-    return Hashes(recorded_static=record.kernel.static_hash, recorded_dynamic=record.launch.dynamic_hash,
-                  static=str(static_hash(record)),
-                  dynamic=str(dynamic_hash(record, record.launch.grid, record.launch.block)))
+    """The static hash from the record's image bytes, and the launch identity (and
+    format 1's dynamic hash, where the record has one) from the recorded static hash
+    (so each is checked on its own), the arguments, grid, block and shared memory."""
+    launch, grid, block = record.launch, record.launch.grid, record.launch.block
+    return Hashes(recorded_static=record.kernel.static_hash, recorded_identity=launch.launch_identity,
+                  recorded_dynamic=launch.dynamic_hash, static=str(static_hash(record)),
+                  identity=launch_identity(record, grid, block) if launch.launch_identity is not None else None,
+                  dynamic=str(dynamic_hash(record, grid, block)) if launch.dynamic_hash is not None else None)
 
 
 def static_hash(record: Record) -> _core.Hash128:
@@ -180,10 +191,21 @@ def static_hash(record: Record) -> _core.Hash128:
     return known if known is not None else _core.static_hash(record.kernel.name, "unknown", [])
 
 
+def launch_identity(record: Record, grid, block, shared_bytes: int | None = None) -> str:
+    """The launch identity of the recorded launch at this grid and block (the hook's
+    recipe, kir_launch_identity: every argument by its bytes, grid, block and dynamic
+    shared memory, by default the recorded one), keyed by the image's arch."""
+    shared = record.launch.shared_bytes if shared_bytes is None else shared_bytes
+    return hashing.launch_identity(record.kernel.static_hash, record.kernel.image.arch, record.launch.args,
+                                   grid=grid, block=block, shared_bytes=shared)
+
+
 def dynamic_hash(record: Record, grid, block) -> _core.Hash128:
-    """The dynamic hash of the recorded launch at this grid and block (the hook's recipe:
-    every argument by its bytes, then grid and block), keyed by the image's arch."""
-    h = _core.DynamicHash(_core.Hash128.from_hex(record.kernel.static_hash), record.kernel.image.arch)
+    """Format 1's dynamic hash of the recorded launch at this grid and block (what the
+    hook computed before the launch identity: every argument by its bytes, then grid
+    and block, no shared memory), keyed by the image's arch."""
+    h = _core.DynamicHash(_core.HashDomain.dynamic_v1, _core.Hash128.from_hex(record.kernel.static_hash),
+                          record.kernel.image.arch)
     for position, arg in enumerate(record.launch.args, start=1):
         h.arg(position, _core.ArgType.bytes, arg)
     return h.grid(*grid).block(*block).finish()
@@ -242,6 +264,9 @@ def _notes(p: ReplayPlan) -> list[str]:
     if h.static != h.recorded_static:
         notes.append(f"static hash mismatch: the record says {h.recorded_static}, "
                      f"its image hashes to {h.static}")
+    if h.identity != h.recorded_identity:
+        notes.append(f"launch identity mismatch: the record says {h.recorded_identity}, "
+                     f"its arguments, grid, block and shared memory hash to {h.identity}")
     if h.dynamic != h.recorded_dynamic:
         notes.append(f"dynamic hash mismatch: the record says {h.recorded_dynamic}, "
                      f"its arguments, grid and block hash to {h.dynamic}")
@@ -347,8 +372,12 @@ def _describe(p: ReplayPlan) -> list[str]:
              f"code      {p.code.kind}: {p.code.reason}",
              f"launch    grid {_dims(p.grid)}  block {_dims(p.block)}  shared {p.shared_bytes} B",
              f"args      {len(p.args)} bytes: {p.args.hex()}",
-             f"static    {h.recorded_static}  {_agreement(h.recorded_static, h.static, 'the image')}",
-             f"dynamic   {h.recorded_dynamic}  {_agreement(h.recorded_dynamic, h.dynamic, 'the launch')}"]
+             f"static    {h.recorded_static}  {_agreement(h.recorded_static, h.static, 'the image')}"]
+    if h.recorded_identity is not None:
+        lines.append(f"identity  {h.recorded_identity}  {_agreement(h.recorded_identity, h.identity, 'the launch')}")
+    if h.recorded_dynamic is not None:
+        lines.append(f"dynamic   {h.recorded_dynamic}  "
+                     f"{_agreement(h.recorded_dynamic, h.dynamic, 'the launch')} (hash format 1)")
     lines += [f"reserve   {a:#x} +{_size(s)}" for a, s in p.reservations]
     for m in p.mappings:
         what = ", ".join(f"{x.address:#x} ({_size(x.size)})" for x in m.regions)
@@ -380,7 +409,8 @@ def _plan_json(p: ReplayPlan) -> dict:
         "globals": [{"name": g.name, "size": g.size} for g in p.globals],
         "skipped": [{"address": x.address, "size": x.size, "reason": why} for x, why in p.skipped],
         "args": p.args.hex(), "grid": list(p.grid), "block": list(p.block), "shared_bytes": p.shared_bytes,
-        "static_hash": p.hashes.recorded_static, "dynamic_hash": p.hashes.recorded_dynamic,
-        "computed_static_hash": p.hashes.static, "computed_dynamic_hash": p.hashes.dynamic,
+        "static_hash": p.hashes.recorded_static, "launch_identity": p.hashes.recorded_identity,
+        "dynamic_hash": p.hashes.recorded_dynamic, "computed_static_hash": p.hashes.static,
+        "computed_launch_identity": p.hashes.identity, "computed_dynamic_hash": p.hashes.dynamic,
         "hashes_match": p.hashes_match, "notes": p.notes,
     }

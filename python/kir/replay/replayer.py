@@ -19,7 +19,7 @@ class RunResult:
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
     shared_bytes: int
-    dynamic_hash: str           #: the hash of the variant launched
+    launch_identity: str        #: the launch identity of the variant launched (docs/hashing.md)
     variant: bool               #: grid or block differ from the recording
     times_ms: list[float]
     verified: bool | None       #: None when not verified
@@ -248,7 +248,7 @@ class Replayer:
         times = [self._timed_launch(grid, block, shared, parameters) for _ in range(repeat)]
         mismatches = self.verify(tolerance) if verify else []
         return RunResult(grid=grid, block=block, shared_bytes=shared,
-                         dynamic_hash=str(self.plan.variant_dynamic_hash(grid, block)),
+                         launch_identity=self.plan.variant_launch_identity(grid, block, shared),
                          variant=(grid, block) != (launch.grid, launch.block), times_ms=times,
                          verified=(not mismatches) if verify else None, mismatches=mismatches)
 

@@ -1,18 +1,23 @@
-// The canonical kernel hashes (docs/hashing.md): 128-bit XXH3 over a typed,
-// length-prefixed, domain-separated encoding.
+// The canonical kernel hashes (docs/hashing.md, specification v2): 128-bit
+// XXH3 over a typed, length-prefixed, domain-separated encoding.
 //
-//   static hash  = identity of a kernel's code: its mangled name and the bytes
-//                  of the code it comes from (IR modules, else the device image)
-//   dynamic hash = identity of a specialized variant / launch: the static hash,
-//                  the target architecture and every input that changes the
-//                  generated code (runtime-constant arguments, launch dims and
-//                  bounds when specialized, code-generation configuration)
+//   static hash      identity of a kernel's code: its mangled name and the bytes
+//                    of the code it comes from (IR modules, else the device image)
+//   launch identity  identity of one launch, what a recorder deduplicates on: the
+//                    static hash, arch, every argument's bytes, grid, block and
+//                    dynamic shared memory
+//   JIT key          what one compiled object is valid for: the static hash, the
+//                    device arch, the runtime-constant arguments' values (arrays
+//                    and objects dereferenced), lambda captures, the specialized
+//                    launch dimensions and bounds, dynamic shared memory and the
+//                    compile configuration (kir/hash/jit_key.hpp builds it)
 //
 // The encoding is a sequence of records `tag:u8 | length:u32 LE | payload`,
-// starting with a header record naming the domain and the format version, so
-// no two different inputs encode alike and the result is the same everywhere.
-// DynamicHash builds the dynamic key without allocating: records go into an
-// inline buffer, hashed in one call at finish() (streamed only if it fills up).
+// starting with a header record naming the domain and its version, so no two
+// different inputs encode alike, a hash of one domain never equals a hash of
+// another, and the result is the same everywhere. DynamicHash builds the launch
+// identity and the JIT key without allocating: records go into an inline
+// buffer, hashed in one call at finish() (streamed only if it fills up).
 #pragma once
 
 #include <array>
@@ -28,7 +33,11 @@
 
 namespace kir {
 
+/// The version in the static hash's HEADER (unchanged since format 1).
 constexpr uint32_t kHashFormatVersion = 1;
+/// The versions in the HEADER of the launch identity and of the JIT key.
+constexpr uint32_t kLaunchIdentityVersion = 2;
+constexpr uint32_t kJitKeyVersion = 2;
 
 /// A 128-bit hash. Its text form is 32 lowercase hex digits, high half first
 /// (XXH3's canonical big-endian form).
@@ -56,7 +65,24 @@ constexpr uint8_t kGrid = 0x13;    // u32 x, y, z
 constexpr uint8_t kBlock = 0x14;   // u32 x, y, z
 constexpr uint8_t kBounds = 0x15;  // u32 max threads per block, u32 min blocks per SM
 constexpr uint8_t kConfig = 0x16;  // u32 key length, key, value
+constexpr uint8_t kShared = 0x17;  // u64 dynamic shared memory bytes
+constexpr uint8_t kCapture = 0x18;  // u32 lambda length, lambda, u32 slot, u32 offset, u8 type, value
+constexpr uint8_t kSpecialize = 0x19;  // u32 flags: kSpecialize* below
 }  // namespace hash_tag
+
+/// SPECIALIZE flags: which launch properties a compiled object was specialized
+/// for (the GRID, BLOCK and BOUNDS records that follow).
+constexpr uint32_t kSpecializeGrid = 1u;
+constexpr uint32_t kSpecializeBlock = 2u;
+constexpr uint32_t kSpecializeBounds = 4u;
+
+/// The domain a DynamicHash builds (its HEADER record).
+enum class HashDomain : uint8_t {
+  jit_key,          // "kir.jit-key", version 2
+  launch_identity,  // "kir.launch-identity", version 2
+  dynamic_v1,       // "kir.dynamic-hash", version 1: format 1's dynamic hash, kept to check
+                    // the `dynamic_hash` of records written before format 2
+};
 
 /// Argument value types of ARG records.
 enum class ArgType : uint8_t {
@@ -76,12 +102,15 @@ Hash128 static_hash(std::string_view name, std::string_view code_kind,
 Hash128 static_hash_of_digests(std::string_view name, std::string_view code_kind,
                                std::vector<Hash128> digests);
 
-/// Builds a dynamic hash without allocating. Add records in a fixed order
-/// (docs/hashing.md): arguments by increasing position, then grid, block,
-/// bounds, then configuration in the order the client defines.
+/// Builds a launch identity or a JIT key without allocating: the HEADER, STATIC
+/// and ARCH records at construction, then the caller adds records in the order
+/// docs/hashing.md gives for the domain.
 class DynamicHash {
  public:
-  DynamicHash(const Hash128& static_hash, std::string_view arch);
+  DynamicHash(HashDomain domain, const Hash128& static_hash, std::string_view arch);
+  /// A JIT key.
+  DynamicHash(const Hash128& static_hash, std::string_view arch)
+      : DynamicHash(HashDomain::jit_key, static_hash, arch) {}
 
   /// Continue from `prefix`, a builder holding only what every launch of one
   /// kernel on one device shares (its static hash and arch): copies just the
@@ -107,6 +136,45 @@ class DynamicHash {
   DynamicHash& block(uint32_t x, uint32_t y, uint32_t z) { return dims(hash_tag::kBlock, x, y, z); }
   DynamicHash& bounds(uint32_t max_threads, uint32_t min_blocks);
   DynamicHash& config(std::string_view key, std::string_view value);
+  DynamicHash& shared(uint64_t bytes) {
+    if (unsigned char* p = reserve(13)) {
+      head(p, hash_tag::kShared, 8);
+      std::memcpy(p + 5, &bytes, 8);
+      return *this;
+    }
+    record(hash_tag::kShared, 8);
+    put(&bytes, 8);
+    return *this;
+  }
+  DynamicHash& specialize(uint32_t flags) {
+    if (unsigned char* p = reserve(9)) {
+      head(p, hash_tag::kSpecialize, 4);
+      store32(p + 5, flags);
+      return *this;
+    }
+    record(hash_tag::kSpecialize, 4);
+    put_u32(flags);
+    return *this;
+  }
+  /// A lambda's captured runtime constant (Proteus: a jit_variable of the
+  /// lambda type `lambda`, registered with __proteus_register_variable).
+  DynamicHash& capture(std::string_view lambda, uint32_t slot, uint32_t offset, ArgType type,
+                       const void* value, size_t size);
+
+  /// An ARG record whose `size` value bytes the caller then gives through
+  /// append(), in pieces (arrays read from device memory, streamed through a
+  /// small buffer). Exactly `size` bytes must follow before the next record.
+  DynamicHash& arg_header(uint32_t position, ArgType type, size_t size) {
+    record(hash_tag::kArg, 5 + size);
+    put_u32(position);
+    uint8_t t = static_cast<uint8_t>(type);
+    put(&t, 1);
+    return *this;
+  }
+  DynamicHash& append(const void* data, size_t size) {
+    put(data, size);
+    return *this;
+  }
 
   Hash128 finish();
 
@@ -179,6 +247,15 @@ class DynamicHash {
   unsigned char buffer_[kInline];
 };
 
+/// The launch identity (docs/hashing.md): every argument's bytes (ARG records
+/// of type bytes, one per parameter whose `args[i]` is not null, `sizes[i]`
+/// bytes), grid, block and dynamic shared memory. The hook layer computes it
+/// for every launch it reports (kir_hook_launch.launch_identity).
+Hash128 launch_identity(const Hash128& static_hash, std::string_view arch, void* const* args,
+                        const uint32_t* sizes, uint32_t count, const uint32_t grid[3],
+                        const uint32_t block[3], uint64_t shared_bytes);
+
+// The JIT key from a launch and its runtime-constant arguments: kir/hash/jit_key.hpp.
 // Proteus's 64-bit hashes: kir/hash/proteus.hpp.
 
 }  // namespace kir

@@ -56,7 +56,10 @@ class RecordBuilder {
   /// The kernel's runtime-constant (JIT) arguments, as the hook captured them
   /// (kir_hook_kernel.jit_args); written as `kernel.jit_args` when there is any.
   void set_jit_args(std::vector<kir_jit_arg> args) { jit_args_ = std::move(args); }
-  void set_launch(std::string api, Hash128 dynamic_hash, std::array<uint32_t, 3> grid,
+  /// `launch_identity`: the hook's (kir_hook_launch.launch_identity). The record
+  /// also keeps format 1's `dynamic_hash` of the launch, computed here, for
+  /// readers that predate the launch identity.
+  void set_launch(std::string api, Hash128 launch_identity, std::array<uint32_t, 3> grid,
                   std::array<uint32_t, 3> block, uint64_t shared_bytes, uint64_t stream,
                   std::vector<std::vector<uint8_t>> args, uint64_t ordinal);
   void set_va_range(uint64_t base, uint64_t size);
@@ -79,7 +82,7 @@ class RecordBuilder {
 
   /// The metadata as msgpack (the record file's body).
   std::vector<uint8_t> metadata() const;
-  /// Write DIR/records/<static>.<dynamic>[.rank<N>].kirrec atomically; returns its path.
+  /// Write DIR/records/<static>.<launch identity>[.rank<N>].kirrec atomically; returns its path.
   Expected<std::string> write() const;
 
  private:
@@ -99,7 +102,7 @@ class RecordBuilder {
   std::vector<StoredCode> ptx_units_;
   std::vector<kir_jit_arg> jit_args_;
   std::string api_;
-  Hash128 dynamic_hash_;
+  Hash128 launch_identity_;
   std::array<uint32_t, 3> grid_{}, block_{};
   uint64_t shared_bytes_ = 0, stream_ = 0, ordinal_ = 0;
   std::vector<std::vector<uint8_t>> args_;
