@@ -49,10 +49,14 @@ void kir_cache_close(kir_cache* cache) { delete cache; }
 int kir_cache_lookup(kir_cache* cache, kir_hash128 key, kir_cache_entry* out) {
   if (__builtin_expect(!cache || !out, 0))
     return set_last_error(cache ? "kir_cache_lookup: out is NULL" : "kir_cache_lookup: cache handle is NULL");
-  kir::Expected<const kir::cache::Held*> found = cache->cache->lookup(from_c(key));  // memory first
-  if (__builtin_expect(!found, 0)) return set_last_error(found.error().message());
-  const kir::cache::Held* h = *found;
-  if (!h) return 0;
+  const kir::Hash128 k = from_c(key);
+  const kir::cache::Held* h = cache->cache->hit_in_memory(k);  // the launch path: a probe, one atomic add
+  if (__builtin_expect(!h, 0)) {
+    kir::Expected<const kir::cache::Held*> found = cache->cache->lookup(k);  // disk
+    if (!found) return set_last_error(found.error().message());
+    h = *found;
+    if (!h) return 0;
+  }
   // Fill no more than the caller's struct (struct_size), keeping its struct_size.
   uint32_t n = std::min<uint32_t>(out->struct_size, sizeof(kir_cache_entry));
   if (n > sizeof(uint32_t))

@@ -271,16 +271,12 @@ std::string Cache::last_problem() const {
 }
 
 Expected<const Held*> Cache::lookup(const Hash128& key) {
-  if (const Held* h = find_in_memory(key)) {
-    hits_.fetch_add(1, std::memory_order_relaxed);
-    memory_hits_.fetch_add(1, std::memory_order_relaxed);
-    return h;
-  }
+  if (const Held* h = hit_in_memory(key)) return h;
   std::string path = directory_ + "/" + entry_relative_path(key);
   ReadResult r = read_entry(path, &key, true);
   switch (r.state) {
     case ReadState::found: {
-      hits_.fetch_add(1, std::memory_order_relaxed);
+      disk_hits_.fetch_add(1, std::memory_order_relaxed);
       auto held = std::make_unique<Held>(std::move(*r.held));
       // Moving keeps fill()'s pointers valid: the vectors hand over their buffers.
       return publish(std::move(held));
@@ -478,8 +474,8 @@ Expected<uint64_t> Cache::evict(uint64_t max_bytes, const Hash128* keep) {
 
 Stats Cache::stats() const {
   Stats s;
-  s.hits = hits_.load(std::memory_order_relaxed);
   s.memory_hits = memory_hits_.load(std::memory_order_relaxed);
+  s.hits = s.memory_hits + disk_hits_.load(std::memory_order_relaxed);
   s.misses = misses_.load(std::memory_order_relaxed);
   s.errors = errors_.load(std::memory_order_relaxed);
   s.evictions = evictions_.load(std::memory_order_relaxed);

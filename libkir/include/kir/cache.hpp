@@ -120,6 +120,12 @@ class Cache {
   /// The launch path: the entry of `key` held in memory, or nullptr. No system
   /// call, no allocation, no lock; safe from any thread.
   const Held* find_in_memory(const Hash128& key) const;
+  /// find_in_memory, counted as a memory hit when found (one relaxed atomic add).
+  const Held* hit_in_memory(const Hash128& key) const {
+    const Held* h = find_in_memory(key);
+    if (h) memory_hits_.fetch_add(1, std::memory_order_relaxed);
+    return h;
+  }
 
   /// Memory, else disk: the entry (valid until the Cache is destroyed), nullptr
   /// for a miss (a damaged entry is a miss, counted and removed), or an Error
@@ -161,7 +167,7 @@ class Cache {
   std::vector<std::unique_ptr<Table>> tables_;  // every table ever published (readers may hold old ones)
   std::vector<std::unique_ptr<Held>> held_;
   std::string last_problem_;
-  mutable std::atomic<uint64_t> hits_{0}, memory_hits_{0}, misses_{0}, errors_{0}, evictions_{0}, stores_{0};
+  mutable std::atomic<uint64_t> disk_hits_{0}, memory_hits_{0}, misses_{0}, errors_{0}, evictions_{0}, stores_{0};
 };
 
 }  // namespace kir::cache
