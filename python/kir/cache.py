@@ -101,8 +101,14 @@ class Cache:
     def verify(self) -> list[Problem]:
         """Read and check every file; a Problem for each damaged entry, stale
         temporary or stray file. Changes nothing."""
-        return [Problem(path=l["path"], key=l["key"], message=l["problem"], offset=l["offset"])
-                for l in self._core.list(True) if l["problem"]]
+        return self.scan()[1]
+
+    def scan(self) -> tuple[list[Entry], list[Problem]]:
+        """entries() and verify() from one reading of the directory."""
+        listing = self._core.list(True)
+        return ([Entry._from_core(l["entry"]) for l in listing if l["entry"] is not None],
+                [Problem(path=l["path"], key=l["key"], message=l["problem"], offset=l["offset"])
+                 for l in listing if l["problem"]])
 
     def stats(self) -> dict[str, int]:
         """This handle's counters: hits, memory_hits, misses, errors, evictions, stores."""

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <random>
@@ -227,7 +228,12 @@ Expected<std::unique_ptr<Cache>> Cache::open(const std::string& directory, const
   struct stat st;
   if (stat(directory.c_str(), &st) != 0) return os_error("cannot open the cache directory", directory, errno);
   if (!S_ISDIR(st.st_mode)) return Error(directory + ": not a directory");
+  // Absolute, so a later chdir of the process does not move the cache.
   std::string d = directory;
+  if (char* real = realpath(directory.c_str(), nullptr)) {
+    d = real;
+    std::free(real);
+  }
   while (d.size() > 1 && d.back() == '/') d.pop_back();
   return std::unique_ptr<Cache>(new Cache(std::move(d), options));
 }

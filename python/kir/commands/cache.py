@@ -62,8 +62,9 @@ def as_json(entry: Entry, now: float) -> dict:
 
 def ls(cache: Cache, args) -> int:
     now = time.time()
-    entries = sorted(cache.entries(), key=lambda e: -e.mtime)  # most recently used first
-    damaged = [p for p in cache.verify() if p.key]
+    entries, problems = cache.scan()
+    entries.sort(key=lambda e: -e.mtime)  # most recently used first
+    damaged = [p for p in problems if p.key]
     if args.json:
         print(json.dumps({"format": SCHEMA, "directory": str(cache.directory),
                           "entries": [as_json(e, now) for e in entries],
@@ -116,10 +117,10 @@ def show(cache: Cache, args) -> int:
 def rm(cache: Cache, args) -> int:
     if args.all == bool(args.keys):
         raise OptionError("give KEY... or --all (not both)")
-    entries = cache.entries()
+    entries, problems = cache.scan()
     keys = [e.key for e in entries] if args.all else [resolve(entries, k).key for k in args.keys]
     if args.all:  # damaged entries too
-        keys += [p.key for p in cache.verify() if p.key and p.key not in keys]
+        keys += [p.key for p in problems if p.key and p.key not in keys]
     removed = [k for k in keys if cache.remove(k)]
     if args.json:
         print(json.dumps({"format": SCHEMA, "directory": str(cache.directory), "removed": removed}))
@@ -130,8 +131,8 @@ def rm(cache: Cache, args) -> int:
 
 
 def verify(cache: Cache, args) -> int:
-    problems = cache.verify()
-    checked = len(cache.entries())
+    entries, problems = cache.scan()
+    checked = len(entries)
     if args.json:
         print(json.dumps({"format": SCHEMA, "directory": str(cache.directory), "intact": checked,
                           "problems": [{"path": p.path, "key": p.key, "message": p.message, "offset": p.offset}
