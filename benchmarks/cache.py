@@ -38,7 +38,7 @@ def main() -> None:
     prefix = Path(kir.__file__).parent
     work = Path(tempfile.mkdtemp())
     exe = work / "cache_latency"
-    libs = [str(prefix / "lib" / "libkir.a"), "-lxxhash", "-lzstd", "-llz4", "-lz", "-lpthread"]
+    libs = [str(prefix / "lib" / "libkir.a"), "-lxxhash", "-lzstd", "-llz4", "-lz", "-pthread"]
     subprocess.run(["g++", "-O2", "-std=c++17", "-I", str(prefix / "include"), str(HERE / "cache_latency.cpp"),
                     "-o", str(exe), *libs], check=True)
     code = args.code or default_code()

@@ -238,6 +238,12 @@ Expected<std::unique_ptr<Cache>> Cache::open(const std::string& directory, const
   return std::unique_ptr<Cache>(new Cache(std::move(d), options));
 }
 
+unsigned Cache::stripe() {
+  static std::atomic<unsigned> next{0};
+  thread_local const unsigned mine = next.fetch_add(1, std::memory_order_relaxed) % kStripes;
+  return mine;
+}
+
 const Held* Cache::find_in_memory(const Hash128& key) const {
   const Table* t = table_.load(std::memory_order_acquire);
   for (size_t i = size_t(key.low) & t->mask;; i = (i + 1) & t->mask) {
@@ -480,7 +486,7 @@ Expected<uint64_t> Cache::evict(uint64_t max_bytes, const Hash128* keep) {
 
 Stats Cache::stats() const {
   Stats s;
-  s.memory_hits = memory_hits_.load(std::memory_order_relaxed);
+  for (const Stripe& stripe : memory_hits_) s.memory_hits += stripe.n.load(std::memory_order_relaxed);
   s.hits = s.memory_hits + disk_hits_.load(std::memory_order_relaxed);
   s.misses = misses_.load(std::memory_order_relaxed);
   s.errors = errors_.load(std::memory_order_relaxed);

@@ -123,7 +123,7 @@ class Cache {
   /// find_in_memory, counted as a memory hit when found (one relaxed atomic add).
   const Held* hit_in_memory(const Hash128& key) const {
     const Held* h = find_in_memory(key);
-    if (h) memory_hits_.fetch_add(1, std::memory_order_relaxed);
+    if (h) memory_hits_[stripe()].n.fetch_add(1, std::memory_order_relaxed);
     return h;
   }
 
@@ -167,7 +167,15 @@ class Cache {
   std::vector<std::unique_ptr<Table>> tables_;  // every table ever published (readers may hold old ones)
   std::vector<std::unique_ptr<Held>> held_;
   std::string last_problem_;
-  mutable std::atomic<uint64_t> disk_hits_{0}, memory_hits_{0}, misses_{0}, errors_{0}, evictions_{0}, stores_{0};
+  /// Memory hits are counted in one of kStripes cache lines per thread, so
+  /// threads hitting at once do not contend for one counter's line.
+  static constexpr unsigned kStripes = 16;
+  struct alignas(64) Stripe {
+    std::atomic<uint64_t> n{0};
+  };
+  static unsigned stripe();
+  mutable Stripe memory_hits_[kStripes];
+  mutable std::atomic<uint64_t> disk_hits_{0}, misses_{0}, errors_{0}, evictions_{0}, stores_{0};
 };
 
 }  // namespace kir::cache
