@@ -185,3 +185,17 @@ def test_hook_layer_under_thread_sanitizer(built, tmp_path):
     assert proc.returncode == 3, proc.stderr[-2000:]
     launches = [l for l in trace.read_text().splitlines() if '"event":"launch"' in l]
     assert len(launches) == 3 + 4 * 100
+
+
+def test_cache_under_thread_sanitizer():
+    """The cache's in-memory table (lock-free readers, a writer growing it) and its C ABI
+    from 4 reader threads while a fifth stores (tests/cpp/cache_test.cpp), under
+    ThreadSanitizer: no data race reported."""
+    build = ROOT / "build" / "native-tsan"
+    run("cmake", "-S", ROOT, "-B", build, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=RelWithDebInfo",
+        "-DKIR_SANITIZE_THREAD=ON", "-DKIR_BUILD_TESTS=ON")
+    run("cmake", "--build", build, "--target", "kir_cache_test")
+    proc = subprocess.run([build / "tests" / "cpp" / "kir_cache_test"], capture_output=True, text=True,
+                          env={**os.environ, "TSAN_OPTIONS": "exitcode=66 halt_on_error=1"})
+    assert "ThreadSanitizer" not in proc.stderr, proc.stderr[-4000:]
+    assert proc.returncode == 0 and "0 failed" in proc.stdout, proc.stdout + proc.stderr[-2000:]
