@@ -89,7 +89,8 @@ typedef struct kir_cache_stats {
 int kir_cache_get_stats(const kir_cache* cache, kir_cache_stats* out);
 
 /** The message of the last damaged entry this handle met ("" if none): what,
- *  which file, which byte offset. Valid until the next call on the handle. */
+ *  which file, which byte offset. A copy in the calling thread's storage, valid
+ *  until that thread calls kir_cache_last_problem again. */
 const char* kir_cache_last_problem(const kir_cache* cache);
 
 #ifdef __cplusplus
