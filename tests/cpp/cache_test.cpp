@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <new>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -14,6 +15,16 @@
 #include <vector>
 
 #include "kir/cache.h"
+
+// Every C++ allocation of the process, counted (memory hits must make none).
+std::atomic<uint64_t> allocations{0};
+void* operator new(size_t n) {
+  allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(n ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, size_t) noexcept { std::free(p); }
 
 namespace {
 
@@ -80,6 +91,9 @@ void test_roundtrip(const std::string& dir) {
   a.struct_size = b.struct_size = sizeof a;
   CHECK(kir_cache_lookup(c, key_for(1), &a) == 1 && matches(a, 1));  // from disk
   CHECK(kir_cache_lookup(c, key_for(1), &b) == 1 && b.code == a.code && b.meta == a.meta);
+  uint64_t before = allocations.load();
+  for (int i = 0; i < 1000; ++i) CHECK(kir_cache_lookup(c, key_for(1), &b) == 1 && b.code == a.code);
+  CHECK(allocations.load() == before);  // a memory hit allocates nothing
   // An older caller whose struct ends after code_size gets no more than that.
   struct old_entry {
     uint32_t struct_size;
@@ -92,7 +106,7 @@ void test_roundtrip(const std::string& dir) {
   kir_cache_stats s{};
   s.struct_size = sizeof s;
   CHECK(kir_cache_get_stats(c, &s) == 0);
-  CHECK(s.hits == 3 && s.memory_hits == 2 && s.misses == 0 && s.errors == 0 && s.stores == 0);
+  CHECK(s.hits == 1003 && s.memory_hits == 1002 && s.misses == 0 && s.errors == 0 && s.stores == 0);
   CHECK(kir_cache_remove(c, key_for(1)) == 1 && kir_cache_remove(c, key_for(1)) == 0);
   CHECK(kir_cache_lookup(c, key_for(1), &a) == 1);  // held in memory until close
   kir_cache_close(c);
@@ -162,6 +176,7 @@ void test_threads(const std::string& dir) {
 
 int main() {
   std::string dir = temp_dir();
+  CHECK(store(nullptr, 1) == -1 && allocations.load() > 0);  // the counter counts
   test_roundtrip(dir + "/a");
   test_errors(dir);
   test_threads(dir + "/b");
