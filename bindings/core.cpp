@@ -663,4 +663,5 @@ NB_MODULE(_core, m) {
   bind_elf(m);
   bind_hash(m);
   kir_bindings::bind_recording(m);
+  kir_bindings::bind_cache(m);
 }

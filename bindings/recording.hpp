@@ -13,4 +13,7 @@ namespace kir_bindings {
 
 void bind_recording(nanobind::module_& m);
 
+/// kir._core.Cache and the cache entry codec (bindings/cache.cpp).
+void bind_cache(nanobind::module_& m);
+
 }  // namespace kir_bindings

@@ -1,5 +1,6 @@
 """The C++ side: unit tests and the parser fuzz target under AddressSanitizer and
-UndefinedBehaviorSanitizer (the standalone mutator with gcc, libFuzzer with clang-22), the hook layer under ThreadSanitizer in a program
+UndefinedBehaviorSanitizer (the standalone mutator with gcc, libFuzzer with clang-22) — the binary
+parsers and the cache entry parser —, the hook layer under ThreadSanitizer in a program
 that allocates, frees and launches from several threads, and a downstream CMake project that consumes the
 installed package (find_package(kir CONFIG) -> kir::kir) through the C API."""
 from __future__ import annotations
@@ -48,6 +49,50 @@ def test_fuzz_parsers_under_sanitizers(sanitized_build, built):
                    f"-seconds={FUZZ_SECONDS / len(FUZZ_SEEDS):.0f}", f"-seed={seed}", *seeds,
                    env={**os.environ, "ASAN_OPTIONS": "detect_leaks=1:abort_on_error=1"})
         assert "no failures" in proc.stdout
+
+
+def cache_entry_seeds(built, directory: Path) -> list[Path]:
+    """Entry files of a real cubin and PTX (written by the cache at test time), and the
+    fixed ones under tests/fuzz/seeds/cache."""
+    from kir import _core
+    from kir.cache import Cache
+    cache = Cache(directory / "cache")
+    cubin = built["kernels_sm90.cubin"].read_bytes()
+    cache.store("ab" * 16, cubin, "cubin", "sm_90", {"producer": "tests", "kernel": _core.parse_cubin(cubin).kernels[0].name})
+    ptx = next(i for i in kir.open(built["app_compress_none"]).images if i.kind == "ptx").read()
+    cache.store("cd" * 16, ptx, "ptx", "sm_90", {"producer": "tests", "compile.opt": "O3"})
+    entries = sorted(p for p in (directory / "cache").rglob("*") if p.is_file() and len(p.name) == 32)
+    return entries + sorted((ROOT / "tests" / "fuzz" / "seeds" / "cache").glob("*.kce"))
+
+
+def test_fuzz_cache_entry_under_sanitizers(sanitized_build, built, tmp_path):
+    """The cache entry parser and read path (tests/fuzz/fuzz_cache_entry.cpp): mutated
+    entries, with their checksum as found and made right, parse to an entry that encodes
+    back to the same bytes or to an error that names its offset."""
+    seeds = cache_entry_seeds(built, tmp_path)
+    assert len(seeds) >= 4
+    for seed in FUZZ_SEEDS:
+        proc = run(sanitized_build / "tests" / "cpp" / "kir_fuzz_cache_entry",
+                   f"-seconds={max(1, FUZZ_SECONDS // 4 // len(FUZZ_SEEDS))}", f"-seed={seed}", *seeds,
+                   env={**os.environ, "ASAN_OPTIONS": "detect_leaks=1:abort_on_error=1"})
+        assert "no failures" in proc.stdout
+
+
+@pytest.mark.skipif(not shutil.which("clang++-22"), reason="clang++-22 (libFuzzer) not installed")
+def test_libfuzzer_cache_entry_with_fixed_seeds(built, tmp_path):
+    build = ROOT / "build" / "native-libfuzzer"
+    run("cmake", "-S", ROOT, "-B", build, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Debug", "-DKIR_BUILD_TESTS=ON",
+        "-DKIR_LIBFUZZER=ON", "-DKIR_SANITIZE=ON", "-DCMAKE_CXX_COMPILER=clang++-22", "-DCMAKE_C_COMPILER=clang-22")
+    run("cmake", "--build", build, "--target", "kir_fuzz_cache_entry")
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for seed in cache_entry_seeds(built, tmp_path):
+        shutil.copy(seed, corpus / seed.name)
+    for seed in FUZZ_SEEDS:
+        proc = run(build / "tests" / "cpp" / "kir_fuzz_cache_entry", corpus, f"-seed={seed}",
+                   f"-max_total_time={max(1, FUZZ_SECONDS // 4 // len(FUZZ_SEEDS))}", "-rss_limit_mb=4096",
+                   "-print_final_stats=1", env={**os.environ, "ASAN_OPTIONS": "detect_leaks=1:abort_on_error=1"})
+        assert "stat::number_of_executed_units" in proc.stderr, proc.stderr[-2000:]
 
 
 @pytest.mark.skipif(not shutil.which("clang++-22"), reason="clang++-22 (libFuzzer) not installed")
@@ -140,3 +185,17 @@ def test_hook_layer_under_thread_sanitizer(built, tmp_path):
     assert proc.returncode == 3, proc.stderr[-2000:]
     launches = [l for l in trace.read_text().splitlines() if '"event":"launch"' in l]
     assert len(launches) == 3 + 4 * 100
+
+
+def test_cache_under_thread_sanitizer():
+    """The cache's in-memory table (lock-free readers, a writer growing it) and its C ABI
+    from 4 reader threads while a fifth stores (tests/cpp/cache_test.cpp), under
+    ThreadSanitizer: no data race reported."""
+    build = ROOT / "build" / "native-tsan"
+    run("cmake", "-S", ROOT, "-B", build, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=RelWithDebInfo",
+        "-DKIR_SANITIZE_THREAD=ON", "-DKIR_BUILD_TESTS=ON")
+    run("cmake", "--build", build, "--target", "kir_cache_test")
+    proc = subprocess.run([build / "tests" / "cpp" / "kir_cache_test"], capture_output=True, text=True,
+                          env={**os.environ, "TSAN_OPTIONS": "exitcode=66 halt_on_error=1"})
+    assert "ThreadSanitizer" not in proc.stderr, proc.stderr[-4000:]
+    assert proc.returncode == 0 and "0 failed" in proc.stdout, proc.stdout + proc.stderr[-2000:]

@@ -46,6 +46,11 @@ void copy_out(const T& src, T* dst) {
 
 }  // namespace
 
+namespace kir::detail {
+// For the C ABI's other files (core/cache/c_api.cpp): set kir_last_error().
+int set_last_error(const std::string& message) { return fail(message); }
+}  // namespace kir::detail
+
 struct kir_binary {
   explicit kir_binary(kir::Binary b) : binary(std::move(b)) {
     for (uint32_t c = 0; c < binary.containers().size(); ++c)

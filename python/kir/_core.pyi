@@ -764,3 +764,45 @@ def check_kernel_regex(pattern: str) -> object:
     """
     None when the recorder can use `pattern` (KIR_RECORD_KERNELS: ECMAScript, as std::regex compiles it), else why not.
     """
+
+class Cache:
+    """The kernel-object cache under one directory (docs/cache.md)."""
+
+    def __init__(self, directory: str, max_bytes: int = 0, create: bool = True) -> None: ...
+
+    @property
+    def directory(self) -> str: ...
+
+    def lookup(self, key: str) -> object:
+        """
+        The entry of `key` (a dict), or None (a damaged entry is a miss: see last_problem).
+        """
+
+    def store(self, key: str, code: bytes, kind: str, arch: str, meta: Sequence[tuple[str, str]]) -> None: ...
+
+    def remove(self, key: str) -> bool: ...
+
+    def evict(self, max_bytes: int) -> int:
+        """
+        Remove least-recently-used entries until at most max_bytes remain; the count removed.
+        """
+
+    def list(self, problems_too: bool = False) -> list:
+        """
+        Every entry file (dicts: path, key, size, mtime_ns, entry or None, problem, offset); with problems_too also stray files (stale temporaries, misplaced names).
+        """
+
+    def stats(self) -> dict: ...
+
+    @property
+    def last_problem(self) -> str: ...
+
+def cache_encode_entry(key: str, code: bytes, kind: str, arch: str, meta: Sequence[tuple[str, str]]) -> bytes:
+    """The bytes of a cache entry file (docs/cache.md)."""
+
+def cache_parse_entry(data: bytes) -> dict:
+    """
+    Parse and check a cache entry file's bytes (KirError: what, at which byte offset).
+    """
+
+CACHE_FORMAT_VERSION: int = 1

@@ -75,7 +75,8 @@ int main(int argc, char** argv) {
     LLVMFuzzerTestOneInput(m.data(), m.size());
     ++runs;
   }
-  std::printf("kir_fuzz_parsers: %llu runs in %.1f s, no failures\n",
+  const char* name = std::strrchr(argv[0], '/');
+  std::printf("%s: %llu runs in %.1f s, no failures\n", name ? name + 1 : argv[0],
               static_cast<unsigned long long>(runs), seconds);
   return 0;
 }
