@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from kir.errors import KirError
-from kir.commands import extract, hash as hash_command, inspect, record, records, replay, trace
+from kir.commands import extract, hash as hash_command, inspect, jit, record, records, replay, trace
 
 COMMANDS = {
     "inspect": (inspect, "show the device code a binary holds"),
@@ -22,6 +22,7 @@ COMMANDS = {
     "record": (record, "run an app and record kernel launches (arguments and memory) for replay"),
     "records": (records, "list the launches a recording holds"),
     "replay": (replay, "re-run a recorded launch alone and check its output"),
+    "jit": (jit, "compile a kernel from its IR, specialized (kir jit compile)"),
 }
 
 
