@@ -14,6 +14,8 @@ replace uses, change a calling convention, remove an attribute or build a call
     wants everything optimized), "target-cpu" / "+sm_NN" / "+ptxNN" set to
     the target;
   * the body loses the `ptx_kernel` calling convention and gains `alwaysinline`;
+    every defined function but the new kernel (and the other kernels, when kept)
+    is internal: nothing outside the module calls it;
   * a `ptx_kernel` wrapper with the kernel's name and signature calls the body
     with each specialized argument replaced by its constant (an object or array:
     a private constant global holding the bytes); inlining folds the constants
@@ -330,9 +332,12 @@ def specialize(module, kernel: str, spec: Specialization, arch: str, ptx: int | 
     fn.linkage = llvm.Linkage.internal
     others = [k for k in kernels if k != kernel]
     if not keep_other_kernels:
-        for other in others:
-            mod.get_function(other).linkage = llvm.Linkage.internal
         report.dropped_kernels = others
+    # Nothing outside this module calls its device functions (nor, unless kept,
+    # its other kernels): internal, so inlined ones go and the rest get internal ABI.
+    for f in mod.functions:
+        if not f.is_declaration and f.name != body and (f.name not in others or not keep_other_kernels):
+            f.linkage = llvm.Linkage.internal
 
     text = str(mod)
     text = _edit_attribute_groups(text, arch, ptx, report)

@@ -32,7 +32,7 @@ U32_MAX = (1 << 32) - 1
 def type_code(name: str) -> int:
     """The `kir_arg_type` value of a type name (kir/kir.h), as kir.hashing takes it."""
     from kir import _core
-    return int(getattr(_core.ArgType, "boolean" if name == "bool" else name))
+    return int(getattr(_core.ArgType, "boolean" if name == "bool" else name).value)
 
 
 @dataclass(frozen=True)
