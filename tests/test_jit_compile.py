@@ -459,6 +459,8 @@ BAD = [
     (["--kernel", DAXPY, "--pipeline", "default<O3>,bogus"], r"unknown pass 'bogus'"),
     (["--kernel", DAXPY, "--pipeline", "function(sroa"], r"unbalanced"),
     (["--kernel", DAXPY, "--arch", "gfx90a"], r"arch 'gfx90a': expected sm_NN"),
+    (["--kernel", DAXPY, "--block", "64", "--keep-other-kernels"], r"cannot be with other kernels kept"),
+    (["--kernel", DAXPY, "--shared-bytes", "-1"], r"--shared-bytes -1: expected a non-negative integer"),
 ]
 
 
@@ -475,6 +477,26 @@ def test_kernel_without_ir(built):
     result = run_kir("jit", "compile", built["app"], "--kernel", "vector_add|axpy|.")
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "has no LLVM IR" in result.stderr or "no kernel with IR" in result.stderr
+
+
+def test_amdgpu_ir_is_refused(built):
+    result = run_kir("jit", "compile", built["proteus_hip.o"], "--kernel", "axpy")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "is for amdgcn-amd-amdhsa: kir.jit compiles NVPTX modules" in result.stderr, result.stderr
+
+
+def test_another_arch(app, cuobjdump, tmp_path):
+    """The IR says sm_90 (target-cpu, +sm_90); compiled for sm_80 it is sm_80 code."""
+    ptx = compile_ptx(app, "--kernel", DAXPY, "--arch", "sm_80", "--arg", "1:f64:2.5")
+    assert ".target sm_80" in ptx
+    cubin = tmp_path / "k.cubin"
+    result = run_kir("jit", "compile", app["app"], "--kernel", DAXPY, "--arch", "sm_80",
+                     "--assembler", "ptxas", "-o", cubin)
+    assert result.returncode == 0, result.stderr
+    elf = subprocess.run([cuobjdump, "-elf", str(cubin)], capture_output=True, text=True).stdout
+    assert re.search(r"CUDA Virtual SM: sm_80\b", elf), elf[:2000]
+    import kir
+    assert [(i.kind.value, i.target) for i in kir.open(str(cubin)).images] == [("cubin", "sm_80")]
 
 
 def test_missing_binary():

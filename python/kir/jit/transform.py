@@ -316,6 +316,9 @@ def specialize(module, kernel: str, spec: Specialization, arch: str, ptx: int | 
     for param, arg in zip(params, fn.arguments):
         if param.byval_type and layout is not None:
             param.byval_size = _byval_size(param.byval_type, mod, layout)
+    if keep_other_kernels and (spec.grid or spec.block) and len(kernels) > 1:
+        raise OptionError("grid/block dimensions are specialized in the whole module (as Proteus's "
+                          "setKernelDims does): they cannot be with other kernels kept")
     for arg in spec.args:
         if arg.position > len(params):
             raise OptionError(f"argument {arg.position}: {kernel} has {len(params)} parameter"
