@@ -46,6 +46,8 @@ __global__ void helper(double* y, int n) {
   if (i < n) y[i] = twice(y[i]);
 }
 
+__global__ void sines(double scale, double* y) { y[threadIdx.x] = sin(scale * y[threadIdx.x]); }
+
 __global__ void flags(bool negate, unsigned char k, float f, double* y) {
   y[threadIdx.x] = (negate ? -1.0 : 1.0) * k * f;
 }
@@ -70,6 +72,7 @@ STRIDED = "_Z13daxpy_strideddPKdPdi"
 SCALED = "_Z6scaled5ScalePKdPdi"
 HELPER = "_Z6helperPdi"
 FLAGS = "_Z5flagsbhfPd"
+SINES = "_Z5sinesdPd"
 
 
 def _run(args, cwd=None):
@@ -239,11 +242,32 @@ def _llvm_parse(bitcode):
     return llvm.parse_bitcode(bitcode)
 
 
+def test_libdevice_is_linked(app, tmp_path):
+    """Built with -nocudalib, sin() stays a call of libdevice's __nv_sin: kir.jit
+    links libdevice in; the call is inlined and the argument folded."""
+    import llvmlite.binding as llvm
+    import kir.jit
+    source = tmp_path / "s.cu"
+    source.write_text("#include <cmath>\n" + SOURCE[SOURCE.index("__global__ void sines"):
+                                                  SOURCE.index("__global__ void flags")])
+    _run([*fixture_build.CLANG_CUDA, "-nocudalib", "--cuda-device-only", "-emit-llvm", "-c", source,
+          "-o", tmp_path / "s.bc"])
+    bitcode = (tmp_path / "s.bc").read_bytes()
+    assert "__nv_sin" in [f.name for f in llvm.parse_bitcode(bitcode).functions if f.is_declaration]
+    compiled = kir.jit.compile(bitcode, SINES, "sm_90", specialize={"args": [(1, "f64", 0.5)]},
+                               options={"assembler": "ptxas"})
+    body = entry_body(compiled.ptx, SINES)
+    assert "__nv_" not in compiled.ptx  # __nv_sin inlined
+    # only libdevice's out-of-line slow path (noinline there) stays a call
+    assert set(re.findall(r"call\.uni[^,]*, (\w+),", body)) <= {"__internal_trig_reduction_slowpathd"}
+    assert f"[{SINES}_param_0]" not in body and double_bits(0.5) in body
+
+
 def test_only_the_kernel_is_an_entry_unless_asked(app):
     ptx = compile_ptx(app, "--kernel", DAXPY)
     assert re.findall(r"\.entry (\w+)\(", ptx) == [DAXPY]
     kept = compile_ptx(app, "--kernel", DAXPY, "--keep-other-kernels")
-    assert set(re.findall(r"\.entry (\w+)\(", kept)) >= {DAXPY, STRIDED, SCALED, HELPER, FLAGS}
+    assert set(re.findall(r"\.entry (\w+)\(", kept)) >= {DAXPY, STRIDED, SCALED, HELPER, FLAGS, SINES}
 
 
 def test_opt_level_and_pipeline_change_the_output(app):
