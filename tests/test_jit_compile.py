@@ -48,6 +48,19 @@ __global__ void helper(double* y, int n) {
 
 __global__ void sines(double scale, double* y) { y[threadIdx.x] = sin(scale * y[threadIdx.x]); }
 
+// 24 doubles live at once, 576 products: register pressure, spills under a cap.
+__global__ void pressure(const double* x, double* y) {
+  double a[24];
+#pragma unroll
+  for (int j = 0; j < 24; ++j) a[j] = x[threadIdx.x + j * 32];
+  double s = 0;
+#pragma unroll
+  for (int j = 0; j < 24; ++j)
+#pragma unroll
+    for (int k = 0; k < 24; ++k) s += a[j] * a[k] * (j + 1);
+  y[threadIdx.x] = s;
+}
+
 __global__ void flags(bool negate, unsigned char k, float f, double* y) {
   y[threadIdx.x] = (negate ? -1.0 : 1.0) * k * f;
 }
@@ -73,6 +86,7 @@ SCALED = "_Z6scaled5ScalePKdPdi"
 HELPER = "_Z6helperPdi"
 FLAGS = "_Z5flagsbhfPd"
 SINES = "_Z5sinesdPd"
+PRESSURE = "_Z8pressurePKdPd"
 
 
 def _run(args, cwd=None):
@@ -381,19 +395,38 @@ def test_cubin_disassembles_with_the_constant_folded(app, cuobjdump, tmp_path):
     assert "2.5" in sass["special"] or "0x40040000" in sass["special"]
 
 
-def test_register_pressure_shows_in_resources(app, cuobjdump, tmp_path):
-    """A register cap changes what ptxas reports, and cuobjdump agrees."""
+def test_register_cap_and_spills(app, cuobjdump, tmp_path):
+    """A register cap (an assembler option) lowers the registers and raises the
+    spills; cuobjdump agrees on registers and stack, and the SASS has local-memory
+    stores (STL) exactly when spill stores are reported, more of them under the cap."""
+    import os
     import kir.jit
-    capped = kir.jit.compile(app["bitcode"], STRIDED, "sm_90",
-                             options={"assembler": "ptxas", "assembler_options": ["--maxrregcount=16"]})
-    free = kir.jit.compile(app["bitcode"], STRIDED, "sm_90", options={"assembler": "ptxas"})
-    assert capped.resources.registers <= 16
-    for compiled in (capped, free):
-        cubin = tmp_path / "k.cubin"
+    runs = {}
+    for name, cap in (("free", ()), ("capped", ("--maxrregcount=32",))):
+        compiled = kir.jit.compile(app["bitcode"], PRESSURE, "sm_90",
+                                   options={"assembler": "ptxas", "assembler_options": cap})
+        cubin = tmp_path / f"{name}.cubin"
         cubin.write_bytes(compiled.code)
-        assert int(res_usage(cuobjdump, cubin)[STRIDED]["REG"]) == compiled.resources.registers
-    assert ("assembler-options", b"--maxrregcount=16") in capped.config
-    assert capped.meta["config.assembler-options"] == "--maxrregcount=16"
+        usage = res_usage(cuobjdump, cubin)[PRESSURE]
+        assert int(usage["REG"]) == compiled.resources.registers
+        assert int(usage["STACK"]) == compiled.resources.stack_frame
+        runs[name] = (compiled, cubin)
+    free, capped = runs["free"][0].resources, runs["capped"][0].resources
+    assert capped.registers <= 32 < free.registers
+    assert capped.spill_stores > free.spill_stores and capped.spill_loads > free.spill_loads
+    assert ("assembler-options", b"--maxrregcount=32") in runs["capped"][0].config
+    assert runs["capped"][0].meta["config.assembler-options"] == "--maxrregcount=32"
+    nvdisasm = find_nvdisasm()
+    if nvdisasm is None:
+        pytest.skip("nvdisasm not found (pip install nvidia-cuda-nvdisasm): SASS not checked")
+    env = {**os.environ, "PATH": f"{Path(nvdisasm).parent}:{os.environ.get('PATH', '')}"}
+    stores = {}
+    for name, (compiled, cubin) in runs.items():
+        sass = subprocess.run([cuobjdump, "-sass", str(cubin)], capture_output=True, text=True, env=env,
+                              check=True).stdout
+        stores[name] = len(re.findall(r"\bSTL(\.\w+)*\s", sass))
+        assert (stores[name] > 0) == (compiled.resources.spill_stores > 0)
+    assert stores["capped"] > stores["free"]
 
 
 def test_cache_metadata_and_key_inputs(app):
@@ -547,3 +580,49 @@ def test_api_errors_are_option_errors(app):
         import llvmlite.binding as llvm
         kir.jit.key_inputs(kir.jit.compile(llvm.parse_bitcode(app["bitcode"]), DAXPY, "sm_90",
                                            options={"kind": "ptx"}))
+
+
+# --- values, and what LLVM 22 honours ----------------------------------------------
+
+
+@pytest.mark.parametrize("text", ["1:f64:2.5", "2:i8:-128", "3:u64:18446744073709551615", "4:bool:1",
+                                  "5:ptr:0x7f0000001000", "6:f32:0.1", "7:bytes:00ff10", "8:f16:1.5",
+                                  "9:i32:0x7fffffff"])
+def test_arg_text_round_trips(text):
+    from kir.jit import ArgValue
+    value = ArgValue.parse(text)
+    assert ArgValue.parse(value.text()) == value
+
+
+def test_arg_values_are_the_key_bytes():
+    from kir.jit import ArgValue
+    from kir.errors import OptionError
+    assert ArgValue.parse("1:f64:2.5").value == struct.pack("<d", 2.5)
+    assert ArgValue.parse("1:i16:-2").value == struct.pack("<h", -2)
+    assert ArgValue.parse("1:f64:0x1.4p+1").value == struct.pack("<d", 2.5)  # hex float
+    assert ArgValue.of(3, "u32", 7).value == struct.pack("<I", 7)
+    with pytest.raises(OptionError, match=r"--arg '1:f32:1e300': 1e\+300 does not fit in f32"):
+        ArgValue.parse("1:f32:1e300")
+    with pytest.raises(OptionError, match="-1 does not fit in u8"):
+        ArgValue.parse("1:u8:-1")
+    with pytest.raises(OptionError, match="a bool is 0, 1, true or false"):
+        ArgValue.parse("1:bool:2")
+    with pytest.raises(OptionError, match="i32 needs an integer"):
+        ArgValue.of(1, "i32", 2.5)
+
+
+def test_llvm22_honours_attributes_not_annotations():
+    """Why launch bounds are function attributes: LLVM 22's NVPTX back end writes
+    .maxntid for "nvvm.maxntid", and nothing for an !nvvm.annotations maxntid."""
+    import llvmlite.binding as llvm
+    from kir.jit.codegen import emit_ptx, target_machine
+    module = llvm.parse_assembly("""
+        target triple = "nvptx64-nvidia-cuda"
+        define ptx_kernel void @by_attribute(ptr %p) "nvvm.maxntid"="96" { ret void }
+        define ptx_kernel void @by_annotation(ptr %p) { ret void }
+        !nvvm.annotations = !{!0}
+        !0 = !{ptr @by_annotation, !"maxntid", i32 96}
+    """)
+    ptx = emit_ptx(module, target_machine("sm_90", "", 3))
+    first, second = ptx.index(".entry by_attribute"), ptx.index(".entry by_annotation")
+    assert ".maxntid 96" in ptx[first:second] and ".maxntid" not in ptx[second:]

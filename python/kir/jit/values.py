@@ -99,7 +99,8 @@ class ArgValue:
             number = parse_number(kind, value_text)
             return cls(position, kind, pack(position, kind, number))
         except OptionError as error:
-            raise OptionError(f"--arg {text!r}: {error}") from None
+            detail = str(error).removeprefix(f"argument {position}: ")
+            raise OptionError(f"--arg {text!r}: {detail}") from None
 
     @property
     def type_code(self) -> int:
