@@ -446,6 +446,12 @@ def test_cache_metadata_and_key_inputs(app):
     assert inputs["bounds"] == (256, 2) and inputs["shared_bytes"] == 128
     assert inputs["static_hash"] == compiled.static_hash and inputs["arch"] == "sm_90"
     assert ("opt", b"2") in inputs["config"]
+    # the options as asked, not what was derived from the IR (its +ptx88): a JIT
+    # client gets the same records from the same options
+    assert inputs["config"] == kir.jit.Options(kind="ptx", opt_level=2).config()
+    attributes = b" ".join(_llvm_parse(app["bitcode"]).get_function(DAXPY).attributes).decode()
+    assert ("ptx", b"") in inputs["config"]
+    assert meta["ptx_version"] == re.search(r"\+ptx(\d+)", attributes)[1]
 
 
 def test_jit_key_separates_values(app):

@@ -95,14 +95,17 @@ class Options:
             return cls(**value)
         raise OptionError(f"options: expected an Options or a dict, not {type(value).__name__}")
 
-    def config(self, ptx_version: int | None) -> list[tuple[str, bytes]]:
-        """The JIT key's CONFIG records, in a fixed order: everything that changes the
-        code (not which assembler made it)."""
+    def config(self) -> list[tuple[str, bytes]]:
+        """The JIT key's CONFIG records, in a fixed order: the options as asked
+        (defaults included), everything that changes the code but not which
+        assembler made it. What is derived from the IR (the PTX version it names)
+        is covered by the static hash, so a JIT client computing the key at a
+        launch needs only these options (docs/jit.md)."""
         items = [("pipeline", self.pipeline.encode()) if self.pipeline is not None
                  else ("opt", str(self.opt_level).encode()),
                  ("codegen-opt", str(self.codegen_opt if self.codegen_opt is not None
                                      else self.opt_level).encode()),
-                 ("ptx", str(ptx_version or "").encode()),
+                 ("ptx", str(self.ptx_version or "").encode()),
                  ("features", self.features.encode()),
                  ("kind", self.kind.encode()),
                  ("assembler-options", " ".join(self.assembler_options).encode()),
@@ -129,7 +132,7 @@ class CompiledKernel:
 
     @property
     def config(self) -> list[tuple[str, bytes]]:
-        return self.options.config(self.ptx_version)
+        return self.options.config()
 
     @property
     def meta(self) -> dict[str, str]:
@@ -141,6 +144,7 @@ class CompiledKernel:
         out = {"producer": "kir.jit", "version": __version__,
                "llvm": ".".join(map(str, llvm.llvm_version_info)), "llvmlite": llvmlite.__version__,
                "kernel": self.entry, "arch": self.arch, "kind": self.kind,
+               "ptx_version": str(self.ptx_version or ""),
                "compile_seconds": f"{self.compile_seconds:.6f}"}
         if self.static_hash:
             out["static_hash"] = self.static_hash
