@@ -552,6 +552,11 @@ def test_another_arch(app, cuobjdump, tmp_path):
     """The IR says sm_90 (target-cpu, +sm_90); compiled for sm_80 it is sm_80 code."""
     ptx = compile_ptx(app, "--kernel", DAXPY, "--arch", "sm_80", "--arg", "1:f64:2.5")
     assert ".target sm_80" in ptx
+    from kir.jit import Specialization, transform
+    module, _ = transform.specialize(_llvm_parse(app["bitcode"]), DAXPY, Specialization(), "sm_80")
+    text = str(module)
+    assert '"target-cpu"="sm_80"' in text and "+sm_80" in text
+    assert '"target-cpu"="sm_90"' not in text and "+sm_90" not in text  # the new kernel's own too
     cubin = tmp_path / "k.cubin"
     result = run_kir("jit", "compile", app["app"], "--kernel", DAXPY, "--arch", "sm_80",
                      "--assembler", "ptxas", "-o", cubin)

@@ -61,6 +61,7 @@ class Param:
     text: str           #: type and attributes, no name: `ptr noundef byval(%struct.S) align 8`
     type: str           #: LLVM type: `ptr`, `ptr addrspace(1)`, `double`
     byval_type: str = ""  #: the pointee type of a byval/byref parameter
+    byval_kind: str = ""  #: "byval" or "byref"
     byval_size: int | None = None
 
 
@@ -146,10 +147,10 @@ def parse_params(param_text: str) -> list[Param]:
             raise KirError("a variadic kernel cannot be specialized")
         body = re.sub(r'\s+%(?:[-\w.$]+|"[^"]*")$', "", piece)
         param = Param(index=i, text=body, type=_param_type(body))
-        byval = re.search(r"\b(?:byval|byref)\(", body)
+        byval = re.search(r"\b(byval|byref)\(", body)
         if byval:
             close = _close_paren(body, byval.end() - 1)
-            param.byval_type = body[byval.end():close]
+            param.byval_type, param.byval_kind = body[byval.end():close], byval[1]
         params.append(param)
     return params
 
@@ -203,7 +204,7 @@ def constant_for(kernel: str, param: Param, arg: ArgValue, globals_out: list[str
             if param.byval_size is not None and len(arg.value) != param.byval_size:
                 raise OptionError(f"{where}: the object value has {len(arg.value)} bytes, it needs "
                                   f"{param.byval_size}")
-            return f"{t} byval({param.byval_type}) {_global(kernel, arg, t, globals_out)}"
+            return f"{t} {param.byval_kind}({param.byval_type}) {_global(kernel, arg, t, globals_out)}"
         if t.startswith("ptr"):  # an array read through the pointer
             return f"{t} {_global(kernel, arg, t, globals_out)}"
         size = _INT_TYPES.get(t) or _FLOAT_TYPES.get(t)
@@ -251,24 +252,28 @@ def _global(kernel: str, arg: ArgValue, ptr_type: str, globals_out: list[str]) -
     return f"addrspacecast (ptr addrspace(1) {name} to {ptr_type})"
 
 
+def _edit_tokens(tokens: list[str], arch: str, ptx: int | None, report: TransformReport) -> list[str]:
+    """Function attributes without noinline / optnone, for `arch` and PTX `ptx`."""
+    kept = []
+    for token in tokens:
+        if token in ("noinline", "optnone"):
+            report.attributes_removed += 1
+            continue
+        if token.startswith('"target-cpu"='):
+            token = f'"target-cpu"="{arch}"'
+        elif token.startswith('"target-features"='):
+            features = [f for f in token.split("=", 1)[1].strip('"').split(",") if f]
+            features = [f"+{arch}" if re.fullmatch(r"[+-]sm_\d+[af]?", f) else f for f in features]
+            if ptx is not None:
+                features = [f"+ptx{ptx}" if re.fullmatch(r"[+-]ptx\d+", f) else f for f in features]
+            token = f'"target-features"="{",".join(features)}"'
+        kept.append(token)
+    return kept
+
+
 def _edit_attribute_groups(text: str, arch: str, ptx: int | None, report: TransformReport) -> str:
-    def edit(match: re.Match) -> str:
-        kept = []
-        for token in _tokens(match[2]):
-            if token in ("noinline", "optnone"):
-                report.attributes_removed += 1
-                continue
-            if token.startswith('"target-cpu"='):
-                token = f'"target-cpu"="{arch}"'
-            elif token.startswith('"target-features"='):
-                features = [f for f in token.split("=", 1)[1].strip('"').split(",") if f]
-                features = [f"+{arch}" if re.fullmatch(r"[+-]sm_\d+[af]?", f) else f for f in features]
-                if ptx is not None:
-                    features = [f"+ptx{ptx}" if re.fullmatch(r"[+-]ptx\d+", f) else f for f in features]
-                token = f'"target-features"="{",".join(features)}"'
-            kept.append(token)
-        return match[1] + " ".join(kept) + match[3]
-    return _ATTR_GROUP.sub(edit, text)
+    return _ATTR_GROUP.sub(lambda m: m[1] + " ".join(_edit_tokens(_tokens(m[2]), arch, ptx, report)) + m[3],
+                           text)
 
 
 def _fn_attributes(fn) -> list[str]:
@@ -323,7 +328,8 @@ def specialize(module, kernel: str, spec: Specialization, arch: str, ptx: int | 
         if arg.position > len(params):
             raise OptionError(f"argument {arg.position}: {kernel} has {len(params)} parameter"
                               f"{'s' if len(params) != 1 else ''}")
-    wrapper_attrs = [t for t in _fn_attributes(fn) if t not in ("noinline", "optnone", "alwaysinline")]
+    wrapper_attrs = [t for t in _edit_tokens(_fn_attributes(fn), arch, ptx, TransformReport())
+                     if t != "alwaysinline"]
     if spec.bounds:
         wrapper_attrs = [t for t in wrapper_attrs if _key(t) not in ("nvvm.maxntid", "nvvm.minctasm")]
         wrapper_attrs.append(f'"nvvm.maxntid"="{spec.bounds[0]}"')
@@ -359,7 +365,7 @@ def specialize(module, kernel: str, spec: Specialization, arch: str, ptx: int | 
         wrapper_params.append(f"{param.text} %arg{param.index}")
         arg = given.get(param.index + 1)
         if arg is None:
-            byval = f" byval({param.byval_type})" if param.byval_type else ""
+            byval = f" {param.byval_kind}({param.byval_type})" if param.byval_type else ""
             call_args.append(f"{param.type}{byval} %arg{param.index}")
         else:
             call_args.append(constant_for(kernel, param, arg, globals_out))
