@@ -465,6 +465,28 @@ def test_jit_key_separates_values(app):
     assert len(keys) == 2 and all(re.fullmatch(r"[0-9a-f]{32}", k) for k in keys)
 
 
+def test_key_is_the_one_a_launch_computes(app):
+    """What `kir jit compile` stores under is what a JIT client computes at the
+    launch (kir_jit_key, from the argument buffer and the kernel's kir_jit_arg):
+    the same value hits, another misses."""
+    import kir.hashing as hashing
+    if not hasattr(hashing, "jit_key_of_launch"):
+        pytest.skip("kir.hashing.jit_key_of_launch is not in this build yet (issue 12 §2)")
+    import kir.jit
+    options = kir.jit.Options(kind="ptx")
+    compiled = kir.jit.compile(app["bitcode"], DAXPY, "sm_90", options=options,
+                               specialize={"args": [(1, "f64", 2.5)], "block": (256, 1, 1)})
+
+    def launch(a: float) -> str:
+        params = [struct.pack("<d", a), struct.pack("<Q", 0x7F0000001000), struct.pack("<Q", 0x7F0000002000),
+                  struct.pack("<i", 1000)]
+        return hashing.jit_key_of_launch(
+            compiled.static_hash, "sm_90", params, [hashing.JitArg(1, hashing.SCALAR, hashing.ArgType.f64.value)],
+            grid=(4, 1, 1), block=(256, 1, 1), specialize_block=True, config=options.config())
+    assert launch(2.5) == kir.jit.jit_key(compiled)
+    assert launch(3.0) != kir.jit.jit_key(compiled)
+
+
 def test_cli_fills_the_cache(app, tmp_path):
     pytest.importorskip("kir.cache", reason="kir.cache is not in this build yet (issue 12 §3)")
     import kir.hashing
