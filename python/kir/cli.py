@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from kir.errors import KirError
-from kir.commands import cache, extract, hash as hash_command, inspect, record, records, replay, trace
+from kir.commands import cache, extract, hash as hash_command, inspect, jit, record, records, replay, trace
 
 COMMANDS = {
     "inspect": (inspect, "show the device code a binary holds"),
@@ -23,6 +23,7 @@ COMMANDS = {
     "records": (records, "list the launches a recording holds"),
     "replay": (replay, "re-run a recorded launch alone and check its output"),
     "cache": (cache, "list, show, remove or verify the entries of a kernel-object cache"),
+    "jit": (jit, "compile a kernel from its IR, specialized (kir jit compile)"),
 }
 
 

@@ -1,0 +1,320 @@
+"""Compiling a kernel from its LLVM IR, specialized (docs/jit.md).
+
+    import kir.jit
+    compiled = kir.jit.compile(bitcode, "_Z5daxpydPKdPdi", "sm_90",
+                               specialize={"args": [(1, "f64", 2.5)], "block": (256, 1, 1),
+                                           "bounds": (256, 2)},
+                               options={"opt_level": 3})
+    compiled.code            # the cubin (or PTX with options={"kind": "ptx"})
+    compiled.resources       # registers, spills, shared / local / constant memory
+    kir.jit.key_inputs(compiled)   # what kir.hashing.jit_key takes
+    kir.jit.store(compiled, "cache-dir")   # into a kir.cache.Cache under the JIT key
+
+`kir jit compile BINARY --kernel K --arg 1:f64:2.5 ...` does the same for a
+kernel whose IR a binary holds (the IR the Proteus pass embeds, or bitcode).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping
+
+from kir.errors import KirError, OptionError
+from kir.jit import codegen, pipeline, transform
+from kir.jit.codegen import Resources
+from kir.jit.transform import TransformReport
+from kir.jit.values import ArgValue, Specialization
+
+__all__ = ["ArgValue", "CompiledKernel", "Options", "Resources", "Specialization", "TransformReport",
+           "compile", "jit_key", "key_inputs", "store"]
+
+KINDS = ("cubin", "ptx")
+ASSEMBLERS = ("auto", "nvjitlink", "ptxas")
+
+
+@dataclass
+class Options:
+    """How to compile.
+
+    opt_level: 0-3, LLVM's default<ON> pipeline (ignored when `pipeline` is given);
+    pipeline: an explicit new-pass-manager pipeline (kir/jit/pipeline.py);
+    codegen_opt: the back end's optimization level (default: opt_level);
+    ptx_version: e.g. 80 for PTX ISA 8.0 (default: the IR's +ptxNN, else LLVM's
+      default for the arch); features: more LLVM target features ("+ptx85,...");
+    kind: "cubin" or "ptx"; assembler: "auto" (nvJitLink when its library loads,
+      else ptxas), "nvjitlink" or "ptxas"; assembler_options: ptxas options
+      (nvJitLink gets each as -Xptxas=OPTION), e.g. ("-O3", "--maxrregcount=32");
+    keep_other_kernels: keep the module's other kernels as kernels (default:
+      only the specialized kernel is an entry; the others are dropped, as the
+      module Proteus compiles holds just the kernel and what it calls)."""
+    opt_level: int = 3
+    pipeline: str | None = None
+    codegen_opt: int | None = None
+    ptx_version: int | None = None
+    features: str = ""
+    kind: str = "cubin"
+    assembler: str = "auto"
+    assembler_options: tuple[str, ...] = ()
+    keep_other_kernels: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("opt_level", "codegen_opt"):
+            value = getattr(self, name)
+            if value is None and name == "codegen_opt":
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 3:
+                raise OptionError(f"{name} {value!r}: expected 0, 1, 2 or 3")
+        if self.pipeline is not None:
+            pipeline.parse(self.pipeline)  # bad text is an OptionError now, not mid-compile
+        if self.ptx_version is not None and (isinstance(self.ptx_version, bool) or
+                                             not isinstance(self.ptx_version, int) or
+                                             not 10 <= self.ptx_version <= 999):
+            raise OptionError(f"ptx_version {self.ptx_version!r}: expected e.g. 80 for PTX ISA 8.0")
+        if self.kind not in KINDS:
+            raise OptionError(f"kind {self.kind!r}: expected {' or '.join(KINDS)}")
+        if self.assembler not in ASSEMBLERS:
+            raise OptionError(f"assembler {self.assembler!r}: expected {', '.join(ASSEMBLERS)}")
+        if isinstance(self.assembler_options, str):
+            self.assembler_options = tuple(self.assembler_options.split())
+        self.assembler_options = tuple(self.assembler_options)
+        if not isinstance(self.features, str):
+            raise OptionError(f"features {self.features!r}: expected text such as '+ptx85'")
+
+    @classmethod
+    def coerce(cls, value) -> "Options":
+        if value is None:
+            return cls()
+        if isinstance(value, cls):
+            return value
+        if isinstance(value, Mapping):
+            known = set(cls.__dataclass_fields__)
+            unknown = set(value) - known
+            if unknown:
+                raise OptionError(f"options: unknown key(s) {', '.join(sorted(map(str, unknown)))}; "
+                                  f"expected {', '.join(sorted(known))}")
+            return cls(**value)
+        raise OptionError(f"options: expected an Options or a dict, not {type(value).__name__}")
+
+    def config(self) -> list[tuple[str, bytes]]:
+        """The JIT key's CONFIG records, in a fixed order: the options as asked
+        (defaults included), everything that changes the code but not which
+        assembler made it. What is derived from the IR (the PTX version it names)
+        is covered by the static hash, so a JIT client computing the key at a
+        launch needs only these options (docs/jit.md)."""
+        items = [("pipeline", self.pipeline.encode()) if self.pipeline is not None
+                 else ("opt", str(self.opt_level).encode()),
+                 ("codegen-opt", str(self.codegen_opt if self.codegen_opt is not None
+                                     else self.opt_level).encode()),
+                 ("ptx", str(self.ptx_version or "").encode()),
+                 ("features", self.features.encode()),
+                 ("kind", self.kind.encode()),
+                 ("assembler-options", " ".join(self.assembler_options).encode()),
+                 ("kernels", b"all" if self.keep_other_kernels else b"one")]
+        return items
+
+
+@dataclass
+class CompiledKernel:
+    """A specialized kernel, compiled."""
+    code: bytes            #: the cubin, or the PTX text (kind "ptx")
+    kind: str              #: "cubin" or "ptx"
+    arch: str              #: "sm_90"
+    entry: str             #: the kernel's name in the code (its mangled name)
+    ptx: str               #: the PTX, also when kind is "cubin"
+    resources: Resources
+    compile_seconds: float
+    options: Options
+    specialization: Specialization
+    static_hash: str | None  #: the kernel's static hash (32 hex digits), when known
+    ptx_version: int | None = None
+    timings: dict[str, float] = field(default_factory=dict)  #: seconds per step
+    transform: TransformReport = field(default_factory=TransformReport)
+
+    @property
+    def config(self) -> list[tuple[str, bytes]]:
+        return self.options.config()
+
+    @property
+    def meta(self) -> dict[str, str]:
+        """Cache metadata (all strings): key inputs, compile options, resources,
+        producer and version."""
+        import llvmlite
+        import llvmlite.binding as llvm
+        from kir import __version__
+        out = {"producer": "kir.jit", "version": __version__,
+               "llvm": ".".join(map(str, llvm.llvm_version_info)), "llvmlite": llvmlite.__version__,
+               "kernel": self.entry, "arch": self.arch, "kind": self.kind,
+               "ptx_version": str(self.ptx_version or ""),
+               "compile_seconds": f"{self.compile_seconds:.6f}"}
+        if self.static_hash:
+            out["static_hash"] = self.static_hash
+        for key, value in self.config:
+            out[f"config.{key}"] = value.decode()
+        out["assembler"] = self.resources.tool or "none"
+        out.update({f"specialize.{k}": v for k, v in self.specialization.meta().items()})
+        out.update(self.resources.meta())
+        return out
+
+    def summary(self) -> dict:
+        """JSON-ready description (`kir jit compile --json`)."""
+        r = asdict(self.resources)
+        r.pop("log")
+        return {"kernel": self.entry, "arch": self.arch, "kind": self.kind, "size": len(self.code),
+                "static_hash": self.static_hash, "compile_seconds": self.compile_seconds,
+                "timings": self.timings, "resources": r,
+                "specialized": {"args": [a.text() for a in self.specialization.args],
+                                "grid": self.specialization.grid, "block": self.specialization.block,
+                                "bounds": self.specialization.bounds,
+                                "dims_replaced": self.transform.replaced_dims,
+                                "kernels_dropped": self.transform.dropped_kernels},
+                "config": {k: v.decode() for k, v in self.config}}
+
+
+def _read(module):
+    """(llvmlite module, bitcode bytes or None)."""
+    import llvmlite.binding as llvm
+    if isinstance(module, (bytes, bytearray, memoryview)):
+        data = bytes(module)
+        try:
+            if data[:2] == b"BC" or data[:4] == b"\xde\xc0\x17\x0b":
+                return llvm.parse_bitcode(data), data
+            return llvm.parse_assembly(data.decode()), None
+        except (RuntimeError, UnicodeDecodeError) as error:
+            raise KirError(f"llvmlite (LLVM {'.'.join(map(str, llvm.llvm_version_info))}) cannot read "
+                           f"the module: {str(error).strip()}") from None
+    if isinstance(module, str):
+        try:
+            return llvm.parse_assembly(module), None
+        except RuntimeError as error:
+            raise KirError(f"llvmlite cannot parse the module text: {str(error).strip()}") from None
+    if isinstance(module, llvm.ModuleRef):
+        return module, None
+    raise OptionError(f"module: expected LLVM bitcode (bytes), IR text or an llvmlite module, not "
+                      f"{type(module).__name__}")
+
+
+def _ptx_from_ir(module, kernel: str) -> int | None:
+    import re
+    try:
+        fn = module.get_function(kernel)
+    except NameError:
+        return None
+    text = " ".join(a.decode(errors="replace") for a in fn.attributes)
+    found = re.search(r"\+ptx(\d+)", text)
+    return int(found[1]) if found else None
+
+
+def compile(module, kernel: str, arch: str = "sm_90", specialize=None, options=None, *,  # noqa: A001
+            static_hash: str | None = None) -> CompiledKernel:
+    """Specialize `kernel` of `module` (LLVM bitcode or IR text as bytes/str, or an
+    llvmlite module, which is not changed) and compile it for `arch`.
+
+    specialize: a Specialization or a dict of its fields; options: an Options or a
+    dict of its fields. static_hash: the kernel's static hash (kir.hashing) for
+    the JIT key; computed from the bitcode when `module` is one module's bitcode
+    (the hash `kir hash` gives a kernel whose IR is that one module)."""
+    started = time.perf_counter()
+    import llvmlite.binding as llvm
+    arch = codegen.check_arch(arch)
+    spec = Specialization.coerce(specialize)
+    opts = Options.coerce(options)
+    if not isinstance(kernel, str) or not kernel:
+        raise OptionError(f"kernel {kernel!r}: expected the kernel's (mangled) name")
+    parsed, bitcode = _read(module)
+    if static_hash is None and bitcode is not None:
+        from kir import _core
+        static_hash = _core.static_hash(kernel, "ir", [bitcode]).hex
+    if parsed.triple and not parsed.triple.startswith("nvptx"):
+        raise OptionError(f"the module is for {parsed.triple}: kir.jit compiles NVPTX modules")
+    timings = {}
+
+    step = time.perf_counter()
+    ptx_version = opts.ptx_version or _ptx_from_ir(parsed, kernel)
+    specialized, report = transform.specialize(parsed, kernel, spec, arch, ptx_version,
+                                               opts.keep_other_kernels)
+    if not specialized.triple:
+        specialized.triple = codegen.NVPTX_TRIPLE
+    calls = sorted(f.name for f in specialized.functions if f.is_declaration and f.name.startswith("__nv_"))
+    if calls:
+        from kir.replay.compiler import _link_libdevice, find_libdevice
+        _link_libdevice(specialized, find_libdevice(calls))
+    features = ",".join(f for f in ([f"+ptx{ptx_version}"] if ptx_version else []) +
+                        [f for f in opts.features.split(",") if f])
+    machine = codegen.target_machine(arch, features,
+                                     opts.codegen_opt if opts.codegen_opt is not None else opts.opt_level)
+    pipeline.cleanup(specialized, machine)
+    timings["specialize"] = time.perf_counter() - step
+
+    step = time.perf_counter()
+    stages = pipeline.parse(opts.pipeline) if opts.pipeline is not None else [("default", opts.opt_level)]
+    pipeline.run(specialized, machine, stages)
+    timings["optimize"] = time.perf_counter() - step
+
+    step = time.perf_counter()
+    ptx = codegen.emit_ptx(specialized, machine)
+    timings["codegen"] = time.perf_counter() - step
+    if f".entry {kernel}(" not in ptx:
+        raise KirError(f"the PTX has no entry {kernel} (a bug in kir's transform, please report it)")
+
+    resources = Resources()
+    if opts.kind == "ptx":
+        code = ptx.encode()
+    else:
+        step = time.perf_counter()
+        code = _assemble(ptx, arch, opts, kernel, resources)
+        timings["assemble"] = time.perf_counter() - step
+    return CompiledKernel(code=code, kind=opts.kind, arch=arch, entry=kernel, ptx=ptx,
+                          resources=resources, compile_seconds=time.perf_counter() - started,
+                          options=opts, specialization=spec, static_hash=static_hash,
+                          ptx_version=ptx_version, timings=timings, transform=report)
+
+
+def _assemble(ptx: str, arch: str, opts: Options, kernel: str, resources: Resources) -> bytes:
+    link = codegen.nvjitlink_module() if opts.assembler in ("auto", "nvjitlink") else None
+    if opts.assembler == "nvjitlink" and link is None:
+        raise KirError("nvJitLink is not available (cuda-bindings with the nvJitLink library, "
+                       "pip install nvidia-nvjitlink); use assembler 'ptxas' or 'auto'")
+    if link is not None:
+        cubin, log, tool = codegen.nvjitlink(ptx, arch, [f"-Xptxas={o}" for o in opts.assembler_options],
+                                             link)
+    else:
+        cubin, log, tool = codegen.ptxas(ptx, arch, list(opts.assembler_options))
+    resources.tool, resources.log = tool, log
+    codegen.parse_info_log(log, kernel, resources)
+    codegen.from_cubin(cubin, kernel, resources)
+    return cubin
+
+
+def key_inputs(compiled: CompiledKernel) -> dict:
+    """The keyword arguments of `kir.hashing.jit_key` for this compiled kernel:
+    static_hash, arch, args [(position, kir_arg_type, bytes)], grid, block,
+    shared_bytes, bounds, config [(key, bytes)]."""
+    if not compiled.static_hash:
+        raise KirError(f"the static hash of {compiled.entry} is not known: pass static_hash= to "
+                       "kir.jit.compile (kir.hashing gives it for a binary's kernels)")
+    s = compiled.specialization
+    return {"static_hash": compiled.static_hash, "arch": compiled.arch,
+            "args": [(a.position, a.type_code, a.value) for a in s.args],
+            "grid": s.grid, "block": s.block, "shared_bytes": s.shared_bytes, "bounds": s.bounds,
+            "config": compiled.config}
+
+
+def jit_key(compiled: CompiledKernel) -> str:
+    """The JIT key (32 hex digits) under which `compiled` is cached."""
+    from kir import hashing
+    if not hasattr(hashing, "jit_key"):
+        raise KirError("this kir has no kir.hashing.jit_key (the JIT key, issue 12 §2)")
+    return hashing.jit_key(**key_inputs(compiled))
+
+
+def store(compiled: CompiledKernel, cache) -> str:
+    """Store `compiled` in `cache` (a kir.cache.Cache or its directory) under its
+    JIT key; returns the key."""
+    try:
+        from kir import cache as cache_module
+    except ImportError:
+        raise KirError("this kir has no kir.cache (the kernel-object cache, issue 12 §3)") from None
+    key = jit_key(compiled)
+    target = cache if hasattr(cache, "store") else cache_module.Cache(str(cache))
+    target.store(key, compiled.code, compiled.kind, compiled.arch, compiled.meta)
+    return key

@@ -1,0 +1,427 @@
+"""The IR transform: a kernel specialized for runtime constants, dims and bounds.
+
+llvmlite 0.50's binding reads, renames, relinks and optimizes a module but cannot
+replace uses, change a calling convention, remove an attribute or build a call
+(its ffi exports no LLVM C API). So the transform is split:
+
+- through llvmlite's API: the kernel is renamed to an internal body function
+  (`<kernel>.kir.body`; references follow the rename, as `Value::setName` does),
+  and, unless kept, the module's other kernels are made internal;
+- on the printed module (.ll), with a few edits that each touch one well-defined
+  construct, then parsed and verified again:
+  * `noinline` / `optnone` removed from every attribute group (Proteus's
+    embedded IR carries them when its translation unit was built at -O0; the JIT
+    wants everything optimized), "target-cpu" / "+sm_NN" / "+ptxNN" set to
+    the target;
+  * the body loses the `ptx_kernel` calling convention and gains `alwaysinline`;
+    every defined function but the new kernel (and the other kernels, when kept)
+    is internal: nothing outside the module calls it;
+  * a `ptx_kernel` wrapper with the kernel's name and signature calls the body
+    with each specialized argument replaced by its constant (an object or array:
+    a private constant global holding the bytes); inlining folds the constants
+    into the body at every opt level (Proteus: TransformArgumentSpecialization
+    replaces the argument's uses with the constant);
+  * calls to `llvm.nvvm.read.ptx.sreg.ntid.*` / `nctaid.*` become the constant
+    block / grid dimension (Proteus: setKernelDims);
+  * launch bounds become the wrapper's `"nvvm.maxntid"` / `"nvvm.minctasm"`
+    function attributes, which LLVM 22's NVPTX back end turns into `.maxntid` /
+    `.minnctapersm` (an `!nvvm.annotations` maxntid entry is ignored by it;
+    Proteus's setLaunchBoundsForKernel does the same for LLVM >= 22).
+"""
+from __future__ import annotations
+
+import re
+import struct
+from dataclasses import dataclass, field
+
+from kir.errors import KirError, OptionError
+from kir.jit.values import ArgValue, Specialization
+
+KERNEL_CC = ("ptx_kernel",)
+_IDENT = re.compile(r"[-a-zA-Z$._][-a-zA-Z$._0-9]*")
+_ATTR_GROUP = re.compile(r"^(attributes #\d+ = \{ )(.*)( \})$", re.M)
+_ATTR_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"(?:="(?:[^"\\]|\\.)*")?|[^\s"]+(?:\([^)]*\))?')
+_DIM_CALL = re.compile(
+    r"^(?P<indent>\s*)(?P<value>%[-\w.$]+|%\"[^\"]*\") = (?:tail |musttail |notail )?call\b[^@\n]*"
+    r"@llvm\.nvvm\.read\.ptx\.sreg\.(?P<which>ntid|nctaid)\.(?P<axis>[xyz])\(\)[^\n]*$", re.M)
+BODY_SUFFIX = ".kir.body"
+
+
+def symbol(name: str) -> str:
+    """`name` as an LLVM global identifier: @name, or @"name" when it needs quoting."""
+    if _IDENT.fullmatch(name):
+        return "@" + name
+    return '@"' + "".join(c if c.isprintable() and c not in '"\\' else f"\\{ord(c):02X}"
+                          for c in name) + '"'
+
+
+@dataclass
+class Param:
+    index: int          #: 0-based
+    text: str           #: type and attributes, no name: `ptr noundef byval(%struct.S) align 8`
+    type: str           #: LLVM type: `ptr`, `ptr addrspace(1)`, `double`
+    byval_type: str = ""  #: the pointee type of a byval/byref parameter
+    byval_kind: str = ""  #: "byval" or "byref"
+    byval_size: int | None = None
+
+
+@dataclass
+class TransformReport:
+    """What the transform did, for people and for tests."""
+    body: str = ""
+    replaced_args: list[int] = field(default_factory=list)    #: 1-based positions
+    replaced_dims: dict[str, int] = field(default_factory=dict)  #: "ntid.x" -> number of reads replaced
+    dropped_kernels: list[str] = field(default_factory=list)
+    attributes_removed: int = 0
+
+
+def _split_top(text: str, sep: str = ",") -> list[str]:
+    """Split on `sep` outside (), [], {}, <> and quotes."""
+    parts, depth, quote, start = [], 0, False, 0
+    for i, c in enumerate(text):
+        if quote:
+            if c == '"':
+                quote = False
+            continue
+        if c == '"':
+            quote = True
+        elif c in "([{<":
+            depth += 1
+        elif c in ")]}>":
+            depth -= 1
+        elif c == sep and depth == 0:
+            parts.append(text[start:i].strip())
+            start = i + 1
+    tail = text[start:].strip()
+    if tail:
+        parts.append(tail)
+    return parts
+
+
+def _close_paren(text: str, open_index: int) -> int:
+    depth, quote = 0, False
+    for i in range(open_index, len(text)):
+        c = text[i]
+        if quote:
+            quote = c != '"'
+            continue
+        if c == '"':
+            quote = True
+        elif c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth == 0:
+                return i
+    raise KirError("unbalanced parentheses in a function header")
+
+
+def _define_line(text: str, name: str) -> tuple[int, int]:
+    """Start and end offsets of the `define ... @name(...` line."""
+    needle = symbol(name) + "("
+    for match in re.finditer(r"^define [^\n]*$", text, re.M):
+        line = match[0]
+        at = line.find(needle)
+        if at > 0 and line[at - 1] == " ":
+            return match.start(), match.end()
+    raise KirError(f"no definition of {name} in the module text")
+
+
+def _header_parts(line: str, name: str) -> tuple[str, str, str]:
+    """(head before @name, parameter list text, rest after the closing paren)."""
+    at = line.index(symbol(name) + "(")
+    open_index = at + len(symbol(name))
+    close = _close_paren(line, open_index)
+    return line[:at], line[open_index + 1:close], line[close + 1:]
+
+
+def _param_type(text: str) -> str:
+    match = re.match(r"(ptr(?: addrspace\(\d+\))?|<[^>]*>|\[[^\]]*\]|\{[^}]*\}|%[-\w.$\"]+|\S+)", text)
+    return match[1] if match else text
+
+
+def parse_params(param_text: str) -> list[Param]:
+    params = []
+    for i, piece in enumerate(_split_top(param_text)):
+        if piece == "...":
+            raise KirError("a variadic kernel cannot be specialized")
+        body = re.sub(r'\s+%(?:[-\w.$]+|"[^"]*")$', "", piece)
+        param = Param(index=i, text=body, type=_param_type(body))
+        byval = re.search(r"\b(byval|byref)\(", body)
+        if byval:
+            close = _close_paren(body, byval.end() - 1)
+            param.byval_type, param.byval_kind = body[byval.end():close], byval[1]
+        params.append(param)
+    return params
+
+
+def _tokens(attributes: str) -> list[str]:
+    return _ATTR_TOKEN.findall(attributes)
+
+
+def _key(token: str) -> str:
+    return token.split("=", 1)[0].strip('"') if token.startswith('"') else token
+
+
+def _float_bits(kind: str, value: bytes) -> str:
+    if kind == "double":
+        return f"0x{struct.unpack('<Q', value)[0]:016X}"
+    if kind == "float":  # LLVM writes a float as the double of the same value
+        double = struct.unpack("<d", struct.pack("<d", struct.unpack("<f", value)[0]))[0]
+        return f"0x{struct.unpack('<Q', struct.pack('<d', double))[0]:016X}"
+    if kind == "half":
+        return f"0xH{struct.unpack('<H', value)[0]:04X}"
+    return f"0xR{struct.unpack('<H', value)[0]:04X}"  # bfloat
+
+
+_INT_TYPES = {"i1": 1, "i8": 1, "i16": 2, "i32": 4, "i64": 8}
+_FLOAT_TYPES = {"half": 2, "bfloat": 2, "float": 4, "double": 8}
+#: which kir types fit which LLVM scalar types
+_COMPATIBLE = {
+    "i1": {"bool"}, "i8": {"i8", "u8", "bool"}, "i16": {"i16", "u16"}, "i32": {"i32", "u32"},
+    "i64": {"i64", "u64", "ptr"}, "half": {"f16"}, "bfloat": {"bf16"}, "float": {"f32"},
+    "double": {"f64"},
+}
+
+
+def describe(param: Param) -> str:
+    size = _INT_TYPES.get(param.type) or _FLOAT_TYPES.get(param.type)
+    if param.byval_type:
+        return f"{param.type} byval({param.byval_type})" + \
+            (f" ({param.byval_size} bytes)" if param.byval_size is not None else "")
+    if param.type.startswith("ptr"):
+        return f"{param.type} (8 bytes)"
+    return f"{param.type} ({size} byte{'s' if size != 1 else ''})" if size else param.type
+
+
+def constant_for(kernel: str, param: Param, arg: ArgValue, globals_out: list[str]) -> str:
+    """The LLVM constant operand (`type value`) that replaces `param`; may add a
+    private global to `globals_out`. OptionError when the value does not fit."""
+    where = f"argument {arg.position} of {kernel} is {describe(param)}"
+    t = param.type
+    if arg.type == "bytes":
+        if param.byval_type:
+            if param.byval_size is not None and len(arg.value) != param.byval_size:
+                raise OptionError(f"{where}: the object value has {len(arg.value)} bytes, it needs "
+                                  f"{param.byval_size}")
+            return f"{t} {param.byval_kind}({param.byval_type}) {_global(kernel, arg, t, globals_out)}"
+        if t.startswith("ptr"):  # an array read through the pointer
+            return f"{t} {_global(kernel, arg, t, globals_out)}"
+        size = _INT_TYPES.get(t) or _FLOAT_TYPES.get(t)
+        if size is None:
+            raise OptionError(f"{where}: only scalars, pointers and by-value objects can be specialized")
+        if t == "i1":
+            size = 1
+        if len(arg.value) != size:
+            raise OptionError(f"{where}: the bytes value has {len(arg.value)} bytes, it needs {size}")
+        return f"{t} {_scalar(t, arg.value)}"
+    if param.byval_type:
+        raise OptionError(f"{where}: give the object's bytes (TYPE bytes), not a {arg.type}")
+    if t.startswith("ptr"):
+        if arg.type not in ("ptr", "u64", "i64"):
+            raise OptionError(f"{where}: give a ptr (an address) or bytes (an array), not a {arg.type}")
+        address = struct.unpack("<Q", arg.value)[0]
+        return f"{t} null" if address == 0 else f"{t} inttoptr (i64 {address} to {t})"
+    compatible = _COMPATIBLE.get(t)
+    if compatible is None:
+        raise OptionError(f"{where}: only scalars, pointers and by-value objects can be specialized")
+    if arg.type not in compatible:
+        raise OptionError(f"{where}, not {arg.type} ({len(arg.value)} byte"
+                          f"{'s' if len(arg.value) != 1 else ''}); give one of "
+                          f"{', '.join(sorted(compatible))}")
+    return f"{t} {_scalar(t, arg.value)}"
+
+
+def _scalar(t: str, value: bytes) -> str:
+    if t in _FLOAT_TYPES:
+        return _float_bits(t, value)
+    if t == "i1":
+        if value not in (b"\0", b"\1"):
+            raise OptionError(f"a bool (i1) value is 0 or 1, not 0x{value.hex()}")
+        return "true" if value == b"\1" else "false"
+    return str(int.from_bytes(value, "little", signed=True))
+
+
+def _global(kernel: str, arg: ArgValue, ptr_type: str, globals_out: list[str]) -> str:
+    name = symbol(f"{kernel}.kir.arg{arg.position}")
+    data = "".join(chr(b) if 32 <= b < 127 and chr(b) not in '"\\' else f"\\{b:02X}" for b in arg.value)
+    globals_out.append(f"{name} = private unnamed_addr addrspace(1) constant [{len(arg.value)} x i8] "
+                       f'c"{data}", align 16')
+    if ptr_type == "ptr addrspace(1)":
+        return name
+    return f"addrspacecast (ptr addrspace(1) {name} to {ptr_type})"
+
+
+def _edit_tokens(tokens: list[str], arch: str, ptx: int | None, report: TransformReport) -> list[str]:
+    """Function attributes without noinline / optnone, for `arch` and PTX `ptx`."""
+    kept = []
+    for token in tokens:
+        if token in ("noinline", "optnone"):
+            report.attributes_removed += 1
+            continue
+        if token.startswith('"target-cpu"='):
+            token = f'"target-cpu"="{arch}"'
+        elif token.startswith('"target-features"='):
+            features = [f for f in token.split("=", 1)[1].strip('"').split(",") if f]
+            features = [f"+{arch}" if re.fullmatch(r"[+-]sm_\d+[af]?", f) else f for f in features]
+            if ptx is not None:
+                features = [f"+ptx{ptx}" if re.fullmatch(r"[+-]ptx\d+", f) else f for f in features]
+            token = f'"target-features"="{",".join(features)}"'
+        kept.append(token)
+    return kept
+
+
+def _edit_attribute_groups(text: str, arch: str, ptx: int | None, report: TransformReport) -> str:
+    return _ATTR_GROUP.sub(lambda m: m[1] + " ".join(_edit_tokens(_tokens(m[2]), arch, ptx, report)) + m[3],
+                           text)
+
+
+def _fn_attributes(fn) -> list[str]:
+    return _tokens(" ".join(a.decode(errors="replace") for a in fn.attributes))
+
+
+def _drop_cc(line: str, name: str) -> str:
+    head, params, rest = _header_parts(line, name)
+    head = " ".join(w for w in head.split(" ") if w not in KERNEL_CC) + " "
+    return head + symbol(name) + "(" + params + ")" + rest
+
+
+def _add_fn_attributes(line: str, name: str, attributes: str) -> str:
+    """Insert function attributes after the parameter list (and unnamed_addr /
+    addrspace, which the grammar puts before them)."""
+    head, params, rest = _header_parts(line, name)
+    prefix = re.match(r"(?:\s+(?:local_)?unnamed_addr)?(?:\s+addrspace\(\d+\))?", rest)
+    cut = prefix.end() if prefix else 0
+    return head + symbol(name) + "(" + params + ")" + rest[:cut] + " " + attributes + rest[cut:]
+
+
+def specialize(module, kernel: str, spec: Specialization, arch: str, ptx: int | None = None,
+               keep_other_kernels: bool = False):
+    """Return (a new llvmlite module, TransformReport). `module` is an llvmlite
+    module; it is cloned, not changed."""
+    import llvmlite.binding as llvm
+
+    mod = module.clone()
+    report = TransformReport()
+    try:
+        fn = mod.get_function(kernel)
+    except NameError:
+        fn = None
+    text0 = str(mod)
+    kernels = _kernel_names(text0)
+    if fn is None or fn.is_declaration:
+        known = ", ".join(kernels) or "none"
+        raise OptionError(f"the module defines no kernel {kernel!r} (its kernels: {known})")
+    if kernel not in kernels:
+        raise OptionError(f"{kernel} is a device function, not a kernel (the module's kernels: "
+                          f"{', '.join(kernels) or 'none'})")
+    start, end = _define_line(text0, kernel)
+    params = parse_params(_header_parts(text0[start:end], kernel)[1])
+    layout = llvm.create_target_data(mod.data_layout) if mod.data_layout else None
+    for param, arg in zip(params, fn.arguments):
+        if param.byval_type and layout is not None:
+            param.byval_size = _byval_size(param.byval_type, mod, layout)
+    if keep_other_kernels and (spec.grid or spec.block) and len(kernels) > 1:
+        raise OptionError("grid/block dimensions are specialized in the whole module (as Proteus's "
+                          "setKernelDims does): they cannot be with other kernels kept")
+    for arg in spec.args:
+        if arg.position > len(params):
+            raise OptionError(f"argument {arg.position}: {kernel} has {len(params)} parameter"
+                              f"{'s' if len(params) != 1 else ''}")
+    wrapper_attrs = [t for t in _edit_tokens(_fn_attributes(fn), arch, ptx, TransformReport())
+                     if t != "alwaysinline"]
+    if spec.bounds:
+        wrapper_attrs = [t for t in wrapper_attrs if _key(t) not in ("nvvm.maxntid", "nvvm.minctasm")]
+        wrapper_attrs.append(f'"nvvm.maxntid"="{spec.bounds[0]}"')
+        if spec.bounds[1]:
+            wrapper_attrs.append(f'"nvvm.minctasm"="{spec.bounds[1]}"')
+    body = kernel + BODY_SUFFIX
+    report.body = body
+    fn.name = body
+    fn.linkage = llvm.Linkage.internal
+    others = [k for k in kernels if k != kernel]
+    if not keep_other_kernels:
+        report.dropped_kernels = others
+    # Nothing outside this module calls its device functions (nor, unless kept,
+    # its other kernels): internal, so inlined ones go and the rest get internal ABI.
+    for f in mod.functions:
+        if not f.is_declaration and f.name != body and (f.name not in others or not keep_other_kernels):
+            f.linkage = llvm.Linkage.internal
+
+    text = str(mod)
+    text = _edit_attribute_groups(text, arch, ptx, report)
+    start, end = _define_line(text, body)
+    body_line = _add_fn_attributes(_drop_cc(text[start:end], body), body, "alwaysinline")
+    text = text[:start] + body_line + text[end:]
+    if not keep_other_kernels:
+        for other in others:
+            start, end = _define_line(text, other)
+            text = text[:start] + _drop_cc(text[start:end], other) + text[end:]
+
+    globals_out: list[str] = []
+    given = {a.position: a for a in spec.args}
+    wrapper_params, call_args = [], []
+    for param in params:
+        wrapper_params.append(f"{param.text} %arg{param.index}")
+        arg = given.get(param.index + 1)
+        if arg is None:
+            byval = f" {param.byval_kind}({param.byval_type})" if param.byval_type else ""
+            call_args.append(f"{param.type}{byval} %arg{param.index}")
+        else:
+            call_args.append(constant_for(kernel, param, arg, globals_out))
+            report.replaced_args.append(arg.position)
+    wrapper = (f"define ptx_kernel void {symbol(kernel)}({', '.join(wrapper_params)}) "
+               f"{' '.join(wrapper_attrs)} {{\nentry:\n"
+               f"  call void {symbol(body)}({', '.join(call_args)})\n  ret void\n}}\n")
+    text = _replace_dims(text, spec, report)
+    # Globals and the wrapper go before the first function definition / after the
+    # module's last function; the parser takes any order.
+    first = re.search(r"^(define|declare) ", text, re.M)
+    cut = first.start() if first else len(text)
+    text = text[:cut] + "".join(g + "\n" for g in globals_out) + ("\n" if globals_out else "") + \
+        text[cut:]
+    last = text.rfind("\n}\n")
+    text = text[:last + 3] + "\n" + wrapper + text[last + 3:]
+    try:
+        out = llvm.parse_assembly(text)
+        out.verify()
+    except RuntimeError as error:
+        raise KirError(f"the specialized module of {kernel} does not verify (a bug in kir's "
+                       f"transform, please report it): {str(error).strip()}") from None
+    return out, report
+
+
+def _replace_dims(text: str, spec: Specialization, report: TransformReport) -> str:
+    values = {}
+    if spec.block:
+        values.update({("ntid", axis): v for axis, v in zip("xyz", spec.block)})
+    if spec.grid:
+        values.update({("nctaid", axis): v for axis, v in zip("xyz", spec.grid)})
+    if not values:
+        return text
+
+    def replace(match: re.Match) -> str:
+        key = (match["which"], match["axis"])
+        if key not in values:
+            return match[0]
+        name = f"{key[0]}.{key[1]}"
+        report.replaced_dims[name] = report.replaced_dims.get(name, 0) + 1
+        # Proteus's setKernelDims: the call's uses take the constant and the call goes.
+        return f"{match['indent']}{match['value']} = add i32 {values[key]}, 0"
+    return _DIM_CALL.sub(replace, text)
+
+
+def _kernel_names(text: str) -> list[str]:
+    names = []
+    for match in re.finditer(r"^define ([^@\n]*)@(\"(?:[^\"\\]|\\.)*\"|[-\w.$]+)\(", text, re.M):
+        if any(cc in match[1].split() for cc in KERNEL_CC):
+            raw = match[2]
+            if raw.startswith('"'):
+                raw = re.sub(r"\\([0-9A-Fa-f]{2})", lambda m: chr(int(m[1], 16)), raw[1:-1])
+            names.append(raw)
+    return names
+
+
+def _byval_size(type_text: str, mod, layout) -> int | None:
+    from kir.ir import _pointee_size
+    return _pointee_size(type_text, mod, layout)
