@@ -1,5 +1,5 @@
 """The `kir` command line. Exit status: 0 success, 2 bad input or usage (`kir replay`:
-1 when the output differs from the recording; `kir cache verify`: 1 when an entry is damaged; `kir trace`/`kir record`: the app's).
+1 when the output differs from the recording; `kir cache verify`: 1 when an entry is damaged; `kir trace`/`kir record`/`kir run`: the app's).
 
 Bad input is a `kir.errors.KirError` (bad option values: its `OptionError`) or an
 OSError (a file that cannot be read or written): printed as `kir: error: ...`, exit
@@ -12,7 +12,8 @@ import sys
 from collections.abc import Sequence
 
 from kir.errors import KirError
-from kir.commands import cache, extract, hash as hash_command, inspect, jit, record, records, replay, trace
+from kir.commands import (cache, extract, hash as hash_command, inspect, jit, record, records, replay,
+                          run as run_command, trace)
 
 COMMANDS = {
     "inspect": (inspect, "show the device code a binary holds"),
@@ -24,6 +25,8 @@ COMMANDS = {
     "replay": (replay, "re-run a recorded launch alone and check its output"),
     "cache": (cache, "list, show, remove or verify the entries of a kernel-object cache"),
     "jit": (jit, "compile a kernel from its IR, specialized (kir jit compile)"),
+    "run": (run_command, "run an app with the JIT client: launches whose JIT key the cache holds run the "
+                         "cached code"),
 }
 
 

@@ -1,0 +1,428 @@
+// libkir_jit.so: the reference JIT client of the hook layer (KIR_HOOK_CLIENTS,
+// or `kir run --jit-cache DIR -- APP`). Proteus's runtime role reduced to what
+// kir provides: at each launch of a kernel with runtime-constant arguments
+// (kir_hook_kernel.jit_args, captured from the Proteus ABI; every kernel with
+// KIR_JIT_ALL=1) it computes the launch's JIT key (kir_jit_key, docs/hashing.md),
+// looks it up in the kernel-object cache (kir/cache.h) and, on a hit, claims the
+// launch with the cached code (hook API 4, KIR_SUBSTITUTE_CODE: the layer loads
+// it once per context). On a miss the original runs, and the key with its inputs
+// is logged once, as the `kir jit compile` command that fills it.
+//
+// Settings (read once, when the layer loads the client; docs/jit.md):
+//   KIR_JIT_CACHE=DIR        the cache (required: without it nothing is claimed)
+//   KIR_JIT_ALL=1            every kernel, not only those with JIT arguments
+//   KIR_JIT_CONFIG=K=HEX,... the CONFIG records, as `kir.jit.Options().config()`
+//                            gives them (values hex-encoded); default: those of
+//                            the default options (opt 3, codegen-opt 3, kind cubin)
+//   KIR_JIT_SPECIALIZE=grid,block  the key covers grid / block (the code was
+//                            compiled for them: `kir jit compile --grid/--block`)
+//   KIR_JIT_BOUNDS=MAXT[,MINB]     launch bounds the code was compiled with
+//   KIR_JIT_STATS=PATH       at exit, the counters as one JSON object (else one
+//                            stderr line when anything was looked up)
+//   KIR_JIT_RECHECK_MS=N     a key that missed is looked up again after N ms
+//                            (default 1000: another process may fill it)
+#include <dlfcn.h>
+#include <time.h>
+
+#include <atomic>
+#include <cctype>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "kir/cache.h"
+#include "kir/hooks.h"
+#include "kir/kir.h"
+#include "../hook/settings.hpp"
+
+#define KIR_JIT_EXPORT __attribute__((visibility("default")))
+
+namespace {
+
+using CUresult = int;
+
+struct Driver {
+  CUresult (*ctx_get_current)(void**) = nullptr;
+  CUresult (*ctx_get_device)(int*) = nullptr;
+  CUresult (*device_get_attribute)(int*, int, int) = nullptr;
+  CUresult (*memcpy_dtoh)(void*, unsigned long long, size_t) = nullptr;
+
+  bool load() {
+    void* h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+    if (!h) h = dlopen("libcuda.so.1", RTLD_LAZY);
+    if (!h) return false;
+    ctx_get_current = reinterpret_cast<decltype(ctx_get_current)>(dlsym(h, "cuCtxGetCurrent"));
+    ctx_get_device = reinterpret_cast<decltype(ctx_get_device)>(dlsym(h, "cuCtxGetDevice"));
+    device_get_attribute = reinterpret_cast<decltype(device_get_attribute)>(dlsym(h, "cuDeviceGetAttribute"));
+    memcpy_dtoh = reinterpret_cast<decltype(memcpy_dtoh)>(dlsym(h, "cuMemcpyDtoH_v2"));
+    return ctx_get_current && ctx_get_device && device_get_attribute && memcpy_dtoh;
+  }
+};
+
+struct KeyHash {
+  size_t operator()(const kir_hash128& k) const { return size_t(k.high ^ (k.low * 0x9e3779b97f4a7c15ull)); }
+};
+struct KeyEqual {
+  bool operator()(const kir_hash128& a, const kir_hash128& b) const { return a.high == b.high && a.low == b.low; }
+};
+
+const char* const kTypeNames[] = {"?", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64",
+                                  "f16", "bf16", "f32", "f64", "ptr", "bytes", "bool"};
+
+uint64_t now_ns() {
+  timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return uint64_t(t.tv_sec) * 1000000000ull + uint64_t(t.tv_nsec);
+}
+
+std::string hex(kir_hash128 h) {
+  char text[33];
+  kir_hash_to_hex(h, text);
+  return text;
+}
+
+/// One scalar argument as `kir jit compile --arg` reads it (POS:TYPE:VALUE), or "".
+std::string arg_text(const kir_jit_arg& a, const void* value) {
+  if (a.kind != KIR_JIT_SCALAR || !value || a.type == 0 || a.type > 15) return "";
+  char buf[96];
+  const char* t = kTypeNames[a.type];
+  auto as = [&](auto v) {
+    std::memcpy(&v, value, sizeof v);
+    return v;
+  };
+  switch (a.type) {
+    case KIR_ARG_I8: std::snprintf(buf, sizeof buf, "%d", int(as(int8_t()))); break;
+    case KIR_ARG_I16: std::snprintf(buf, sizeof buf, "%d", int(as(int16_t()))); break;
+    case KIR_ARG_I32: std::snprintf(buf, sizeof buf, "%d", as(int32_t())); break;
+    case KIR_ARG_I64: std::snprintf(buf, sizeof buf, "%" PRId64, as(int64_t())); break;
+    case KIR_ARG_U8: std::snprintf(buf, sizeof buf, "%u", unsigned(as(uint8_t()))); break;
+    case KIR_ARG_U16: std::snprintf(buf, sizeof buf, "%u", unsigned(as(uint16_t()))); break;
+    case KIR_ARG_U32: std::snprintf(buf, sizeof buf, "%u", as(uint32_t())); break;
+    case KIR_ARG_U64: std::snprintf(buf, sizeof buf, "%" PRIu64, as(uint64_t())); break;
+    case KIR_ARG_F32: std::snprintf(buf, sizeof buf, "%.9g", double(as(float()))); break;
+    case KIR_ARG_F64: std::snprintf(buf, sizeof buf, "%.17g", as(double())); break;
+    case KIR_ARG_PTR: std::snprintf(buf, sizeof buf, "0x%" PRIx64, as(uint64_t())); break;
+    case KIR_ARG_BOOL: std::snprintf(buf, sizeof buf, "%d", int(as(uint8_t()) != 0)); break;
+    default: return "";
+  }
+  return std::to_string(a.position) + ":" + t + ":" + buf;
+}
+
+class JitClient {
+ public:
+  bool start() {
+    const char* dir = kir::hook::setting("KIR_JIT_CACHE");
+    if (!dir || !*dir) {
+      std::fprintf(stderr, "kir-jit: KIR_JIT_CACHE is not set: no launch is claimed\n");
+      return false;
+    }
+    directory_ = dir;
+    cache_ = kir_cache_open(dir, nullptr);
+    if (!cache_) {
+      std::fprintf(stderr, "kir-jit: error: cache %s: %s\n", dir, kir_last_error());
+      return false;
+    }
+    if (const char* all = kir::hook::setting("KIR_JIT_ALL")) all_kernels_ = std::strcmp(all, "0") != 0 && *all;
+    if (!parse_config(kir::hook::setting("KIR_JIT_CONFIG"))) return false;
+    if (const char* s = kir::hook::setting("KIR_JIT_SPECIALIZE")) {
+      specialize_grid_ = std::strstr(s, "grid") != nullptr;
+      specialize_block_ = std::strstr(s, "block") != nullptr;
+    }
+    if (const char* b = kir::hook::setting("KIR_JIT_BOUNDS")) {
+      unsigned max_threads = 0, min_blocks = 0;
+      if (std::sscanf(b, "%u,%u", &max_threads, &min_blocks) < 1) {
+        std::fprintf(stderr, "kir-jit: error: KIR_JIT_BOUNDS=%s: expected MAXT[,MINB]\n", b);
+        return false;
+      }
+      max_threads_ = max_threads;
+      min_blocks_ = min_blocks;
+    }
+    if (const char* ms = kir::hook::setting("KIR_JIT_RECHECK_MS")) recheck_ns_ = std::strtoull(ms, nullptr, 10) * 1000000ull;
+    if (const char* stats = kir::hook::setting("KIR_JIT_STATS")) stats_path_ = stats;
+    return true;
+  }
+
+  /// launch_override: claim a launch whose JIT key the cache holds.
+  int claim(const kir_hook_launch* l, kir_hook_substitute* out) {
+    const kir_hook_kernel* k = l->kernel;
+    if (!k || !l->args) return 0;
+    uint32_t jit_count = __atomic_load_n(&k->jit_arg_count, __ATOMIC_ACQUIRE);
+    if (jit_count == 0 && !all_kernels_) return 0;
+    bool timed = (eligible_.fetch_add(1, std::memory_order_relaxed) & 63) == 0;  // 1 launch in 64
+    uint64_t start = timed ? now_ns() : 0;
+    const char* arch = device_arch();
+    if (!arch) return 0;
+    kir_jit_key_input in{};
+    in.struct_size = sizeof in;
+    in.static_hash = k->static_hash;
+    in.arch = arch;
+    in.args = l->args;
+    in.param_sizes = k->param_sizes;
+    in.param_count = k->param_count;
+    in.jit_args = jit_count ? k->jit_args : nullptr;
+    in.jit_arg_count = jit_count;
+    in.grid[0] = l->grid.x, in.grid[1] = l->grid.y, in.grid[2] = l->grid.z;
+    in.block[0] = l->block.x, in.block[1] = l->block.y, in.block[2] = l->block.z;
+    in.shared_bytes = l->shared_bytes;
+    in.specialize_grid = specialize_grid_;
+    in.specialize_block = specialize_block_;
+    in.max_threads = max_threads_;
+    in.min_blocks = min_blocks_;
+    in.config = config_.data();
+    in.config_count = config_.size();
+    in.read_memory = &JitClient::read_memory;
+    in.user = this;
+    kir_hash128 key;
+    if (kir_jit_key(&in, &key) != 0) {
+      errors_.fetch_add(1, std::memory_order_relaxed);
+      note_error(k, kir_last_error());
+      return 0;
+    }
+    int claimed = 0;
+    if (!missed_recently(key)) {
+      kir_cache_entry entry{};
+      entry.struct_size = sizeof entry;
+      int found = kir_cache_lookup(cache_, key, &entry);
+      if (found == 1 && std::strcmp(entry.arch, arch) == 0) {
+        out->kind = KIR_SUBSTITUTE_CODE;
+        out->code = entry.code;
+        out->code_size = entry.code_size;
+        out->code_kind = entry.code_kind;
+        out->arch = entry.arch;
+        out->entry = nullptr;  // the launched kernel's name: kir.jit keeps it (docs/jit.md)
+        out->id = key;
+        hits_.fetch_add(1, std::memory_order_relaxed);
+        claimed = 1;
+      } else {
+        miss(key, k, l, in);
+      }
+    } else {
+      misses_.fetch_add(1, std::memory_order_relaxed);
+    }
+    if (timed) {
+      timed_.fetch_add(1, std::memory_order_relaxed);
+      timed_ns_.fetch_add(now_ns() - start, std::memory_order_relaxed);
+    }
+    return claimed;
+  }
+
+  void finish() {
+    uint64_t eligible = eligible_.load(), hits = hits_.load(), misses = misses_.load();
+    uint64_t timed = timed_.load(), ns = timed_ns_.load();
+    double per_launch = timed ? double(ns) / double(timed) : 0.0;
+    kir_hook_stats hook{};
+    hook.struct_size = sizeof hook;
+    kir_hook_get_stats(&hook);
+    std::string missed;
+    {
+      std::lock_guard<std::mutex> lock(log_mutex_);
+      for (const std::string& m : miss_lines_) missed += (missed.empty() ? "" : ",") + m;
+    }
+    if (!stats_path_.empty()) {
+      if (FILE* f = std::fopen(stats_path_.c_str(), "w")) {
+        std::fprintf(f,
+                     "{\"cache\":\"%s\",\"launches\":%" PRIu64 ",\"hits\":%" PRIu64 ",\"misses\":%" PRIu64
+                     ",\"errors\":%" PRIu64 ",\"substituted\":%" PRIu64 ",\"substitute_failures\":%" PRIu64
+                     ",\"added_ns_per_launch\":%.1f,\"missed\":[%s]}\n",
+                     json_escape(directory_).c_str(), eligible, hits, misses, errors_.load(), hook.substituted,
+                     hook.substitute_failures, per_launch, missed.c_str());
+        std::fclose(f);
+      }
+    } else if (eligible) {
+      std::fprintf(stderr,
+                   "kir-jit: %" PRIu64 " launches looked up: %" PRIu64 " hits, %" PRIu64 " misses, %" PRIu64
+                   " substituted, %.0f ns added per launch (%s)\n",
+                   eligible, hits, misses, hook.substituted, per_launch, directory_.c_str());
+    }
+  }
+
+ private:
+  bool parse_config(const char* text) {
+    if (!text) {  // kir.jit.Options() defaults (docs/jit.md, "The JIT key and the cache entry")
+      static const char* const defaults[][2] = {{"opt", "3"},  {"codegen-opt", "3"},      {"ptx", ""},
+                                                {"features", ""}, {"kind", "cubin"},
+                                                {"assembler-options", ""}, {"kernels", "one"}};
+      for (const auto& d : defaults) add_config(d[0], d[1]);
+      return finish_config();
+    }
+    std::string s = text;
+    for (size_t at = 0; at < s.size();) {
+      size_t end = s.find(',', at);
+      if (end == std::string::npos) end = s.size();
+      std::string item = s.substr(at, end - at);
+      at = end + 1;
+      size_t eq = item.find('=');
+      if (eq == std::string::npos || eq == 0 || (item.size() - eq - 1) % 2) {
+        std::fprintf(stderr, "kir-jit: error: KIR_JIT_CONFIG: item %zu (%s) is not KEY=HEX\n", config_keys_.size() + 1,
+                     item.c_str());
+        return false;
+      }
+      std::string value;
+      for (size_t i = eq + 1; i < item.size(); i += 2) {
+        unsigned byte;
+        if (!std::isxdigit(static_cast<unsigned char>(item[i])) ||
+            !std::isxdigit(static_cast<unsigned char>(item[i + 1])) || std::sscanf(item.c_str() + i, "%2x", &byte) != 1) {
+          std::fprintf(stderr, "kir-jit: error: KIR_JIT_CONFIG: %s: not hexadecimal\n", item.c_str());
+          return false;
+        }
+        value.push_back(char(byte));
+      }
+      add_config(item.substr(0, eq), value);
+    }
+    return finish_config();
+  }
+
+  void add_config(const std::string& key, const std::string& value) {
+    config_keys_.push_back(key);
+    config_values_.push_back(value);
+  }
+
+  bool finish_config() {  // the strings no longer move: point the items at them
+    for (size_t i = 0; i < config_keys_.size(); ++i)
+      config_.push_back({config_keys_[i].c_str(), config_values_[i].data(), config_values_[i].size()});
+    return true;
+  }
+
+  /// "sm_90" for the calling thread's current context; nullptr without one.
+  const char* device_arch() {
+    thread_local void* context = nullptr;
+    thread_local char arch[16] = "";
+    if (!driver_ready_) {
+      std::call_once(driver_once_, [this] { driver_ok_ = driver_.load(); });
+      driver_ready_ = true;
+    }
+    if (!driver_ok_) return nullptr;
+    void* current = nullptr;
+    if (driver_.ctx_get_current(&current) != 0 || !current) return nullptr;
+    if (current != context || !arch[0]) {
+      int device = 0, major = 0, minor = 0;
+      if (driver_.ctx_get_device(&device) != 0 || driver_.device_get_attribute(&major, 75, device) != 0 ||
+          driver_.device_get_attribute(&minor, 76, device) != 0)
+        return nullptr;
+      std::snprintf(arch, sizeof arch, "sm_%d%d", major, minor);
+      context = current;
+    }
+    return arch;
+  }
+
+  static int read_memory(void* user, uint64_t address, void* out, size_t size) {
+    auto* self = static_cast<JitClient*>(user);
+    return self->driver_.memcpy_dtoh(out, address, size) == 0 ? 0 : -1;
+  }
+
+  bool missed_recently(const kir_hash128& key) {
+    std::shared_lock<std::shared_mutex> lock(miss_mutex_);
+    if (missed_.empty()) return false;
+    auto it = missed_.find(key);
+    return it != missed_.end() && now_ns() < it->second;
+  }
+
+  void miss(const kir_hash128& key, const kir_hook_kernel* k, const kir_hook_launch* l, const kir_jit_key_input& in) {
+    misses_.fetch_add(1, std::memory_order_relaxed);
+    bool first;
+    {
+      std::unique_lock<std::shared_mutex> lock(miss_mutex_);
+      auto [it, inserted] = missed_.try_emplace(key, 0);
+      it->second = now_ns() + recheck_ns_;
+      first = inserted;
+    }
+    if (!first) return;
+    // Once per key: the command that fills it (scalars; arrays and objects are named).
+    std::string args, command = "kir jit compile BINARY --kernel " + std::string(k->name) + " --arch " + in.arch;
+    for (size_t i = 0; i < in.jit_arg_count; ++i) {
+      const kir_jit_arg& a = in.jit_args[i];
+      const void* value = a.position >= 1 && a.position <= in.param_count ? l->args[a.position - 1] : nullptr;
+      std::string text = arg_text(a, value);
+      args += (args.empty() ? "" : " ") + (text.empty() ? "(argument " + std::to_string(a.position) + ": array or object)"
+                                                         : text);
+      if (!text.empty()) command += " --arg " + text;
+    }
+    if (specialize_grid_)
+      command += " --grid " + std::to_string(l->grid.x) + "," + std::to_string(l->grid.y) + "," + std::to_string(l->grid.z);
+    if (specialize_block_)
+      command += " --block " + std::to_string(l->block.x) + "," + std::to_string(l->block.y) + "," +
+                 std::to_string(l->block.z);
+    command += " --cache " + directory_;
+    std::string key_text = hex(key);
+    std::fprintf(stderr, "kir-jit: miss %s key=%s static=%s args=[%s] shared=%zu: %s\n", k->name, key_text.c_str(),
+                 hex(k->static_hash).c_str(), args.c_str(), l->shared_bytes, command.c_str());
+    std::lock_guard<std::mutex> lock(log_mutex_);
+    if (miss_lines_.size() < 64)
+      miss_lines_.push_back("{\"kernel\":\"" + json_escape(k->name) + "\",\"key\":\"" + key_text + "\",\"command\":\"" +
+                            json_escape(command) + "\"}");
+  }
+
+  void note_error(const kir_hook_kernel* k, const char* message) {
+    std::lock_guard<std::mutex> lock(log_mutex_);
+    if (errors_logged_++ < 8) std::fprintf(stderr, "kir-jit: error: %s: JIT key: %s\n", k->name, message);
+  }
+
+  static std::string json_escape(const std::string& s) {
+    std::string out;
+    for (char c : s) {
+      if (c == '"' || c == '\\') out += '\\';
+      if (static_cast<unsigned char>(c) < 0x20) {
+        char buf[8];
+        std::snprintf(buf, sizeof buf, "\\u%04x", c);
+        out += buf;
+        continue;
+      }
+      out += c;
+    }
+    return out;
+  }
+
+  std::string directory_, stats_path_;
+  kir_cache* cache_ = nullptr;
+  bool all_kernels_ = false, specialize_grid_ = false, specialize_block_ = false;
+  uint32_t max_threads_ = 0, min_blocks_ = 0;
+  uint64_t recheck_ns_ = 1000000000ull;
+  std::vector<std::string> config_keys_, config_values_;
+  std::vector<kir_config_item> config_;
+  Driver driver_;
+  std::once_flag driver_once_;
+  std::atomic<bool> driver_ready_{false};
+  bool driver_ok_ = false;
+  std::shared_mutex miss_mutex_;
+  std::unordered_map<kir_hash128, uint64_t, KeyHash, KeyEqual> missed_;  // key -> look again after
+  std::mutex log_mutex_;
+  std::vector<std::string> miss_lines_;
+  unsigned errors_logged_ = 0;
+  std::atomic<uint64_t> eligible_{0}, hits_{0}, misses_{0}, errors_{0}, timed_{0}, timed_ns_{0};
+};
+
+JitClient* the_client = nullptr;
+
+int on_override(void*, const kir_hook_launch* launch, kir_hook_substitute* out) {
+  return the_client->claim(launch, out);
+}
+
+}  // namespace
+
+extern "C" KIR_JIT_EXPORT const kir_hook_client* kir_hook_client_entry(void) {
+  static kir_hook_client disabled = [] {
+    kir_hook_client c{};
+    c.struct_size = sizeof c;
+    c.api_version = KIR_HOOK_API_VERSION;
+    return c;
+  }();
+  static kir_hook_client client = [] {
+    kir_hook_client c{};
+    c.struct_size = sizeof c;
+    c.api_version = KIR_HOOK_API_VERSION;
+    c.launch_override = on_override;
+    return c;
+  }();
+  if (the_client) return &client;
+  auto* jit = new JitClient;  // lives as long as the process
+  if (!jit->start()) return &disabled;
+  the_client = jit;
+  std::atexit([] { the_client->finish(); });
+  return &client;
+}

@@ -1,0 +1,97 @@
+"""`kir run --jit-cache DIR -- APP ARGS...`: run an app under the hook layer with
+the reference JIT client (libkir_jit.so): each launch of a kernel with
+runtime-constant arguments (every kernel with --all) is looked up in the
+kernel-object cache under its JIT key; a hit launches the cached code instead
+(hook API 4 launch override), a miss runs the original and prints, once per
+key, the `kir jit compile` command that fills it. The compile options given here
+must be those the entries were compiled with: they are part of the key. The
+app's output and exit status pass through; one summary line follows on stderr
+(hits, misses, launches substituted, time added per launch), and --stats FILE
+writes it as JSON."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from kir import jit
+from kir.app import exit_status, hooked_environment, library, run_app_process
+from kir.commands.app import command_of
+from kir.errors import OptionError
+from kir.jit.client import client_environment
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--jit-cache", required=True, metavar="DIR", help="the kernel-object cache")
+    parser.add_argument("--all", action="store_true",
+                        help="look up every kernel, not only those with runtime-constant arguments")
+    parser.add_argument("--specialize", metavar="grid,block", default="",
+                        help="the cached code was compiled for the launch's grid and/or block")
+    parser.add_argument("--bounds", metavar="MAXT[,MINB]", help="the cached code's launch bounds")
+    level = parser.add_mutually_exclusive_group()
+    level.add_argument("-O", dest="opt", type=int, choices=range(4), metavar="0-3",
+                       help="the optimization level the entries were compiled at (default 3)")
+    level.add_argument("--pipeline", metavar="TEXT", help="... or their pass pipeline")
+    parser.add_argument("--codegen-opt", type=int, choices=range(4), metavar="0-3")
+    parser.add_argument("--ptx-version", type=int, metavar="NN")
+    parser.add_argument("--features", default="", metavar="LIST")
+    parser.add_argument("--ptx", action="store_true", help="the entries are PTX")
+    parser.add_argument("--ptxas-option", action="append", default=[], metavar="OPT")
+    parser.add_argument("--keep-other-kernels", action="store_true")
+    parser.add_argument("--stats", metavar="FILE", help="write the client's counters here as JSON")
+    parser.add_argument("program", nargs="+", metavar="-- APP ARGS", help="the program to run")
+
+
+def run(args) -> int:
+    command = command_of(args.program, "kir run --jit-cache DIR -- APP ARGS...")
+    cache = Path(args.jit_cache)
+    if cache.exists() and not cache.is_dir():
+        raise OptionError(f"--jit-cache {cache}: not a directory")
+    unknown = set(filter(None, args.specialize.split(","))) - {"grid", "block"}
+    if unknown:
+        raise OptionError(f"--specialize {args.specialize!r}: expected grid, block or grid,block")
+    bounds = None
+    if args.bounds:
+        try:
+            parts = [int(p) for p in args.bounds.split(",")]
+        except ValueError:
+            raise OptionError(f"--bounds {args.bounds!r}: expected MAXT[,MINB]") from None
+        if len(parts) not in (1, 2):
+            raise OptionError(f"--bounds {args.bounds!r}: expected MAXT[,MINB]")
+        bounds = (parts[0], parts[1] if len(parts) == 2 else 0)
+    options = jit.Options(opt_level=3 if args.opt is None else args.opt, pipeline=args.pipeline,
+                          codegen_opt=args.codegen_opt, ptx_version=args.ptx_version, features=args.features,
+                          kind="ptx" if args.ptx else "cubin", assembler_options=tuple(args.ptxas_option),
+                          keep_other_kernels=args.keep_other_kernels)
+    fd, stats_path = tempfile.mkstemp(prefix="kir-jit-", suffix=".json")
+    os.close(fd)
+    try:
+        env = hooked_environment([library("libkir_jit.so")])
+        env.update(client_environment(cache, options, all_kernels=args.all,
+                                      specialize_grid="grid" in args.specialize,
+                                      specialize_block="block" in args.specialize,
+                                      bounds=bounds, stats=stats_path))
+        app = run_app_process(command, env)
+        stats = read_stats(Path(stats_path))
+    finally:
+        os.unlink(stats_path)
+    if stats is None:
+        print("kir: jit: the client wrote no counters (the app was killed, or never loaded the hook)",
+              file=sys.stderr)
+    else:
+        print(f"kir: jit: {stats['launches']} launches looked up in {stats['cache']}: {stats['hits']} hits, "
+              f"{stats['misses']} misses, {stats['substituted']} substituted, "
+              f"{stats['added_ns_per_launch']:.0f} ns added per launch", file=sys.stderr)
+        if args.stats:
+            Path(args.stats).write_text(json.dumps(stats, indent=1) + "\n")
+    return exit_status(app.returncode)
+
+
+def read_stats(path: Path) -> dict | None:
+    try:
+        text = path.read_text()
+        return json.loads(text) if text.strip() else None
+    except (OSError, ValueError):
+        return None

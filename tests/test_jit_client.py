@@ -1,0 +1,165 @@
+"""The reference JIT client (libkir_jit.so, `kir run`), without a GPU: the stub
+runtime and driver of tests/test_hook_override.py, and the app there with its
+kernel's first argument (`float a`) registered as a runtime constant through the
+Proteus ABI, as the Proteus pass does. A cache entry stored under the JIT key
+that `kir.hashing.jit_key` gives for a=2.5 — the key `kir jit compile` files its
+result under — must be launched instead of the original exactly for the launches
+with a=2.5; any other value, or other compile options, never hits."""
+from __future__ import annotations
+
+import json
+import struct
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import kir
+from kir import jit
+from kir.cache import Cache
+from kir.hashing import jit_key, kernel_hashes
+from kir.jit.client import client_environment
+
+import test_hook_override as override
+
+JIT_CLIENT = Path(kir.__file__).parent / "lib" / "libkir_jit.so"
+F32 = 11  # kir_arg_type
+
+# A driver with a device (sm_90) and device memory reads, for the client.
+DRIVER = override.STUB_DRIVER.replace(
+    "int cuDeviceGetAttribute(int* v, int a, int d) { (void)v; (void)a; (void)d; return 100; }",
+    "int cuDeviceGetAttribute(int* v, int a, int d) { (void)d; *v = a == 75 ? 9 : 0; return 0; }\n"
+    "int cuCtxGetDevice(int* d) { *d = 0; return 0; }\n"
+    "int cuMemcpyDtoH_v2(void* out, unsigned long long from, size_t n) { memcpy(out, (void*)from, n); return 0; }")
+# The app registers `a` (position 0, Proteus FLOAT = 5) as the pass would.
+APP = override.APP.replace(
+    '  __cudaRegisterFunction(h, &axpy_stub, (char*)"AXPY", "AXPY", -1, 0, 0, 0, 0, 0);\n',
+    '  __cudaRegisterFunction(h, &axpy_stub, (char*)"AXPY", "AXPY", -1, 0, 0, 0, 0, 0);\n'
+    '  void* (*scalar)(int, int) = (void* (*)(int, int))dlsym(RTLD_DEFAULT, "__proteus_create_runtime_constant_info_scalar");\n'
+    '  void (*reg)(void*, void*, char*, void**, int) =\n'
+    '      (void (*)(void*, void*, char*, void**, int))dlsym(RTLD_DEFAULT, "__proteus_register_function");\n'
+    '  void* infos[1] = {scalar(5, 0)};\n'
+    '  reg(h, &axpy_stub, (char*)"AXPY", infos, 1);\n')
+
+
+@pytest.fixture(scope="module")
+def rig(built, tmp_path_factory):
+    d = tmp_path_factory.mktemp("jitclient")
+    (d / "rt.c").write_text(override.STUB_RUNTIME)
+    (d / "drv.c").write_text(DRIVER)
+    (d / "app.c").write_text(APP.replace("AXPY", override.AXPY))
+
+    def cc(*args):
+        subprocess.run(["gcc", "-Wall", *map(str, args)], check=True, cwd=d)
+
+    cc("-shared", "-fPIC", "rt.c", "-Wl,-soname,libcudart.so", "-o", "libcudart.so")
+    cc("-shared", "-fPIC", "drv.c", "-Wl,-soname,libcuda.so.1", "-o", "libcuda.so.1")
+    cc("app.c", f"-L{d}", "-l:libcudart.so", "-l:libcuda.so.1", "-ldl", f"-Wl,-rpath,{d}", "-o", "app")
+    fatbin, cubin = built["kernels.fatbin"], built["kernels_sm90.cubin"]
+    hashes, _ = kernel_hashes(kir.open(fatbin))
+    static = next(h.static.hex for h in hashes
+                  if h.kernel == override.AXPY and h.target == "sm_90" and h.code_kind == "cubin")
+    return d, fatbin, cubin, static
+
+
+def key_for(static: str, a: float, options: jit.Options | None = None) -> str:
+    # The app launches with 16 bytes of dynamic shared memory: part of the key.
+    return jit_key(static, "sm_90", [(1, F32, struct.pack("<f", a))], shared_bytes=16,
+                   config=(options or jit.Options()).config())
+
+
+def run_app(rig, cache: Path, launches: str, tmp_path: Path, env_extra=None, options=None, defaults=False):
+    d, fatbin, cubin, _ = rig
+    stats = tmp_path / "stats.json"
+    env = {"PATH": "/usr/bin:/bin", "LD_PRELOAD": str(override.HOOK), "LD_LIBRARY_PATH": str(d),
+           "KIR_HOOK_CLIENTS": str(JIT_CLIENT), "KIR_HOOK_ARCH": "sm_90",
+           **client_environment(cache, options, stats=stats), **(env_extra or {})}
+    if defaults:
+        del env["KIR_JIT_CONFIG"]  # the client's built-in defaults must be Options()'s
+    proc = subprocess.run([d / "app", fatbin, cubin, launches], capture_output=True, text=True, env=env,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc, json.loads(stats.read_text())
+
+
+def stub_lines(proc):
+    return [l for l in proc.stdout.splitlines() if l.startswith("stub ")]
+
+
+@pytest.mark.parametrize("defaults", [False, True], ids=["config-from-options", "built-in-defaults"])
+def test_a_cached_key_is_launched_instead_exactly_when_the_value_matches(rig, tmp_path, defaults):
+    d, fatbin, cubin, static = rig
+    cache = tmp_path / "cache"
+    Cache(cache).store(key_for(static, 2.5), cubin.read_bytes(), "cubin", "sm_90", {"producer": "test"})
+    # a = 2.5, 3.5, 4.5, 5.5 (the app adds 1 per launch): runtime launches of the registered
+    # kernel, and one (4.5) through the driver of the cubin the app loaded itself — another
+    # registration, with no runtime constants: not looked up
+    proc, stats = run_app(rig, cache, "rrdr", tmp_path, defaults=defaults)
+    stub = stub_lines(proc)
+    # The hit: the cached cubin, loaded by the layer and launched through the driver by name.
+    assert stub[0].split()[1] == "cuLaunchKernel" and f"f={override.AXPY} " in stub[0] and "a=2.5" in stub[0]
+    # The misses: the app's own launches.
+    assert [l.split()[1] for l in stub[1:]] == ["cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchKernel"]
+    assert stats["launches"] == 3 and stats["hits"] == 1 and stats["misses"] == 2 and stats["substituted"] == 1
+    # Each missed key is said once, as the command that fills it.
+    misses = [l for l in proc.stderr.splitlines() if l.startswith("kir-jit: miss ")]
+    assert len(misses) == 2 and "--arg 1:f32:3.5 " in misses[0] and f"--cache {cache.resolve()}" in misses[0]
+    assert [m["key"] for m in stats["missed"]] == [key_for(static, a) for a in (3.5, 5.5)]
+
+
+def test_a_wrong_value_or_other_options_never_hit(rig, tmp_path):
+    d, fatbin, cubin, static = rig
+    cache = tmp_path / "cache"
+    Cache(cache).store(key_for(static, 2.6), cubin.read_bytes(), "cubin", "sm_90")  # a neighbour of 2.5
+    Cache(cache).store(key_for(static, 2.5, jit.Options(opt_level=2)), cubin.read_bytes(), "cubin", "sm_90")
+    proc, stats = run_app(rig, cache, "rr", tmp_path)
+    assert stats["hits"] == 0 and stats["substituted"] == 0
+    assert [l.split()[1] for l in stub_lines(proc)] == ["cudaLaunchKernel"] * 2
+    # With -O2 the second entry is the launch's.
+    proc, stats = run_app(rig, cache, "rr", tmp_path, options=jit.Options(opt_level=2))
+    assert stats["hits"] == 1
+
+
+def test_a_kernel_without_runtime_constants_is_not_looked_up_unless_all(rig, tmp_path):
+    d, fatbin, cubin, static = rig
+    cache = tmp_path / "cache"
+    # Every kernel: the key has no ARG record then.
+    Cache(cache).store(jit_key(static, "sm_90", [], shared_bytes=16, config=jit.Options().config()),
+                       cubin.read_bytes(), "cubin", "sm_90")
+    plain = APP.replace("reg(h, &axpy_stub", "if (0) reg(h, &axpy_stub")
+    (d / "plain.c").write_text(plain.replace("AXPY", override.AXPY))
+    subprocess.run(["gcc", "-Wall", "plain.c", f"-L{d}", "-l:libcudart.so", "-l:libcuda.so.1", "-ldl",
+                    f"-Wl,-rpath,{d}", "-o", "plain"], check=True, cwd=d)
+    env = {"PATH": "/usr/bin:/bin", "LD_PRELOAD": str(override.HOOK), "KIR_HOOK_CLIENTS": str(JIT_CLIENT),
+           "KIR_HOOK_ARCH": "sm_90", **client_environment(cache, stats=tmp_path / "s.json")}
+    for extra, hits in (({}, 0), ({"KIR_JIT_ALL": "1"}, 2)):
+        subprocess.run([d / "plain", fatbin, cubin, "rr"], check=True, env={**env, **extra}, capture_output=True)
+        stats = json.loads((tmp_path / "s.json").read_text())
+        assert stats["hits"] == hits, (extra, stats)
+
+
+def test_kir_run(rig, tmp_path, kir_cli):
+    d, fatbin, cubin, static = rig
+    cache = tmp_path / "cache"
+    Cache(cache).store(key_for(static, 2.5), cubin.read_bytes(), "cubin", "sm_90")
+    result = kir_cli("run", "--jit-cache", cache, "--stats", tmp_path / "s.json", "--", d / "app", fatbin, cubin, "rr")
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.rstrip().splitlines()[-1].startswith(f"kir: jit: 2 launches looked up in {cache.resolve()}: "
+                                                              "1 hits, 1 misses, 1 substituted, ")
+    assert json.loads((tmp_path / "s.json").read_text())["hits"] == 1
+    # Bad options: exit 2 before the app runs.
+    for bad in (["--specialize", "warp"], ["--bounds", "x"], ["-O", "7"]):
+        result = kir_cli("run", "--jit-cache", cache, *bad, "--", "true")
+        assert result.returncode == 2 and "Traceback" not in result.stderr, (bad, result.stderr)
+
+
+def test_a_bad_config_setting_disables_the_client_with_a_message(rig, tmp_path):
+    d, fatbin, cubin, static = rig
+    cache = tmp_path / "cache"
+    proc = subprocess.run([d / "app", fatbin, cubin, "r"], capture_output=True, text=True, timeout=60,
+                          env={"PATH": "/usr/bin:/bin", "LD_PRELOAD": str(override.HOOK),
+                               "KIR_HOOK_CLIENTS": str(JIT_CLIENT), "KIR_JIT_CACHE": str(cache),
+                               "KIR_JIT_CONFIG": "opt=zz"})
+    assert proc.returncode == 0
+    assert "kir-jit: error: KIR_JIT_CONFIG: opt=zz: not hexadecimal" in proc.stderr
+    assert [l.split()[1] for l in stub_lines(proc)] == ["cudaLaunchKernel"]
