@@ -1,0 +1,64 @@
+"""The JIT loop on the GPU: a Proteus-layout app (tests/fixtures/jit_app.cu: daxpy
+with `a` registered as a runtime constant through the Proteus ABI, its IR
+embedded as the pass embeds it) runs under the reference JIT client (`kir run`)
+with a cache filled offline by `kir jit compile`: every launch of the specialized
+value runs the cached object, the output is bitwise the plain run's, and an entry
+compiled for another value never hits."""
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+WARM_UP = 100  # jit_app's a=0 launches before the measured ones
+LAUNCHES = 10
+
+
+def device_arch() -> str:
+    from cuda.bindings import driver
+    driver.cuInit(0)
+    _, device = driver.cuDeviceGet(0)
+    attr = driver.CUdevice_attribute
+    _, major = driver.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device)
+    _, minor = driver.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device)
+    return f"sm_{major}{minor}"
+
+
+def run_under_client(kir_cli, app, cache, stats):
+    result = kir_cli("run", "--jit-cache", cache, "--stats", stats, "--", app, str(LAUNCHES))
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result, json.loads(stats.read_text())
+
+
+def test_the_cached_specialization_runs_and_changes_nothing(gpu, built, kir_cli, tmp_path):
+    app, arch = built["jit_app"], device_arch()
+    plain = subprocess.run([app, str(LAUNCHES)], capture_output=True, text=True, check=True)
+    assert plain.stdout.startswith("checksum ")
+    cache = tmp_path / "cache"
+    first, stats = run_under_client(kir_cli, app, cache, tmp_path / "s1.json")
+    assert first.stdout == plain.stdout
+    assert stats["launches"] == WARM_UP + LAUNCHES + 1 and stats["hits"] == 0
+    # The miss says how to fill it, as a command.
+    assert (f"kir jit compile BINARY --kernel _Z5daxpydPKdPdi --arch {arch} --arg 1:f64:2.5 --cache "
+            in first.stderr), first.stderr[-2000:]
+    compiled = kir_cli("jit", "compile", app, "--kernel", "daxpy", "--arch", arch, "--arg", "1:f64:2.5",
+                       "--cache", cache, "--json")
+    assert compiled.returncode == 0, compiled.stderr
+    key = json.loads(compiled.stdout)["key"]
+    assert key in [m["key"] for m in stats["missed"]]  # the client's key is the compiler's
+    second, stats = run_under_client(kir_cli, app, cache, tmp_path / "s2.json")
+    assert second.stdout == plain.stdout, "the specialized kernel changed the output"
+    assert stats["hits"] == LAUNCHES and stats["substituted"] == LAUNCHES, stats
+    assert stats["misses"] == WARM_UP + 1 and stats["substitute_failures"] == 0, stats
+
+
+def test_an_entry_for_another_value_never_hits(gpu, built, kir_cli, tmp_path):
+    app, arch = built["jit_app"], device_arch()
+    cache = tmp_path / "cache"
+    compiled = kir_cli("jit", "compile", app, "--kernel", "daxpy", "--arch", arch, "--arg", "1:f64:2.6",
+                       "--cache", cache)
+    assert compiled.returncode == 0, compiled.stderr
+    result, stats = run_under_client(kir_cli, app, cache, tmp_path / "s.json")
+    assert stats["hits"] == 0 and stats["substituted"] == 0, stats
+    assert result.stdout == subprocess.run([app, str(LAUNCHES)], capture_output=True, text=True, check=True).stdout
