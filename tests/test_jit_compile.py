@@ -61,6 +61,9 @@ __global__ void pressure(const double* x, double* y) {
   y[threadIdx.x] = s;
 }
 
+__device__ double bias = 0.25;
+__global__ void biased(double* y) { y[threadIdx.x] += bias; }
+
 __global__ void flags(bool negate, unsigned char k, float f, double* y) {
   y[threadIdx.x] = (negate ? -1.0 : 1.0) * k * f;
 }
@@ -87,6 +90,7 @@ HELPER = "_Z6helperPdi"
 FLAGS = "_Z5flagsbhfPd"
 SINES = "_Z5sinesdPd"
 PRESSURE = "_Z8pressurePKdPd"
+BIASED = "_Z6biasedPd"
 
 
 def _run(args, cwd=None):
@@ -275,6 +279,18 @@ def test_libdevice_is_linked(app, tmp_path):
     # only libdevice's out-of-line slow path (noinline there) stays a call
     assert set(re.findall(r"call\.uni[^,]*, (\w+),", body)) <= {"__internal_trig_reduction_slowpathd"}
     assert f"[{SINES}_param_0]" not in body and double_bits(0.5) in body
+
+
+def test_device_globals_are_named(app):
+    """A kernel using a __device__ variable gets its own copy (not relinked to the
+    program's, docs/jit.md): the result says which."""
+    import kir.jit
+    biased = kir.jit.compile(app["bitcode"], BIASED, "sm_90", options={"kind": "ptx"})
+    assert biased.device_globals == ["bias"] and biased.meta["device_globals"] == "bias"
+    assert re.search(r"\.global \.align 8 \.f64 bias = 0d3FD0000000000000;", biased.ptx), biased.ptx
+    assert kir.jit.compile(app["bitcode"], DAXPY, "sm_90", options={"kind": "ptx"}).device_globals == []
+    result = run_kir("jit", "compile", app["app"], "--kernel", BIASED, "--ptx")
+    assert result.returncode == 0 and "device globals: bias (the compiled code holds its own copies" in result.stdout
 
 
 def test_only_the_kernel_is_an_entry_unless_asked(app):

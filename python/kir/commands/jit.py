@@ -228,6 +228,9 @@ def print_summary(c, found: FoundKernel, output: str | None, cache: str | None, 
         print(f"  {r.tool}: registers {r.registers}, spill stores {r.spill_stores} / loads "
               f"{r.spill_loads} bytes, stack {r.stack_frame}, shared {r.shared_bytes}, local "
               f"{r.local_bytes}, {constants}, code {r.code_bytes} bytes")
+    if c.device_globals:
+        print(f"  device globals: {', '.join(c.device_globals)} (the compiled code holds its own copies, "
+              "not the program's)")
     if output:
         print(f"  wrote {output}")
     if key:

@@ -129,6 +129,9 @@ class CompiledKernel:
     ptx_version: int | None = None
     timings: dict[str, float] = field(default_factory=dict)  #: seconds per step
     transform: TransformReport = field(default_factory=TransformReport)
+    #: device global variables the compiled code defines (after optimization): its
+    #: own copies, not the running program's (Proteus relinks them; kir.jit does not)
+    device_globals: list[str] = field(default_factory=list)
 
     @property
     def config(self) -> list[tuple[str, bytes]]:
@@ -151,6 +154,7 @@ class CompiledKernel:
         for key, value in self.config:
             out[f"config.{key}"] = value.decode()
         out["assembler"] = self.resources.tool or "none"
+        out["device_globals"] = " ".join(self.device_globals)
         out.update({f"specialize.{k}": v for k, v in self.specialization.meta().items()})
         out.update(self.resources.meta())
         return out
@@ -167,7 +171,8 @@ class CompiledKernel:
                                 "bounds": self.specialization.bounds,
                                 "dims_replaced": self.transform.replaced_dims,
                                 "kernels_dropped": self.transform.dropped_kernels},
-                "config": {k: v.decode() for k, v in self.config}}
+                "config": {k: v.decode() for k, v in self.config},
+                "device_globals": self.device_globals}
 
 
 def _read(module):
@@ -249,6 +254,7 @@ def compile(module, kernel: str, arch: str = "sm_90", specialize=None, options=N
     stages = pipeline.parse(opts.pipeline) if opts.pipeline is not None else [("default", opts.opt_level)]
     pipeline.run(specialized, machine, stages)
     timings["optimize"] = time.perf_counter() - step
+    device_globals = _used_globals(specialized)
 
     step = time.perf_counter()
     ptx = codegen.emit_ptx(specialized, machine)
@@ -266,7 +272,23 @@ def compile(module, kernel: str, arch: str = "sm_90", specialize=None, options=N
     return CompiledKernel(code=code, kind=opts.kind, arch=arch, entry=kernel, ptx=ptx,
                           resources=resources, compile_seconds=time.perf_counter() - started,
                           options=opts, specialization=spec, static_hash=static_hash,
-                          ptx_version=ptx_version, timings=timings, transform=report)
+                          ptx_version=ptx_version, timings=timings, transform=report,
+                          device_globals=device_globals)
+
+
+def _used_globals(module) -> list[str]:
+    """The device global variables (not kir's private constants) the module's
+    functions refer to."""
+    import re
+    import llvmlite.binding as llvm
+    bodies = "\n".join(re.findall(r"^define [^\n]*\{\n(.*?)^\}", str(module), re.M | re.S))
+    found = []
+    for g in module.global_variables:
+        if g.is_declaration or g.name.startswith("llvm.") or g.linkage == llvm.Linkage.private:
+            continue
+        if re.search(re.escape(transform.symbol(g.name)) + r"(?![-\w.$])", bodies):
+            found.append(g.name)
+    return sorted(found)
 
 
 def _assemble(ptx: str, arch: str, opts: Options, kernel: str, resources: Resources) -> bytes:
