@@ -164,3 +164,10 @@ extern "C" __attribute__((visibility("hidden"), used)) void* kir_find_real_dlsym
   return kir_real_dlsym;
 }
 #endif
+
+extern "C" KIR_EXPORT void* kir_hook_driver_symbol(const char* name) {
+  if (!name) return nullptr;
+  void* lib = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+  if (!lib) lib = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+  return lib ? kir::hook::real_dlsym(lib, name) : nullptr;
+}

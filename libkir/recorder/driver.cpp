@@ -3,13 +3,18 @@
 
 #include <dlfcn.h>
 
+#include "kir/hooks.h"
+
 namespace kir::record {
 
 namespace {
 
+/// The driver's own `name`: not the layer's interposer, which a dlsym of libcuda
+/// would hand out (kir/hooks.h, kir_hook_driver_symbol) and which would report the
+/// recorder's own allocations and copies as the app's.
 template <class F>
-bool resolve(void* lib, const char* name, F& out, std::string& missing) {
-  out = reinterpret_cast<F>(dlsym(lib, name));
+bool resolve(void*, const char* name, F& out, std::string& missing) {
+  out = reinterpret_cast<F>(kir_hook_driver_symbol(name));
   if (!out && missing.empty()) missing = name;
   return out != nullptr;
 }

@@ -350,6 +350,15 @@ int kir_hook_kernel_code_unit(const kir_hook_kernel* kernel, size_t index, kir_h
 size_t kir_hook_kernel_ir_count(const kir_hook_kernel* kernel);
 int kir_hook_kernel_ir(const kir_hook_kernel* kernel, size_t index, kir_bytes* out);
 
+/** API 4. The CUDA driver's own entry point `name` (as libcuda.so.1 exports it:
+ *  "cuMemAlloc_v2"), never the layer's interposer; NULL when libcuda.so.1 cannot be
+ *  loaded or lacks it. A client that calls the driver for itself (its own
+ *  allocations, copies, launches) must take its entry points from here: since
+ *  API 4 a dlsym() of libcuda by handle hands out the layer's interposers (so
+ *  that libraries which reach the driver that way, cuFFT, are seen), and the
+ *  client's own calls would be reported as the app's. */
+void* kir_hook_driver_symbol(const char* name);
+
 /** Call `visit` for every live allocation, in address order, under the
  *  tracker's reader lock: `visit` must not allocate, free or track. */
 void kir_hook_for_each_allocation(void (*visit)(void* user, const kir_hook_allocation* allocation), void* user);
