@@ -162,7 +162,13 @@ KIR_EXPORT cudaError_t cudaLaunchCooperativeKernel(const void* func, Dim3 grid, 
 // handle -> stub map, so these launches reach clients by their stub like any other.
 KIR_EXPORT cudaError_t __cudaGetKernel(void** kernel, const void* stub) {
   KIR_REAL(__cudaGetKernel, cudaError_t (*)(void**, const void*));
-  cudaError_t r = real___cudaGetKernel(kernel, stub);
+  cudaError_t r;
+  {
+    // It loads the module lazily (cuLibraryLoadData, cuLibraryGetKernel): the runtime's
+    // work on the app's registered fatbin, which the layer knows already.
+    kir::hook::RuntimeCall inside;
+    r = real___cudaGetKernel(kernel, stub);
+  }
   if (r == 0 && kernel && *kernel) layer().kernel_handle_found(*kernel, stub);
   return r;
 }

@@ -67,6 +67,22 @@ bool same(const char* name, const char* literal) {
   return *name == 0;
 }
 
+/// Whether `caller` lies in a shared CUDA runtime (libcudart.so*): the layer
+/// interposes its API by name, and the driver calls it makes on the app's behalf
+/// are its own business (dlsym by handle of the driver then answers as without
+/// the layer).
+bool from_shared_runtime(const void* caller) {
+  Dl_info info;
+  if (!caller || !dladdr(caller, &info) || !info.dli_fname) return false;
+  const char* base = info.dli_fname;
+  for (const char* p = base; *p; ++p)
+    if (*p == '/') base = p + 1;
+  const char* prefix = "libcudart.so";
+  for (; *prefix; ++base, ++prefix)
+    if (*base != *prefix) return false;
+  return true;
+}
+
 /// Whether `path` names the driver library (a file called libcuda.so*).
 bool in_libcuda(const char* path) {
   const char* base = path;
@@ -81,11 +97,12 @@ bool in_libcuda(const char* path) {
 }  // namespace
 
 extern "C" __attribute__((visibility("hidden"), used)) void* kir_dlsym_override(void* handle,
-                                                                                const char* name) {
+                                                                                const char* name,
+                                                                                const void* caller) {
   if (!name || handle == RTLD_NEXT || handle == RTLD_DEFAULT) return nullptr;
   if (same(name, "cuGetProcAddress_v2")) return reinterpret_cast<void*>(&cuGetProcAddress_v2);
   if (same(name, "cuGetProcAddress")) return reinterpret_cast<void*>(&cuGetProcAddress);
-  if (name[0] == 'c' && name[1] == 'u' && kir_real_dlsym) {
+  if (name[0] == 'c' && name[1] == 'u' && kir_real_dlsym && !from_shared_runtime(caller)) {
     void* ours = kir::hook::driver_interposer(name);
     if (!ours) {
       kir::hook::log_driver_lookup("dlsym", name, false);
@@ -97,7 +114,7 @@ extern "C" __attribute__((visibility("hidden"), used)) void* kir_dlsym_override(
       kir::hook::log_driver_lookup("dlsym", name, true);
       return ours;
     }
-  } else if (name[0] == 'c' && name[1] == 'u' && kir_real_dlsym) {
+  } else if (name[0] == 'c' && name[1] == 'u' && kir_real_dlsym && !from_shared_runtime(caller)) {
     kir::hook::log_driver_lookup("dlsym", name, false);
   }
   return nullptr;
@@ -121,8 +138,8 @@ void* kir::hook::real_dlsym(void* handle, const char* name) {
 }
 
 #if defined(__x86_64__)
-// dlsym(handle, name): rdi, rsi. Entry rsp is 8 mod 16; two pushes and 8 bytes
-// re-align it for the call. When the override answers, return it; else restore
+// dlsym(handle, name): rdi, rsi; the override also gets the caller's return
+// address (rdx). Entry rsp is 8 mod 16; two pushes and 8 bytes re-align it for the call. When the override answers, return it; else restore
 // the arguments and tail-jump to the real dlsym (the caller's return address is
 // still on top of the stack). Before the constructor ran, ask the real one via
 // the PLT-free path: kir_real_dlsym is resolved lazily by the override's caller.
@@ -132,6 +149,7 @@ __asm__(R"(
     .type dlsym, @function
     .p2align 4
 dlsym:
+    mov (%rsp), %rdx
     push %rdi
     push %rsi
     sub $8, %rsp
