@@ -67,32 +67,28 @@ bool same(const char* name, const char* literal) {
   return *name == 0;
 }
 
+/// Whether the file name of `path` (after its last '/') starts with `prefix` (no
+/// libc call: this runs inside dlsym, possibly before a sanitizer is ready).
+bool file_name_starts(const char* path, const char* prefix) {
+  const char* base = path;
+  for (const char* p = path; *p; ++p)
+    if (*p == '/') base = p + 1;
+  for (; *prefix; ++base, ++prefix)
+    if (*base != *prefix) return false;
+  return true;
+}
+
 /// Whether `caller` lies in a shared CUDA runtime (libcudart.so*): the layer
 /// interposes its API by name, and the driver calls it makes on the app's behalf
 /// are its own business (dlsym by handle of the driver then answers as without
 /// the layer).
 bool from_shared_runtime(const void* caller) {
   Dl_info info;
-  if (!caller || !dladdr(caller, &info) || !info.dli_fname) return false;
-  const char* base = info.dli_fname;
-  for (const char* p = base; *p; ++p)
-    if (*p == '/') base = p + 1;
-  const char* prefix = "libcudart.so";
-  for (; *prefix; ++base, ++prefix)
-    if (*base != *prefix) return false;
-  return true;
+  return caller && dladdr(caller, &info) && info.dli_fname && file_name_starts(info.dli_fname, "libcudart.so");
 }
 
 /// Whether `path` names the driver library (a file called libcuda.so*).
-bool in_libcuda(const char* path) {
-  const char* base = path;
-  for (const char* p = path; *p; ++p)
-    if (*p == '/') base = p + 1;
-  const char* prefix = "libcuda.so";
-  for (; *prefix; ++base, ++prefix)
-    if (*base != *prefix) return false;
-  return true;
-}
+bool in_libcuda(const char* path) { return file_name_starts(path, "libcuda.so"); }
 
 }  // namespace
 

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <unordered_set>
 #include <utility>
+#include <vector>
 
 #include "interpose.hpp"
 #include "settings.hpp"
@@ -295,6 +296,43 @@ static void ours_for(const char* symbol, void** pfn, int version, uint64_t flags
                pfn && *pfn != before ? "kir" : (pfn && *pfn ? "driver" : "none"));
 }
 
+/// The driver entry points the layer interposes: the name cuGetProcAddress is
+/// asked for (nullptr: only handed out for the per-thread default stream, below),
+/// the name libcuda exports (what a dlsym by handle asks for), and the interposer.
+struct Interposer {
+  const char* base;
+  const char* exported;
+  void* fn;
+};
+
+static const std::vector<Interposer>& interposers() {
+  static const std::vector<Interposer> table = {
+      {"cuModuleLoadData", "cuModuleLoadData", reinterpret_cast<void*>(&cuModuleLoadData)},
+      {"cuModuleLoadDataEx", "cuModuleLoadDataEx", reinterpret_cast<void*>(&cuModuleLoadDataEx)},
+      {"cuModuleLoadFatBinary", "cuModuleLoadFatBinary", reinterpret_cast<void*>(&cuModuleLoadFatBinary)},
+      {"cuLibraryLoadData", "cuLibraryLoadData", reinterpret_cast<void*>(&cuLibraryLoadData)},
+      {"cuModuleUnload", "cuModuleUnload", reinterpret_cast<void*>(&cuModuleUnload)},
+      {"cuLibraryUnload", "cuLibraryUnload", reinterpret_cast<void*>(&cuLibraryUnload)},
+      {"cuModuleGetFunction", "cuModuleGetFunction", reinterpret_cast<void*>(&cuModuleGetFunction)},
+      {"cuLibraryGetKernel", "cuLibraryGetKernel", reinterpret_cast<void*>(&cuLibraryGetKernel)},
+      {"cuKernelGetFunction", "cuKernelGetFunction", reinterpret_cast<void*>(&cuKernelGetFunction)},
+      {"cuLaunchKernel", "cuLaunchKernel", reinterpret_cast<void*>(&cuLaunchKernel)},
+      {"cuLaunchKernelEx", "cuLaunchKernelEx", reinterpret_cast<void*>(&cuLaunchKernelEx)},
+      {nullptr, "cuLaunchKernel_ptsz", reinterpret_cast<void*>(&cuLaunchKernel_ptsz)},
+      {nullptr, "cuLaunchKernelEx_ptsz", reinterpret_cast<void*>(&cuLaunchKernelEx_ptsz)},
+      {"cuMemAlloc", "cuMemAlloc_v2", reinterpret_cast<void*>(&cuMemAlloc_v2)},
+      {"cuMemAllocManaged", "cuMemAllocManaged", reinterpret_cast<void*>(&cuMemAllocManaged)},
+      {"cuMemAllocAsync", "cuMemAllocAsync", reinterpret_cast<void*>(&cuMemAllocAsync)},
+      {"cuMemAllocPitch", "cuMemAllocPitch_v2", reinterpret_cast<void*>(&cuMemAllocPitch_v2)},
+      {"cuMemAllocHost", "cuMemAllocHost_v2", reinterpret_cast<void*>(&cuMemAllocHost_v2)},
+      {"cuMemHostAlloc", "cuMemHostAlloc", reinterpret_cast<void*>(&cuMemHostAlloc)},
+      {"cuMemFree", "cuMemFree_v2", reinterpret_cast<void*>(&cuMemFree_v2)},
+      {"cuMemFreeAsync", "cuMemFreeAsync", reinterpret_cast<void*>(&cuMemFreeAsync)},
+      {"cuMemFreeHost", "cuMemFreeHost", reinterpret_cast<void*>(&cuMemFreeHost)},
+  };
+  return table;
+}
+
 static void ours_for_logged(const char* symbol, void** pfn, int version, uint64_t flags) {
   if (!pfn || !*pfn || !symbol) return;
   constexpr uint64_t kPerThreadDefaultStream = 2;  // CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
@@ -304,35 +342,13 @@ static void ours_for_logged(const char* symbol, void** pfn, int version, uint64_
     return;
   }
   if (flags != 0 && flags != 1) return;
-  static const std::pair<const char*, void*> ours[] = {
-      {"cuModuleLoadData", reinterpret_cast<void*>(&cuModuleLoadData)},
-      {"cuModuleLoadDataEx", reinterpret_cast<void*>(&cuModuleLoadDataEx)},
-      {"cuModuleLoadFatBinary", reinterpret_cast<void*>(&cuModuleLoadFatBinary)},
-      {"cuLibraryLoadData", reinterpret_cast<void*>(&cuLibraryLoadData)},
-      {"cuModuleUnload", reinterpret_cast<void*>(&cuModuleUnload)},
-      {"cuLibraryUnload", reinterpret_cast<void*>(&cuLibraryUnload)},
-      {"cuModuleGetFunction", reinterpret_cast<void*>(&cuModuleGetFunction)},
-      {"cuLibraryGetKernel", reinterpret_cast<void*>(&cuLibraryGetKernel)},
-      {"cuKernelGetFunction", reinterpret_cast<void*>(&cuKernelGetFunction)},
-      {"cuLaunchKernel", reinterpret_cast<void*>(&cuLaunchKernel)},
-      {"cuLaunchKernelEx", reinterpret_cast<void*>(&cuLaunchKernelEx)},
-      {"cuMemAlloc", reinterpret_cast<void*>(&cuMemAlloc_v2)},
-      {"cuMemAllocManaged", reinterpret_cast<void*>(&cuMemAllocManaged)},
-      {"cuMemAllocAsync", reinterpret_cast<void*>(&cuMemAllocAsync)},
-      {"cuMemAllocPitch", reinterpret_cast<void*>(&cuMemAllocPitch_v2)},
-      {"cuMemAllocHost", reinterpret_cast<void*>(&cuMemAllocHost_v2)},
-      {"cuMemHostAlloc", reinterpret_cast<void*>(&cuMemHostAlloc)},
-      {"cuMemFree", reinterpret_cast<void*>(&cuMemFree_v2)},
-      {"cuMemFreeAsync", reinterpret_cast<void*>(&cuMemFreeAsync)},
-      {"cuMemFreeHost", reinterpret_cast<void*>(&cuMemFreeHost)},
-  };
   if (std::strcmp(symbol, "cuGetProcAddress") == 0) {
     *pfn = version >= 12000 ? reinterpret_cast<void*>(&cuGetProcAddress_v2)
                             : reinterpret_cast<void*>(&cuGetProcAddress);
     return;
   }
-  for (const auto& [name, fn] : ours)
-    if (std::strcmp(symbol, name) == 0) *pfn = fn;
+  for (const Interposer& i : interposers())
+    if (i.base && std::strcmp(symbol, i.base) == 0) *pfn = i.fn;
 }
 
 /// Entry points obtained through cuGetProcAddress get the interposed versions:
@@ -365,32 +381,8 @@ KIR_EXPORT CUresult cuGetProcAddress(const char* symbol, void** pfn, int version
 /// driver up by handle (dlsym(libcuda, "cuLaunchKernel"): cuFFT does, without
 /// a CUDA runtime) is handed instead of the driver's function (dlsym.cpp).
 void* kir::hook::driver_interposer(const char* name) {
-  static const std::pair<const char*, void*> exported[] = {
-      {"cuModuleLoadData", reinterpret_cast<void*>(&cuModuleLoadData)},
-      {"cuModuleLoadDataEx", reinterpret_cast<void*>(&cuModuleLoadDataEx)},
-      {"cuModuleLoadFatBinary", reinterpret_cast<void*>(&cuModuleLoadFatBinary)},
-      {"cuLibraryLoadData", reinterpret_cast<void*>(&cuLibraryLoadData)},
-      {"cuModuleUnload", reinterpret_cast<void*>(&cuModuleUnload)},
-      {"cuLibraryUnload", reinterpret_cast<void*>(&cuLibraryUnload)},
-      {"cuModuleGetFunction", reinterpret_cast<void*>(&cuModuleGetFunction)},
-      {"cuLibraryGetKernel", reinterpret_cast<void*>(&cuLibraryGetKernel)},
-      {"cuKernelGetFunction", reinterpret_cast<void*>(&cuKernelGetFunction)},
-      {"cuLaunchKernel", reinterpret_cast<void*>(&cuLaunchKernel)},
-      {"cuLaunchKernelEx", reinterpret_cast<void*>(&cuLaunchKernelEx)},
-      {"cuLaunchKernel_ptsz", reinterpret_cast<void*>(&cuLaunchKernel_ptsz)},
-      {"cuLaunchKernelEx_ptsz", reinterpret_cast<void*>(&cuLaunchKernelEx_ptsz)},
-      {"cuMemAlloc_v2", reinterpret_cast<void*>(&cuMemAlloc_v2)},
-      {"cuMemAllocManaged", reinterpret_cast<void*>(&cuMemAllocManaged)},
-      {"cuMemAllocAsync", reinterpret_cast<void*>(&cuMemAllocAsync)},
-      {"cuMemAllocPitch_v2", reinterpret_cast<void*>(&cuMemAllocPitch_v2)},
-      {"cuMemAllocHost_v2", reinterpret_cast<void*>(&cuMemAllocHost_v2)},
-      {"cuMemHostAlloc", reinterpret_cast<void*>(&cuMemHostAlloc)},
-      {"cuMemFree_v2", reinterpret_cast<void*>(&cuMemFree_v2)},
-      {"cuMemFreeAsync", reinterpret_cast<void*>(&cuMemFreeAsync)},
-      {"cuMemFreeHost", reinterpret_cast<void*>(&cuMemFreeHost)},
-  };
-  for (const auto& [exported_name, fn] : exported)
-    if (std::strcmp(name, exported_name) == 0) return fn;
+  for (const Interposer& i : interposers())
+    if (std::strcmp(name, i.exported) == 0) return i.fn;
   return nullptr;
 }
 

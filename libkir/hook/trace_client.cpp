@@ -34,6 +34,7 @@
 #include "kir/device_code.hpp"
 #include "kir/model.hpp"
 #include "kir/support/demangle.hpp"
+#include "kir/support/json.hpp"
 #include "kir/support/kernel_regex.hpp"
 #include "kir/hooks.h"
 #include "settings.hpp"
@@ -87,20 +88,7 @@ std::string hex_hash(kir_hash128 h) {
   return text;
 }
 
-std::string quoted(const std::string& s) {  // a JSON string
-  std::string q = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') q += '\\';
-    if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      q += buf;
-      continue;
-    }
-    q += c;
-  }
-  return q + "\"";
-}
+std::string quoted(const std::string& s) { return kir::json_quoted(s); }  // a JSON string
 
 /// One argument's bytes: scalars (up to 8 bytes) as a little-endian hex value, larger ones as hex bytes.
 std::string arg_text(const void* value, uint32_t size) {

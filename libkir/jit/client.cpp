@@ -39,6 +39,7 @@
 #include "kir/cache.h"
 #include "kir/hooks.h"
 #include "kir/kir.h"
+#include "kir/support/json.hpp"
 #include "../hook/settings.hpp"
 
 #define KIR_JIT_EXPORT __attribute__((visibility("default")))
@@ -228,10 +229,10 @@ class JitClient {
     if (!stats_path_.empty()) {
       if (FILE* f = std::fopen(stats_path_.c_str(), "w")) {
         std::fprintf(f,
-                     "{\"cache\":\"%s\",\"launches\":%" PRIu64 ",\"hits\":%" PRIu64 ",\"misses\":%" PRIu64
+                     "{\"cache\":%s,\"launches\":%" PRIu64 ",\"hits\":%" PRIu64 ",\"misses\":%" PRIu64
                      ",\"errors\":%" PRIu64 ",\"substituted\":%" PRIu64 ",\"substitute_failures\":%" PRIu64
                      ",\"added_ns_per_launch\":%.1f,\"missed\":[%s]}\n",
-                     json_escape(directory_).c_str(), eligible, hits, misses, errors_.load(), hook.substituted,
+                     kir::json_quoted(directory_).c_str(), eligible, hits, misses, errors_.load(), hook.substituted,
                      hook.substitute_failures, per_launch, missed.c_str());
         std::fclose(f);
       }
@@ -376,8 +377,8 @@ class JitClient {
                  hex(k->static_hash).c_str(), args.c_str(), l->shared_bytes, command.c_str());
     std::lock_guard<std::mutex> lock(log_mutex_);
     if (miss_lines_.size() < 64)
-      miss_lines_.push_back("{\"kernel\":\"" + json_escape(k->name) + "\",\"key\":\"" + key_text + "\",\"command\":\"" +
-                            json_escape(command) + "\"}");
+      miss_lines_.push_back("{\"kernel\":" + kir::json_quoted(k->name) + ",\"key\":\"" + key_text +
+                            "\",\"command\":" + kir::json_quoted(command) + "}");
   }
 
   void note_error(const kir_hook_kernel* k, const char* message) {
@@ -385,20 +386,6 @@ class JitClient {
     if (errors_logged_++ < 8) std::fprintf(stderr, "kir-jit: error: %s: JIT key: %s\n", k->name, message);
   }
 
-  static std::string json_escape(const std::string& s) {
-    std::string out;
-    for (char c : s) {
-      if (c == '"' || c == '\\') out += '\\';
-      if (static_cast<unsigned char>(c) < 0x20) {
-        char buf[8];
-        std::snprintf(buf, sizeof buf, "\\u%04x", c);
-        out += buf;
-        continue;
-      }
-      out += c;
-    }
-    return out;
-  }
 
   std::string directory_, stats_path_;
   kir_cache* cache_ = nullptr;
