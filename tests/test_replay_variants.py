@@ -267,6 +267,21 @@ def test_plan_of_a_variant(record):
     assert launch_only.returncode == 0 and "the recorded code (nothing to compile)" in launch_only.stdout
 
 
+def test_plan_fills_the_kernel_object_cache(record, tmp_path):
+    """`--plan --jit-cache DIR`: the variant's code, compiled on the CPU, stored under
+    its JIT key with kir.jit's metadata (what the JIT client looks up)."""
+    from kir.cache import Cache
+    cache = tmp_path / "cache"
+    result = run_kir("replay", "--plan", "--json", "--specialize", "jit", "--jit-cache", cache, record.path)
+    assert result.returncode == 0, result.stderr
+    v = json.loads(result.stdout)["variant"]
+    assert v["stored"] == str(cache)
+    entry = Cache(str(cache)).lookup(v["jit_key"])
+    assert entry is not None and entry.arch == "sm_90" and entry.kind == "cubin"
+    compiled = compile_variant(record, Variant(args="jit"), "sm_90")
+    assert entry.code[:4] == b"\x7fELF" and len(entry.code) == len(compiled.code)
+
+
 @pytest.mark.parametrize("args, message", [
     (["--specialize", "4"], "POS:TYPE"),
     (["--specialize", "jit", "--specialize", "1"], "stands alone"),

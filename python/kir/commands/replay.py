@@ -73,7 +73,7 @@ def print_plan(record, args) -> int:
     if wants_variant(args) or args.grid or args.block or args.shared_bytes is not None:
         variant = variant_of(args, dims(args.grid, "--grid"), dims(args.block, "--block"), args.shared_bytes,
                              positive(args.repeat), tolerance_of(args))
-        print_variant_plan(p, plan_variant(record, variant, args.device_arch), args.json)
+        print_variant_plan(p, plan_variant(record, variant, args.device_arch, args.jit_cache), args.json)
     else:
         print(json.dumps(p.to_json()) if args.json else p.describe())
     if not p.hashes_match:
@@ -102,6 +102,9 @@ def report(record, p, result, args) -> None:
           f"median {result.median_ms:.3f} ms over {len(result.times_ms)}")
     print({True: "verified: output matches the recording", False: "verified: OUTPUT DIFFERS",
            None: "not verified"}[result.verified])
+    if result.description:
+        from kir.commands.replay_variant import describe_result
+        print(describe_result(result))
     for m in result.mismatches:
         norm = f", {args.norm} {m.norm:g} > {m.limit:g}" if m.norm is not None else ""
         print(f"  {m.region}: {m.differing_bytes} bytes differ, the first at offset {m.first_offset}{norm}")

@@ -59,10 +59,11 @@ def variant_of(args, grid, block, shared_bytes, repeat: int, tolerance):
                    tolerance=tolerance)
 
 
-def plan_variant(record, variant, arch: str) -> dict:
+def plan_variant(record, variant, arch: str, cache: str | None = None) -> dict:
     """The variant's part of a plan: its launch, its specialization, its JIT key on
     `arch` and, when compiled, the compiled code's summary (compiled now: an IR that
-    does not compile is an error of the plan)."""
+    does not compile is an error of the plan), stored into the kernel-object cache
+    `cache` under that key when given (CPU work: no GPU is needed to fill a cache)."""
     from kir.replay import compile_variant, resolve, variant_jit_key
     resolved = resolve(record, variant)
     out = {"description": variant.describe(), "grid": list(resolved.grid), "block": list(resolved.block),
@@ -72,7 +73,25 @@ def plan_variant(record, variant, arch: str) -> dict:
         compiled = compile_variant(record, resolved, arch)
         out["jit_key"] = variant_jit_key(record, resolved, arch)
         out["compile"] = compiled.summary()
+        if cache is not None:
+            from kir.cache import Cache
+            Cache(str(cache)).store(out["jit_key"], compiled.code, compiled.kind, compiled.arch, compiled.meta)
+            out["stored"] = str(cache)
     return out
+
+
+def describe_result(result) -> str:
+    """The variant's line of `kir replay`'s text report."""
+    r = result.resources
+    code = f"{result.code_kind} compiled by kir.jit in {result.compile_seconds:.2f} s" if result.compiled and \
+        result.compile_seconds is not None else f"{result.code_kind} (recorded)"
+    parts = [f"variant: {result.description}; {code}, {result.code_size} bytes"]
+    if result.jit_key:
+        parts.append(f"jit key {result.jit_key}")
+    if r is not None:
+        parts.append(f"registers {r.registers}, spills {r.spill_stores}/{r.spill_loads} B, "
+                     f"shared {r.shared_bytes} B, local {r.local_bytes} B")
+    return "; ".join(parts)
 
 
 def describe_variant(v: dict) -> list[str]:
@@ -91,6 +110,8 @@ def describe_variant(v: dict) -> list[str]:
     lines.append(f"resources registers {r.get('registers')}  spills {r.get('spill_stores')}/{r.get('spill_loads')} B  "
                  f"shared {r.get('shared_bytes')} B  local {r.get('local_bytes')} B  code {r.get('code_bytes')} B")
     lines.append("config    " + " ".join(f"{k}={v}" for k, v in c["config"].items()))
+    if "stored" in v:
+        lines.append(f"stored    in {v['stored']} under the JIT key")
     return lines
 
 

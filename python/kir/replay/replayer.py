@@ -307,15 +307,22 @@ class Replayer:
         return self._prologues[index]
 
     def run(self, grid=None, block=None, shared_bytes=None, repeat: int = 1, verify: bool = True,
-            tolerance=None) -> RunResult:
+            tolerance=None, *, variant=None) -> RunResult:
         """Restore, launch and time `repeat` times (each from the prologue), then compare
         every snapshotted region with its epilogue (bitwise, or within `tolerance`: a
         Tolerance, or a dict of them by global name / allocation address).
 
-        `run(variant)`, with a kir.replay.Variant: that variant (run_variant)."""
+        `run(variant)` (or `run(variant=...)`), with a kir.replay.Variant: that variant
+        (run_variant); the other arguments but `verify` must then be left out."""
         from kir.replay.variant import Variant
         if isinstance(grid, Variant):
-            return self.run_variant(grid, verify=verify)
+            grid, variant = None, grid
+        if variant is not None:
+            if not isinstance(variant, Variant):
+                raise OptionError(f"variant: expected a kir.replay.Variant, not {type(variant).__name__}")
+            if (grid, block, shared_bytes, repeat, tolerance) != (None, None, None, 1, None):
+                raise OptionError("run(variant): the launch, repeat count and tolerance are the variant's")
+            return self.run_variant(variant, verify=verify)
         if repeat < 1:
             raise OptionError(f"repeat {repeat}: must be at least 1")
         launch = self.record.launch
