@@ -125,8 +125,8 @@ def plan(record: Record, code: str = "launched", device_arch: str = "sm_90",
         if value <= 0 or value & (value - 1):
             raise PlanError(f"{name} {value} is not a power of two")
     if record.kernel.image is None and record.kernel.ir is None:
-        raise PlanError(f"{record.path}: the record holds neither a device image nor LLVM IR for "
-                        f"{record.kernel.name}: there is no code to replay")
+        raise PlanError(f"{record.path}: the record holds no device image (flag no-layout) and no LLVM IR "
+                        f"for {record.kernel.name}: there is no code to replay")
     launch = record.launch
     mappings, skipped = _mappings(record, granularity)
     result = ReplayPlan(
