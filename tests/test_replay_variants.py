@@ -185,6 +185,52 @@ def test_jit_args_needs_annotations(tmp_path, saxpy):
         resolve(record, Variant(args="jit"))
 
 
+# The reference JIT client itself, without a GPU: the stub runtime and driver of
+# tests/test_jit_client.py, whose app launches axpy(2.5, x, y, 64) with 16 bytes of
+# dynamic shared memory and `a` registered as a runtime constant (Proteus ABI).
+from test_jit_client import rig, run_app  # noqa: E402,F401 - the rig is a fixture
+
+AXPY = "_Z4axpyfPKfPfi"
+
+
+def axpy_record(directory, rig) -> Record:
+    """The stub app's launch as the recorder files it: the same kernel (static hash
+    of the sm_90 cubin), arguments, shared memory and runtime-constant argument."""
+    d, fatbin, cubin, static = rig
+    b = core.RecordBuilder(str(directory))
+    b.set_process(1, -1)
+    b.set_device("stub", "sm_90", 0)
+    b.set_kernel(AXPY, "axpy(float, float const*, float*, int)", core.Hash128.from_hex(static),
+                 [0, 8, 16, 24], [4, 8, 8, 4])
+    b.set_image("cubin", "sm_90", cubin.read_bytes())
+    b.set_jit_args([(1, "scalar", F32, False, 0, 0, 0)])
+    args = [struct.pack("<f", 2.5), bytes(8), bytes(8), struct.pack("<i", 64)]
+    b.set_launch("cudaLaunchKernel", core.Hash128.from_hex("0" * 32), (1, 1, 1), (64, 1, 1), 16, 5, args, 0)
+    return Record.load(b.write())
+
+
+@pytest.mark.parametrize("options", [None, {"opt_level": 2}], ids=["defaults", "O2"])
+def test_key_is_the_one_the_jit_client_computes(rig, tmp_path, options):
+    """The client misses on an empty cache and reports the launch's key: the
+    variant specializing the record's runtime-constant arguments with the same
+    compile options has that key (no IR is needed to compute it); stored under it,
+    the app's next launch is a hit."""
+    from kir.cache import Cache
+    record = axpy_record(tmp_path / "rec", rig)
+    cache = tmp_path / "cache"
+    opts = Options.coerce(options)
+    proc, stats = run_app(rig, cache, "r", tmp_path, options=opts)
+    assert stats["misses"] == 1
+    (missed,) = stats["missed"]
+    key = variant_jit_key(record, Variant(args="jit", options=options), "sm_90")
+    assert key == missed["key"]
+    assert variant_jit_key(record, Variant(args="jit", options={"opt_level": 1}), "sm_90") != key
+    assert variant_jit_key(record, Variant(args="jit", options=options, shared_bytes=0), "sm_90") != key
+    Cache(cache).store(key, rig[2].read_bytes(), "cubin", "sm_90")
+    proc, stats = run_app(rig, cache, "r", tmp_path, options=opts)
+    assert stats["hits"] == 1 and stats["substituted"] == 1
+
+
 # --- the code ------------------------------------------------------------------------
 
 def entry(ptx: str) -> str:

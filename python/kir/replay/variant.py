@@ -185,15 +185,16 @@ class Resolved:
     options: Options | None = None
 
 
-def resolve(record: Record, variant: Variant) -> Resolved:
+def resolve(record: Record, variant: Variant, need_ir: bool = True) -> Resolved:
     """The variant's launch configuration and, when it is compiled, its specialization
     with the recorded values (arrays and objects passed by pointer read from the
-    prologue). OptionError / PlanError name what does not fit the record."""
+    prologue). OptionError / PlanError name what does not fit the record (with
+    `need_ir`, a compiled variant of a record without IR)."""
     grid, block, shared = variant.launch(record)
     out = Resolved(grid, block, shared)
     if not variant.needs_compile:
         return out
-    if record.kernel.ir is None:
+    if need_ir and record.kernel.ir is None:
         raise PlanError(f"{record.path}: the variant is compiled from the kernel's LLVM IR "
                         f"({variant.describe()}), and the record holds none for {record.kernel.name}")
     out.args = specialized_args(record, variant)
@@ -300,8 +301,8 @@ def read_prologue(record: Record, address: int, size: int, position: int = 0) ->
 def jit_key(record: Record, variant: Variant | Resolved, arch: str) -> str | None:
     """The JIT key of the variant's code on an `arch` device, as the JIT client
     computes it at that launch (kir_jit_key); None when the variant runs the recorded
-    code (not compiled by kir.jit: it has no JIT key)."""
-    r = variant if isinstance(variant, Resolved) else resolve(record, variant)
+    code (not compiled by kir.jit: it has no JIT key). The record needs no IR for it."""
+    r = variant if isinstance(variant, Resolved) else resolve(record, variant, need_ir=False)
     if r.specialization is None:
         return None
     memory = {}
