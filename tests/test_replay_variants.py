@@ -177,6 +177,9 @@ def test_unannotated_argument_needs_a_type(record):
         resolve(record, Variant(args=["1:f64"]))
     with pytest.raises(OptionError, match="takes 4 parameters"):
         resolve(record, Variant(args=["9:i32"]))
+    with pytest.raises(OptionError, match="at most 128 threads per block, the launch has 256"):
+        resolve(record, Variant(bounds=128))
+    assert resolve(record, Variant(bounds=128, block=(128, 1, 1))).specialization.bounds == (128, 0)
 
 
 def test_jit_args_needs_annotations(tmp_path, saxpy):

@@ -197,6 +197,10 @@ def resolve(record: Record, variant: Variant, need_ir: bool = True) -> Resolved:
     if need_ir and record.kernel.ir is None:
         raise PlanError(f"{record.path}: the variant is compiled from the kernel's LLVM IR "
                         f"({variant.describe()}), and the record holds none for {record.kernel.name}")
+    threads = block[0] * block[1] * block[2]
+    if variant.bounds is not None and threads > variant.bounds[0]:
+        raise OptionError(f"bounds {variant.bounds[0]},{variant.bounds[1]}: at most {variant.bounds[0]} threads "
+                          f"per block, the launch has {threads} (block {','.join(map(str, block))})")
     out.args = specialized_args(record, variant)
     out.specialization = Specialization(args=[a.value for a in out.args],
                                         grid=grid if variant.specialize_grid else None,
