@@ -36,6 +36,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--device-arch", default="sm_90", metavar="SM",
                         help="with --plan: the GPU to plan for (default sm_90)")
     parser.add_argument("--json", action="store_true", help=f"print one JSON object ({SCHEMA})")
+    from kir.commands.replay_variant import add_variant_arguments
+    add_variant_arguments(parser)
 
 
 def run(args) -> int:
@@ -47,11 +49,16 @@ def run(args) -> int:
     options = dict(grid=dims(args.grid, "--grid"), block=dims(args.block, "--block"),
                    shared_bytes=args.shared_bytes, repeat=positive(args.repeat), verify=args.verify,
                    tolerance=tolerance_of(args))
-    with Replayer(record, code=args.code) as replayer:
+    from kir.commands.replay_variant import variant_of, wants_variant
+    variant = None
+    if wants_variant(args):
+        variant = variant_of(args, options["grid"], options["block"], options["shared_bytes"],
+                             options["repeat"], options["tolerance"])
+    with Replayer(record, code=args.code, cache=getattr(args, "jit_cache", None)) as replayer:
         warn_about(replayer.plan)
         for name in replayer.absent_globals:
             print(f"kir: warning: the {args.code} code defines no global {name}: not restored", file=sys.stderr)
-        result = replayer.run(**options)
+        result = replayer.run(**options) if variant is None else replayer.run_variant(variant, args.verify)
     report(record, replayer.plan, result, args)
     return 1 if result.verified is False else 0
 
@@ -62,7 +69,13 @@ def print_plan(record, args) -> int:
     p = plan(record, code=args.code, device_arch=args.device_arch)
     if args.code == "ir":
         p.code_bytes()  # compile now: an IR that does not compile is an error of the plan
-    print(json.dumps(p.to_json()) if args.json else p.describe())
+    from kir.commands.replay_variant import plan_variant, print_variant_plan, variant_of, wants_variant
+    if wants_variant(args) or args.grid or args.block or args.shared_bytes is not None:
+        variant = variant_of(args, dims(args.grid, "--grid"), dims(args.block, "--block"), args.shared_bytes,
+                             positive(args.repeat), tolerance_of(args))
+        print_variant_plan(p, plan_variant(record, variant, args.device_arch, args.jit_cache), args.json)
+    else:
+        print(json.dumps(p.to_json()) if args.json else p.describe())
     if not p.hashes_match:
         print(f"kir: warning: {record.path}: the record's hashes do not match its contents", file=sys.stderr)
     return 0
@@ -81,13 +94,17 @@ def report(record, p, result, args) -> None:
             "static_hash": record.kernel.static_hash, "launch_identity": result.launch_identity,
             "hashes_match": p.hashes_match, "variant": result.variant, "verified": result.verified,
             "mismatches": mismatches, "times_ms": result.times_ms, "median_ms": result.median_ms,
-            "repeat": len(result.times_ms)}))
+            "repeat": len(result.times_ms),
+            **({"variant_result": result.summary()} if result.description else {})}))
         return
     print(f"{record.kernel.demangled}: {p.code.kind}, grid {','.join(map(str, result.grid))} "
           f"block {','.join(map(str, result.block))}{' (variant)' if result.variant else ''}: "
           f"median {result.median_ms:.3f} ms over {len(result.times_ms)}")
     print({True: "verified: output matches the recording", False: "verified: OUTPUT DIFFERS",
            None: "not verified"}[result.verified])
+    if result.description:
+        from kir.commands.replay_variant import describe_result
+        print(describe_result(result))
     for m in result.mismatches:
         norm = f", {args.norm} {m.norm:g} > {m.limit:g}" if m.norm is not None else ""
         print(f"  {m.region}: {m.differing_bytes} bytes differ, the first at offset {m.first_offset}{norm}")

@@ -32,7 +32,12 @@ U32_MAX = (1 << 32) - 1
 def type_code(name: str) -> int:
     """The `kir_arg_type` value of a type name (kir/kir.h), as kir.hashing takes it."""
     from kir import _core
-    return int(getattr(_core.ArgType, "boolean" if name == "bool" else name).value)
+    kind = getattr(_core.ArgType, name, None)
+    if kind is None and name == "bool":  # a binding that spells it "boolean"
+        kind = getattr(_core.ArgType, "boolean")
+    if kind is None:
+        raise OptionError(f"{name!r} is not a kir_arg_type name")
+    return int(kind.value)
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,11 @@ The package is four layers, each importing only those before it:
   globals to restore, the code to load and why, the argument buffer, and the
   hashes recomputed from the record under THE static-hash policy (a mismatch is
   a note in `plan.notes`, never ignored).
+- `kir.replay.variant`: `Variant` (launch configuration, specialization, compile
+  options, warm-up and repeat), its JIT key and its code (kir.jit.compile of the
+  record's IR), no GPU.
 - `kir.replay.replayer`: `Replayer(record)` carries a plan out with the CUDA driver
-  API (cuda-bindings) and `run()`s it.
+  API (cuda-bindings) and `run()`s it, or `run(variant)`.
 
 Everything is importable from `kir.replay` itself::
 
@@ -28,6 +31,8 @@ from kir.replay.comparison import DTYPES, NORMS, Mismatch, Tolerance, compare, t
 from kir.replay.planner import (CODE_KINDS, RESERVE_ALIGNMENT, CodeChoice, Hashes, Mapping, ReplayPlan,
                                 dynamic_hash, launch_identity, pack_args, plan, recompute_hashes, static_hash)
 from kir.replay.replayer import Replayer, RunResult
+from kir.replay.variant import Resolved, Variant, compile_variant, resolve
+from kir.replay.variant import jit_key as variant_jit_key
 
 __all__ = [
     "CODE_KINDS", "DTYPES", "NORMS", "NVPTX_TRIPLE", "RESERVE_ALIGNMENT", "CodeChoice", "Hashes", "Mapping",
@@ -35,4 +40,5 @@ __all__ = [
     "Tolerance", "compare", "compile_ir", "dynamic_hash", "find_libdevice", "launch_identity", "libdevice_calls",
     "pack_args",
     "plan", "recompute_hashes", "static_hash", "tolerance_for",
+    "Resolved", "Variant", "compile_variant", "resolve", "variant_jit_key",
 ]

@@ -124,9 +124,9 @@ def plan(record: Record, code: str = "launched", device_arch: str = "sm_90",
     for name, value in (("granularity", granularity), ("reserve_alignment", reserve_alignment)):
         if value <= 0 or value & (value - 1):
             raise PlanError(f"{name} {value} is not a power of two")
-    if record.kernel.image is None:
-        raise PlanError(f"{record.path}: the record holds no device image (flag no-layout): "
-                        "its hashes and argument layout cannot be checked")
+    if record.kernel.image is None and record.kernel.ir is None:
+        raise PlanError(f"{record.path}: the record holds no device image (flag no-layout) and no LLVM IR "
+                        f"for {record.kernel.name}: there is no code to replay")
     launch = record.launch
     mappings, skipped = _mappings(record, granularity)
     result = ReplayPlan(
@@ -177,6 +177,8 @@ def static_hash(record: Record) -> _core.Hash128:
     kind "ir"), else the image itself. An image that does not decode hashes as the
     hook hashes a kernel it has no code for: code kind "unknown", no modules."""
     image = record.kernel.image
+    if image is None:  # a record holding IR only (imported, or written without the image)
+        return _core.static_hash(record.kernel.name, "ir", [record.code("ir")])
     data = record.code("image")
     parse = PARSERS.get(image.kind)
     if parse is None:
@@ -196,7 +198,7 @@ def launch_identity(record: Record, grid, block, shared_bytes: int | None = None
     recipe, kir_launch_identity: every argument by its bytes, grid, block and dynamic
     shared memory, by default the recorded one), keyed by the image's arch."""
     shared = record.launch.shared_bytes if shared_bytes is None else shared_bytes
-    return hashing.launch_identity(record.kernel.static_hash, record.kernel.image.arch, record.launch.args,
+    return hashing.launch_identity(record.kernel.static_hash, record_arch(record), record.launch.args,
                                    grid=grid, block=block, shared_bytes=shared)
 
 
@@ -205,10 +207,16 @@ def dynamic_hash(record: Record, grid, block) -> _core.Hash128:
     hook computed before the launch identity: every argument by its bytes, then grid
     and block, no shared memory), keyed by the image's arch."""
     h = _core.DynamicHash(_core.HashDomain.dynamic_v1, _core.Hash128.from_hex(record.kernel.static_hash),
-                          record.kernel.image.arch)
+                          record_arch(record))
     for position, arg in enumerate(record.launch.args, start=1):
         h.arg(position, _core.ArgType.bytes, arg)
     return h.grid(*grid).block(*block).finish()
+
+
+def record_arch(record: Record) -> str:
+    """The arch the hook keyed the launch's hashes with: the launched image's, or
+    the recording device's for a record holding IR only."""
+    return record.kernel.image.arch if record.kernel.image is not None else record.device.arch
 
 
 def _align_down(value: int, granularity: int) -> int:
@@ -287,11 +295,23 @@ def _choose_code(record: Record, kind: str, device_arch: str) -> CodeChoice:
 
 def _choose_launched(record: Record, device_arch: str) -> CodeChoice:
     """The code the launch ran: its cubin, or its PTX when the driver compiled PTX
-    (cuFFT's modules; a fatbin without a cubin for the device)."""
+    (cuFFT's modules; a fatbin without a cubin for the device); a record holding
+    IR but no image: its IR."""
+    if record.kernel.image is None:
+        choice = _choose_ir(record, device_arch)
+        choice.reason += " (the record holds no device image)"
+        return choice
     return (_choose_cubin if record.kernel.image.kind == "cubin" else _choose_ptx)(record, device_arch)
 
 
+def _no_image(record: Record, kind: str) -> None:
+    if record.kernel.image is None:
+        raise PlanError(f"{record.path}: --code {kind}: the record holds no device image for "
+                        f"{record.kernel.name}, only its LLVM IR; use --code ir")
+
+
 def _choose_cubin(record: Record, device_arch: str) -> CodeChoice:
+    _no_image(record, "cubin")
     image = record.kernel.image
     if image.kind != "cubin":
         raise PlanError(f"{record.path}: --code cubin: the launch ran PTX ({image.arch}), not a cubin; "
@@ -306,7 +326,9 @@ def _choose_ptx(record: Record, device_arch: str) -> CodeChoice:
     kernel = record.kernel
     if kernel.ptx_units and not kernel.ptx:
         return _choose_ptx_units(record, device_arch)
-    ptx = kernel.ptx or (kernel.image if kernel.image.kind == "ptx" else None)
+    if kernel.ptx is None:
+        _no_image(record, "ptx")
+    ptx = kernel.ptx or (kernel.image if kernel.image is not None and kernel.image.kind == "ptx" else None)
     if ptx is None:
         raise PlanError(f"{record.path}: --code ptx: the record holds no PTX for {kernel.name}")
     if _arch_number(ptx.arch) > _arch_number(device_arch):

@@ -24,10 +24,73 @@ class RunResult:
     times_ms: list[float]
     verified: bool | None       #: None when not verified
     mismatches: list[Mismatch]
+    # -- run(Variant) (kir.replay.variant) --
+    name: str = ""              #: the variant's name
+    description: str = ""       #: what the variant changes (Variant.describe)
+    warmup: int = 0             #: untimed launches before the timed ones
+    compiled: bool = False      #: the code was compiled by kir.jit from the record's IR
+    jit_key: str | None = None  #: its JIT key (None: the recorded code)
+    code_kind: str = ""         #: "cubin", "ptx" or "ir" (the code loaded)
+    code_size: int | None = None  #: bytes of the code loaded
+    compile_seconds: float | None = None  #: kir.jit.compile's time (None: not compiled here)
+    cached: bool = False        #: the compiled code came from this Replayer's cache of keys
+    resources: object = None    #: kir.jit.Resources: registers, spills, shared / local memory, ...
 
     @property
     def median_ms(self) -> float | None:
         return statistics.median(self.times_ms) if self.times_ms else None
+
+    @property
+    def min_ms(self) -> float | None:
+        return min(self.times_ms) if self.times_ms else None
+
+    def _resource(self, name: str):
+        return getattr(self.resources, name, None) if self.resources is not None else None
+
+    @property
+    def registers(self) -> int | None:
+        return self._resource("registers")
+
+    @property
+    def spill_stores(self) -> int | None:
+        return self._resource("spill_stores")
+
+    @property
+    def spill_loads(self) -> int | None:
+        return self._resource("spill_loads")
+
+    @property
+    def shared_memory(self) -> int | None:
+        """Static shared memory of the kernel (bytes)."""
+        return self._resource("shared_bytes")
+
+    @property
+    def local_memory(self) -> int | None:
+        return self._resource("local_bytes")
+
+    def summary(self) -> dict:
+        """JSON-ready."""
+        import dataclasses
+        out = {k: v for k, v in dataclasses.asdict(self).items() if k not in ("resources", "mismatches")}
+        out["mismatches"] = [dataclasses.asdict(m) for m in self.mismatches]
+        out["median_ms"] = self.median_ms
+        if self.resources is not None:
+            r = dataclasses.asdict(self.resources)
+            r.pop("log", None)
+            out["resources"] = r
+        return out
+
+
+@dataclass
+class _Code:
+    """A module loaded for variants: its function and where its globals are."""
+    module: object
+    function: object
+    addresses: dict[int, int]   #: region index -> device address (allocations, and this module's globals)
+    kind: str
+    size: int
+    compiled: object = None     #: kir.jit.CompiledKernel (None: the recorded code)
+    resources: object = None
 
 
 class _LaunchParameters:
@@ -56,8 +119,16 @@ class Replayer:
     """A recorded launch set up on a GPU: its memory mapped at the recorded addresses and
     its code loaded. `close()` (or leaving a `with` block) undoes everything."""
 
-    def __init__(self, record: Record, code: str = "launched", device: int = 0) -> None:
+    def __init__(self, record: Record, code: str = "launched", device: int = 0, cache=None) -> None:
+        """`cache`: a kir.cache.Cache (or its directory) the code compiled for
+        variants is stored into under its JIT key (what `kir tune` hands the JIT client)."""
         self.record, self.driver = record, _driver()
+        self._variant_code: dict[str, _Code] = {}  # JIT key -> compiled code loaded
+        self._recorded_code: _Code | None = None
+        self.cache = None
+        if cache is not None:
+            from kir.cache import Cache
+            self.cache = cache if hasattr(cache, "store") else Cache(str(cache))
         self._undo: list = []
         self._addresses: dict[int, int] = {}  # region index -> device address
         self._prologues: dict[int, bytes] = {}
@@ -193,6 +264,7 @@ class Replayer:
         image = self._link_units(units) if units else self.plan.code_bytes()
         if self.plan.code.kind != "cubin" and not units and not image.endswith(b"\0"):
             image += b"\0"  # the driver reads PTX as a C string
+        self._loaded_image = image
         self.module = self._call(f"cuModuleLoadData ({self.plan.code.kind})", d.cuModuleLoadData(image))
         self._undo.append(lambda: d.cuModuleUnload(self.module))
         name = self.record.kernel.name
@@ -205,11 +277,11 @@ class Replayer:
             else:
                 self._addresses[region.index] = address
 
-    def _global_address(self, region: Region) -> int | None:
+    def _global_address(self, region: Region, module=None) -> int | None:
         """Where the loaded module holds the global; None when it has no such global
         (code compiled from a per-kernel IR module defines only what the kernel uses)."""
         d = self.driver
-        result = d.cuModuleGetGlobal(self.module, region.name.encode())
+        result = d.cuModuleGetGlobal(module or self.module, region.name.encode())
         if result[0] == d.CUresult.CUDA_ERROR_NOT_FOUND:
             return None
         address, size = self._call(f"cuModuleGetGlobal({region.name})", result)
@@ -220,10 +292,11 @@ class Replayer:
 
     # -- running --
 
-    def restore(self) -> None:
-        """Copy every prologue (allocations and globals) into device memory."""
+    def restore(self, addresses: dict[int, int] | None = None) -> None:
+        """Copy every prologue (allocations and globals) into device memory: the
+        mapped memory is reused, never reserved again."""
         d = self.driver
-        for index, address in self._addresses.items():
+        for index, address in (self._addresses if addresses is None else addresses).items():
             data = self._prologue(index)
             self._call(f"cuMemcpyHtoD to {address:#x}", d.cuMemcpyHtoD(address, data, len(data)))
         self._call("cuCtxSynchronize", d.cuCtxSynchronize())
@@ -234,10 +307,22 @@ class Replayer:
         return self._prologues[index]
 
     def run(self, grid=None, block=None, shared_bytes=None, repeat: int = 1, verify: bool = True,
-            tolerance=None) -> RunResult:
+            tolerance=None, *, variant=None) -> RunResult:
         """Restore, launch and time `repeat` times (each from the prologue), then compare
         every snapshotted region with its epilogue (bitwise, or within `tolerance`: a
-        Tolerance, or a dict of them by global name / allocation address)."""
+        Tolerance, or a dict of them by global name / allocation address).
+
+        `run(variant)` (or `run(variant=...)`), with a kir.replay.Variant: that variant
+        (run_variant); the other arguments but `verify` must then be left out."""
+        from kir.replay.variant import Variant
+        if isinstance(grid, Variant):
+            grid, variant = None, grid
+        if variant is not None:
+            if not isinstance(variant, Variant):
+                raise OptionError(f"variant: expected a kir.replay.Variant, not {type(variant).__name__}")
+            if (grid, block, shared_bytes, repeat, tolerance) != (None, None, None, 1, None):
+                raise OptionError("run(variant): the launch, repeat count and tolerance are the variant's")
+            return self.run_variant(variant, verify=verify)
         if repeat < 1:
             raise OptionError(f"repeat {repeat}: must be at least 1")
         launch = self.record.launch
@@ -252,21 +337,28 @@ class Replayer:
                          variant=(grid, block) != (launch.grid, launch.block), times_ms=times,
                          verified=(not mismatches) if verify else None, mismatches=mismatches)
 
-    def _allow_shared(self, shared: int) -> None:
+    def _allow_shared(self, shared: int, function=None) -> None:
         if shared > 48 << 10:
             d = self.driver
             attribute = d.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
             self._call("cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)",
-                       d.cuFuncSetAttribute(self.function, attribute, shared))
+                       d.cuFuncSetAttribute(function or self.function, attribute, shared))
 
-    def _timed_launch(self, grid, block, shared: int, parameters: _LaunchParameters) -> float:
+    def _timed_launch(self, grid, block, shared: int, parameters: _LaunchParameters, code: _Code | None = None,
+                      timed: bool = True) -> float | None:
         d = self.driver
-        self.restore()
+        self.restore(code.addresses if code is not None else None)
+        function = code.function if code is not None else self.function
+        if not timed:
+            self._call(f"cuLaunchKernel({self.record.kernel.name})",
+                       d.cuLaunchKernel(function, *grid, *block, shared, 0, None, parameters.extra))
+            self._call("the kernel", d.cuCtxSynchronize())
+            return None
         start, end = (self._call("cuEventCreate", d.cuEventCreate(0)) for _ in range(2))
         try:
             self._call("cuEventRecord", d.cuEventRecord(start, 0))
             self._call(f"cuLaunchKernel({self.record.kernel.name})",
-                       d.cuLaunchKernel(self.function, *grid, *block, shared, 0, None, parameters.extra))
+                       d.cuLaunchKernel(function, *grid, *block, shared, 0, None, parameters.extra))
             self._call("cuEventRecord", d.cuEventRecord(end, 0))
             self._call("the kernel", d.cuEventSynchronize(end))
             return float(self._call("cuEventElapsedTime", d.cuEventElapsedTime(start, end)))
@@ -274,11 +366,11 @@ class Replayer:
             d.cuEventDestroy(start)
             d.cuEventDestroy(end)
 
-    def verify(self, tolerance=None) -> list[Mismatch]:
+    def verify(self, tolerance=None, addresses: dict[int, int] | None = None) -> list[Mismatch]:
         """Compare device memory with every epilogue; the regions that differ."""
         d = self.driver
         mismatches = []
-        for index, address in self._addresses.items():
+        for index, address in (self._addresses if addresses is None else addresses).items():
             region = self.record.regions[index]
             actual = bytearray(region.size)
             self._call(f"cuMemcpyDtoH from {address:#x}", d.cuMemcpyDtoH(actual, address, region.size))
@@ -286,3 +378,90 @@ class Replayer:
             if found:
                 mismatches.append(found)
         return mismatches
+
+    # -- variants (kir.replay.variant) --
+
+    def run_variant(self, variant, verify: bool = True) -> RunResult:
+        """Run a kir.replay.Variant: its code (compiled from the record's IR by
+        kir.jit.compile when it specializes anything or sets compile options, cached
+        here by JIT key and stored into `cache`; else the code this Replayer loaded),
+        `variant.warmup` untimed then `variant.repeat` timed launches (CUDA events),
+        each from the prologue, with the variant's grid, block and dynamic shared
+        memory; then device memory against the epilogues (bitwise, or within
+        `variant.tolerance`)."""
+        from kir.replay.variant import resolve
+        from kir.replay.variant import jit_key as variant_key
+        resolved = resolve(self.record, variant)
+        key = variant_key(self.record, resolved, self.device_arch)
+        cached = key is not None and key in self._variant_code
+        code = self._code_for(resolved, key)
+        grid, block, shared = resolved.grid, resolved.block, resolved.shared_bytes
+        self._allow_shared(shared, code.function)
+        parameters = _LaunchParameters(self.driver, self.plan.args)
+        for _ in range(variant.warmup):
+            self._timed_launch(grid, block, shared, parameters, code, timed=False)
+        times = [self._timed_launch(grid, block, shared, parameters, code) for _ in range(variant.repeat)]
+        mismatches = self.verify(variant.tolerance, code.addresses) if verify else []
+        launch = self.record.launch
+        compiled = code.compiled
+        return RunResult(grid=grid, block=block, shared_bytes=shared,
+                         launch_identity=self.plan.variant_launch_identity(grid, block, shared),
+                         variant=(grid, block) != (tuple(launch.grid), tuple(launch.block)), times_ms=times,
+                         verified=(not mismatches) if verify else None, mismatches=mismatches,
+                         name=variant.name, description=variant.describe(), warmup=variant.warmup,
+                         compiled=compiled is not None, jit_key=key, code_kind=code.kind, code_size=code.size,
+                         compile_seconds=compiled.compile_seconds if compiled is not None else None,
+                         cached=cached, resources=code.resources)
+
+    def _code_for(self, resolved, key: str | None) -> _Code:
+        if key is None:
+            if self._recorded_code is None:
+                self._recorded_code = _Code(self.module, self.function, dict(self._addresses),
+                                            self.plan.code.kind, len(self._loaded_image),
+                                            resources=self._recorded_resources())
+            return self._recorded_code
+        if key not in self._variant_code:
+            from kir.replay.variant import compile_variant
+            compiled = compile_variant(self.record, resolved, self.device_arch)
+            self._variant_code[key] = self._load_compiled(compiled)
+            if self.cache is not None:
+                self.cache.store(key, compiled.code, compiled.kind, compiled.arch, compiled.meta)
+        return self._variant_code[key]
+
+    def _load_compiled(self, compiled) -> _Code:
+        d = self.driver
+        image = compiled.code
+        if compiled.kind != "cubin" and not image.endswith(b"\0"):
+            image += b"\0"
+        module = self._call(f"cuModuleLoadData (kir.jit {compiled.kind})", d.cuModuleLoadData(image))
+        self._undo.append(lambda: d.cuModuleUnload(module))
+        name = self.record.kernel.name
+        function = self._call(f"cuModuleGetFunction({name})", d.cuModuleGetFunction(module, name.encode()))
+        addresses = {i: a for i, a in self._addresses.items() if not self.record.regions[i].is_global}
+        for region in self.plan.globals:
+            address = self._global_address(region, module)
+            if address is not None:
+                addresses[region.index] = address
+        return _Code(module, function, addresses, compiled.kind, len(compiled.code), compiled, compiled.resources)
+
+    def _recorded_resources(self):
+        """What the recorded code uses: from the cubin when it is one (kir's parser),
+        else the driver's function attributes."""
+        from kir.jit.codegen import Resources, from_cubin
+        resources = Resources()
+        if self.plan.code.kind == "cubin":
+            try:
+                from_cubin(self._loaded_image, self.record.kernel.name, resources)
+                return resources
+            except Exception:  # not decodable: ask the driver
+                pass
+        d = self.driver
+        attributes = d.CUfunction_attribute
+        for field_name, attribute in (("registers", "CU_FUNC_ATTRIBUTE_NUM_REGS"),
+                                      ("shared_bytes", "CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES"),
+                                      ("local_bytes", "CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES")):
+            error, value = d.cuFuncGetAttribute(getattr(attributes, attribute), self.function)
+            if error == d.CUresult.CUDA_SUCCESS:
+                setattr(resources, field_name, int(value))
+        resources.tool = "driver"
+        return resources
