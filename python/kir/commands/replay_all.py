@@ -137,7 +137,8 @@ def print_table(rows: list[dict], summary: dict, where: dict) -> None:
                   f"{m['first_offset']}{norm}")
         for note in r["notes"]:
             print(f"  #{i} note: {note}")
-    counts = ", ".join(f"{summary[s]} {s if s != 'error' else 'errors'}" for s in STATUSES if summary[s])
+    counts = ", ".join(f"{summary[s]} {'errors' if s == 'error' and summary[s] > 1 else s}"
+                       for s in STATUSES if summary[s])
     rate = f", {summary['records_per_minute']:.1f} records/minute" if summary["records_per_minute"] else ""
     place = "in this process" if where["kind"] == "in-process" else \
         f"on {where['workers']} Dask workers ({where['kind']}, {where['address']})"
