@@ -399,3 +399,13 @@ def test_replay_all_on_gpus(gpu, built, tmp_path):
     if gpus > 1:
         assert len({r["devices"].split(",")[0] for r in runs["all GPUs"]["records"]}) > 1
     print("records per minute:", {k: round(v["summary"]["records_per_minute"], 1) for k, v in runs.items()})
+
+
+def test_workers_without_dask_say_how_to_get_it(recording):
+    """On a machine without Dask, --workers is an error naming the extra to install."""
+    probe = ("import sys\nsys.modules['distributed'] = None  # as if not installed\n"
+             "from kir.cli import main\n"
+             f"sys.exit(main(['replay', '--all', {str(recording)!r}, '--plan', '--workers', '2']))\n")
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stdout == "", proc.stderr
+    assert proc.stderr.startswith("kir: error: --workers and --scheduler need Dask: pip install 'kir[distributed]'")

@@ -38,13 +38,9 @@ import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from kir.errors import KirError, OptionError
+from kir.errors import DistributedError, OptionError
 
 __all__ = ["Cluster", "DistributedError", "Failure", "gpu_count", "map_items", "visible_devices"]
-
-
-class DistributedError(KirError):
-    """Dask is not installed, or the cluster cannot be started or reached."""
 
 
 @dataclass(frozen=True)
