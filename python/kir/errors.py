@@ -8,8 +8,9 @@ exits 2; anything else is a bug and shows its traceback.
     ├── OptionError          an option or argument value is invalid (also a ValueError)
     ├── RecordError          a record or chunk is missing, damaged or of an unknown version
     ├── PlanError            a record cannot be replayed as asked
-    └── ReplayError          the driver refused a step of a replay
-        └── NoDeviceError    no CUDA driver or device to replay on
+    ├── ReplayError          the driver refused a step of a replay
+    │   └── NoDeviceError    no CUDA driver or device to replay on
+    └── DistributedError     Dask is missing, or a cluster cannot be started or reached
 """
 
 
@@ -36,3 +37,7 @@ class ReplayError(KirError):
 
 class NoDeviceError(ReplayError):
     """No CUDA driver or device to replay on."""
+
+
+class DistributedError(KirError):
+    """Dask is not installed, or the cluster cannot be started or reached (kir.distribute)."""

@@ -1,7 +1,15 @@
 """`kir replay RECORD`: re-run one recorded launch alone on this machine's GPU and
 check its output against the recording. `--plan` prints what a replay would do
 (no GPU). Exit status: 0 the output matches (or --no-verify), 1 it differs,
-2 the record or the GPU could not be used."""
+2 the record or the GPU could not be used.
+
+`kir replay --all DIR`: a regression run — every record of the recording, in
+this process one after another, or fanned out over Dask workers (`--workers N`:
+a cluster of worker processes on this machine, one per GPU by default;
+`--scheduler ADDRESS` / `--scheduler-file FILE`: a running cluster); a table of
+passed / failed / errors and times (against `--baseline`, an earlier run's
+`--json`). Exit status: 1 when any record's output differs, else 2 when any record
+could not be replayed (or DIR is not a recording, or holds no records), else 0."""
 from __future__ import annotations
 
 import argparse
@@ -13,10 +21,11 @@ from kir.errors import OptionError
 from kir.replay import CODE_KINDS, DTYPES, NORMS, Tolerance
 
 SCHEMA = "kir.replay/1"
+SCHEMA_ALL = "kir.replay-all/1"
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("record", metavar="RECORD", help="a .kirrec file (DIR/records/...)")
+    parser.add_argument("record", metavar="RECORD", nargs="?", help="a .kirrec file (DIR/records/...)")
     parser.add_argument("--code", choices=CODE_KINDS, default="launched",
                         help="what to load: the code the launch ran (default: its cubin, or its PTX "
                              "when the driver compiled PTX), the recorded cubin, its PTX, or its LLVM "
@@ -35,12 +44,37 @@ def add_arguments(parser) -> None:
     parser.add_argument("--plan", action="store_true", help="print the replay plan only (needs no GPU)")
     parser.add_argument("--device-arch", default="sm_90", metavar="SM",
                         help="with --plan: the GPU to plan for (default sm_90)")
-    parser.add_argument("--json", action="store_true", help=f"print one JSON object ({SCHEMA})")
+    parser.add_argument("--json", action="store_true",
+                        help=f"print one JSON object ({SCHEMA}; with --all, {SCHEMA_ALL})")
+    every = parser.add_argument_group("replaying a whole recording (a regression run)")
+    every.add_argument("--all", metavar="DIR", dest="all",
+                       help="replay every record of the recording DIR (kir record -o DIR): a table of "
+                            "passed / failed / errors and times; exit 1 if any output differs")
+    every.add_argument("--workers", metavar="N", nargs="?", const="auto",
+                       help="with --all: fan out over Dask worker processes on this machine, N of them "
+                            "(auto, or the option alone: one per GPU, each seeing its GPU as device 0; "
+                            "one per CPU core without GPUs). Without --workers or --scheduler the "
+                            "records replay in this process, one after another")
+    every.add_argument("--scheduler", metavar="ADDRESS",
+                       help="with --all: replay on the workers of a running Dask cluster "
+                            "(tcp://host:8786; dask-jobqueue, dask-mpi, dask scheduler)")
+    every.add_argument("--scheduler-file", metavar="FILE",
+                       help="with --all: the same, the scheduler named by its scheduler file (dask-mpi)")
+    every.add_argument("--baseline", metavar="JSON",
+                       help=f"with --all: an earlier run's --json output ({SCHEMA_ALL}): each record's "
+                            "time change against it")
+    every.add_argument("--executor", metavar="MODULE:FUNCTION",
+                       help="with --all: replay each record with FUNCTION(path, job) instead "
+                            "(importable on the workers; returns a row, see kir.replay.batch)")
     from kir.commands.replay_variant import add_variant_arguments
     add_variant_arguments(parser)
 
 
 def run(args) -> int:
+    check_options(args)
+    if args.all is not None:
+        from kir.commands.replay_all import run_all
+        return run_all(args)
     from kir.record import Record
     record = Record.load(args.record)
     if args.plan:
@@ -61,6 +95,29 @@ def run(args) -> int:
         result = replayer.run(**options) if variant is None else replayer.run_variant(variant, args.verify)
     report(record, replayer.plan, result, args)
     return 1 if result.verified is False else 0
+
+
+ALL_ONLY = ("workers", "scheduler", "scheduler_file", "baseline", "executor")
+SINGLE_ONLY = {"grid": "--grid", "block": "--block", "shared_bytes": "--shared-bytes"}
+
+
+def check_options(args) -> None:
+    if args.all is None and args.record is None:
+        raise OptionError("give a RECORD, or --all DIR")
+    if args.all is not None and args.record is not None:
+        raise OptionError(f"give a RECORD or --all DIR, not both ({args.record} and --all {args.all})")
+    if args.all is None:
+        for name in ALL_ONLY:
+            if getattr(args, name) is not None:
+                raise OptionError(f"--{name.replace('_', '-')} needs --all DIR")
+        return
+    for name, option in SINGLE_ONLY.items():
+        if getattr(args, name) is not None:
+            raise OptionError(f"{option} launches a variant of one record: not with --all")
+    from kir.commands.replay_variant import wants_variant
+    if wants_variant(args):
+        raise OptionError("--specialize, --specialize-dims, --bounds, -O, --pipeline, --ptxas-option, "
+                          "--warmup and --jit-cache make a variant of one record: not with --all")
 
 
 def print_plan(record, args) -> int:

@@ -1,0 +1,145 @@
+"""`kir replay --all DIR`: replay every record of a recording (a regression run,
+after a compiler or driver upgrade) and print a table of passed / failed / errors
+and times. The options are `kir replay`'s (kir.commands.replay); the rows are
+kir.replay.batch's; `--workers`/`--scheduler` fan out with kir.distribute (Dask is
+imported only then)."""
+from __future__ import annotations
+
+import functools
+import importlib
+import json
+import sys
+import time
+from pathlib import Path
+
+from kir.errors import KirError, OptionError
+from kir.record import RecordError, Recording
+from kir.replay.batch import STATUSES, ReplayJob, run_records
+
+
+def run_all(args) -> int:
+    from kir.commands.replay import SCHEMA_ALL, positive, tolerance_of
+    recording = Recording(args.all)
+    paths = recording.record_paths
+    if not paths:
+        raise RecordError(f"{recording.directory}: no records to replay (records/ holds no .kirrec file)")
+    baseline = load_baseline(args.baseline, SCHEMA_ALL) if args.baseline else {}
+    job = ReplayJob(code=args.code, repeat=positive(args.repeat), verify=args.verify, tolerance=tolerance_of(args),
+                    plan_only=args.plan, device_arch=args.device_arch)
+    if args.executor:
+        job = functools.partial(load_executor(args.executor), job=job)
+    start = time.perf_counter()
+    cluster = open_cluster(args)
+    started = time.perf_counter() - start  # the cluster's start (or joining it); not in `seconds`
+    start = time.perf_counter()
+    try:
+        rows = run_records(job, paths, cluster=cluster)
+        where = {"kind": cluster.kind if cluster else "in-process", "address": cluster.address if cluster else None,
+                 "workers": cluster.workers if cluster else 1, "start_seconds": started}
+    finally:
+        if cluster is not None:
+            cluster.close()
+    seconds = time.perf_counter() - start
+    for row in rows:
+        base = baseline.get(row["record"])
+        row["baseline_ms"] = base
+        row["change"] = (row["median_ms"] / base - 1.0) if base and row["median_ms"] is not None else None
+    counts = {status: sum(r["status"] == status for r in rows) for status in STATUSES}
+    status = 1 if counts["failed"] else 2 if counts["error"] else 0
+    summary = {**counts, "records": len(rows), "seconds": seconds,
+               "records_per_minute": len(rows) / seconds * 60 if seconds > 0 else None}
+    if args.json:
+        print(json.dumps({"format": SCHEMA_ALL, "directory": str(recording.directory),
+                          "mode": "plan" if args.plan else "replay", "code": args.code,
+                          "repeat": args.repeat, "verify": args.verify, "cluster": where,
+                          "baseline": args.baseline, "records": rows, "summary": summary, "exit_status": status}))
+    else:
+        print_table(rows, summary, where)
+    for row in rows:
+        if row["status"] == "error":
+            message = row["error"] or "no message"
+            print(f"kir: error: {message if message.startswith(row['path']) else row['path'] + ': ' + message}",
+                  file=sys.stderr)
+    return status
+
+
+def open_cluster(args):
+    """The Dask cluster the options ask for, or None (replay in this process)."""
+    if args.workers is None and args.scheduler is None and args.scheduler_file is None:
+        return None
+    workers = None
+    if args.workers not in (None, "auto"):
+        if not args.workers.isdigit() or int(args.workers) < 1:
+            raise OptionError(f"--workers {args.workers}: expected a positive number of workers, or auto")
+        workers = int(args.workers)
+    from kir.distribute import Cluster
+    return Cluster(workers=workers, scheduler=args.scheduler, scheduler_file=args.scheduler_file)
+
+
+def load_baseline(path: str, schema: str) -> dict[str, float]:
+    """Each record's median time (ms) in an earlier run's --json output."""
+    try:
+        data = json.loads(Path(path).read_bytes())
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise OptionError(f"--baseline {path}: not JSON ({error})") from None
+    if not isinstance(data, dict) or data.get("format") != schema or not isinstance(data.get("records"), list):
+        raise OptionError(f"--baseline {path}: not the --json output of kir replay --all ({schema})")
+    times = {}
+    for row in data["records"]:
+        if isinstance(row, dict) and isinstance(row.get("record"), str) and \
+                isinstance(row.get("median_ms"), (int, float)) and not isinstance(row["median_ms"], bool):
+            times[row["record"]] = float(row["median_ms"])
+    return times
+
+
+def load_executor(spec: str):
+    """FUNCTION of MODULE, from 'MODULE:FUNCTION'."""
+    module_name, _, name = spec.partition(":")
+    if not module_name or not name:
+        raise OptionError(f"--executor {spec!r}: expected MODULE:FUNCTION")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise OptionError(f"--executor {spec}: cannot import {module_name}: {error}") from None
+    function = getattr(module, name, None)
+    if not callable(function):
+        raise OptionError(f"--executor {spec}: {module_name} has no function {name}")
+    return function
+
+
+COLUMNS = ("#", "record", "status", "median ms", "change", "kernel")
+
+
+def short_name(name: str) -> str:
+    """<static>.<identity>.kirrec as 12 hex digits of each."""
+    stem = name.removesuffix(".kirrec")
+    return ".".join(part[:12] for part in stem.split("."))
+
+
+def cell_ms(value) -> str:
+    return "-" if value is None else f"{value:.4f}"
+
+
+def cell_change(row: dict) -> str:
+    return "-" if row["change"] is None else f"{row['change'] * 100:+.1f}%"
+
+
+def print_table(rows: list[dict], summary: dict, where: dict) -> None:
+    table = [COLUMNS] + [(str(i), short_name(r["record"]), r["status"], cell_ms(r["median_ms"]), cell_change(r),
+                          r["kernel"] or "-") for i, r in enumerate(rows)]
+    widths = [max(len(line[c]) for line in table) for c in range(len(COLUMNS) - 1)]
+    for line in table:
+        print("  ".join(cell.ljust(w) for cell, w in zip(line, widths)) + "  " + line[-1])
+    for i, r in enumerate(rows):
+        for m in r["mismatches"]:
+            norm = f", norm {m['norm']:g} > {m['limit']:g}" if m.get("norm") is not None else ""
+            print(f"  #{i} {m['region']}: {m['differing_bytes']} bytes differ, the first at offset "
+                  f"{m['first_offset']}{norm}")
+        for note in r["notes"]:
+            print(f"  #{i} note: {note}")
+    counts = ", ".join(f"{summary[s]} {'errors' if s == 'error' and summary[s] > 1 else s}"
+                       for s in STATUSES if summary[s])
+    rate = f", {summary['records_per_minute']:.1f} records/minute" if summary["records_per_minute"] else ""
+    place = "in this process" if where["kind"] == "in-process" else \
+        f"on {where['workers']} Dask workers ({where['kind']}, {where['address']})"
+    print(f"{summary['records']} records: {counts}; {summary['seconds']:.2f} s{rate} {place}")
