@@ -154,6 +154,8 @@ def test_a_damaged_record_is_an_error_row(recording):
     ([], "give a RECORD, or --all DIR"),
     (["{record}", "--all", "{rec}"], "not both"),
     (["--all", "{rec}", "--grid", "1,1,1"], "--grid launches a variant of one record: not with --all"),
+    (["--all", "{rec}", "--specialize", "jit"], "make a variant of one record: not with --all"),
+    (["--all", "{rec}", "-O", "2"], "make a variant of one record: not with --all"),
     (["--all", "{rec}", "--workers", "0"], "--workers 0: expected a positive number"),
     (["--all", "{rec}", "--workers", "two"], "--workers two"),
     (["{record}", "--workers", "2"], "--workers needs --all DIR"),
