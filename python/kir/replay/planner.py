@@ -125,8 +125,15 @@ def plan(record: Record, code: str = "launched", device_arch: str = "sm_90",
         if value <= 0 or value & (value - 1):
             raise PlanError(f"{name} {value} is not a power of two")
     if record.kernel.image is None:
-        raise PlanError(f"{record.path}: the record holds no device image (flag no-layout): "
-                        "its hashes and argument layout cannot be checked")
+        if record.kernel.ir is None:
+            raise PlanError(f"{record.path}: the record holds no device image (flag no-layout): "
+                            "its hashes and argument layout cannot be checked")
+        # An IR-only record (kir import-mneme: Mneme keeps the kernel's IR, never an
+        # image): the IR is the code; "launched" means it.
+        if code in ("cubin", "ptx"):
+            raise PlanError(f"{record.path}: --code {code}: the record holds no device image, only "
+                            "the kernel's LLVM IR; use --code ir")
+        code = "ir"
     launch = record.launch
     mappings, skipped = _mappings(record, granularity)
     result = ReplayPlan(
@@ -177,6 +184,8 @@ def static_hash(record: Record) -> _core.Hash128:
     kind "ir"), else the image itself. An image that does not decode hashes as the
     hook hashes a kernel it has no code for: code kind "unknown", no modules."""
     image = record.kernel.image
+    if image is None:  # an IR-only record: the policy's first case, the kernel's IR module
+        return _core.static_hash(record.kernel.name, "ir", [record.code("ir")])
     data = record.code("image")
     parse = PARSERS.get(image.kind)
     if parse is None:
@@ -196,7 +205,7 @@ def launch_identity(record: Record, grid, block, shared_bytes: int | None = None
     recipe, kir_launch_identity: every argument by its bytes, grid, block and dynamic
     shared memory, by default the recorded one), keyed by the image's arch."""
     shared = record.launch.shared_bytes if shared_bytes is None else shared_bytes
-    return hashing.launch_identity(record.kernel.static_hash, record.kernel.image.arch, record.launch.args,
+    return hashing.launch_identity(record.kernel.static_hash, _arch(record), record.launch.args,
                                    grid=grid, block=block, shared_bytes=shared)
 
 
@@ -205,10 +214,16 @@ def dynamic_hash(record: Record, grid, block) -> _core.Hash128:
     hook computed before the launch identity: every argument by its bytes, then grid
     and block, no shared memory), keyed by the image's arch."""
     h = _core.DynamicHash(_core.HashDomain.dynamic_v1, _core.Hash128.from_hex(record.kernel.static_hash),
-                          record.kernel.image.arch)
+                          _arch(record))
     for position, arg in enumerate(record.launch.args, start=1):
         h.arg(position, _core.ArgType.bytes, arg)
     return h.grid(*grid).block(*block).finish()
+
+
+def _arch(record: Record) -> str:
+    """The architecture the launch hashes are keyed by: the image's, or for an IR-only
+    record the device's (kir import-mneme takes it from the IR's target-cpu)."""
+    return record.kernel.image.arch if record.kernel.image is not None else record.device.arch
 
 
 def _align_down(value: int, granularity: int) -> int:
