@@ -420,3 +420,14 @@ def test_replay_imported_record_from_ir(gpu, recording, tmp_path, kir_cli):
     for record in Recording(out).records():
         result = kir_cli("replay", record.path, "--code", "ir")
         assert result.returncode == 0, (result.stdout, result.stderr)
+
+
+def test_json_output(recording, tmp_path, kir_cli):
+    src, launches = recording
+    result = kir_cli("import-mneme", src, "-o", tmp_path / "kir", "--json")
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["format"] == "kir.import-mneme/1"
+    assert sorted(r["mneme_dynamic_hash"] for r in doc["records"]) == sorted(str(x.dynamic) for x in launches)
+    assert all(r["mneme_static_hash"] == 15941914485064662553 and Path(r["record"]).is_file() and r["regions"] == 3
+               for r in doc["records"])

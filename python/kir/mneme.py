@@ -43,17 +43,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kir import _core, hashing
-from kir.errors import KirError
+from kir.errors import MnemeError
 
 DIFF_MAGIC = b"MNEME_DIFF_V1"  # MnemeSnapshot::DiffMagic
 #: Mneme's interposed launch entry point (MnemeRecordingBackend.hpp: rtLaunchKernel,
 #: reached through Proteus's __proteus_launch_kernel).
 LAUNCH_API = "__proteus_launch_kernel"
 _JSON_NAME = re.compile(r"^(\d+)\.json$")
-
-
-class MnemeError(KirError):
-    """A Mneme recording kir cannot read: the message names the file and where."""
 
 
 @dataclass

@@ -125,7 +125,7 @@ def plan(record: Record, code: str = "launched", device_arch: str = "sm_90",
         if value <= 0 or value & (value - 1):
             raise PlanError(f"{name} {value} is not a power of two")
     if record.kernel.image is None:
-        if record.kernel.ir is None:
+        if record.kernel.ir is None or any(f.flag == "no-layout" for f in record.flags):
             raise PlanError(f"{record.path}: the record holds no device image (flag no-layout): "
                             "its hashes and argument layout cannot be checked")
         # An IR-only record (kir import-mneme: Mneme keeps the kernel's IR, never an
