@@ -135,7 +135,7 @@ def test_table_rows_are_the_json_records(built, kir_cli, name):
 def test_every_library_error_is_a_kir_error():
     from kir import record, replay
     for cls in (errors.OptionError, errors.RecordError, errors.PlanError, errors.ReplayError,
-                errors.NoDeviceError):
+                errors.NoDeviceError, errors.MnemeError):
         assert issubclass(cls, kir.KirError)
     assert kir.KirError is errors.KirError
     assert record.RecordError is errors.RecordError

@@ -12,8 +12,8 @@ import sys
 from collections.abc import Sequence
 
 from kir.errors import KirError
-from kir.commands import (cache, extract, hash as hash_command, inspect, jit, record, records, replay,
-                          run as run_command, trace)
+from kir.commands import (cache, extract, hash as hash_command, import_mneme, inspect, jit, record, records,
+                          replay, run as run_command, trace)
 
 COMMANDS = {
     "inspect": (inspect, "show the device code a binary holds"),
@@ -27,6 +27,7 @@ COMMANDS = {
     "jit": (jit, "compile a kernel from its IR, specialized (kir jit compile)"),
     "run": (run_command, "run an app with the JIT client: launches whose JIT key the cache holds run the "
                          "cached code"),
+    "import-mneme": (import_mneme, "convert a Mneme recording into kir records, replayable from the IR"),
 }
 
 

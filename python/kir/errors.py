@@ -7,6 +7,7 @@ exits 2; anything else is a bug and shows its traceback.
     KirError                 a binary could not be read (raised by the core too)
     ├── OptionError          an option or argument value is invalid (also a ValueError)
     ├── RecordError          a record or chunk is missing, damaged or of an unknown version
+    ├── MnemeError           a Mneme recording (kir import-mneme) is missing or malformed
     ├── PlanError            a record cannot be replayed as asked
     ├── ReplayError          the driver refused a step of a replay
     │   └── NoDeviceError    no CUDA driver or device to replay on
@@ -25,6 +26,11 @@ class OptionError(KirError, ValueError):
 class RecordError(KirError):
     """A record or chunk is missing, damaged or of an unknown version: the message says
     which file, which chunk and what is wrong."""
+
+
+class MnemeError(KirError):
+    """A Mneme recording kir cannot import: the message names the file and the byte
+    offset (snapshots) or the field (JSON)."""
 
 
 class PlanError(KirError):

@@ -124,9 +124,13 @@ def plan(record: Record, code: str = "launched", device_arch: str = "sm_90",
     for name, value in (("granularity", granularity), ("reserve_alignment", reserve_alignment)):
         if value <= 0 or value & (value - 1):
             raise PlanError(f"{name} {value} is not a power of two")
-    if record.kernel.image is None and record.kernel.ir is None:
-        raise PlanError(f"{record.path}: the record holds no device image (flag no-layout) and no LLVM IR "
-                        f"for {record.kernel.name}: there is no code to replay")
+    no_layout = any(f.flag == "no-layout" for f in record.flags)
+    if record.kernel.image is None and (record.kernel.ir is None or no_layout):
+        raise PlanError(f"{record.path}: the record holds no device image (flag no-layout)"
+                        + (" and no LLVM IR" if record.kernel.ir is None else "")
+                        + f" for {record.kernel.name}: "
+                        + ("there is no code to replay" if record.kernel.ir is None
+                           else "its hashes and argument layout cannot be checked"))
     launch = record.launch
     mappings, skipped = _mappings(record, granularity)
     result = ReplayPlan(

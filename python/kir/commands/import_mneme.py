@@ -1,0 +1,41 @@
+"""`kir import-mneme DIR -o KIRDIR`: convert a Mneme recording (`<static>.json`,
+`RecordedIR_<static>.bc`, `DeviceState.{prologue,epilogue}.<static>.<dynamic>.mneme`)
+into kir records, one per recorded instance, replayable from the IR
+(`kir replay RECORD --code ir`). docs/mneme.md has the mapping. The whole recording is
+checked before anything is written; a malformed file is an error naming the file and
+the byte offset (exit 2)."""
+from __future__ import annotations
+
+import json
+import sys
+
+from kir.mneme import convert
+
+SCHEMA = "kir.import-mneme/1"
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("directory", metavar="DIR", help="the Mneme recording folder (mneme record)")
+    parser.add_argument("-o", "--output", metavar="KIRDIR", required=True,
+                        help="the kir recording directory to write the records into")
+    parser.add_argument("--check", action="store_true", help="read and check everything, write nothing")
+    parser.add_argument("--json", action="store_true", help=f"one JSON object ({SCHEMA})")
+
+
+def run(args) -> int:
+    imported = convert(args.directory, args.output, write=not args.check)
+    for item in imported:
+        for warning in item.warnings:
+            print(f"kir: warning: {warning}", file=sys.stderr)
+    if args.json:
+        print(json.dumps({"format": SCHEMA, "source": args.directory, "output": args.output,
+                          "records": [{"kernel": i.kernel, "mneme_static_hash": i.mneme_static,
+                                       "mneme_dynamic_hash": i.mneme_dynamic, "record": i.record,
+                                       "regions": i.regions} for i in imported]}))
+        return 0
+    for i in imported:
+        target = i.record or "(checked)"
+        print(f"{i.mneme_static}.{i.mneme_dynamic}  {i.kernel}  {i.regions} regions  -> {target}")
+    verb = "checked" if args.check else f"written to {args.output}"
+    print(f"{len(imported)} record(s) {verb}")
+    return 0
