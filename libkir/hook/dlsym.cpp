@@ -181,7 +181,7 @@ extern "C" __attribute__((visibility("hidden"), used)) void* kir_find_real_dlsym
 
 extern "C" KIR_EXPORT void* kir_hook_driver_symbol(const char* name) {
   if (!name) return nullptr;
-  void* lib = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
-  if (!lib) lib = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+  if (void* f = kir::hook::vendor_symbol(name, "libcuda.so.1")) return f;
+  void* lib = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);  // not loaded yet: load it for the client
   return lib ? kir::hook::real_dlsym(lib, name) : nullptr;
 }

@@ -29,13 +29,6 @@ constexpr CUresult CUDA_SUCCESS = 0;
 kir::hook::Layer& layer() { return kir::hook::Layer::get(); }
 bool reporting() { return !kir::hook::RuntimeCall::active(); }
 
-/// The driver's `name`, or nullptr when this driver lacks it (unlike KIR_REAL, which aborts).
-void* driver_entry(const char* name) {
-  if (void* f = dlsym(RTLD_NEXT, name)) return f;
-  if (void* h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD)) return kir::hook::real_dlsym(h, name);
-  return nullptr;
-}
-
 /// A launch by a CUfunction the layer never saw looked up: cuFFT loads its module
 /// with cuModuleLoadData (seen) but obtains its functions another way (measured on
 /// the H200, CUDA 13: no cuModuleGetFunction call). Ask the driver which module
@@ -45,8 +38,8 @@ void* driver_entry(const char* name) {
 void resolve_function(const void* f) {
   using GetModule = CUresult (*)(void**, const void*);
   using GetName = CUresult (*)(const char**, const void*);
-  static const auto get_module = reinterpret_cast<GetModule>(driver_entry("cuFuncGetModule"));
-  static const auto get_name = reinterpret_cast<GetName>(driver_entry("cuFuncGetName"));
+  static const auto get_module = reinterpret_cast<GetModule>(kir::hook::vendor_symbol("cuFuncGetModule", "libcuda.so.1"));
+  static const auto get_name = reinterpret_cast<GetName>(kir::hook::vendor_symbol("cuFuncGetName", "libcuda.so.1"));
   static std::mutex mutex;
   static std::unordered_set<const void*> unnamed;  // grows by handles the driver cannot name
   if (!f || !get_module || !get_name) return;

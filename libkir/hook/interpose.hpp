@@ -35,13 +35,20 @@ void* driver_interposer(const char* name);
 /// handle (`how`: "dlsym") and whether the layer's was handed out (driver_api.cpp).
 void log_driver_lookup(const char* how, const char* name, bool ours);
 
-/// The real `name`: next in the lookup order, else in one of `libraries` when the
-/// app dlopen'ed it. Aborts, naming `runtime`, when neither has it.
-inline void* find_real(const char* name, std::initializer_list<const char*> libraries, const char* runtime) {
+/// `name` in the driver (or HIP runtime), without aborting: next in the lookup
+/// order, else in `library` when it is loaded (a runtime dlopen'ed it), else
+/// nullptr. Never the layer's own interposer.
+inline void* vendor_symbol(const char* name, const char* library) {
   if (void* f = dlsym(RTLD_NEXT, name)) return f;
+  if (void* h = dlopen(library, RTLD_LAZY | RTLD_NOLOAD)) return real_dlsym(h, name);
+  return nullptr;
+}
+
+/// The real `name`: vendor_symbol in one of `libraries`. Aborts, naming
+/// `runtime`, when none has it.
+inline void* find_real(const char* name, std::initializer_list<const char*> libraries, const char* runtime) {
   for (const char* lib : libraries)
-    if (void* h = dlopen(lib, RTLD_LAZY | RTLD_NOLOAD))
-      if (void* f = real_dlsym(h, name)) return f;
+    if (void* f = vendor_symbol(name, lib)) return f;
   std::fprintf(stderr, "kir-hook: %s not found in the %s\n", name, runtime);
   std::abort();
 }

@@ -18,16 +18,6 @@ namespace kir::hook {
 
 namespace {
 
-/// `name` in the driver (or HIP runtime), without aborting: next in the lookup
-/// order, else in `library` when it is loaded (a runtime dlopen'ed it), else
-/// nullptr. Never the layer's own interposer.
-void* vendor_symbol(const char* name, const char* library) {
-  if (void* f = dlsym(RTLD_NEXT, name)) return f;
-  if (void* h = dlopen(library, RTLD_LAZY | RTLD_NOLOAD))
-    if (void* f = real_dlsym(h, name)) return f;
-  return nullptr;
-}
-
 /// A driver (or HIP runtime) entry point, kept once found: a runtime may load
 /// its driver only at its first call, so a lookup that found nothing is retried.
 struct Entry {
