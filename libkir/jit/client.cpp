@@ -145,6 +145,10 @@ class JitClient {
     }
     if (const char* ms = kir::hook::setting("KIR_JIT_RECHECK_MS")) recheck_ns_ = std::strtoull(ms, nullptr, 10) * 1000000ull;
     if (const char* stats = kir::hook::setting("KIR_JIT_STATS")) stats_path_ = stats;
+    if (!driver_.load()) {
+      std::fprintf(stderr, "kir-jit: the CUDA driver (libcuda.so.1) cannot be loaded: no launch is claimed\n");
+      return false;
+    }
     return true;
   }
 
@@ -316,11 +320,6 @@ class JitClient {
   const char* device_arch() {
     thread_local void* context = nullptr;
     thread_local char arch[16] = "";
-    if (!driver_ready_) {
-      std::call_once(driver_once_, [this] { driver_ok_ = driver_.load(); });
-      driver_ready_ = true;
-    }
-    if (!driver_ok_) return nullptr;
     void* current = nullptr;
     if (driver_.ctx_get_current(&current) != 0 || !current) return nullptr;
     if (current != context || !arch[0]) {
@@ -394,10 +393,7 @@ class JitClient {
   uint64_t recheck_ns_ = 1000000000ull;
   std::vector<std::string> config_keys_, config_values_;
   std::vector<kir_config_item> config_;
-  Driver driver_;
-  std::once_flag driver_once_;
-  std::atomic<bool> driver_ready_{false};
-  bool driver_ok_ = false;
+  Driver driver_;  // loaded at start
   std::shared_mutex miss_mutex_;
   std::unordered_map<kir_hash128, uint64_t, KeyHash, KeyEqual> missed_;  // key -> look again after
   std::mutex log_mutex_;

@@ -24,14 +24,14 @@ def add_arguments(parser) -> None:
     parser.add_argument("--llvm-before-20", action="store_true",
                         help="with --proteus: the FNV-1a hash of Proteus builds on LLVM < 20")
     dynamic = parser.add_argument_group("a JIT key, a launch identity or format 1's dynamic hash (no BINARY)")
-    which = dynamic  # one of the three (run() says so otherwise, as kir errors do)
-    which.add_argument("--jit-key", metavar="STATIC",
+    # --jit-key, --launch-identity, --dynamic: one of the three (run() says so otherwise, as kir errors do)
+    dynamic.add_argument("--jit-key", metavar="STATIC",
                        help="the JIT key of the kernel with this static hash (32 hex digits): --arg are "
                             "its runtime-constant arguments, --grid/--block the dims it is specialized for")
-    which.add_argument("--launch-identity", metavar="STATIC",
+    dynamic.add_argument("--launch-identity", metavar="STATIC",
                        help="the launch identity: --arg are every parameter's bytes, --grid and --block "
                             "are required")
-    which.add_argument("--dynamic", metavar="STATIC",
+    dynamic.add_argument("--dynamic", metavar="STATIC",
                        help="format 1's dynamic hash (what records written before format 2 carry)")
     dynamic.add_argument("--arch", default="", help="target architecture, e.g. sm_90")
     dynamic.add_argument("--arg", action="append", default=[], metavar="POS:TYPE:VALUE",
