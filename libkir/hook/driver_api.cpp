@@ -35,26 +35,28 @@ bool reporting() { return !kir::hook::RuntimeCall::active(); }
 /// and name the function has (cuFuncGetModule, cuFuncGetName: CUDA 12.3) and
 /// register it as cuModuleGetFunction would have; once per unknown handle (a
 /// handle the driver cannot name, e.g. a CUkernel, is remembered and not asked again).
-void resolve_function(const void* f) {
+/// Returns whether it registered `f`.
+bool resolve_function(const void* f) {
   using GetModule = CUresult (*)(void**, const void*);
   using GetName = CUresult (*)(const char**, const void*);
   static const auto get_module = reinterpret_cast<GetModule>(kir::hook::vendor_symbol("cuFuncGetModule", "libcuda.so.1"));
   static const auto get_name = reinterpret_cast<GetName>(kir::hook::vendor_symbol("cuFuncGetName", "libcuda.so.1"));
   static std::mutex mutex;
   static std::unordered_set<const void*> unnamed;  // grows by handles the driver cannot name
-  if (!f || !get_module || !get_name) return;
+  if (!f || !get_module || !get_name) return false;
   {
     std::lock_guard<std::mutex> lock(mutex);
-    if (unnamed.count(f)) return;
+    if (unnamed.count(f)) return false;
   }
   void* module = nullptr;
   const char* name = nullptr;
   if (get_module(&module, f) == CUDA_SUCCESS && get_name(&name, f) == CUDA_SUCCESS && name && module) {
     layer().function_found(module, f, name);
-    return;
+    return true;
   }
   std::lock_guard<std::mutex> lock(mutex);
   unnamed.insert(f);
+  return false;
 }
 
 /// cuLaunchKernel's `extra`: a packed argument buffer instead of kernelParams.
@@ -85,9 +87,13 @@ template <class Call, class Substitute>
 CUresult launch(const char* api, const void* f, Dim3 grid, Dim3 block, unsigned shared, CUstream stream,
                 void** params, void** extra, Call&& call, Substitute&& substitute) {
   if (!reporting()) return call();
-  if (!layer().kernel_view(f)) resolve_function(f);
   void* slots[64];
-  void** args = params ? params : unpack_extra(extra, layer().kernel_view(f), slots);
+  void** args = params;
+  if (layer().has_clients()) {  // the kernel, for clients: named by the driver if never looked up
+    const kir_hook_kernel* kernel = layer().kernel_view(f);
+    if (!kernel && resolve_function(f)) kernel = layer().kernel_view(f);
+    if (!params) args = unpack_extra(extra, kernel, slots);
+  }
   return kir::hook::claimable_launch(kir::hook::launch_event(api, f, grid, block, shared, stream, args), &kStreamOps,
                                      kir::hook::Vendor::cuda_driver, call, substitute);
 }

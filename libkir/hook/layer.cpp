@@ -703,7 +703,7 @@ KernelRecord* Layer::kernel_for(const void* stub) {
 
 void Layer::launch_begin(kir_hook_launch& launch, Claim* claim, Vendor vendor) {
   ++launches_;
-  if (client_count_.load(std::memory_order_acquire) == 0) return;  // nobody to tell: skip the lookup and hash
+  if (!has_clients()) return;  // nobody to tell: skip the lookup and hash
   KernelRecord* k = kernel_for(launch.host_stub);
   launch.kernel = k ? &k->view : nullptr;
   if (k) {

@@ -185,6 +185,8 @@ class Layer {
   void launch_begin(kir_hook_launch& launch, Claim* claim = nullptr, Vendor vendor = Vendor::cuda_runtime);
   /// Whether any client has a launch_override (a relaxed load: the hot path's only cost).
   bool overriding() const { return has_override_.load(std::memory_order_relaxed); }
+  /// Whether any client listens: without one, launches need no kernel lookup.
+  bool has_clients() const { return client_count_.load(std::memory_order_acquire) != 0; }
   void count_substitute_load() { ++substitute_loads_; }
   /// The JIT arguments of the kernel registered with `stub` (Proteus ABI): set once.
   void set_jit_args(const void* stub, std::vector<kir_jit_arg> args);
