@@ -283,13 +283,14 @@ static bool log_procs() {
   return on;
 }
 
-static void ours_for_logged(const char* symbol, void** pfn, int version, uint64_t flags);
+static void ours_for(const char* symbol, void** pfn, int version, uint64_t flags);
 
 
-static void ours_for(const char* symbol, void** pfn, int version, uint64_t flags) {
-  if (!log_procs()) return ours_for_logged(symbol, pfn, version, flags);
+/// ours_for, and with KIR_HOOK_LOG_PROCS the line saying what was handed out.
+static void hand_out(const char* symbol, void** pfn, int version, uint64_t flags) {
+  if (!log_procs()) return ours_for(symbol, pfn, version, flags);
   void* before = pfn ? *pfn : nullptr;
-  ours_for_logged(symbol, pfn, version, flags);
+  ours_for(symbol, pfn, version, flags);
   std::fprintf(stderr, "kir-hook: cuGetProcAddress %s version=%d flags=%llu -> %s\n", symbol ? symbol : "(null)",
                version, static_cast<unsigned long long>(flags),
                pfn && *pfn != before ? "kir" : (pfn && *pfn ? "driver" : "none"));
@@ -332,7 +333,7 @@ static const std::vector<Interposer>& interposers() {
   return table;
 }
 
-static void ours_for_logged(const char* symbol, void** pfn, int version, uint64_t flags) {
+static void ours_for(const char* symbol, void** pfn, int version, uint64_t flags) {
   if (!pfn || !*pfn || !symbol) return;
   constexpr uint64_t kPerThreadDefaultStream = 2;  // CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
   if (flags == kPerThreadDefaultStream) {  // only the launches have per-thread variants here
@@ -358,7 +359,7 @@ KIR_EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int vers
                                         int* status) {
   KIR_REAL(cuGetProcAddress_v2, CUresult (*)(const char*, void**, int, uint64_t, int*));
   CUresult r = real_cuGetProcAddress_v2(symbol, pfn, version, flags, status);
-  if (r == CUDA_SUCCESS) ours_for(symbol, pfn, version, flags);
+  if (r == CUDA_SUCCESS) hand_out(symbol, pfn, version, flags);
   else if (log_procs()) std::fprintf(stderr, "kir-hook: cuGetProcAddress %s version=%d flags=%llu -> error %d\n",
                                      symbol ? symbol : "(null)", version, static_cast<unsigned long long>(flags), r);
   return r;
@@ -369,7 +370,7 @@ KIR_EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int vers
 KIR_EXPORT CUresult cuGetProcAddress(const char* symbol, void** pfn, int version, uint64_t flags) {
   KIR_REAL(cuGetProcAddress, CUresult (*)(const char*, void**, int, uint64_t));
   CUresult r = real_cuGetProcAddress(symbol, pfn, version, flags);
-  if (r == CUDA_SUCCESS) ours_for(symbol, pfn, version, flags);
+  if (r == CUDA_SUCCESS) hand_out(symbol, pfn, version, flags);
   return r;
 }
 
