@@ -3,7 +3,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-system-deps.sh
-python3 -m pip install -q .
+. scripts/venv.sh  # .venv in the checkout (or the active one)
+python -m pip install -q .
 mkdir -p build/examples
 nvcc -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=[sm_90,compute_90] \
   --compress-mode=size examples/saxpy.cu -o build/examples/saxpy

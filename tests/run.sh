@@ -4,6 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-system-deps.sh --tests
-python3 -m pip install -q cmake ninja
-python3 -m pip install -q ".[test]"
-python3 -m pytest tests "$@"
+. scripts/venv.sh  # .venv in the checkout (or the active one)
+python -m pip install -q cmake ninja
+python -m pip install -q ".[test]"
+python -m pytest tests "$@"
