@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from kir.errors import KirError
 from kir.commands import (cache, extract, hash as hash_command, import_mneme, inspect, jit, record, records,
-                          replay, run as run_command, trace)
+                          replay, run as run_command, trace, tune)
 
 COMMANDS = {
     "inspect": (inspect, "show the device code a binary holds"),
@@ -27,6 +27,8 @@ COMMANDS = {
     "jit": (jit, "compile a kernel from its IR, specialized (kir jit compile)"),
     "run": (run_command, "run an app with the JIT client: launches whose JIT key the cache holds run the "
                          "cached code"),
+    "tune": (tune, "search launch configuration and compile options of recorded launches (Optuna) and hand "
+                   "the winner to the JIT client's cache"),
     "import-mneme": (import_mneme, "convert a Mneme recording into kir records, replayable from the IR"),
 }
 

@@ -1,0 +1,107 @@
+"""Tuning recorded launches (issue 13 §2): Optuna searches a record's launch
+configuration and compile options by replaying variants (kir.replay), and the
+winner the JIT client may use is handed to it through the kernel-object cache,
+under the JIT key the client computes at the app's launch — one key space, no
+translation (docs/tune.md).
+
+    from kir.tune import Space, tune
+    results = tune(["rec/records/….kirrec"], Space.preset("standard"), trials=30, cache="jit-cache")
+    for r in results:
+        print(r.outcome.recorded_ms, r.outcome.best().ms, r.handoff.key, r.handoff.stored)
+
+A different grid or block changes what the app's launch computes, so the JIT
+client never applies one: the hand-off is the best verified trial at the recorded
+launch whose code the client's key covers (`Client.accepts`); the best trial
+overall is reported as a suggestion for the developer.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+
+from kir.errors import OptionError
+from kir.tune.space import PRESETS, Point, Space
+from kir.tune.study import Client, Handoff, Outcome, TrialRow, TuneTask, handoff, load_outcome, speedup
+
+__all__ = ["PRESETS", "SCHEMA", "Client", "Handoff", "Outcome", "Point", "RecordTuning", "Space", "TrialRow",
+           "TuneTask", "tune"]
+
+SCHEMA = "kir.tune/1"
+
+
+@dataclasses.dataclass
+class RecordTuning:
+    outcome: Outcome
+    handoff: Handoff
+
+    def to_json(self) -> dict:
+        o, best = self.outcome, self.outcome.best()
+        return {"record": o.path, "kernel": o.record.kernel.name, "demangled": o.record.kernel.demangled,
+                "static_hash": o.record.kernel.static_hash,
+                "launch_identity": o.record.launch.launch_identity, "study": o.study, "arch": o.arch,
+                "space": o.space, "recorded": o.recorded,
+                "best": None if best is None else {"trial": best.number, "median_ms": best.ms,
+                                                   "speedup": speedup(o.recorded_ms, best.ms),
+                                                   "point": best.point.to_json(),
+                                                   "description": best.point.describe(),
+                                                   "recorded_launch": best.point.recorded_launch},
+                "handoff": self.handoff.to_json() | {
+                    "median_ms": self.handoff.row.ms if self.handoff.row else None,
+                    "speedup": speedup(o.recorded_ms, self.handoff.row.ms) if self.handoff.row else None,
+                    "description": self.handoff.row.point.describe() if self.handoff.row else None},
+                "trials": [r.to_json() for r in o.rows]}
+
+
+def tune(paths, space: Space | None = None, trials: int = 20, *, storage: str | None = None, cluster=None,
+         seed: int | None = None, executor: str | None = None, client: Client = Client(), cache=None,
+         store: str = "better", device: int = 0) -> list[RecordTuning]:
+    """Tune every record of `paths` (`trials` trials each) and hand each winner to the
+    JIT client's cache. `cluster`: a kir.distribute.Cluster to run on (each record's
+    trials split over its workers when they share `storage`); `storage`: an Optuna
+    storage URL or "journal:PATH" (kir.tune.study.open_storage; None: in memory,
+    one task per record); `executor`: "MODULE:FUNCTION" instead of GPU replays."""
+    if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
+        raise OptionError(f"--trials {trials!r}: expected a positive number")
+    if store not in ("better", "always", "never"):
+        raise OptionError(f"--store {store!r}: expected better, always or never")
+    paths = [str(p) for p in paths]
+    if not paths:
+        raise OptionError("no records to tune")
+    space = space or Space.preset("standard")
+    space_data = _space_dict(space)
+    workers = cluster.workers if cluster is not None else 1
+    per_record = max(1, workers // len(paths)) if storage is not None else 1
+    tasks = []
+    for path in paths:
+        share = min(per_record, trials)
+        for i in range(share):
+            n = trials // share + (1 if i < trials % share else 0)
+            tasks.append(TuneTask(path, space_data, n, storage, None if seed is None else seed + i, executor,
+                                  device))
+    if cluster is not None:
+        from kir.distribute import Failure, map_items
+        returned = map_items(cluster, _run_task, tasks)
+        failures = [(t, r) for t, r in zip(tasks, returned) if isinstance(r, Failure)]
+        if failures and storage is None:
+            task, failure = failures[0]
+            raise OptionError(f"{task.path}: tuning failed on its worker: {failure.message}")
+    else:
+        returned = [task() for task in tasks]
+    results = []
+    for path in paths:
+        outcome = load_outcome(path, storage, [r for r in returned if isinstance(r, dict)])
+        results.append(RecordTuning(outcome, handoff(outcome, client, cache, store)))
+    return results
+
+
+def _run_task(task: TuneTask) -> dict:
+    return task()
+
+
+def _space_dict(space: Space) -> dict:
+    """The space as Space.from_dict reads it (what travels to the workers)."""
+    data = {k: getattr(space, k) for k in ("launch_safety", "opt_level", "pipeline", "codegen_opt", "maxrregcount",
+                                           "specialize_args", "specialize_dims", "launch_bounds", "min_blocks",
+                                           "warmup", "repeat")}
+    data["block"] = space.block if isinstance(space.block, str) else [list(b) for b in space.block]
+    return json.loads(json.dumps(data))

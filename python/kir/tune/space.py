@@ -1,0 +1,369 @@
+"""What `kir tune` searches: a recorded launch's configuration and its compile options
+(issue 13 §2), as Optuna dimensions.
+
+A space is a JSON object (`kir tune --space FILE`), or one of the presets
+(`--preset`), each key a list of choices or a single fixed value:
+
+    {"schema": "kir.tune-space/1",
+     "preset": "standard",                  # start from a preset, then override keys
+     "block": "auto",                       # "auto", "recorded", or [[256,1,1], [128,1,1], ...]
+     "launch_safety": "balanced",           # with "auto": conservative | balanced | aggressive
+     "opt_level": [1, 2, 3],                # LLVM's default<ON> pipeline
+     "pipeline": ["default<O3>", ...],      # explicit pipelines instead of opt_level (optional)
+     "codegen_opt": [2, 3],                 # the back end's level
+     "maxrregcount": [0, 64, 128],          # ptxas --maxrregcount (0: none)
+     "specialize_args": [true],             # the record's runtime-constant arguments (kernel.jit_args)
+     "specialize_dims": [false, true],      # grid and block become constants
+     "launch_bounds": [false, true],        # __launch_bounds__(threads of the block, min_blocks)
+     "min_blocks": [0, 1, 2, 4],            # with launch_bounds
+     "warmup": 2, "repeat": 10}             # launches per trial: untimed, then timed (fixed)
+
+The dimensions follow Mneme's tuner (python/mneme/tuning/builtin_spaces.py,
+BuiltinTuneSearchSpace: block shapes whose grid is derived from the recorded work,
+pipelines default<O3>…, codegen opt, specialize on/off, specialize dims, launch
+bounds with min blocks per SM), with kir.jit's option names. "auto" blocks are
+Mneme's candidates in spirit: on each axis the launch uses (block or grid > 1),
+powers of two and the recorded size; the total at most the thread budget
+(conservative: the recorded block's threads, balanced: twice that, aggressive:
+1024) and at least a warp; the grid on each such axis covers the recorded work
+(ceil(recorded block × grid / block)), the others keep the recorded grid.
+
+`Space.sample(trial, record)` turns an Optuna trial's choices into a `Point`, and
+`Point.variant()` into the kir.replay.Variant that runs it.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from kir.errors import OptionError
+
+__all__ = ["PRESETS", "SCHEMA", "Point", "Space", "block_candidates", "derived_grid"]
+
+SCHEMA = "kir.tune-space/1"
+MAX_THREADS = 1024
+MAX_BLOCK = (1024, 1024, 64)
+MAX_GRID = ((1 << 31) - 1, 65535, 65535)
+SAFETIES = ("conservative", "balanced", "aggressive")
+
+#: every key a space may set, with its preset-free default
+DEFAULTS = {
+    "block": "recorded",
+    "launch_safety": "balanced",
+    "opt_level": [3],
+    "pipeline": None,
+    "codegen_opt": [3],
+    "maxrregcount": [0],
+    "specialize_args": [True],
+    "specialize_dims": [False],
+    "launch_bounds": [False],
+    "min_blocks": [0],
+    "warmup": 2,
+    "repeat": 10,
+}
+
+PRESETS = {
+    # the compile options only, at the recorded launch: all of it can be handed to the JIT
+    "compiler": {"block": "recorded", "opt_level": [1, 2, 3], "codegen_opt": [1, 2, 3],
+                 "maxrregcount": [0, 64, 128], "specialize_args": [False, True]},
+    "quick": {"block": "auto", "launch_safety": "conservative", "opt_level": [2, 3], "codegen_opt": [2, 3]},
+    "standard": {"block": "auto", "opt_level": [1, 2, 3], "codegen_opt": [1, 2, 3],
+                 "maxrregcount": [0, 64, 128], "specialize_args": [False, True]},
+    "full": {"block": "auto", "launch_safety": "aggressive", "opt_level": [0, 1, 2, 3], "codegen_opt": [1, 2, 3],
+             "maxrregcount": [0, 32, 64, 128, 255], "specialize_args": [False, True],
+             "specialize_dims": [False, True], "launch_bounds": [False, True], "min_blocks": [0, 1, 2, 4, 8]},
+}
+
+#: the dimensions Optuna chooses (the others are settings)
+DIMENSIONS = ("block", "opt_level", "pipeline", "codegen_opt", "maxrregcount", "specialize_args",
+              "specialize_dims", "launch_bounds", "min_blocks")
+
+
+def _dims3(value, where: str) -> tuple[int, int, int]:
+    if not isinstance(value, (list, tuple)) or len(value) != 3 or \
+            any(isinstance(v, bool) or not isinstance(v, int) for v in value):
+        raise OptionError(f"{where}: {value!r}: expected three integers [x, y, z]")
+    return tuple(value)
+
+
+def derived_grid(recorded_block, recorded_grid, block) -> tuple[int, int, int]:
+    """The grid that covers the recorded work with `block` on each axis the launch
+    uses (block or grid larger than 1); the recorded grid on the others."""
+    out = []
+    for b0, g0, b in zip(recorded_block, recorded_grid, block):
+        out.append(-(-(b0 * g0) // b) if (b0 > 1 or g0 > 1) else g0)
+    return tuple(out)
+
+
+def block_candidates(recorded_block, recorded_grid, safety: str = "balanced") -> list[tuple[int, int, int]]:
+    """The "auto" block shapes of a launch (see the module's docstring), the recorded one first."""
+    if safety not in SAFETIES:
+        raise OptionError(f"launch_safety {safety!r}: expected {', '.join(SAFETIES)}")
+    recorded = tuple(recorded_block)
+    threads = math.prod(recorded)
+    budget = {"conservative": min(MAX_THREADS, threads), "balanced": min(MAX_THREADS, 2 * threads),
+              "aggressive": MAX_THREADS}[safety]
+    axes = []
+    for i, (b, g) in enumerate(zip(recorded, recorded_grid)):
+        if b > 1 or g > 1:
+            values = {b} | {1 << k for k in range(11) if (1 << k) <= MAX_BLOCK[i]}
+            axes.append(sorted(values))
+        else:
+            axes.append([b])
+    shapes = [recorded]
+    for x in axes[0]:
+        for y in axes[1]:
+            for z in axes[2]:
+                shape = (x, y, z)
+                n = x * y * z
+                if shape == recorded or n > budget or n < min(32, threads):
+                    continue
+                grid = derived_grid(recorded, recorded_grid, shape)
+                if any(not 1 <= g <= limit for g, limit in zip(grid, MAX_GRID)):
+                    continue
+                shapes.append(shape)
+    return shapes
+
+
+@dataclass
+class Point:
+    """One trial's choices, resolved against the record: JSON-ready (`asdict`)."""
+    block: tuple[int, int, int]
+    grid: tuple[int, int, int]
+    opt_level: int = 3
+    pipeline: str | None = None
+    codegen_opt: int = 3
+    maxrregcount: int = 0
+    specialize_args: bool = True
+    specialize_dims: bool = False
+    launch_bounds: bool = False
+    min_blocks: int = 0
+    warmup: int = 2
+    repeat: int = 10
+    recorded_launch: bool = True   #: block and grid are the recording's
+
+    def options(self):
+        from kir.jit import Options
+        return Options(opt_level=self.opt_level, pipeline=self.pipeline, codegen_opt=self.codegen_opt,
+                       assembler_options=(f"--maxrregcount={self.maxrregcount}",) if self.maxrregcount else ())
+
+    def variant(self, has_jit_args: bool, name: str = ""):
+        """The kir.replay.Variant that runs this point (always compiled from the IR)."""
+        from kir.replay.variant import Variant
+        threads = math.prod(self.block)
+        return Variant(grid=self.grid, block=self.block, args="jit" if self.specialize_args and has_jit_args else (),
+                       specialize_grid=self.specialize_dims, specialize_block=self.specialize_dims,
+                       bounds=(threads, self.min_blocks) if self.launch_bounds else None,
+                       options=self.options(), warmup=self.warmup, repeat=self.repeat, name=name)
+
+    def describe(self) -> str:
+        parts = [f"block {'x'.join(map(str, self.block))}", f"grid {'x'.join(map(str, self.grid))}"]
+        parts.append(f"pipeline {self.pipeline}" if self.pipeline else f"O{self.opt_level}")
+        parts.append(f"codegen O{self.codegen_opt}")
+        if self.maxrregcount:
+            parts.append(f"maxrregcount {self.maxrregcount}")
+        parts.append("args " + ("specialized" if self.specialize_args else "generic"))
+        if self.specialize_dims:
+            parts.append("dims specialized")
+        if self.launch_bounds:
+            parts.append(f"bounds {math.prod(self.block)},{self.min_blocks}")
+        return ", ".join(parts)
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Point":
+        data = dict(data)
+        data["block"], data["grid"] = tuple(data["block"]), tuple(data["grid"])
+        return cls(**data)
+
+
+@dataclass
+class Space:
+    """A validated search space (see the module's docstring)."""
+    block: object = "recorded"
+    launch_safety: str = "balanced"
+    opt_level: list = field(default_factory=lambda: [3])
+    pipeline: list | None = None
+    codegen_opt: list = field(default_factory=lambda: [3])
+    maxrregcount: list = field(default_factory=lambda: [0])
+    specialize_args: list = field(default_factory=lambda: [True])
+    specialize_dims: list = field(default_factory=lambda: [False])
+    launch_bounds: list = field(default_factory=lambda: [False])
+    min_blocks: list = field(default_factory=lambda: [0])
+    warmup: int = 2
+    repeat: int = 10
+    source: str = "preset standard"
+
+    @classmethod
+    def preset(cls, name: str = "standard") -> "Space":
+        if name not in PRESETS:
+            raise OptionError(f"--preset {name!r}: expected {', '.join(PRESETS)}")
+        return cls.from_dict({"preset": name}, f"preset {name}")
+
+    @classmethod
+    def load(cls, path) -> "Space":
+        try:
+            data = json.loads(Path(path).read_bytes())
+        except (json.JSONDecodeError, UnicodeDecodeError) as error:
+            raise OptionError(f"--space {path}: not JSON ({error})") from None
+        return cls.from_dict(data, str(path))
+
+    @classmethod
+    def from_dict(cls, data, where: str = "space") -> "Space":
+        if not isinstance(data, dict):
+            raise OptionError(f"{where}: expected a JSON object of dimensions")
+        data = dict(data)
+        schema = data.pop("schema", SCHEMA)
+        if schema != SCHEMA:
+            raise OptionError(f"{where}: schema {schema!r}: this kir reads {SCHEMA}")
+        preset = data.pop("preset", None)
+        unknown = sorted(set(data) - set(DEFAULTS))
+        if unknown:
+            raise OptionError(f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; expected "
+                              f"{', '.join(DEFAULTS)}")
+        merged = dict(DEFAULTS)
+        if preset is not None:
+            if preset not in PRESETS:
+                raise OptionError(f"{where}: preset {preset!r}: expected {', '.join(PRESETS)}")
+            merged.update(PRESETS[preset])
+        merged.update(data)
+        space = cls(source=where)
+        space.launch_safety = merged["launch_safety"]
+        if space.launch_safety not in SAFETIES:
+            raise OptionError(f"{where}: launch_safety {space.launch_safety!r}: expected {', '.join(SAFETIES)}")
+        block = merged["block"]
+        if block in ("auto", "recorded"):
+            space.block = block
+        elif isinstance(block, list) and block:
+            space.block = [_dims3(b, f"{where}: block") for b in block]
+            for b in space.block:
+                if any(not 1 <= v <= limit for v, limit in zip(b, MAX_BLOCK)) or math.prod(b) > MAX_THREADS:
+                    raise OptionError(f"{where}: block {list(b)}: beyond CUDA's limits "
+                                      f"({MAX_THREADS} threads, {list(MAX_BLOCK)})")
+        else:
+            raise OptionError(f"{where}: block {block!r}: expected \"auto\", \"recorded\" or a list of [x, y, z]")
+        space.opt_level = _choices(merged["opt_level"], where, "opt_level", int, range(4))
+        space.codegen_opt = _choices(merged["codegen_opt"], where, "codegen_opt", int, range(4))
+        space.maxrregcount = _choices(merged["maxrregcount"], where, "maxrregcount", int, range(256),
+                                      "0 (none) or 16..255")
+        if any(0 < r < 16 for r in space.maxrregcount):
+            raise OptionError(f"{where}: maxrregcount: ptxas takes at least 16 registers (0: no limit)")
+        space.min_blocks = _choices(merged["min_blocks"], where, "min_blocks", int, range(33))
+        for name in ("specialize_args", "specialize_dims", "launch_bounds"):
+            setattr(space, name, _choices(merged[name], where, name, bool, (False, True)))
+        if merged["pipeline"] is not None:
+            pipelines = _choices(merged["pipeline"], where, "pipeline", str, None)
+            from kir.jit import Options
+            for text in pipelines:
+                try:
+                    Options(pipeline=text)
+                except OptionError as error:
+                    raise OptionError(f"{where}: pipeline {text!r}: {error}") from None
+            space.pipeline = pipelines
+        for name, low in (("warmup", 0), ("repeat", 1)):
+            value = merged[name]
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= 100000:
+                raise OptionError(f"{where}: {name} {value!r}: expected an integer {low}..100000")
+            setattr(space, name, value)
+        return space
+
+    def blocks(self, record) -> list[tuple[int, int, int]]:
+        launch = record.launch
+        if self.block == "recorded":
+            return [tuple(launch.block)]
+        if self.block == "auto":
+            return block_candidates(launch.block, launch.grid, self.launch_safety)
+        shapes = [tuple(launch.block)] + [b for b in self.block if b != tuple(launch.block)]
+        return shapes if tuple(launch.block) in self.block else shapes[1:]
+
+    def sample(self, trial, record) -> Point:
+        """An Optuna trial's choices (suggest_categorical on every dimension with more
+        than one choice; the choices are encoded as text, which every storage keeps)."""
+        launch = record.launch
+        blocks = self.blocks(record)
+
+        def pick(name, choices):
+            if len(choices) == 1:
+                return choices[0]
+            texts = [_text(c) for c in choices]
+            chosen = trial.suggest_categorical(name, texts)
+            return choices[texts.index(chosen)]
+
+        block = pick("block", blocks)
+        grid = tuple(launch.grid) if block == tuple(launch.block) else \
+            derived_grid(launch.block, launch.grid, block)
+        point = Point(block=block, grid=grid, warmup=self.warmup, repeat=self.repeat,
+                      recorded_launch=(block, grid) == (tuple(launch.block), tuple(launch.grid)))
+        if self.pipeline:
+            point.pipeline = pick("pipeline", self.pipeline)
+        else:
+            point.opt_level = pick("opt_level", self.opt_level)
+        point.codegen_opt = pick("codegen_opt", self.codegen_opt)
+        point.maxrregcount = pick("maxrregcount", self.maxrregcount)
+        point.specialize_args = pick("specialize_args", self.specialize_args)
+        point.specialize_dims = pick("specialize_dims", self.specialize_dims)
+        point.launch_bounds = pick("launch_bounds", self.launch_bounds)
+        if point.launch_bounds:
+            point.min_blocks = pick("min_blocks", self.min_blocks)
+        return point
+
+    def baseline_params(self, record) -> dict:
+        """The trial to run first (Optuna's enqueue_trial): the recorded launch with
+        kir.jit's default options — what the JIT client compiles without tuning."""
+        params = {}
+        launch_block = tuple(record.launch.block)
+        if len(self.blocks(record)) > 1:
+            params["block"] = _text(launch_block)
+        for name, default in (("opt_level", 3), ("codegen_opt", 3), ("maxrregcount", 0),
+                              ("specialize_args", True), ("specialize_dims", False), ("launch_bounds", False)):
+            choices = getattr(self, name)
+            if name == "opt_level" and self.pipeline:
+                continue
+            if len(choices) > 1:
+                params[name] = _text(default if default in choices else choices[-1])
+        if self.pipeline and len(self.pipeline) > 1:
+            params["pipeline"] = self.pipeline[0]
+        return params
+
+    def size(self, record) -> int:
+        """How many distinct points the space holds."""
+        n = len(self.blocks(record)) * len(self.pipeline or self.opt_level) * len(self.codegen_opt)
+        n *= len(self.maxrregcount) * len(self.specialize_args) * len(self.specialize_dims)
+        bounds = (len(self.min_blocks) if True in self.launch_bounds else 0) + (False in self.launch_bounds)
+        return n * bounds
+
+    def describe(self, record) -> dict:
+        """JSON-ready: every dimension's choices, as resolved for `record`."""
+        return {"source": self.source, "block": [list(b) for b in self.blocks(record)],
+                "launch_safety": self.launch_safety, "opt_level": None if self.pipeline else self.opt_level,
+                "pipeline": self.pipeline, "codegen_opt": self.codegen_opt, "maxrregcount": self.maxrregcount,
+                "specialize_args": self.specialize_args, "specialize_dims": self.specialize_dims,
+                "launch_bounds": self.launch_bounds, "min_blocks": self.min_blocks, "warmup": self.warmup,
+                "repeat": self.repeat, "points": self.size(record)}
+
+
+def _text(value) -> str:
+    if isinstance(value, tuple):
+        return "x".join(map(str, value))
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _choices(value, where: str, name: str, kind, allowed, allowed_text: str | None = None) -> list:
+    values = value if isinstance(value, list) else [value]
+    if not values:
+        raise OptionError(f"{where}: {name}: an empty list of choices")
+    out = []
+    for v in values:
+        ok = isinstance(v, kind) and (kind is bool or not isinstance(v, bool))
+        if not ok or (allowed is not None and v not in allowed):
+            expected = allowed_text or (", ".join(map(_text, allowed)) if allowed is not None else kind.__name__)
+            raise OptionError(f"{where}: {name}: {v!r} is not one of {expected}")
+        if v not in out:
+            out.append(v)
+    return out

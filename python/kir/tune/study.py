@@ -1,0 +1,299 @@
+"""The search (Optuna) and the hand-off to the JIT client (issue 13 §2).
+
+One Optuna study per record, minimizing the replay time (the median of the
+trial's timed launches) of verified variants: a trial whose output differs from
+the recording, or that fails to compile, load or launch, is *pruned* — kept in the
+table with its reason, never a candidate, and left out of the sampler's model.
+The first trial is the recorded launch with kir.jit's default options (what the
+JIT client would run untuned); the recorded code itself is measured apart, as
+the baseline every trial is compared with. A point already measured in this
+process is not run again (the sampler may propose it twice).
+
+`TuneTask` runs `trials` trials of one record's study and is picklable: with a
+Dask cluster (kir.distribute) several tasks of one study run on several workers at
+once, sharing their trials through the study's storage (an Optuna journal file on
+a shared file system, or any Optuna storage URL), as Optuna's distributed
+optimization works; the process that asked reads the study back from the storage
+for the report and the hand-off, and needs no GPU for either.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import socket
+import statistics
+import time
+from pathlib import Path
+
+from kir.errors import KirError, OptionError
+from kir.tune.space import Point, Space
+
+__all__ = ["Client", "Outcome", "TrialRow", "TuneTask", "handoff", "load_outcome", "open_storage", "study_name"]
+
+
+def _optuna():
+    try:
+        import optuna
+    except ImportError as error:
+        raise KirError(f"kir tune needs Optuna: pip install 'kir[tune]' ({error})") from None
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    return optuna
+
+
+def study_name(record) -> str:
+    """The study of a recorded launch: kir-tune-<static hash>-<launch identity>."""
+    identity = record.launch.launch_identity or record.launch.dynamic_hash or "0"
+    return f"kir-tune-{record.kernel.static_hash}-{identity}"
+
+
+def open_storage(url: str | None):
+    """An Optuna storage: None (in memory, this process only), "journal:PATH" (an
+    Optuna journal file: many processes and nodes on a shared file system), or any
+    URL Optuna takes (sqlite:///file.db, postgresql://..., redis via journal)."""
+    optuna = _optuna()
+    if url is None:
+        return optuna.storages.InMemoryStorage()
+    if url.startswith("journal:"):
+        path = url[len("journal:"):]
+        if not path:
+            raise OptionError("--storage journal:PATH: a file name is needed")
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        from optuna.storages.journal import JournalFileBackend, JournalFileOpenLock
+        return optuna.storages.JournalStorage(JournalFileBackend(path, lock_obj=JournalFileOpenLock(path)))
+    return url
+
+
+@dataclasses.dataclass(frozen=True)
+class TuneTask:
+    """`trials` trials of `path`'s study (see the module's docstring). `executor`:
+    "MODULE:FUNCTION" run as FUNCTION(path, point_or_None) -> result dict instead
+    of a replay on the GPU (tests); `storage`: open_storage's URL (None: in memory:
+    then the task returns its trials, as the only place they live)."""
+    path: str
+    space: dict
+    trials: int
+    storage: str | None = None
+    seed: int | None = None
+    executor: str | None = None
+    device: int = 0
+    measure_baseline: bool = True
+
+    def __call__(self, _item=None) -> dict:
+        optuna = _optuna()
+        from kir.record import Record
+        record = Record.load(self.path)
+        space = Space.from_dict(self.space, "space")
+        storage = open_storage(self.storage)
+        name = study_name(record)
+        sampler = optuna.samplers.TPESampler(seed=self.seed, n_startup_trials=min(10, max(1, self.trials // 3)))
+        study = optuna.create_study(study_name=name, storage=storage, direction="minimize", sampler=sampler,
+                                    load_if_exists=True)
+        if "record" not in study.user_attrs:
+            study.set_user_attr("record", str(self.path))
+            study.set_user_attr("space", space.describe(record))
+        if not any(t.user_attrs.get("first") for t in study.get_trials(deepcopy=False)):
+            study.enqueue_trial(space.baseline_params(record), user_attrs={"first": True}, skip_if_exists=True)
+        run, close = self._runner()
+        try:
+            if self.measure_baseline:
+                baseline = run(self.path, None)
+                worker = f"{socket.gethostname()}:{os.getpid()}"
+                study.set_user_attr(f"recorded:{worker}", baseline)
+            seen: dict[str, dict] = {}  # a point measured in this task: not run again
+
+            def objective(trial):
+                point = space.sample(trial, record)
+                data = point.to_json()
+                text = json.dumps(data, sort_keys=True)
+                trial.set_user_attr("point", data)
+                start = time.perf_counter()
+                if text in seen:
+                    result = dict(seen[text], repeated=True)
+                else:
+                    result = seen[text] = run(self.path, data)
+                trial.set_user_attr("result", result)
+                trial.set_user_attr("seconds", time.perf_counter() - start)
+                trial.set_user_attr("worker", f"{socket.gethostname()}:{os.getpid()}")
+                if result.get("status") != "ok" or result.get("median_ms") is None:
+                    raise optuna.TrialPruned(result.get("error") or result.get("status"))
+                return float(result["median_ms"])
+
+            study.optimize(objective, n_trials=self.trials, catch=())
+        finally:
+            close()
+        return {"study": name, "trials": _rows_json(study) if self.storage is None else None,
+                "user_attrs": dict(study.user_attrs) if self.storage is None else None}
+
+    def _runner(self):
+        if self.executor:
+            from kir.commands.replay_all import load_executor
+            function = load_executor(self.executor)
+            return function, lambda: None
+        from kir.tune.trial import TrialProcess
+        process = TrialProcess(self.device)
+        return process.run, process.close
+
+
+@dataclasses.dataclass
+class TrialRow:
+    number: int
+    state: str              #: "complete", "pruned" (failed or mismatched: `result.status`), "running", "fail"
+    point: Point | None
+    result: dict
+    seconds: float | None = None
+    worker: str | None = None
+
+    @property
+    def ms(self) -> float | None:
+        return self.result.get("median_ms") if self.state == "complete" else None
+
+    def to_json(self) -> dict:
+        return {"number": self.number, "state": self.state, "point": self.point.to_json() if self.point else None,
+                "description": self.point.describe() if self.point else None, "result": self.result,
+                "seconds": self.seconds, "worker": self.worker}
+
+
+def _rows_json(study) -> list[dict]:
+    return [_row(t).to_json() for t in study.get_trials(deepcopy=False)]
+
+
+def _row(t) -> TrialRow:
+    state = t.state.name.lower()
+    point = Point.from_json(t.user_attrs["point"]) if "point" in t.user_attrs else None
+    return TrialRow(t.number, state, point, t.user_attrs.get("result") or {}, t.user_attrs.get("seconds"),
+                    t.user_attrs.get("worker"))
+
+
+@dataclasses.dataclass
+class Outcome:
+    """A record's study, read back: its trials, the baseline, the winners."""
+    path: str
+    record: object
+    study: str
+    rows: list[TrialRow]
+    recorded: dict            #: the recorded code's result (median over the workers that measured it)
+    space: dict
+
+    @property
+    def recorded_ms(self) -> float | None:
+        return self.recorded.get("median_ms")
+
+    @property
+    def arch(self) -> str | None:
+        for r in [self.recorded] + [row.result for row in self.rows]:
+            if r.get("arch"):
+                return r["arch"]
+        return None
+
+    def best(self, rows=None) -> TrialRow | None:
+        done = [r for r in (self.rows if rows is None else rows) if r.ms is not None]
+        return min(done, key=lambda r: (r.ms, r.number)) if done else None
+
+
+def load_outcome(path: str, storage: str | None, task_results: list[dict] | None = None) -> Outcome:
+    """Read a record's study back (from `storage`, or from the tasks' returns when it
+    lived in memory)."""
+    from kir.record import Record
+    record = Record.load(path)
+    name = study_name(record)
+    if storage is None:
+        rows, attrs = [], {}
+        for result in task_results or []:
+            if result and result.get("study") == name:
+                rows += [TrialRow(d["number"], d["state"], Point.from_json(d["point"]) if d["point"] else None,
+                                  d["result"] or {}, d["seconds"], d["worker"]) for d in result["trials"]]
+                attrs.update(result["user_attrs"])
+    else:
+        optuna = _optuna()
+        study = optuna.load_study(study_name=name, storage=open_storage(storage))
+        rows = [_row(t) for t in study.get_trials(deepcopy=False)]
+        attrs = dict(study.user_attrs)
+    baselines = [v for k, v in attrs.items() if k.startswith("recorded:") and isinstance(v, dict)]
+    ok = [b for b in baselines if b.get("status") == "ok" and b.get("median_ms") is not None]
+    recorded = dict(ok[0] if ok else (baselines[0] if baselines else {}))
+    if len(ok) > 1:
+        recorded["median_ms"] = statistics.median(b["median_ms"] for b in ok)
+    return Outcome(path, record, name, rows, recorded, attrs.get("space") or {})
+
+
+@dataclasses.dataclass(frozen=True)
+class Client:
+    """What the JIT client that will use the hand-off specializes (`kir run`'s
+    KIR_JIT_SPECIALIZE and KIR_JIT_BOUNDS): its key covers these, so code compiled
+    for them is valid wherever the key matches."""
+    specialize_grid: bool = False
+    specialize_block: bool = False
+    bounds: tuple[int, int] | None = None
+
+    def accepts(self, point: Point) -> str | None:
+        """None when the JIT client may run `point`'s code for the recorded launch,
+        else why not."""
+        if not point.recorded_launch:
+            return "another launch configuration changes what the app's launch computes"
+        if point.specialize_dims and not (self.specialize_grid and self.specialize_block):
+            return "its grid and block are constants, and the client's key does not cover them"
+        if point.launch_bounds and not self.specialize_block:
+            return "its launch bounds hold for one block size, and the client's key does not cover the block"
+        return None
+
+    def key(self, record, arch: str) -> str:
+        """The JIT key the reference JIT client computes at the recorded launch
+        (kir.replay.variant.jit_key with the client's specialization and kir.jit's
+        default options: the CONFIG records `kir run` sends without options)."""
+        from kir.jit import Options
+        from kir.replay.variant import Variant, jit_key
+        variant = Variant(args="jit" if record.kernel.jit_args else (), specialize_grid=self.specialize_grid,
+                          specialize_block=self.specialize_block, bounds=self.bounds, options=Options())
+        return jit_key(record, variant, arch)
+
+
+@dataclasses.dataclass
+class Handoff:
+    row: TrialRow | None      #: the trial handed to the JIT client (None: none eligible)
+    key: str | None
+    stored: bool
+    reason: str
+
+    def to_json(self) -> dict:
+        return {"trial": self.row.number if self.row else None, "key": self.key, "stored": self.stored,
+                "reason": self.reason}
+
+
+def handoff(outcome: Outcome, client: Client, cache, store: str = "better") -> Handoff:
+    """Store the best trial the JIT client may run for the app's own launch in
+    `cache` (a directory or kir.cache.Cache) under the key the client computes at
+    that launch. `store`: "better" (only when faster than the recorded code),
+    "always", or "never" (report only)."""
+    eligible = [r for r in outcome.rows if r.point is not None and client.accepts(r.point) is None]
+    best = outcome.best(eligible)
+    arch = outcome.arch
+    if best is None or arch is None:
+        return Handoff(None, None, False, "no verified trial at the recorded launch that the JIT client may run")
+    key = client.key(outcome.record, arch)
+    recorded = outcome.recorded_ms
+    if store == "never":
+        return Handoff(best, key, False, "--store never")
+    if store == "better" and recorded is not None and not best.ms < recorded:
+        return Handoff(best, key, False, f"the best trial ({best.ms:.4f} ms) is not faster than the recorded code "
+                                         f"({recorded:.4f} ms): nothing stored")
+    if cache is None:
+        return Handoff(best, key, False, "no --jit-cache given")
+    from kir.cache import Cache
+    from kir.replay.variant import compile_variant
+    target = cache if hasattr(cache, "store") else Cache(str(cache))
+    variant = best.point.variant(bool(outcome.record.kernel.jit_args))
+    compiled = compile_variant(outcome.record, variant, arch)
+    meta = dict(compiled.meta)
+    meta.update({"tuned.by": "kir tune", "tuned.record": Path(outcome.path).name, "tuned.trial": str(best.number),
+                 "tuned.point": best.point.describe(), "tuned.median_ms": f"{best.ms:.6g}",
+                 "tuned.recorded_ms": "" if recorded is None else f"{recorded:.6g}"})
+    target.store(key, compiled.code, compiled.kind, compiled.arch, meta)
+    return Handoff(best, key, True, "stored")
+
+
+def speedup(recorded: float | None, ms: float | None) -> float | None:
+    if recorded is None or ms is None or ms <= 0 or math.isnan(ms):
+        return None
+    return recorded / ms

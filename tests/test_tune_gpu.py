@@ -1,0 +1,99 @@
+"""Record → tune → run on a GPU (issue 13 §2, end to end): tests/fixtures/jit_app
+(daxpy with `a` a Proteus runtime constant, its IR embedded) is recorded, its
+a=2.5 launch tuned by `kir tune` (real replays of variants compiled from the
+record's IR), the winner stored in a kernel-object cache, and the app run again
+under the reference JIT client with that cache: every a=2.5 launch is a hit and
+runs the tuned object, the output is the plain run's bit for bit, and the
+kernel's time (the app's CUDA events) is printed beside the tuner's measurement
+(benchmarks/tune_e2e.py keeps the figures). Also: a trial that faults takes
+down only its own replay process."""
+from __future__ import annotations
+
+import json
+import re
+import struct
+import subprocess
+
+import pytest
+
+pytest.importorskip("optuna")
+
+from kir.record import Record  # noqa: E402
+
+LAUNCHES = 200
+
+
+def app_time(stderr: str) -> float:
+    found = re.search(r"jit_app: \d+ launches of a=[\d.]+ in ([\d.]+) ms", stderr)
+    assert found, stderr[-2000:]
+    return float(found.group(1))
+
+
+@pytest.fixture
+def daxpy_record(gpu, built, kir_cli, tmp_path):
+    if "jit_app" not in built:
+        pytest.skip("jit_app is not built here (it needs clang-22's IR)")
+    out = tmp_path / "rec"
+    result = kir_cli("record", "-o", out, "--", built["jit_app"], "20")
+    assert result.returncode == 0, result.stderr[-3000:]
+    for path in sorted((out / "records").glob("*.kirrec")):
+        record = Record.load(path)
+        if record.launch.args[0] == struct.pack("<d", 2.5):
+            assert record.kernel.ir is not None and record.kernel.jit_args
+            return path
+    pytest.fail("no record of the a=2.5 launch")
+
+
+def test_record_tune_run(daxpy_record, built, kir_cli, tmp_path):
+    cache = tmp_path / "cache"
+    tuned = kir_cli("tune", daxpy_record, "--preset", "compiler", "--trials", "10", "--seed", "1",
+                    "--jit-cache", cache, "--store", "always", "--json")
+    assert tuned.returncode == 0, tuned.stderr[-3000:]
+    r = json.loads(tuned.stdout)["records"][0]
+    assert r["arch"].startswith("sm_") and r["recorded"]["verified"]
+    done = [t for t in r["trials"] if t["state"] == "complete"]
+    assert len(done) >= 5, [t["result"].get("error") for t in r["trials"]]
+    for t in done:  # real replays: verified bit for bit, compiled, measured
+        assert t["result"]["verified"] and t["result"]["registers"] and t["result"]["compile_seconds"] > 0
+        assert len(t["result"]["times_ms"]) == 10
+    h = r["handoff"]
+    assert h["stored"], h
+    app = built["jit_app"]
+    plain = subprocess.run([app, str(LAUNCHES)], capture_output=True, text=True, check=True)
+    stats_path = tmp_path / "stats.json"
+    client = kir_cli("run", "--jit-cache", cache, "--stats", stats_path, "--", app, str(LAUNCHES))
+    assert client.returncode == 0, client.stderr[-3000:]
+    stats = json.loads(stats_path.read_text())
+    assert stats["hits"] == LAUNCHES and stats["substituted"] == LAUNCHES, stats
+    assert stats["substitute_failures"] == 0
+    assert client.stdout == plain.stdout, "the tuned kernel changed the output"
+    plain_ms, tuned_ms = app_time(plain.stderr), app_time(client.stderr)
+    tuner_ratio = h["median_ms"] / r["recorded"]["median_ms"]
+    app_ratio = tuned_ms / plain_ms
+    print(f"tuner: recorded {r['recorded']['median_ms']:.4f} ms, hand-off {h['median_ms']:.4f} ms "
+          f"(ratio {tuner_ratio:.3f}); app: plain {plain_ms / LAUNCHES * 1e3:.2f} us, tuned "
+          f"{tuned_ms / LAUNCHES * 1e3:.2f} us per launch (ratio {app_ratio:.3f})")
+    # The app's kernel time moves as the tuner measured (the same direction, within noise).
+    assert abs(app_ratio - tuner_ratio) < 0.3, (app_ratio, tuner_ratio)
+
+
+def test_the_trial_process_keeps_its_replayer_and_is_restarted(daxpy_record):
+    """Trials of one record reuse the child's Replayer (the compiled code is cached
+    by JIT key: the same point again is not compiled again); a child that dies is
+    that trial's error, and the next trial starts a fresh one (here: killed between
+    trials)."""
+    from kir.tune.space import Point
+    from kir.tune.trial import TrialProcess
+    record = Record.load(daxpy_record)
+    ok = Point(block=tuple(record.launch.block), grid=tuple(record.launch.grid), repeat=2).to_json()
+    with TrialProcess() as process:
+        first = process.run(str(daxpy_record), ok)
+        assert first["status"] == "ok", first
+        wide = dict(ok, block=[1024, 1, 1], grid=[-(-record.launch.grid[0] * record.launch.block[0] // 1024), 1, 1],
+                    recorded_launch=False)
+        assert process.run(str(daxpy_record), wide)["status"] == "ok"
+        child = process.proc
+        child.kill()
+        child.wait()
+        again = process.run(str(daxpy_record), ok)
+        assert again["status"] == "ok" and again["jit_key"] == first["jit_key"] and process.proc is not child

@@ -1,0 +1,62 @@
+"""Trial executors for `kir tune --executor tune_fakes:NAME` in tests without a GPU
+(tests/test_tune.py). Each reads the record for real and resolves the trial's
+variant against it (kir.replay.variant.resolve: every option checked against the
+record) and stands in only for the GPU launch, with a time from `model` — which
+the tests compute again, independently, to check what the tuner reports.
+`compiled` also compiles the variant from the record's IR with kir.jit (real
+code, real registers)."""
+from __future__ import annotations
+
+import math
+import os
+
+
+def model(point: dict | None, recorded_threads: int) -> tuple[str, float]:
+    """(status, ms) of a point (None: the recorded code). Made up, deterministic:
+    O2 is best, a register cap of 64 helps, a block of half the recorded threads
+    helps, specialized arguments help a little; a block of 32 threads "differs
+    from the recording" (a mismatch)."""
+    if point is None:
+        return "ok", 1.0
+    threads = math.prod(point["block"])
+    if threads == 32:
+        return "mismatch", 0.5
+    ms = 1.0 + 0.1 * abs(point["opt_level"] - 2) - (0.05 if point["maxrregcount"] == 64 else 0.0)
+    ms -= 0.02 if point["specialize_args"] else 0.0
+    ms += 0.3 * abs(math.log2(threads / (recorded_threads / 2)))
+    return "ok", round(ms, 6)
+
+
+def _resolve(path: str, point: dict | None):
+    from kir.record import Record
+    from kir.replay.variant import resolve
+    from kir.tune.space import Point
+    record = Record.load(path)
+    variant = Point.from_json(point).variant(bool(record.kernel.jit_args)) if point is not None else None
+    if variant is not None:
+        resolve(record, variant)
+    return record, variant
+
+
+def modelled(path: str, point: dict | None) -> dict:
+    from kir.tune.trial import empty_result
+    if os.environ.get("TUNE_FAKE_CRASH") and point is not None and point["opt_level"] == 1:
+        os._exit(3)
+    record, _ = _resolve(path, point)
+    status, ms = model(point, math.prod(record.launch.block))
+    return empty_result(status=status, median_ms=ms, times_ms=[ms] * 3, verified=status == "ok", arch="sm_90",
+                        error="the output differs" if status != "ok" else None)
+
+
+def compiled(path: str, point: dict | None) -> dict:
+    """modelled, the code compiled for real (kir.jit), its registers reported."""
+    from kir.replay.variant import compile_variant, jit_key
+    from kir.tune.trial import empty_result
+    record, variant = _resolve(path, point)
+    status, ms = model(point, math.prod(record.launch.block))
+    result = empty_result(status=status, median_ms=ms, times_ms=[ms] * 3, verified=status == "ok", arch="sm_90")
+    if variant is not None:
+        code = compile_variant(record, variant, "sm_90")
+        result.update(registers=code.resources.registers, code_size=len(code.code), code_kind=code.kind,
+                      compile_seconds=code.compile_seconds, jit_key=jit_key(record, variant, "sm_90"))
+    return result
