@@ -77,6 +77,7 @@ def test_auto_blocks_cover_the_recorded_work(block, grid, safety):
     ({"pipeline": ["no-such-pass"]}, "pipeline 'no-such-pass'"),
     ({"repeat": 0}, "repeat 0: expected an integer 1..100000"),
     ({"launch_safety": "yolo"}, "launch_safety 'yolo'"),
+    ({"timing": "wall"}, "timing 'wall': expected each or graph"),
 ])
 def test_bad_spaces_are_option_errors(data, message):
     with pytest.raises(OptionError) as error:
@@ -321,11 +322,12 @@ def test_trial_process_reports_what_stopped_it(recording):
     from kir.tune.trial import TrialProcess
     path = str(next((recording / "records").glob("*.kirrec")))
     with TrialProcess() as process:
-        missing = process.run(path + ".absent", None)
+        recorded = Space.preset("standard").recorded()
+        missing = process.run(path + ".absent", recorded)
         assert missing["status"] == "error" and ".absent" in missing["error"]
         first = process.proc
         assert first is not None and first.poll() is None  # kept
-        result = process.run(path, None)
+        result = process.run(path, recorded)
         if result["status"] == "ok":
             pytest.skip("a GPU is present: tests/test_tune_gpu.py covers it")
         assert result["status"] == "error" and "device" in result["error"].lower(), result

@@ -11,12 +11,12 @@ import math
 import os
 
 
-def model(point: dict | None, recorded_threads: int) -> tuple[str, float]:
-    """(status, ms) of a point (None: the recorded code). Made up, deterministic:
+def model(point: dict, recorded_threads: int) -> tuple[str, float]:
+    """(status, ms) of a point (Space.recorded(): the recorded code). Made up, deterministic:
     O2 is best, a register cap of 64 helps, a block of half the recorded threads
     helps, specialized arguments help a little; a block of 32 threads "differs
     from the recording" (a mismatch)."""
-    if point is None:
+    if point.get("recorded"):
         return "ok", 1.0
     threads = math.prod(point["block"])
     if threads == 32:
@@ -32,15 +32,15 @@ def _resolve(path: str, point: dict | None):
     from kir.replay.variant import resolve
     from kir.tune.space import Point
     record = Record.load(path)
-    variant = Point.from_json(point).variant(bool(record.kernel.jit_args)) if point is not None else None
+    variant = None if point.get("recorded") else Point.from_json(point).variant(bool(record.kernel.jit_args))
     if variant is not None:
         resolve(record, variant)
     return record, variant
 
 
-def modelled(path: str, point: dict | None) -> dict:
+def modelled(path: str, point: dict) -> dict:
     from kir.tune.trial import empty_result
-    if os.environ.get("TUNE_FAKE_CRASH") and point is not None and point["opt_level"] == 1:
+    if os.environ.get("TUNE_FAKE_CRASH") and not point.get("recorded") and point["opt_level"] == 1:
         os._exit(3)
     record, _ = _resolve(path, point)
     status, ms = model(point, math.prod(record.launch.block))
@@ -48,7 +48,7 @@ def modelled(path: str, point: dict | None) -> dict:
                         error="the output differs" if status != "ok" else None)
 
 
-def compiled(path: str, point: dict | None) -> dict:
+def compiled(path: str, point: dict) -> dict:
     """modelled, the code compiled for real (kir.jit), its registers reported."""
     from kir.replay.variant import compile_variant, jit_key
     from kir.tune.trial import empty_result

@@ -24,13 +24,18 @@ def add_variant_arguments(parser) -> None:
                        help="an option for ptxas, e.g. --maxrregcount=32. Repeatable")
     group.add_argument("--warmup", type=int, default=None, metavar="N",
                        help="untimed launches before the timed ones (default 1 for a variant)")
+    group.add_argument("--timing", choices=("each", "graph"), default=None,
+                       help="each: every timed launch alone from the prologue (default); graph: --repeat "
+                            "launches back to back in a CUDA graph, the mean per launch (after one verified "
+                            "launch)")
     group.add_argument("--jit-cache", metavar="DIR",
                        help="store the variant's compiled code in this kernel-object cache under its JIT key")
 
 
 def wants_variant(args) -> bool:
     return bool(args.specialize or args.specialize_dims or args.bounds or args.opt_level is not None or
-                args.pipeline or args.ptxas_option or args.warmup is not None or args.jit_cache)
+                args.pipeline or args.ptxas_option or args.warmup is not None or args.jit_cache or
+                args.timing is not None)
 
 
 def variant_of(args, grid, block, shared_bytes, repeat: int, tolerance):
@@ -56,7 +61,7 @@ def variant_of(args, grid, block, shared_bytes, repeat: int, tolerance):
     return Variant(grid=grid, block=block, shared_bytes=shared_bytes, args=spec_args,
                    specialize_grid="grid" in dims, specialize_block="block" in dims, bounds=bounds,
                    options=options, warmup=1 if args.warmup is None else args.warmup, repeat=repeat,
-                   tolerance=tolerance)
+                   tolerance=tolerance, timing=args.timing or "each")
 
 
 def plan_variant(record, variant, arch: str, cache: str | None = None) -> dict:

@@ -398,10 +398,15 @@ class Replayer:
         grid, block, shared = resolved.grid, resolved.block, resolved.shared_bytes
         self._allow_shared(shared, code.function)
         parameters = _LaunchParameters(self.driver, self.plan.args)
-        for _ in range(variant.warmup):
+        if variant.timing == "graph":
             self._timed_launch(grid, block, shared, parameters, code, timed=False)
-        times = [self._timed_launch(grid, block, shared, parameters, code) for _ in range(variant.repeat)]
-        mismatches = self.verify(variant.tolerance, code.addresses) if verify else []
+            mismatches = self.verify(variant.tolerance, code.addresses) if verify else []
+            times = self._graph_times(code, grid, block, shared, parameters, variant.repeat, variant.warmup)
+        else:
+            for _ in range(variant.warmup):
+                self._timed_launch(grid, block, shared, parameters, code, timed=False)
+            times = [self._timed_launch(grid, block, shared, parameters, code) for _ in range(variant.repeat)]
+            mismatches = self.verify(variant.tolerance, code.addresses) if verify else []
         launch = self.record.launch
         compiled = code.compiled
         return RunResult(grid=grid, block=block, shared_bytes=shared,
@@ -412,6 +417,50 @@ class Replayer:
                          compiled=compiled is not None, jit_key=key, code_kind=code.kind, code_size=code.size,
                          compile_seconds=compiled.compile_seconds if compiled is not None else None,
                          cached=cached, resources=code.resources)
+
+    def _graph_times(self, code: _Code, grid, block, shared: int, parameters: _LaunchParameters, launches: int,
+                     warmup: int) -> list[float]:
+        """`launches` launches captured in one CUDA graph (stream capture), launched
+        `warmup` times untimed, then GRAPH_ROUNDS times between two CUDA events: the
+        mean time per launch of each round (ms)."""
+        from kir.replay.variant import GRAPH_ROUNDS
+        d = self.driver
+        name = self.record.kernel.name
+        self.restore(code.addresses)
+        stream = self._call("cuStreamCreate", d.cuStreamCreate(d.CUstream_flags.CU_STREAM_NON_BLOCKING.value))
+        graph = executable = None
+        events = []
+        try:
+            mode = d.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
+            self._call("cuStreamBeginCapture", d.cuStreamBeginCapture(stream, mode))
+            try:
+                for _ in range(launches):
+                    self._call(f"cuLaunchKernel({name}) in a graph",
+                               d.cuLaunchKernel(code.function, *grid, *block, shared, stream, None, parameters.extra))
+            finally:
+                graph = self._call("cuStreamEndCapture", d.cuStreamEndCapture(stream))
+            executable = self._call("cuGraphInstantiate", d.cuGraphInstantiate(graph, 0))
+            for _ in range(warmup):
+                self._call("cuGraphLaunch", d.cuGraphLaunch(executable, stream))
+            self._call("the kernel", d.cuStreamSynchronize(stream))
+            events = [self._call("cuEventCreate", d.cuEventCreate(0)) for _ in range(2)]
+            times = []
+            for _ in range(GRAPH_ROUNDS):
+                self._call("cuEventRecord", d.cuEventRecord(events[0], stream))
+                self._call("cuGraphLaunch", d.cuGraphLaunch(executable, stream))
+                self._call("cuEventRecord", d.cuEventRecord(events[1], stream))
+                self._call("the kernel", d.cuEventSynchronize(events[1]))
+                total = float(self._call("cuEventElapsedTime", d.cuEventElapsedTime(events[0], events[1])))
+                times.append(total / launches)
+            return times
+        finally:
+            for event in events:
+                d.cuEventDestroy(event)
+            if executable is not None:
+                d.cuGraphExecDestroy(executable)
+            if graph is not None:
+                d.cuGraphDestroy(graph)
+            d.cuStreamDestroy(stream)
 
     def _code_for(self, resolved, key: str | None) -> _Code:
         if key is None:

@@ -37,6 +37,9 @@ KINDS = {"scalar": hashing.SCALAR, "array": hashing.ARRAY, "object": hashing.OBJ
 #: kir_arg_type value -> kir.jit type name
 TYPE_NAMES = {type_code(name): name for name in (*SCALARS, "bytes")}
 #: kir_arg_type value -> element size (bytes: 1)
+#: how a variant's launches are timed (Variant.timing), and the rounds of "graph"
+TIMINGS = ("each", "graph")
+GRAPH_ROUNDS = 5
 TYPE_SIZES = {type_code(name): size for name, (size, _) in SCALARS.items()} | {type_code("bytes"): 1}
 
 
@@ -55,6 +58,12 @@ class Variant:
       a dict of its fields): the compile options (None: not compiled unless
       something is specialized, then kir.jit's defaults).
     warmup / repeat: untimed then timed launches, each from the prologue;
+    timing: "each" (default: every timed launch alone, from the prologue, between
+      two CUDA events: the kernel's time with the launch latency) or "graph" (after
+      one launch from the prologue that is verified: `repeat` launches back to back
+      in a CUDA graph, timed together, GRAPH_ROUNDS times; each time is the mean per
+      launch — what a kernel costs in an app's stream of launches, without the
+      host; the data is not restored between them);
     tolerance: a comparison.Tolerance (or a dict of them by region), None: bitwise.
     name: a label for tables."""
     grid: tuple[int, int, int] | None = None
@@ -67,6 +76,7 @@ class Variant:
     options: Options | None = None
     warmup: int = 1
     repeat: int = 10
+    timing: str = "each"
     tolerance: object = None
     name: str = ""
 
@@ -93,6 +103,8 @@ class Variant:
             low = 0 if name == "warmup" else 1
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise OptionError(f"{name} {value!r}: expected an integer >= {low}")
+        if self.timing not in TIMINGS:
+            raise OptionError(f"timing {self.timing!r}: expected {' or '.join(TIMINGS)}")
         if self.tolerance is not None and not isinstance(self.tolerance, (Tolerance, dict)):
             raise OptionError(f"tolerance: expected a Tolerance or a dict of them, not "
                               f"{type(self.tolerance).__name__}")

@@ -102,6 +102,6 @@ def _space_dict(space: Space) -> dict:
     """The space as Space.from_dict reads it (what travels to the workers)."""
     data = {k: getattr(space, k) for k in ("launch_safety", "opt_level", "pipeline", "codegen_opt", "maxrregcount",
                                            "specialize_args", "specialize_dims", "launch_bounds", "min_blocks",
-                                           "warmup", "repeat")}
+                                           "warmup", "repeat", "timing")}
     data["block"] = space.block if isinstance(space.block, str) else [list(b) for b in space.block]
     return json.loads(json.dumps(data))

@@ -16,7 +16,8 @@ A space is a JSON object (`kir tune --space FILE`), or one of the presets
      "specialize_dims": [false, true],      # grid and block become constants
      "launch_bounds": [false, true],        # __launch_bounds__(threads of the block, min_blocks)
      "min_blocks": [0, 1, 2, 4],            # with launch_bounds
-     "warmup": 2, "repeat": 10}             # launches per trial: untimed, then timed (fixed)
+     "timing": "graph",                     # how launches are timed (kir.replay.Variant.timing)
+     "warmup": 1, "repeat": 20}             # per trial: untimed, then timed launches (fixed)
 
 The dimensions follow Mneme's tuner (python/mneme/tuning/builtin_spaces.py,
 BuiltinTuneSearchSpace: block shapes whose grid is derived from the recorded work,
@@ -60,8 +61,9 @@ DEFAULTS = {
     "specialize_dims": [False],
     "launch_bounds": [False],
     "min_blocks": [0],
-    "warmup": 2,
-    "repeat": 10,
+    "timing": "graph",
+    "warmup": 1,
+    "repeat": 20,
 }
 
 PRESETS = {
@@ -140,8 +142,9 @@ class Point:
     specialize_dims: bool = False
     launch_bounds: bool = False
     min_blocks: int = 0
-    warmup: int = 2
-    repeat: int = 10
+    warmup: int = 1
+    repeat: int = 20
+    timing: str = "graph"
     recorded_launch: bool = True   #: block and grid are the recording's
 
     def options(self):
@@ -156,7 +159,8 @@ class Point:
         return Variant(grid=self.grid, block=self.block, args="jit" if self.specialize_args and has_jit_args else (),
                        specialize_grid=self.specialize_dims, specialize_block=self.specialize_dims,
                        bounds=(threads, self.min_blocks) if self.launch_bounds else None,
-                       options=self.options(), warmup=self.warmup, repeat=self.repeat, name=name)
+                       options=self.options(), warmup=self.warmup, repeat=self.repeat, timing=self.timing,
+                       name=name)
 
     def describe(self) -> str:
         parts = [f"block {'x'.join(map(str, self.block))}", f"grid {'x'.join(map(str, self.grid))}"]
@@ -194,8 +198,9 @@ class Space:
     specialize_dims: list = field(default_factory=lambda: [False])
     launch_bounds: list = field(default_factory=lambda: [False])
     min_blocks: list = field(default_factory=lambda: [0])
-    warmup: int = 2
-    repeat: int = 10
+    warmup: int = 1
+    repeat: int = 20
+    timing: str = "graph"
     source: str = "preset standard"
 
     @classmethod
@@ -264,6 +269,10 @@ class Space:
                 except OptionError as error:
                     raise OptionError(f"{where}: pipeline {text!r}: {error}") from None
             space.pipeline = pipelines
+        space.timing = merged["timing"]
+        from kir.replay.variant import TIMINGS
+        if space.timing not in TIMINGS:
+            raise OptionError(f"{where}: timing {space.timing!r}: expected {' or '.join(TIMINGS)}")
         for name, low in (("warmup", 0), ("repeat", 1)):
             value = merged[name]
             if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= 100000:
@@ -296,7 +305,7 @@ class Space:
         block = pick("block", blocks)
         grid = tuple(launch.grid) if block == tuple(launch.block) else \
             derived_grid(launch.block, launch.grid, block)
-        point = Point(block=block, grid=grid, warmup=self.warmup, repeat=self.repeat,
+        point = Point(block=block, grid=grid, warmup=self.warmup, repeat=self.repeat, timing=self.timing,
                       recorded_launch=(block, grid) == (tuple(launch.block), tuple(launch.grid)))
         if self.pipeline:
             point.pipeline = pick("pipeline", self.pipeline)
@@ -310,6 +319,11 @@ class Space:
         if point.launch_bounds:
             point.min_blocks = pick("min_blocks", self.min_blocks)
         return point
+
+    def recorded(self) -> dict:
+        """The request for the baseline: the recorded code at the recorded launch,
+        timed as the trials are (kir.tune.trial.evaluate)."""
+        return {"recorded": True, "warmup": self.warmup, "repeat": self.repeat, "timing": self.timing}
 
     def baseline_params(self, record) -> dict:
         """The trial to run first (Optuna's enqueue_trial): the recorded launch with
@@ -343,7 +357,7 @@ class Space:
                 "pipeline": self.pipeline, "codegen_opt": self.codegen_opt, "maxrregcount": self.maxrregcount,
                 "specialize_args": self.specialize_args, "specialize_dims": self.specialize_dims,
                 "launch_bounds": self.launch_bounds, "min_blocks": self.min_blocks, "warmup": self.warmup,
-                "repeat": self.repeat, "points": self.size(record)}
+                "repeat": self.repeat, "timing": self.timing, "points": self.size(record)}
 
 
 def _text(value) -> str:

@@ -68,7 +68,8 @@ def open_storage(url: str | None):
 @dataclasses.dataclass(frozen=True)
 class TuneTask:
     """`trials` trials of `path`'s study (see the module's docstring). `executor`:
-    "MODULE:FUNCTION" run as FUNCTION(path, point_or_None) -> result dict instead
+    "MODULE:FUNCTION" run as FUNCTION(path, point) -> result dict (the point a
+    Point.to_json(), or Space.recorded() for the recorded code) instead
     of a replay on the GPU (tests); `storage`: open_storage's URL (None: in memory:
     then the task returns its trials, as the only place they live)."""
     path: str
@@ -98,7 +99,7 @@ class TuneTask:
         run, close = self._runner()
         try:
             if self.measure_baseline:
-                baseline = run(self.path, None)
+                baseline = run(self.path, space.recorded())
                 worker = f"{socket.gethostname()}:{os.getpid()}"
                 study.set_user_attr(f"recorded:{worker}", baseline)
             seen: dict[str, dict] = {}  # a point measured in this task: not run again

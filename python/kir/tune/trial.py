@@ -70,15 +70,16 @@ class _Replayers:
         self.open.clear()
 
 
-def evaluate(replayers: _Replayers, path: str, point: dict | None) -> dict:
-    """Run `point` (Point.to_json(); None: the recorded code at the recorded launch,
-    the baseline) on `path`'s record; its result. KirErrors are an "error" result."""
+def evaluate(replayers: _Replayers, path: str, point: dict) -> dict:
+    """Run `point` (Point.to_json(), or Space.recorded(): the recorded code at the
+    recorded launch, the baseline) on `path`'s record; its result. KirErrors are an
+    "error" result."""
     from kir.replay import Variant
     from kir.tune.space import Point
     try:
         replayer = replayers.get(path)
-        if point is None:
-            variant = Variant(warmup=2, repeat=10, name="recorded")
+        if point.get("recorded"):
+            variant = Variant(warmup=point["warmup"], repeat=point["repeat"], timing=point["timing"], name="recorded")
         else:
             p = Point.from_json(point)
             variant = p.variant(bool(replayer.record.kernel.jit_args))
@@ -104,7 +105,7 @@ class TrialProcess:
         self.proc = subprocess.Popen([sys.executable, "-m", "kir.tune.trial", str(self.device)],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True, bufsize=1)
 
-    def run(self, path: str, point: dict | None) -> dict:
+    def run(self, path: str, point: dict) -> dict:
         if self.proc is None or self.proc.poll() is not None:
             self._start()
         try:
