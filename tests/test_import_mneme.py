@@ -21,17 +21,7 @@ import build as fixture_build
 import kir._core as core
 from kir.record import Record, Recording
 
-KERNEL_SOURCE = r"""
-struct Affine { int mul; int add; };
-__device__ unsigned long long launched;
-__global__ void affine(int *out, const int *in, Affine a, long long bias, int n) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) {
-    out[i] = in[i] * a.mul + a.add + (int)bias;
-    atomicAdd(&launched, 1ull);
-  }
-}
-"""
+KERNEL_SOURCE = (Path(__file__).parent / "fixtures" / "mneme_affine.cu").read_text()
 KERNEL = "_Z6affinePiPKi6Affinexi"
 VA_BASE = 0x153940000000  # DeviceTraits<CUDA>::getSuggestedAddr (include/mneme/DeviceTraits.hpp)
 VA_SIZE = 4 << 30
@@ -197,14 +187,12 @@ def write_recording(folder: Path, ir: bytes, static: int = 15941914485064662553)
 
 
 @pytest.fixture(scope="module")
-def kernel_ir(tmp_path_factory) -> bytes:
-    if not shutil.which(fixture_build.CLANG):
+def kernel_ir(built) -> bytes:
+    """affine's device IR by clang-22 (tests/fixtures/mneme_affine.cu, built by build.py:
+    a GPU machine without clang takes it from the fixture cache)."""
+    if "mneme_affine.bc" not in built:
         pytest.skip("clang-22 is not installed")
-    work = tmp_path_factory.mktemp("mneme_ir")
-    (work / "affine.cu").write_text(KERNEL_SOURCE)
-    subprocess.run([*fixture_build.CLANG_CUDA, "-O2", "--cuda-device-only", "-emit-llvm", "-c",
-                    str(work / "affine.cu"), "-o", str(work / "affine.bc")], check=True, capture_output=True)
-    return (work / "affine.bc").read_bytes()
+    return Path(built["mneme_affine.bc"]).read_bytes()
 
 
 @pytest.fixture

@@ -117,3 +117,20 @@ def test_graph_timing_leaves_out_the_launch_latency(daxpy_record):
     assert len(graph.times_ms) == 5 and all(t > 0 for t in graph.times_ms)
     print(f"daxpy 2^23: each {each.median_ms * 1e3:.2f} us, graph {graph.median_ms * 1e3:.2f} us per launch")
     assert graph.median_ms < each.median_ms
+
+
+def test_tune_over_one_worker_per_gpu(daxpy_record, kir_cli, tmp_path):
+    """`kir tune --workers`: one Dask worker per GPU, the record's trials split over
+    them through one Optuna journal; every trial a real, verified replay."""
+    from kir.distribute import gpu_count
+    gpus = gpu_count()
+    journal = tmp_path / "tune.journal"
+    out = kir_cli("tune", daxpy_record, "--preset", "compiler", "--trials", "8", "--seed", "4", "--workers",
+                  "--storage", f"journal:{journal}", "--json")
+    assert out.returncode == 0, out.stderr[-3000:]
+    r = json.loads(out.stdout)["records"][0]
+    assert len(r["trials"]) == 8
+    assert all(t["state"] == "complete" and t["result"]["verified"] for t in r["trials"]), r["trials"]
+    workers = {t["worker"] for t in r["trials"]}
+    assert len(workers) == min(gpus, 8), (gpus, workers)
+    print(f"kir tune --workers on {gpus} GPUs: 8 trials on {len(workers)} workers")
