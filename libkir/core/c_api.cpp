@@ -279,6 +279,20 @@ int kir_jit_key(const kir_jit_key_input* in, kir_hash128* out) {
   return 0;
 }
 
+size_t kir_jit_config_records(const kir_config_item* items, size_t count, void* out, size_t capacity) {
+  if (count && !items) return fail("kir_jit_config_records: items is NULL, count " + std::to_string(count)), 0;
+  std::string bytes;
+  for (size_t i = 0; i < count; ++i) {
+    const kir_config_item& c = items[i];
+    if (!c.key) return fail("kir_jit_config_records: item #" + std::to_string(i) + ": key is NULL"), 0;
+    if (!c.value && c.size)
+      return fail("kir_jit_config_records: item '" + std::string(c.key) + "': value is NULL"), 0;
+    kir::encode_config_record(bytes, c.key, std::string_view(static_cast<const char*>(c.value), c.size));
+  }
+  if (out && capacity >= bytes.size()) std::memcpy(out, bytes.data(), bytes.size());
+  return bytes.size();
+}
+
 kir_hash128 kir_launch_identity(kir_hash128 static_hash, const char* arch, void* const* args,
                                 const uint32_t* param_sizes, uint32_t param_count, const uint32_t grid[3],
                                 const uint32_t block[3], uint64_t shared_bytes) {

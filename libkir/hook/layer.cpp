@@ -185,6 +185,15 @@ int Layer::add_client(const kir_hook_client* client) {
   client_count_.store(n + 1, std::memory_order_release);
   if (slot.allocator) install_allocator(slot.allocator);
   if (slot.launch_override) has_override_.store(true, std::memory_order_release);
+  // What the launch path must compute for this client (API 5; older clients: everything).
+  uint32_t skips = client->struct_size < offsetof(kir_hook_client, launch_skips) + sizeof(uint32_t)
+                       ? 0u : client->launch_skips;
+  if (skips & KIR_HOOK_SKIP_KERNEL) skips |= KIR_HOOK_SKIP_IDENTITY;
+  uint32_t needs = 0;
+  if (!(skips & KIR_HOOK_SKIP_KERNEL)) needs |= kNeedsKernel;
+  if (!(skips & KIR_HOOK_SKIP_IDENTITY)) needs |= kNeedsIdentity;
+  if (!slot.launch_begin && !slot.launch_completed && !slot.launch_override) needs = 0;  // never sees a launch
+  launch_needs_.fetch_or(needs, std::memory_order_release);
   return 0;
 }
 
@@ -704,9 +713,10 @@ KernelRecord* Layer::kernel_for(const void* stub) {
 void Layer::launch_begin(kir_hook_launch& launch, Claim* claim, Vendor vendor) {
   ++launches_;
   if (!has_clients()) return;  // nobody to tell: skip the lookup and hash
-  KernelRecord* k = kernel_for(launch.host_stub);
+  const uint32_t needs = launch_needs_.load(std::memory_order_acquire);
+  KernelRecord* k = needs & kNeedsKernel ? kernel_for(launch.host_stub) : nullptr;
   launch.kernel = k ? &k->view : nullptr;
-  if (k) {
+  if (k && (needs & kNeedsIdentity)) {  // only when a client reads it (API 5)
     const std::string& arch = k->fatbin ? k->fatbin->arch : std::string();
     const uint32_t grid[3] = {launch.grid.x, launch.grid.y, launch.grid.z};
     const uint32_t block[3] = {launch.block.x, launch.block.y, launch.block.z};

@@ -187,6 +187,9 @@ class Layer {
   bool overriding() const { return has_override_.load(std::memory_order_relaxed); }
   /// Whether any client listens: without one, launches need no kernel lookup.
   bool has_clients() const { return client_count_.load(std::memory_order_acquire) != 0; }
+  /// What some client reads of a launch event (kNeeds*: from kir_hook_client.launch_skips, API 5).
+  static constexpr uint32_t kNeedsKernel = 1, kNeedsIdentity = 2;
+  uint32_t launch_needs() const { return launch_needs_.load(std::memory_order_acquire); }
   void count_substitute_load() { ++substitute_loads_; }
   /// The JIT arguments of the kernel registered with `stub` (Proteus ABI): set once.
   void set_jit_args(const void* stub, std::vector<kir_jit_arg> args);
@@ -255,6 +258,7 @@ class Layer {
   kir_hook_allocator allocator_{};
   std::atomic<bool> has_allocator_{false};
   std::atomic<bool> has_override_{false};
+  std::atomic<uint32_t> launch_needs_{0};  ///< kNeeds* of every client, or'ed
   std::atomic<uint64_t> handled_{0}, substituted_{0}, substitute_loads_{0}, substitute_failures_{0};
 };
 

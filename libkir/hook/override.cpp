@@ -97,16 +97,7 @@ kir_hash128 code_identity(const kir_hook_substitute& s) {
 void* load_code(const kir_hook_launch& launch, const Claim& claim, Vendor vendor) {
   const kir_hook_substitute& s = claim.sub;
   const char* entry = s.entry ? s.entry : launch.kernel ? launch.kernel->name : nullptr;
-  if (!entry || !*entry) return fail(launch, claim, "no entry named, and the launched kernel is unknown"), nullptr;
-  if (!s.code || !s.code_size) return fail(launch, claim, "code without bytes"), nullptr;
-  const char* kind = s.code_kind ? s.code_kind : "";
   bool is_hip = vendor == Vendor::hip;
-  if (is_hip ? std::strcmp(kind, "code-object") != 0
-             : std::strcmp(kind, "cubin") != 0 && std::strcmp(kind, "ptx") != 0)
-    return fail(launch, claim,
-                std::string("code kind \"") + kind + "\" cannot be loaded by the " + (is_hip ? "HIP" : "CUDA") +
-                    " runtime (" + (is_hip ? "\"code-object\"" : "\"cubin\" or \"ptx\"") + ")"),
-           nullptr;
   const void* where = nullptr;
   if (is_hip) {
     KIR_HIP(get_device, int (*)(int*), "hipGetDevice");
@@ -116,12 +107,39 @@ void* load_code(const kir_hook_launch& launch, const Claim& claim, Vendor vendor
   } else if (!(where = current_context(vendor))) {
     return fail(launch, claim, "no current CUDA context"), nullptr;
   }
-  kir_hash128 id = s.id.high || s.id.low ? s.id : code_identity(s);
+  // This thread's recent loads first: no lock, no string, no check repeated (issue 15).
+  // A slot holds only code that loaded (so passed the checks below) under this id, for
+  // this context and entry; the cache's entries live as long as the process.
+  struct Recent {
+    const void* where;
+    uint64_t high, low;
+    const char* entry;
+    void* function;
+  };
+  static thread_local Recent recent[8];
+  const bool named = s.id.high || s.id.low;
+  Recent* slot = named ? &recent[(s.id.low ^ reinterpret_cast<uintptr_t>(where)) & 7] : nullptr;
+  if (slot && slot->function && slot->where == where && slot->high == s.id.high && slot->low == s.id.low &&
+      slot->entry == entry)
+    return slot->function;
+  if (!entry || !*entry) return fail(launch, claim, "no entry named, and the launched kernel is unknown"), nullptr;
+  if (!s.code || !s.code_size) return fail(launch, claim, "code without bytes"), nullptr;
+  const char* kind = s.code_kind ? s.code_kind : "";
+  if (is_hip ? std::strcmp(kind, "code-object") != 0
+             : std::strcmp(kind, "cubin") != 0 && std::strcmp(kind, "ptx") != 0)
+    return fail(launch, claim,
+                std::string("code kind \"") + kind + "\" cannot be loaded by the " + (is_hip ? "HIP" : "CUDA") +
+                    " runtime (" + (is_hip ? "\"code-object\"" : "\"cubin\" or \"ptx\"") + ")"),
+           nullptr;
+  kir_hash128 id = named ? s.id : code_identity(s);
   auto key = std::make_tuple(where, id.high, id.low, std::string(entry));
   ModuleCache& cache = module_cache();
   std::lock_guard<std::mutex> lock(cache.mutex);  // also: two threads never load the same code twice
   auto it = cache.functions.find(key);
-  if (it != cache.functions.end()) return it->second;
+  if (it != cache.functions.end()) {
+    if (slot) *slot = {where, id.high, id.low, entry, it->second};
+    return it->second;
+  }
   std::string arch = s.arch && *s.arch ? std::string(" ") + s.arch : std::string();
   // PTX must be NUL-terminated for the driver: copy it when it is not.
   std::string text;
@@ -160,6 +178,7 @@ void* load_code(const kir_hook_launch& launch, const Claim& claim, Vendor vendor
   }
   Layer::get().count_substitute_load();
   cache.functions.emplace(std::move(key), function);
+  if (slot) *slot = {where, id.high, id.low, entry, function};
   return function;
 }
 

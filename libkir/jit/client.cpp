@@ -178,8 +178,8 @@ class JitClient {
     in.specialize_block = specialize_block_;
     in.max_threads = max_threads_;
     in.min_blocks = min_blocks_;
-    in.config = config_.data();
-    in.config_count = config_.size();
+    in.config_records = config_records_.data();
+    in.config_records_size = config_records_.size();
     in.read_memory = &JitClient::read_memory;
     in.user = this;
     kir_hash128 key;
@@ -191,7 +191,7 @@ class JitClient {
     int claimed = 0;
     // A key this thread hit before: its entry, with no lock and no cache call (the
     // cache's entries stay valid until it is closed, which this client never does).
-    HitSlot& slot = hit_table[(key.low ^ key.high) & (kHitSlots - 1)];
+    HitSlot& slot = thread_state.hits[(key.low ^ key.high) & (kHitSlots - 1)];
     if (slot.code && slot.key.high == key.high && slot.key.low == key.low) {
       fill(out, key, slot.code, slot.size, slot.kind, slot.arch);
       hits_.fetch_add(1, std::memory_order_relaxed);
@@ -257,7 +257,12 @@ class JitClient {
     const char* arch;
   };
   static constexpr size_t kHitSlots = 64;
-  static thread_local HitSlot hit_table[kHitSlots];
+  struct ThreadState {
+    void* context = nullptr;  ///< the context `arch` was read for
+    char arch[16] = "";
+    HitSlot hits[kHitSlots] = {};  ///< keys this thread hit before
+  };
+  static thread_local ThreadState thread_state;
 
   static void fill(kir_hook_substitute* out, kir_hash128 key, const void* code, size_t size, const char* kind,
                    const char* arch) {
@@ -313,13 +318,21 @@ class JitClient {
   bool finish_config() {  // the strings no longer move: point the items at them
     for (size_t i = 0; i < config_keys_.size(); ++i)
       config_.push_back({config_keys_[i].c_str(), config_values_[i].data(), config_values_[i].size()});
+    // Encoded once: every launch appends these bytes to its key (no per-launch encoding).
+    size_t size = kir_jit_config_records(config_.data(), config_.size(), nullptr, 0);
+    config_records_.resize(size);
+    if (size && kir_jit_config_records(config_.data(), config_.size(), config_records_.data(), size) != size) {
+      std::fprintf(stderr, "kir-jit: error: KIR_JIT_CONFIG: %s\n", kir_last_error());
+      return false;
+    }
     return true;
   }
 
   /// "sm_90" for the calling thread's current context; nullptr without one.
   const char* device_arch() {
-    thread_local void* context = nullptr;
-    thread_local char arch[16] = "";
+    ThreadState& t = thread_state;  // one TLS access for both
+    void*& context = t.context;
+    char* arch = t.arch;
     void* current = nullptr;
     if (driver_.ctx_get_current(&current) != 0 || !current) return nullptr;
     if (current != context || !arch[0]) {
@@ -327,7 +340,7 @@ class JitClient {
       if (driver_.ctx_get_device(&device) != 0 || driver_.device_get_attribute(&major, 75, device) != 0 ||
           driver_.device_get_attribute(&minor, 76, device) != 0)
         return nullptr;
-      std::snprintf(arch, sizeof arch, "sm_%d%d", major, minor);
+      std::snprintf(arch, sizeof t.arch, "sm_%d%d", major, minor);
       context = current;
     }
     return arch;
@@ -393,6 +406,7 @@ class JitClient {
   uint64_t recheck_ns_ = 1000000000ull;
   std::vector<std::string> config_keys_, config_values_;
   std::vector<kir_config_item> config_;
+  std::string config_records_;  ///< config_ as kir_jit_config_records encodes it
   Driver driver_;  // loaded at start
   std::shared_mutex miss_mutex_;
   std::unordered_map<kir_hash128, uint64_t, KeyHash, KeyEqual> missed_;  // key -> look again after
@@ -402,7 +416,7 @@ class JitClient {
   std::atomic<uint64_t> eligible_{0}, hits_{0}, misses_{0}, errors_{0}, timed_{0}, timed_ns_{0};
 };
 
-thread_local JitClient::HitSlot JitClient::hit_table[JitClient::kHitSlots];
+thread_local JitClient::ThreadState JitClient::thread_state;
 
 JitClient* the_client = nullptr;
 
@@ -424,6 +438,7 @@ extern "C" KIR_JIT_EXPORT const kir_hook_client* kir_hook_client_entry(void) {
     c.struct_size = sizeof c;
     c.api_version = KIR_HOOK_API_VERSION;
     c.launch_override = on_override;
+    c.launch_skips = KIR_HOOK_SKIP_IDENTITY;  // the JIT key is the client's own: no launch identity needed
     return c;
   }();
   if (the_client) return &client;

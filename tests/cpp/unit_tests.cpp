@@ -455,6 +455,29 @@ void test_jit_key_c_api() {
   in.prefix = nullptr;
   in.arch = "sm_90";
 
+  // The CONFIG records encoded once (kir_jit_config_records): the same key, and
+  // still allocation-free at the launch; both encodings at once is an error.
+  const kir_config_item two[] = {{"opt-level", "3", 1}, {"kind", "cubin", 5}};
+  size_t need = kir_jit_config_records(config, 1, nullptr, 0);
+  CHECK(need == 9 + 9 + 1);
+  std::string encoded(need, '\0');
+  CHECK(kir_jit_config_records(config, 1, encoded.data(), encoded.size()) == need);
+  in.config = nullptr, in.config_count = 0;
+  in.config_records = encoded.data(), in.config_records_size = encoded.size();
+  kir_hash128 from_records{};
+  before = allocations.load();
+  CHECK(kir_jit_key(&in, &from_records) == 0);
+  CHECK(allocations.load() == before);
+  CHECK(from_records.high == key.high && from_records.low == key.low);
+  in.config = config, in.config_count = 1;
+  CHECK(kir_jit_key(&in, &from_records) == -1);
+  CHECK(std::string(kir_last_error()).find("config_records and config are both given") != std::string::npos);
+  in.config_records = nullptr, in.config_records_size = 0;
+  CHECK(kir_jit_config_records(two, 2, nullptr, 0) == 19 + 9 + 4 + 5);
+  const kir_config_item bad[] = {{nullptr, "3", 1}};
+  CHECK(kir_jit_config_records(bad, 1, nullptr, 0) == 0);
+  CHECK(std::string(kir_last_error()).find("item #0: key is NULL") != std::string::npos);
+
   // A caller compiled before the appended fields: no captures, no prefix.
   kir_jit_key_input old = in;
   old.struct_size = offsetof(kir_jit_key_input, captures);

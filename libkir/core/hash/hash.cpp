@@ -181,7 +181,16 @@ DynamicHash& DynamicHash::bounds(uint32_t max_threads, uint32_t min_blocks) {
   return *this;
 }
 
-DynamicHash& DynamicHash::config(std::string_view key, std::string_view value) {
+void encode_config_record(std::string& out, std::string_view key, std::string_view value) {
+  uint32_t length = static_cast<uint32_t>(4 + key.size() + value.size()), key_size = static_cast<uint32_t>(key.size());
+  out.push_back(static_cast<char>(hash_tag::kConfig));
+  out.append(reinterpret_cast<const char*>(&length), 4);
+  out.append(reinterpret_cast<const char*>(&key_size), 4);
+  out.append(key);
+  out.append(value);
+}
+
+DynamicHash& DynamicHash::config_slow(std::string_view key, std::string_view value) {
   record(hash_tag::kConfig, 4 + key.size() + value.size());
   put_u32(static_cast<uint32_t>(key.size()));
   put(key.data(), key.size());

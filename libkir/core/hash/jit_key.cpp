@@ -189,6 +189,12 @@ Status add_jit_key_records(DynamicHash& h, const kir_jit_key_input& in) {
   if (in.specialize_block) h.block(in.block[0], in.block[1], in.block[2]);
   if (bounds) h.bounds(in.max_threads, in.min_blocks);
   h.shared(in.shared_bytes);
+  if (has(in, &in.config_records_size) && in.config_records) {
+    if (in.config_count || in.config)
+      return Error("config_records and config are both given: one encoding of the CONFIG records");
+    h.records(in.config_records, in.config_records_size);  // kir_jit_config_records' output
+    return {};
+  }
   if (in.config_count && !in.config) return Error("config is NULL, config_count " + std::to_string(in.config_count));
   for (size_t i = 0; i < in.config_count; ++i) {
     const kir_config_item& c = in.config[i];

@@ -127,7 +127,7 @@
 extern "C" {
 #endif
 
-#define KIR_HOOK_API_VERSION 4
+#define KIR_HOOK_API_VERSION 5
 
 typedef struct kir_dim3 {
   uint32_t x, y, z;
@@ -272,7 +272,21 @@ typedef struct kir_hook_client {
                         /* return 1 to claim the launch (filling `*out`), 0 to let it be;
                            asked before launch_begin, on the app's thread; `launch->kernel`
                            is NULL for a kernel the layer does not know */
+  /* API 5: */
+  uint32_t launch_skips; /* KIR_HOOK_SKIP_*: what of a launch event this client never reads,
+                            so that the layer need not compute it at each launch. 0 (and any
+                            client whose struct_size stops before this field): everything is
+                            computed, as for API 1-4 clients. */
 } kir_hook_client;
+
+/* kir_hook_client.launch_skips. The layer computes a launch event's
+ * launch_identity (a hash over every argument's bytes) only when some client
+ * does not skip it, and looks its `kernel` up only when some client does not
+ * skip that; skipped, they are zero / NULL for every client. A client that
+ * reads neither — e.g. one that counts launches — costs the launch path only its
+ * callbacks. SKIP_KERNEL implies SKIP_IDENTITY. */
+#define KIR_HOOK_SKIP_IDENTITY 0x1u
+#define KIR_HOOK_SKIP_KERNEL 0x2u
 
 /* When a client's launch_completed is called, for launches the runtime accepted
  * (a failed launch is reported at once, with its error):

@@ -273,7 +273,18 @@ typedef struct kir_jit_key_input {
   const kir_dynamic_hash* prefix;        /* optional: a builder begun with kir_dynamic_hash_begin
                                             for this static hash and arch (then `static_hash` and
                                             `arch` are not read): saves re-encoding them */
+  const void* config_records;            /* optional: the CONFIG records already encoded by
+                                            kir_jit_config_records (then `config` must be NULL
+                                            and config_count 0): a client's fixed options,
+                                            encoded once instead of at every launch */
+  size_t config_records_size;
 } kir_jit_key_input;
+
+/** The CONFIG records of `items` (in this order) as the JIT key encodes them, for
+ *  kir_jit_key_input.config_records: written to `out` when `capacity` suffices.
+ *  Returns the size they need (call with capacity 0 to ask), or 0 with
+ *  kir_last_error set (a NULL key, or a NULL value with a non-zero size). */
+size_t kir_jit_config_records(const kir_config_item* items, size_t count, void* out, size_t capacity);
 
 /** The JIT key of one launch (docs/hashing.md, "JIT key"). Each runtime-constant
  *  argument enters as one ARG record (position, its kir_jit_arg.type, value bytes):

@@ -135,7 +135,25 @@ class DynamicHash {
   DynamicHash& grid(uint32_t x, uint32_t y, uint32_t z) { return dims(hash_tag::kGrid, x, y, z); }
   DynamicHash& block(uint32_t x, uint32_t y, uint32_t z) { return dims(hash_tag::kBlock, x, y, z); }
   DynamicHash& bounds(uint32_t max_threads, uint32_t min_blocks);
-  DynamicHash& config(std::string_view key, std::string_view value);
+  DynamicHash& config(std::string_view key, std::string_view value) {
+    const size_t n = 9 + key.size() + value.size();
+    if (key.size() <= kInline && value.size() <= kInline) {
+      if (unsigned char* p = reserve(n)) {  // the common case: one record, in place
+        head(p, hash_tag::kConfig, n - 5);
+        store32(p + 5, static_cast<uint32_t>(key.size()));
+        std::memcpy(p + 9, key.data(), key.size());
+        std::memcpy(p + 9 + key.size(), value.data(), value.size());
+        return *this;
+      }
+    }
+    return config_slow(key, value);
+  }
+  DynamicHash& config_slow(std::string_view key, std::string_view value);
+  /// Records already encoded (kir_jit_config_records' CONFIG records), appended as they are.
+  DynamicHash& records(const void* data, size_t size) {
+    put(data, size);
+    return *this;
+  }
   DynamicHash& shared(uint64_t bytes) {
     if (unsigned char* p = reserve(13)) {
       head(p, hash_tag::kShared, 8);
@@ -246,6 +264,10 @@ class DynamicHash {
   size_t used_ = 0;
   unsigned char buffer_[kInline];
 };
+
+/// One CONFIG record as DynamicHash::config writes it, appended to `out`
+/// (kir_jit_config_records: a client's fixed options encoded once).
+void encode_config_record(std::string& out, std::string_view key, std::string_view value);
 
 /// The launch identity (docs/hashing.md): every argument's bytes (ARG records
 /// of type bytes, one per parameter whose `args[i]` is not null, `sizes[i]`
