@@ -30,7 +30,7 @@ static void on_begin(void* u, const kir_hook_launch* l) { (void)u; (void)l; __at
 static void on_done(void* u, const kir_hook_launch* l) { (void)u; (void)l; }
 static kir_hook_client client = {sizeof(kir_hook_client), KIR_HOOK_API_VERSION, 0,
                                  0, 0, 0, 0, 0, on_begin, on_done};
-const kir_hook_client* kir_hook_client_entry(void) { return &client; }
+const kir_hook_client* kir_hook_client_entry(void) { client.launch_skips = SKIPS; return &client; }
 __attribute__((destructor)) static void report(void) { fprintf(stderr, "noop-client launches=%llu\n", seen); }
 """
 
@@ -77,14 +77,17 @@ def build_override_clients(work: Path) -> tuple[Path, Path]:
     return out[0], out[1]
 
 
-def build(work: Path) -> tuple[Path, Path]:
-    exe, client = work / "launch", work / "libnoop.so"
+def build(work: Path) -> tuple[Path, Path, Path]:
+    """The app, the no-op client reading everything (launch_skips 0, as an API 4
+    client), and the same client skipping what it does not read (API 5)."""
+    exe, client, lean = work / "launch", work / "libnoop.so", work / "libnoop_skips.so"
     subprocess.run(["nvcc", "-O2", "-cudart", "shared", "-arch=native", str(HERE / "hook_overhead.cu"),
                     "-o", str(exe)], check=True)
     (work / "noop.c").write_text(NOOP_CLIENT)
-    subprocess.run(["gcc", "-shared", "-fPIC", "-I", str(Path(kir.__file__).parent / "include"),
-                    str(work / "noop.c"), "-o", str(client)], check=True)
-    return exe, client
+    for lib, skips in ((client, "0"), (lean, "KIR_HOOK_SKIP_KERNEL")):
+        subprocess.run(["gcc", "-shared", "-fPIC", "-I", str(Path(kir.__file__).parent / "include"),
+                        f"-DSKIPS={skips}", str(work / "noop.c"), "-o", str(lib)], check=True)
+    return exe, client, lean
 
 
 def ns_per_launch(exe: Path, launches: int, env: dict) -> float:
@@ -109,11 +112,13 @@ def main() -> None:
     parser.add_argument("--launches", type=int, default=200000)
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp())
-    exe, client = build(work)
+    exe, client, lean = build(work)
     declines, substitutes = build_override_clients(work)
     hook = str(Path(kir.__file__).parent / "lib" / "libkir_hook.so")
     variants = {"hook, no client": {"LD_PRELOAD": hook},
                 "hook + no-op client": {"LD_PRELOAD": hook, "KIR_HOOK_CLIENTS": str(client)},
+                "hook + no-op client skipping kernel and identity (API 5)": {"LD_PRELOAD": hook,
+                                                                             "KIR_HOOK_CLIENTS": str(lean)},
                 "hook + override client, declines": {"LD_PRELOAD": hook, "KIR_HOOK_CLIENTS": str(declines)},
                 "hook + override client, substitutes (cached code)": {"LD_PRELOAD": hook,
                                                                       "KIR_HOOK_CLIENTS": str(substitutes)}}

@@ -185,6 +185,25 @@ void bind_device_code(nb::module_& m) {
       .def("records", &kir_bindings::code_records,
            "The same content as plain dicts and lists (the `kir inspect --json` form).")
       .def_ro("kernels", &kir::DeviceCode::kernels)
+      .def("kernel_rows", [](const kir::DeviceCode& code) {
+        // One tuple of plain values per kernel: reading `kernels` from Python copies
+        // every kernel and its parameters into objects (issue 15: kir inspect --kernels).
+        nb::list rows;
+        for (const kir::Kernel& k : code.kernels) {
+          std::string layout;
+          for (const kir::KernelParam& p : k.params) {
+            layout += ' ';
+            layout += std::to_string(p.offset);
+            layout += ':';
+            layout += std::to_string(p.size);
+          }
+          nb::object registers = k.registers ? nb::cast(*k.registers) : nb::none();
+          nb::object shared = k.shared_bytes ? nb::cast(*k.shared_bytes) : nb::none();
+          rows.append(nb::make_tuple(k.name, k.demangled, k.params.size(), layout, registers, shared));
+        }
+        return rows;
+      }, "Per kernel: (name, demangled, parameter count, layout ' OFFSET:SIZE...', registers or None, "
+         "static shared bytes or None).")
       .def_ro("functions", &kir::DeviceCode::functions, "Defined functions that are not kernels.")
       .def_ro("globals", &kir::DeviceCode::globals)
       .def_ro("target", &kir::DeviceCode::target, "AMDGPU code objects: the target id.")

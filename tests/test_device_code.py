@@ -92,3 +92,21 @@ def test_compression_modes(built, mode, ptx, cubin):
 def test_compress_all(built):
     b = kir.open(built["app_compress_all"])
     assert {i.compression for i in b.containers[-1].images} == {"zstd"}
+
+
+def test_kernel_rows_are_the_kernels_fields(built):
+    """`kir inspect --kernels` renders from DeviceCode.kernel_rows (plain values
+    built by the core, issue 15): they hold exactly what the Kernel objects hold,
+    for every kernel of several real binaries."""
+    import kir
+    checked = 0
+    for name in ("kernels.fatbin", "app", "libkernels.so", "hip_app"):
+        if name not in built:
+            continue
+        for image in kir.open(built[name]).images:
+            code = image.code
+            expected = [(k.name, k.demangled, len(k.params), "".join(f" {p.offset}:{p.size}" for p in k.params),
+                         k.registers, k.shared_bytes) for k in code.kernels]
+            assert code.kernel_rows() == expected, (name, image.core.index)
+            checked += len(expected)
+    assert checked >= 8

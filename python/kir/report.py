@@ -181,15 +181,16 @@ def image_line(r: dict) -> str:
 
 
 def kernel_lines(code, image: int, notes: dict) -> list[str]:
+    """Two lines per kernel, from the core's rows of plain values (DeviceCode.kernel_rows:
+    no Python object per kernel and parameter, issue 15)."""
     lines = []
-    for k in code.kernels:
-        params = "".join(f" {p.offset}:{p.size}" for p in k.params)
-        line = f"           {k.name}  params[{len(k.params)}]{params}"
-        if k.registers is not None:
-            shared = f", shared {k.shared_bytes}" if k.shared_bytes else ""
-            line += f"  (regs {k.registers}{shared})"
-        note = notes.get((image, k.name))
-        if note is not None:
-            line += f"  {note}"
-        lines += [f"         kernel {k.demangled}", line]
+    for name, demangled, count, layout, registers, shared in code.kernel_rows():
+        line = f"           {name}  params[{count}]{layout}"
+        if registers is not None:
+            line += f"  (regs {registers}, shared {shared})" if shared else f"  (regs {registers})"
+        if notes:
+            note = notes.get((image, name))
+            if note is not None:
+                line += f"  {note}"
+        lines += [f"         kernel {demangled}", line]
     return lines
