@@ -48,13 +48,15 @@ def value(output: str, key: str) -> float:
     raise SystemExit(f"no '{key}' in the app's output:\n{output}")
 
 
-def record(exe: Path, out: Path, kernel: str, *args, max_per_kernel: int = 4) -> list:
+def record(exe: Path, out: Path, kernel: str, *args, max_per_kernel: int = 4, env: dict | None = None) -> list:
     """Record `exe args` (only `kernel`) into `out`; its records (kir.record.Record), by ordinal."""
+    import os
     from kir.record import Recording
     if out.exists():
         shutil.rmtree(out)
     proc = subprocess.run([*kir_command(), "record", "--kernels", kernel, "--max-per-kernel", str(max_per_kernel),
-                           "-o", str(out), "--", str(exe), *map(str, args)], capture_output=True, text=True)
+                           "-o", str(out), "--", str(exe), *map(str, args)], capture_output=True, text=True,
+                          env={**os.environ, **(env or {})})
     if proc.returncode != 0:
         raise SystemExit(f"kir record failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
     records = Recording(out).records()
@@ -104,6 +106,31 @@ def snapshot_throughput(exe: Path, work: Path, mib: int, runs: int, copies: int)
           f"(prologue + epilogue {size(s.prologue_bytes + s.epilogue_bytes)})")
 
 
+def writer_threads(exe: Path, work: Path, mib: int, runs: int, threads: list[int]) -> None:
+    """The whole record until on disk (both snapshots copied, hashed, compressed and
+    written) with KIR_RECORD_THREADS = each of `threads` (issue 15)."""
+    d2h = value(app(exe, "bandwidth", 1024 if mib >= 1024 else mib, 5), "d2h_gib_s")
+    print(f"\n(a2) the record's writer threads (KIR_RECORD_THREADS), `transform` over two {mib} MiB buffers, "
+          f"median of {runs}; pinned D2H {d2h:.2f} GiB/s\n")
+    print("| writer threads | prologue GiB/s | epilogue GiB/s | store s (after the app moved on) | whole record GiB/s "
+          "| vs pinned D2H |")
+    print("|---|---|---|---|---|---|")
+    for n in threads:
+        prologue, epilogue, store, whole = [], [], [], []
+        for _ in range(runs):
+            (rec,) = record(exe, work / "threads", "transform", "snapshot", mib, max_per_kernel=1,
+                            env={"KIR_RECORD_THREADS": str(n)})
+            s = rec.stats
+            prologue.append(s.prologue_bytes / GIB / s.prologue_seconds)
+            epilogue.append(s.epilogue_bytes / GIB / s.epilogue_seconds)
+            store.append(s.store_seconds)
+            whole.append((s.prologue_bytes + s.epilogue_bytes) / GIB /
+                         (s.prologue_seconds + s.epilogue_seconds + s.store_seconds))
+        w = statistics.median(whole)
+        print(f"| {n} | {statistics.median(prologue):.2f} | {statistics.median(epilogue):.2f} | "
+              f"{statistics.median(store):.3f} | {w:.2f} | {w / d2h * 100:.0f}% |")
+
+
 def recording_size(exe: Path, work: Path, mib: int, launches: int) -> None:
     out = work / "iterate"
     records = record(exe, out, "relax", "iterate", mib, launches, max_per_kernel=launches)
@@ -128,39 +155,47 @@ def replay_overhead(exe: Path, work: Path, mib: int, launches: int, repeat: int)
 
     native = [value(app(exe, "native", mib, launches), "native_ms") for _ in range(3)]
     (rec,) = record(exe, work / "native", "transform", "native", mib, 1, max_per_kernel=1)
+    from kir.replay import Variant
     rows = []
     for code in ("cubin", "ptx"):
         with Replayer(rec, code=code) as replayer:
             replayer.run(repeat=3)  # warm up: module load, first launch
             results = [replayer.run(repeat=repeat) for _ in range(3)]
-        if not all(r.verified for r in results):
+            graph = [replayer.run(Variant(repeat=repeat, timing="graph")) for _ in range(3)]
+        if not all(r.verified for r in results + graph):
             raise SystemExit(f"the {code} replay did not verify")
-        rows.append((code, statistics.median(r.median_ms for r in results)))
+        rows.append((f"`Replayer.run(repeat={repeat})`, {code} (median of 3 calls)",
+                     statistics.median(r.median_ms for r in results)))
+        rows.append((f"`Replayer.run(Variant(repeat={repeat}, timing='graph'))`, {code}: launches back to back in a "
+                     "CUDA graph, no Python per launch", statistics.median(r.median_ms for r in graph)))
     base = statistics.median(native)
     print(f"\n(c) replay launch time: `transform` over two {mib} MiB buffers\n")
     print("| launch | ms (median) | vs native |")
     print("|---|---|---|")
     print(f"| native, in the app (CUDA events per launch, median of {launches}, median of 3 runs) | {base:.4f} | - |")
-    for code, ms in rows:
-        print(f"| `Replayer.run(repeat={repeat})`, {code} (median of 3 calls) | {ms:.4f} | **{ms / base:.2f}×** |")
+    for label, ms in rows:
+        print(f"| {label} | {ms:.4f} | **{ms / base:.2f}×** |")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, one recording per figure")
     parser.add_argument("--dir", type=Path, help="where recordings go (default: a temporary directory)")
+    parser.add_argument("--threads", help="also (a2): the whole record with these KIR_RECORD_THREADS, e.g. 1,4,16")
+    parser.add_argument("--only", choices=("a", "a2", "b", "c"), help="run one part")
     args = parser.parse_args()
     work = args.dir or Path(tempfile.mkdtemp(prefix="kir-record-bench-"))
     work.mkdir(parents=True, exist_ok=True)
     exe = build(work)
-    if args.quick:
-        snapshot_throughput(exe, work, mib=256, runs=1, copies=5)
-        recording_size(exe, work, mib=64, launches=8)
-        replay_overhead(exe, work, mib=16, launches=50, repeat=20)
-    else:
-        snapshot_throughput(exe, work, mib=1024, runs=3, copies=10)
-        recording_size(exe, work, mib=256, launches=16)
-        replay_overhead(exe, work, mib=64, launches=200, repeat=100)
+    q = args.quick
+    if args.only in (None, "a"):
+        snapshot_throughput(exe, work, mib=256 if q else 1024, runs=1 if q else 3, copies=5 if q else 10)
+    if args.threads and args.only in (None, "a2"):
+        writer_threads(exe, work, 256 if q else 1024, 1 if q else 3, [int(t) for t in args.threads.split(",")])
+    if args.only in (None, "b"):
+        recording_size(exe, work, mib=64 if q else 256, launches=8 if q else 16)
+    if args.only in (None, "c"):
+        replay_overhead(exe, work, mib=16 if q else 64, launches=50 if q else 200, repeat=20 if q else 100)
     if not args.dir:
         shutil.rmtree(work, ignore_errors=True)
 
