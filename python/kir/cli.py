@@ -1,5 +1,8 @@
-"""The `kir` command line. Exit status: 0 success, 2 bad input or usage (`kir replay`:
-1 when the output differs from the recording; `kir cache verify`: 1 when an entry is damaged; `kir trace`/`kir record`/`kir run`: the app's).
+"""The `kir` command line. Exit status: 0 success, 1 a check failed (`kir replay`: the
+output differs from the recording; `kir cache verify`: an entry is damaged; `kir inspect
+--require`: a binary lacks what it asks), 2 bad input or usage; `kir trace`/`kir record`/`kir
+run`: the app's. A closed output pipe (`kir inspect ... | head -1`) ends kir quietly with
+status 141, as a program killed by SIGPIPE reports in a shell.
 
 Bad input is a `kir.errors.KirError` (bad option values: its `OptionError`) or an
 OSError (a file that cannot be read or written): printed as `kir: error: ...`, exit
@@ -31,22 +34,55 @@ COMMANDS = {
 }
 
 
+def version_text() -> str:
+    """`kir --version`: the package (its distribution's name and version), the libkir it
+    runs on (version and C ABI: the SONAME's major number) and the hook API clients are
+    built against (kir/hooks.h KIR_HOOK_API_VERSION)."""
+    from importlib import metadata
+    from kir import _core
+    names = metadata.packages_distributions().get("kir") or ["kir"]
+    try:
+        dist = f"{names[0]} {metadata.version(names[0])}"
+    except metadata.PackageNotFoundError:  # run from a source tree
+        dist = "kir (not installed)"
+    return (f"{dist}\nlibkir {_core.__version__} (C ABI {_core.abi_version}: libkir.so.{_core.abi_version})\n"
+            f"hook API {_core.hook_api_version}")
+
+
 def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kir", description="Find the GPU code inside binaries.")
+    parser.add_argument("--version", action=VersionAction, nargs=0,
+                        help="print the package's, libkir's and the hook API's versions and exit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (module, help_text) in COMMANDS.items():
         module.add_arguments(sub.add_parser(name, help=help_text, description=help_text))
     return parser
 
 
+class VersionAction(argparse.Action):
+    """--version: computed only when asked (it imports the bindings)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(version_text())
+        parser.exit()
+
+
+#: The exit status after a closed output pipe: a shell's for a program SIGPIPE killed.
+CLOSED_PIPE = 141
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = make_parser().parse_args(argv)
-    module = COMMANDS[args.command][0]
     try:
-        return module.run(args)
+        args = make_parser().parse_args(argv)
+        module = COMMANDS[args.command][0]
+        status = module.run(args)
+        sys.stdout.flush()  # here, not at exit: a closed pipe is then this BrokenPipeError
+        return status
     except BrokenPipeError:  # `kir inspect ... | head`: the reader left, stop quietly
+        # Python flushes stdout again at exit: let that go to /dev/null, not to a
+        # "Exception ignored" message.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 1
+        return CLOSED_PIPE
     except (KirError, OSError) as error:  # bad input, or a file that cannot be read or written
         print(f"kir: error: {error}", file=sys.stderr)
         return 2

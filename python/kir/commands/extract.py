@@ -14,6 +14,12 @@ and any run of dots, becomes '_'; leading and trailing dots are dropped: never '
 is created inside DIR through a descriptor of DIR, exclusively and without
 following a symbolic link (O_CREAT|O_EXCL|O_NOFOLLOW; a file of that name from an
 earlier run is unlinked first, a link itself and not what it points to).
+
+Several binaries (and directories with -r, kir.commands.inputs): each one's
+images go to a folder of DIR named after it (its path under the directory
+walked, or its file name; '/' becomes '_', then the same safe characters;
+`.2`, `.3` ... added when two inputs would share a name), created inside DIR
+without following a link. One named binary writes into DIR itself, as before.
 """
 from __future__ import annotations
 
@@ -22,6 +28,8 @@ import re
 import sys
 
 from kir.binary import Binary
+from kir.commands import inputs
+from kir.errors import KirError
 from kir.model import ImageKind
 from kir.report import parse_arch_filter, parse_kind_filter, processor, selected_images
 
@@ -34,7 +42,7 @@ COUNTER = {ImageKind.cubin: "elf", ImageKind.old_cubin: "elf", ImageKind.ptx: "p
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("binary")
+    inputs.add_arguments(parser)
     parser.add_argument("-o", "--output", required=True, metavar="DIR", help="output directory")
     parser.add_argument("--arch", metavar="LIST", help="only these architectures")
     parser.add_argument("--kind", metavar="LIST", default="cubin,ptx,lto-ir,code-object,bitcode",
@@ -57,10 +65,20 @@ def safe_component(text: str) -> str:
 class OutputDirectory:
     """DIR, opened once: files are created relative to its descriptor."""
 
-    def __init__(self, path: str) -> None:
-        os.makedirs(path, exist_ok=True)
-        self.path = path
-        self.fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    def __init__(self, path: str, parent: "OutputDirectory | None" = None) -> None:
+        if parent is None:
+            os.makedirs(path, exist_ok=True)
+            self.path = path
+            self.fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            return
+        # A folder of `parent` named `path` (one safe component): made and opened
+        # relative to the parent's descriptor, never through a link.
+        try:
+            os.mkdir(path, 0o755, dir_fd=parent.fd)
+        except FileExistsError:
+            pass
+        self.path = os.path.join(parent.path, path)
+        self.fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent.fd)
 
     def write(self, name: str, data: bytes) -> str:
         if "/" in name or name in (".", ".."):
@@ -83,18 +101,49 @@ class OutputDirectory:
 
 def run(args) -> int:
     kinds, archs = parse_kind_filter(args.kind), parse_arch_filter(args.arch)
-    binary = Binary.open(args.binary, scan=args.scan)
-    wanted = {image.index for image in selected_images(binary, archs, kinds)}
+    many = len(args.binaries) > 1 or args.recursive
+    files = list(inputs.expand(args.binaries, args.recursive))
     out = OutputDirectory(args.output)
+    status, names = 0, set()
     try:
-        extract(binary, args, wanted, out)
+        for item in files:
+            try:
+                binary = Binary.open(item.path, scan=args.scan)
+            except (KirError, OSError) as error:
+                print(f"kir: error: {error}", file=sys.stderr)
+                status = 2
+                continue
+            wanted = {image.index for image in selected_images(binary, archs, kinds)}
+            if not many:
+                extract(binary, args, item.path, wanted, out)
+                continue
+            if not item.explicit and not wanted and not args.ir:
+                continue  # found by -r with nothing to write: a host library
+            name = folder_name(item, names)
+            sub = OutputDirectory(name, out)
+            try:
+                extract(binary, args, item.path, wanted, sub)
+            finally:
+                sub.close()
     finally:
         out.close()
-    return 0
+    return status
 
 
-def extract(binary: Binary, args, wanted: set[int], out: OutputDirectory) -> None:
-    base = safe_component(os.path.basename(args.binary).split(".")[0])
+def folder_name(item: inputs.Input, taken: set[str]) -> str:
+    """The folder of DIR for one of several inputs: unique among `taken` (added to it)."""
+    relative = os.path.relpath(item.path, item.root) if item.root else os.path.basename(item.path)
+    base = safe_component(relative.replace(os.sep, "_"))
+    name, n = base, 1
+    while name in taken:
+        n += 1
+        name = f"{base}.{n}"
+    taken.add(name)
+    return name
+
+
+def extract(binary: Binary, args, path: str, wanted: set[int], out: OutputDirectory) -> None:
+    base = safe_component(os.path.basename(path).split(".")[0])
     counters: dict[str, int] = {}
     for image in binary.images:
         counter = COUNTER.get(image.kind)
