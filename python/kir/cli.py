@@ -15,12 +15,13 @@ import sys
 from collections.abc import Sequence
 
 from kir.errors import KirError
-from kir.commands import (cache, extract, hash as hash_command, import_mneme, inspect, jit, record, records,
-                          replay, run as run_command, trace)
+from kir.commands import (cache, diff, extract, hash as hash_command, import_mneme, inspect, jit, record,
+                          records, replay, run as run_command, trace)
 
 COMMANDS = {
     "inspect": (inspect, "show the device code a binary holds"),
     "extract": (extract, "write each device image to a directory"),
+    "diff": (diff, "the kernels added, removed and changed between two binaries"),
     "hash": (hash_command, "print the kir hash of every kernel, or build a JIT key or a launch identity"),
     "trace": (trace, "run an app under the hook layer and print its registrations and launches"),
     "record": (record, "run an app and record kernel launches (arguments and memory) for replay"),
