@@ -18,6 +18,7 @@ from kir.errors import OptionError
 PACK = {"i8": "<b", "i16": "<h", "i32": "<i", "i64": "<q", "u8": "<B", "u16": "<H", "u32": "<I",
         "u64": "<Q", "f32": "<f", "f64": "<d", "ptr": "<Q", "bool": "<?"}
 U32_MAX = (1 << 32) - 1  # positions, grid, block and bounds are 32-bit
+SCHEMA = "kir.hash/1"  # each --json line (docs/schemas/hash.schema.json)
 
 
 def add_arguments(parser) -> None:
@@ -126,8 +127,8 @@ def print_hashes(hashes, args, path: str) -> None:
     for h in hashes:  # one line per (kernel, image): kernel_hashes never repeats a pair
         if args.json:
             import json
-            print(json.dumps({"path": path, "image": h.image, "image_kind": h.image_kind, "target": h.target,
-                              "kernel": h.kernel, "static": h.static.hex, "code": h.code_kind,
+            print(json.dumps({"schema": SCHEMA, "path": path, "image": h.image, "image_kind": h.image_kind,
+                              "target": h.target, "kernel": h.kernel, "static": h.static.hex, "code": h.code_kind,
                               "source": h.source, "proteus": h.proteus}))
         elif args.proteus:
             print(f"{h.proteus if h.proteus is not None else '-':<20}  {h.target:<14} "
