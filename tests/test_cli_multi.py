@@ -265,3 +265,18 @@ def test_closed_pipe_ends_quietly(built, args):
     assert err == "", err
     assert status == 141
     assert proc.stderr == "" and proc.stdout.splitlines()[1] == "status 141"
+
+
+def test_inspect_kernel_filter(built, kir_cli):
+    """--kernel REGEX, as hash and diff spell it: only matching kernels (mangled or
+    demangled name), which implies --kernels."""
+    every = json.loads(kir_cli("inspect", "--json", "--kernels", built["app"]).stdout)
+    some = json.loads(kir_cli("inspect", "--json", "--kernel", r"scale<|axpy", built["app"]).stdout)
+    for full, part in zip(every["images"], some["images"]):
+        assert part["kernels"] == [k for k in full["kernels"]
+                                   if re.search(r"scale<|axpy", k["name"]) or re.search(r"scale<|axpy", k["demangled"])]
+    names = {k["name"] for i in some["images"] for k in i["kernels"]}
+    assert names == {"_Z4axpyfPKfPfi", "_Z5scaleIfEvPT_S0_6Params", "_Z5scaleIdEvPT_S0_6Params"}
+    text = kir_cli("inspect", "--kernel", "axpy", built["app"]).stdout
+    assert "kernel axpy(float, float const*, float*, int)" in text and "scale<" not in text
+    assert kir_cli("inspect", "--kernel", "(", built["app"]).returncode == 2

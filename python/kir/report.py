@@ -126,10 +126,11 @@ TABLE_HEADER = "image  kind        target         version  compression  stored  
 
 
 def render_table(binary: Binary, archs: set[str] | None = None, kinds: set[str] | None = None,
-                 codes=(), notes: dict | None = None) -> str:
+                 codes=(), notes: dict | None = None, kernel_filter=None) -> str:
     """The `kir inspect` table of the images for `archs` (processors) and of `kinds`
     (None: all); `codes[i]`, when given and not None, adds the kernels of image i,
-    each followed by its note from `notes` ((image index, mangled name) -> text)."""
+    each followed by its note from `notes` ((image index, mangled name) -> text);
+    `kernel_filter(kernel)`, when given, keeps only the kernels it accepts."""
     notes = notes or {}
     records = [r for r in binary._core.image_records()
                if (not archs or processor(r["arch"]) in archs) and (not kinds or r["kind"] in kinds)]
@@ -151,7 +152,7 @@ def render_table(binary: Binary, archs: set[str] | None = None, kinds: set[str] 
         lines.append(image_line(r))
         code = codes[r["index"]] if r["index"] < len(codes) else None
         if code is not None:
-            lines.extend(kernel_lines(code, r["index"], notes))
+            lines.extend(kernel_lines(code, r["index"], notes, kernel_filter))
     return "\n".join(lines) + "\n"
 
 
@@ -180,9 +181,11 @@ def image_line(r: dict) -> str:
     return line.rstrip(" ")
 
 
-def kernel_lines(code, image: int, notes: dict) -> list[str]:
+def kernel_lines(code, image: int, notes: dict, kernel_filter=None) -> list[str]:
     lines = []
     for k in code.kernels:
+        if kernel_filter is not None and not kernel_filter(k):
+            continue
         params = "".join(f" {p.offset}:{p.size}" for p in k.params)
         line = f"           {k.name}  params[{len(k.params)}]{params}"
         if k.registers is not None:

@@ -38,6 +38,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--kernels", action="store_true",
                         help="also list each image's kernels and parameter layout "
                              "(decompresses images, in parallel)")
+    parser.add_argument("--kernel", metavar="REGEX",
+                        help="only kernels whose mangled or demangled name matches (Python re, searched); "
+                             "implies --kernels")
     parser.add_argument("--arch", metavar="LIST",
                         help="only images for these targets, e.g. sm_90,sm_80,gfx90a")
     parser.add_argument("--kind", metavar="LIST",
@@ -59,6 +62,15 @@ def run(args, out: TextIOBase = sys.stdout) -> int:
     required = parse_requirements(args.require)
     if args.threads < 0:
         raise OptionError(f"-j/--threads {args.threads}: expected 0 (all cores) or a positive number")
+    args.kernel_filter = None
+    if args.kernel is not None:
+        import re
+        try:
+            pattern = re.compile(args.kernel)
+        except re.error as error:
+            raise OptionError(f"--kernel {args.kernel!r}: {error}") from None
+        args.kernels = True
+        args.kernel_filter = lambda name, demangled: bool(pattern.search(name) or pattern.search(demangled))
     many = len(args.binaries) > 1 or args.recursive
     files = list(inputs.expand(args.binaries, args.recursive))
     reports, failures, lacking, skipped, images, read = [], [], [], 0, 0, 0
@@ -157,6 +169,10 @@ def inspect_one(binary: Binary, args, archs, kinds, out, missing, as_json: bool)
                               modules if args.ir else None, links)
         if missing is not None:
             report["missing"] = missing
+        if args.kernel_filter is not None:
+            for image in report["images"]:
+                image["kernels"] = [k for k in image.get("kernels", [])
+                                    if args.kernel_filter(k["name"], k["demangled"])]
         if as_json:
             out.write(json.dumps(report, separators=(",", ":")))  # one shot: the C encoder
             out.write("\n")
@@ -167,7 +183,8 @@ def inspect_one(binary: Binary, args, archs, kinds, out, missing, as_json: bool)
             for image in binary.images:
                 for kernel in (image._code.kernels if image._code else []):
                     notes.setdefault((image.index, kernel.name), "IR: none")
-        out.write(render_table(binary, archs, kinds, codes, notes))
+        keep = (lambda k: args.kernel_filter(k.name, k.demangled)) if args.kernel_filter else None
+        out.write(render_table(binary, archs, kinds, codes, notes, keep))
         if args.ir:
             out.write(render_ir(modules))
     for message in errors:
