@@ -280,3 +280,9 @@ def test_inspect_kernel_filter(built, kir_cli):
     text = kir_cli("inspect", "--kernel", "axpy", built["app"]).stdout
     assert "kernel axpy(float, float const*, float*, int)" in text and "scale<" not in text
     assert kir_cli("inspect", "--kernel", "(", built["app"]).returncode == 2
+
+
+def test_threads_without_kernels_is_a_usage_error(built, kir_cli):
+    result = kir_cli("inspect", "-j", "2", built["app"])
+    assert result.returncode == 2 and "-j/--threads: only with --kernels" in result.stderr
+    assert kir_cli("inspect", "-j", "2", "--kernels", built["app"]).returncode == 0

@@ -71,6 +71,8 @@ def run(args, out: TextIOBase = sys.stdout) -> int:
             raise OptionError(f"--kernel {args.kernel!r}: {error}") from None
         args.kernels = True
         args.kernel_filter = lambda name, demangled: bool(pattern.search(name) or pattern.search(demangled))
+    if args.threads and not args.kernels:
+        raise OptionError("-j/--threads: only with --kernels (or --kernel): nothing else is decoded")
     many = len(args.binaries) > 1 or args.recursive
     files = list(inputs.expand(args.binaries, args.recursive))
     reports, failures, lacking, skipped, images, read = [], [], [], 0, 0, 0
