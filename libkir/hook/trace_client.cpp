@@ -187,7 +187,8 @@ ArgKind kind_of(const std::string& type, uint32_t size) {
 std::mutex kinds_mutex;
 std::unordered_map<const kir_hook_kernel*, std::vector<ArgKind>>* kinds_of_kernel = nullptr;
 
-std::vector<ArgKind> arg_kinds(const kir_hook_kernel* k, const std::string& demangled) {
+/// (A reference into the map: its elements stay where they are as it grows, and none is erased.)
+const std::vector<ArgKind>& arg_kinds(const kir_hook_kernel* k, const std::string& demangled) {
   std::lock_guard<std::mutex> lock(kinds_mutex);
   if (!kinds_of_kernel) kinds_of_kernel = new std::unordered_map<const kir_hook_kernel*, std::vector<ArgKind>>;
   auto [it, first] = kinds_of_kernel->try_emplace(k);
@@ -327,7 +328,7 @@ void on_launch(void*, const kir_hook_launch* l) {
   std::string name = l->kernel ? l->kernel->name : "", demangled = kir::demangle(name);
   std::string args, values;
   if (l->kernel && l->args) {
-    std::vector<ArgKind> kinds = arg_kinds(l->kernel, demangled);
+    const std::vector<ArgKind>& kinds = arg_kinds(l->kernel, demangled);
     for (uint32_t i = 0; i < l->kernel->param_count; ++i) {
       std::string v = typed_arg_text(l->args[i], l->kernel->param_sizes[i], kinds[i]);
       values += (i ? "," : "") + (json ? quoted(v) : v);

@@ -40,14 +40,14 @@ def version_text() -> str:
     runs on (version and C ABI: the SONAME's major number) and the hook API clients are
     built against (kir/hooks.h KIR_HOOK_API_VERSION)."""
     from importlib import metadata
-    from kir import _core
+    import kir
     names = metadata.packages_distributions().get("kir") or ["kir"]
     try:
         dist = f"{names[0]} {metadata.version(names[0])}"
     except metadata.PackageNotFoundError:  # run from a source tree
         dist = "kir (not installed)"
-    return (f"{dist}\nlibkir {_core.__version__} (C ABI {_core.abi_version}: libkir.so.{_core.abi_version})\n"
-            f"hook API {_core.hook_api_version}")
+    return (f"{dist}\nlibkir {kir.__version__} (C ABI {kir.abi_version}: libkir.so.{kir.abi_version})\n"
+            f"hook API {kir.hook_api_version}")
 
 
 def make_parser() -> argparse.ArgumentParser:

@@ -61,7 +61,7 @@ def kernels_of(path: str, archs, pattern, scan: bool) -> tuple[dict, list[str]]:
         if archs is not None and processor(h.target) not in archs:
             continue
         image = binary.images[h.image]
-        kernel = next(k for k in image._code.kernels if k.name == h.kernel)
+        kernel = next(k for k in image.kernels if k.name == h.kernel)  # decoded by kernel_hashes
         if pattern is not None and not (pattern.search(kernel.name) or pattern.search(kernel.demangled)):
             continue
         key = (h.target, str(h.image_kind), h.kernel)
@@ -196,7 +196,7 @@ def render(result: dict, a: str, b: str, with_unchanged: bool) -> str:
 
 
 def run(args) -> int:
-    from kir import _core
+    import kir
     from kir.report import parse_arch_filter
     archs = parse_arch_filter(args.arch)
     try:
@@ -209,7 +209,7 @@ def run(args) -> int:
     errors = errors_a + errors_b
     if args.json:
         import json
-        print(json.dumps({"schema": SCHEMA, "kir_version": _core.__version__, "a": args.a, "b": args.b,
+        print(json.dumps({"schema": SCHEMA, "kir_version": kir.__version__, "a": args.a, "b": args.b,
                           **result, "errors": errors}, separators=(",", ":")))
     else:
         sys.stdout.write(render(result, args.a, args.b, args.unchanged))

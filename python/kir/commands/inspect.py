@@ -18,7 +18,7 @@ import os
 import sys
 from io import TextIOBase
 
-from kir import _core
+import kir
 from kir.binary import Binary
 from kir.commands import inputs
 from kir.errors import KirError, OptionError
@@ -103,7 +103,7 @@ def run(args, out: TextIOBase = sys.stdout) -> int:
     if many:
         if args.json:
             import json
-            out.write(json.dumps({"schema": SCHEMA_FILES, "kir_version": _core.__version__,
+            out.write(json.dumps({"schema": SCHEMA_FILES, "kir_version": kir.__version__,
                                   "files": reports, "errors": failures, "skipped": skipped,
                                   "lacking": [{"path": p, "missing": m} for p, m in lacking]},
                                  separators=(",", ":")))
