@@ -85,3 +85,18 @@ def test_trace(built, kir_cli):
                                             "unregister-fatbin"}
     for event in events:
         validate(event, "trace")
+
+
+def test_extract(built, kir_cli, tmp_path):
+    result = kir_cli("extract", "--json", "--ir", built["proteus_cuda"], built["app"], "-o", tmp_path / "out")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    validate(report, "extract")
+    written = [w for f in report["files"] for w in f["written"]]
+    assert {w["kind"] for w in written} >= {"cubin", "ptx", "bitcode", "llvm-ir"}
+    for w in written:  # each file is there, of the size said
+        assert Path(w["path"]).stat().st_size == w["size"]
+    # the same files as the text output lists
+    text = kir_cli("extract", "--ir", built["proteus_cuda"], built["app"], "-o", tmp_path / "again")
+    assert [line.replace(str(tmp_path / "again"), str(tmp_path / "out")) for line in text.stdout.splitlines()] == \
+        [w["path"] for w in written]

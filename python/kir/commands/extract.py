@@ -20,6 +20,10 @@ images go to a folder of DIR named after it (its path under the directory
 walked, or its file name; '/' becomes '_', then the same safe characters;
 `.2`, `.3` ... added when two inputs would share a name), created inside DIR
 without following a link. One named binary writes into DIR itself, as before.
+
+Each file written is printed, one path a line; `--json` prints one `kir.extract/1`
+object instead (docs/schemas/extract.schema.json): for each input, the files
+written with the image (or IR module) each holds.
 """
 from __future__ import annotations
 
@@ -48,11 +52,13 @@ def add_arguments(parser) -> None:
     parser.add_argument("--kind", metavar="LIST", default="cubin,ptx,lto-ir,code-object,bitcode",
                         help="kinds to write (default: cubin,ptx,lto-ir,code-object,bitcode)")
     parser.add_argument("--scan", action="store_true", help="also find containers by magic")
+    parser.add_argument("--json", action="store_true", help=f"print one JSON object ({SCHEMA})")
     parser.add_argument("--ir", action="store_true",
                         help="also write every LLVM IR module (embedded bitcode, Proteus IR) as "
                              "<stem>.ir<n>.<triple arch>.bc and .ll")
 
 
+SCHEMA = "kir.extract/1"
 UNSAFE = re.compile(r"[^A-Za-z0-9._+-]")
 
 
@@ -65,7 +71,9 @@ def safe_component(text: str) -> str:
 class OutputDirectory:
     """DIR, opened once: files are created relative to its descriptor."""
 
-    def __init__(self, path: str, parent: "OutputDirectory | None" = None) -> None:
+    def __init__(self, path: str, parent: "OutputDirectory | None" = None, quiet: bool = False) -> None:
+        self.quiet = parent.quiet if parent is not None else quiet  # --json: list, do not print
+        self.written: list[dict] = []
         if parent is None:
             os.makedirs(path, exist_ok=True)
             self.path = path
@@ -80,7 +88,7 @@ class OutputDirectory:
         self.path = os.path.join(parent.path, path)
         self.fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent.fd)
 
-    def write(self, name: str, data: bytes) -> str:
+    def write(self, name: str, data: bytes, what: dict | None = None) -> str:
         if "/" in name or name in (".", ".."):
             raise ValueError(f"unsafe output name {name!r}")  # safe_component makes this impossible
         try:
@@ -92,7 +100,9 @@ class OutputDirectory:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
         path = os.path.join(self.path, name)
-        print(path)
+        self.written.append({"path": path, "size": len(data), **(what or {})})
+        if not self.quiet:
+            print(path)
         return path
 
     def close(self) -> None:
@@ -103,19 +113,21 @@ def run(args) -> int:
     kinds, archs = parse_kind_filter(args.kind), parse_arch_filter(args.arch)
     many = len(args.binaries) > 1 or args.recursive
     files = list(inputs.expand(args.binaries, args.recursive))
-    out = OutputDirectory(args.output)
-    status, names = 0, set()
+    out = OutputDirectory(args.output, quiet=args.json)
+    status, names, report, failures = 0, set(), [], []
     try:
         for item in files:
             try:
                 binary = Binary.open(item.path, scan=args.scan)
             except (KirError, OSError) as error:
                 print(f"kir: error: {error}", file=sys.stderr)
+                failures.append({"path": item.path, "error": str(error)})
                 status = 2
                 continue
             wanted = {image.index for image in selected_images(binary, archs, kinds)}
             if not many:
                 extract(binary, args, item.path, wanted, out)
+                report.append({"path": item.path, "directory": out.path, "written": out.written})
                 continue
             if not item.explicit and not wanted and not args.ir:
                 continue  # found by -r with nothing to write: a host library
@@ -125,8 +137,14 @@ def run(args) -> int:
                 extract(binary, args, item.path, wanted, sub)
             finally:
                 sub.close()
+            report.append({"path": item.path, "directory": sub.path, "written": sub.written})
     finally:
         out.close()
+    if args.json:
+        import json
+        import kir
+        print(json.dumps({"schema": SCHEMA, "kir_version": kir.__version__, "output": args.output,
+                          "files": report, "errors": failures}, separators=(",", ":")))
     return status
 
 
@@ -160,7 +178,8 @@ def extract(binary: Binary, args, path: str, wanted: set[int], out: OutputDirect
         if image.kind is ImageKind.ptx:
             data = data.split(b"\0", 1)[0]
         target = safe_component(processor(image.target) or "host")
-        out.write(f"{base}.{counters[counter]}.{target}.{SUFFIX[image.kind]}", data)
+        out.write(f"{base}.{counters[counter]}.{target}.{SUFFIX[image.kind]}", data,
+                  {"image": image.index, "kind": str(image.kind), "target": image.target})
     if args.ir:
         write_ir(binary, out, base)
 
@@ -174,8 +193,8 @@ def write_ir(binary: Binary, out: OutputDirectory, base: str) -> None:
     for m in ir.ir_modules(binary):
         arch = safe_component(m.triple.split("-", 1)[0] if m.triple else "unknown")
         stem = f"{base}.ir{m.index + 1}.{arch}"
-        out.write(stem + ".bc", m.bitcode)
+        out.write(stem + ".bc", m.bitcode, {"ir_module": m.index, "kind": "bitcode", "target": m.triple or ""})
         if m.error:
             print(f"kir: module #{m.index}: {m.error}", file=sys.stderr)
             continue
-        out.write(stem + ".ll", m.text().encode())
+        out.write(stem + ".ll", m.text().encode(), {"ir_module": m.index, "kind": "llvm-ir", "target": m.triple or ""})
