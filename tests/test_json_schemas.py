@@ -100,3 +100,23 @@ def test_extract(built, kir_cli, tmp_path):
     text = kir_cli("extract", "--ir", built["proteus_cuda"], built["app"], "-o", tmp_path / "again")
     assert [line.replace(str(tmp_path / "again"), str(tmp_path / "out")) for line in text.stdout.splitlines()] == \
         [w["path"] for w in written]
+
+
+def test_cache(built, kir_cli, tmp_path):
+    import kir
+    from kir.cache import Cache
+    cache = Cache(tmp_path / "cache")
+    cache.store("0a" * 16, built["kernels_sm90.cubin"].read_bytes(), "cubin", "sm_90", {"producer": "tests"})
+    ptx = next(i for i in kir.open(built["app_compress_none"]).images if i.kind == "ptx").read()
+    cache.store("0b" * 16, ptx, "ptx", "sm_90", {})
+    directory = tmp_path / "cache"
+    for verb, *rest in (["ls"], ["show", "0a"], ["verify"], ["rm", "0b"]):
+        result = kir_cli("cache", verb, directory, *rest, "--json")
+        assert result.returncode == 0, (verb, result.stderr)
+        validate(json.loads(result.stdout), "cache")
+    (directory / "0a" / ("0a" * 16)).write_bytes(b"damaged")  # verify names it, still the schema
+    result = kir_cli("cache", "verify", directory, "--json")
+    assert result.returncode == 1
+    report = json.loads(result.stdout)
+    validate(report, "cache")
+    assert report["problems"]
