@@ -25,6 +25,7 @@
 #include "kir/hash/kernel_code.hpp"
 #include "kir/hash/proteus.hpp"
 #include "kir/model.hpp"
+#include "kir/hooks.h"
 #include "kir/kir.h"
 #include "kir/object/elf.hpp"
 #include "records.hpp"
@@ -673,6 +674,9 @@ void raise_kir_error(const kir::Error& e) {
 NB_MODULE(_core, m) {
   m.doc() = "kir core bindings (libkir)";
   m.attr("__version__") = kir_version();
+  // `kir --version`: the C ABI (libkir.so's SONAME major, CMake SOVERSION) and the hook API.
+  m.attr("abi_version") = KIR_VERSION_MAJOR;
+  m.attr("hook_api_version") = KIR_HOOK_API_VERSION;
   nb::object error = nb::module_::import_("kir.errors").attr("KirError");
   kir_error_type = error.inc_ref().ptr();
   bind_model(m);

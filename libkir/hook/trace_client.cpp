@@ -15,12 +15,23 @@
 // recorder's dialect (kir/support/kernel_regex.hpp: std::regex ECMAScript, the
 // CLI checks it with the same function); a pattern std::regex refuses, or a
 // name it gives up on, is said once and that kernel is left out.
+//
+// Argument values: where the kernel's signature is known — the parameter list
+// of its demangled name, when it has as many parameters as the cubin's
+// parameter info and each one's size fits its type — a float or double prints
+// as the shortest decimal that reads back the same value (`2.5`), an integer
+// in decimal (`1024`, `-3`), a bool as `true`/`false`, a pointer or reference
+// in hex (`0x7f00...`). Anything else (a struct, an enum, a kernel declared
+// extern "C" whose name carries no signature) prints as before: a value of up
+// to 8 bytes as little-endian hex, a larger one as its bytes in hex. The JSON
+// line's `args` keep the raw form; its `values` hold the text form.
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <charconv>
 #include <cstdio>
 #include <ctime>
 #include <cstdlib>
@@ -30,6 +41,7 @@
 #include <regex>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "kir/device_code.hpp"
 #include "kir/model.hpp"
@@ -107,6 +119,130 @@ std::string arg_text(const void* value, uint32_t size) {
     s += buf;
   }
   return s;
+}
+
+/// How a parameter's value prints: from its type in the demangled signature.
+enum class ArgKind : uint8_t { raw, pointer, floating, signed_int, unsigned_int, boolean };
+
+/// The top-level parameter types of a demangled function name: the text inside
+/// its last balanced parentheses, split at commas outside <>, () and [].
+/// Empty with `ok` false when the name has no parameter list.
+std::vector<std::string> parameter_types(const std::string& demangled, bool& ok) {
+  ok = false;
+  std::vector<std::string> types;
+  if (demangled.empty() || demangled.back() != ')') return types;
+  int depth = 0;
+  size_t open = std::string::npos;
+  for (size_t i = demangled.size(); i-- > 0;) {
+    char c = demangled[i];
+    if (c == ')') ++depth;
+    else if (c == '(' && --depth == 0) { open = i; break; }
+  }
+  if (open == std::string::npos) return types;
+  std::string inner = demangled.substr(open + 1, demangled.size() - open - 2);
+  ok = true;
+  if (inner.empty() || inner == "void") return types;
+  std::string current;
+  int nest = 0;
+  for (char c : inner) {
+    if (c == '<' || c == '(' || c == '[') ++nest;
+    if (c == '>' || c == ')' || c == ']') --nest;
+    if (c == ',' && nest == 0) {
+      types.push_back(current);
+      current.clear();
+    } else {
+      current += c;
+    }
+  }
+  types.push_back(current);
+  for (std::string& t : types) {  // trim
+    size_t b = t.find_first_not_of(' '), e = t.find_last_not_of(' ');
+    t = b == std::string::npos ? "" : t.substr(b, e - b + 1);
+  }
+  return types;
+}
+
+/// The kind of a parameter of type `type` whose value is `size` bytes: raw
+/// unless the type names a scalar of that size (LP64, as CUDA and HIP on Linux).
+ArgKind kind_of(const std::string& type, uint32_t size) {
+  if (!type.empty() && (type.back() == '*' || type.back() == '&' || type.find("(*)") != std::string::npos))
+    return size == sizeof(void*) ? ArgKind::pointer : ArgKind::raw;
+  struct Scalar { const char* name; uint32_t size; ArgKind kind; };
+  static const Scalar scalars[] = {
+      {"float", 4, ArgKind::floating}, {"double", 8, ArgKind::floating}, {"bool", 1, ArgKind::boolean},
+      {"char", 1, ArgKind::signed_int}, {"signed char", 1, ArgKind::signed_int},
+      {"unsigned char", 1, ArgKind::unsigned_int}, {"short", 2, ArgKind::signed_int},
+      {"unsigned short", 2, ArgKind::unsigned_int}, {"int", 4, ArgKind::signed_int},
+      {"unsigned int", 4, ArgKind::unsigned_int}, {"long", 8, ArgKind::signed_int},
+      {"unsigned long", 8, ArgKind::unsigned_int}, {"long long", 8, ArgKind::signed_int},
+      {"unsigned long long", 8, ArgKind::unsigned_int}, {"std::nullptr_t", 8, ArgKind::pointer},
+  };
+  for (const Scalar& s : scalars)
+    if (type == s.name) return s.size == size ? s.kind : ArgKind::raw;
+  return ArgKind::raw;
+}
+
+/// Each parameter's kind, decided once per kernel (the views live as long as the
+/// process: their address is the key, as for the --kernels verdicts).
+std::mutex kinds_mutex;
+std::unordered_map<const kir_hook_kernel*, std::vector<ArgKind>>* kinds_of_kernel = nullptr;
+
+/// (A reference into the map: its elements stay where they are as it grows, and none is erased.)
+const std::vector<ArgKind>& arg_kinds(const kir_hook_kernel* k, const std::string& demangled) {
+  std::lock_guard<std::mutex> lock(kinds_mutex);
+  if (!kinds_of_kernel) kinds_of_kernel = new std::unordered_map<const kir_hook_kernel*, std::vector<ArgKind>>;
+  auto [it, first] = kinds_of_kernel->try_emplace(k);
+  if (first) {
+    bool ok = false;
+    std::vector<std::string> types = parameter_types(demangled, ok);
+    it->second.assign(k->param_count, ArgKind::raw);
+    if (ok && types.size() == k->param_count)
+      for (uint32_t i = 0; i < k->param_count; ++i) it->second[i] = kind_of(types[i], k->param_sizes[i]);
+  }
+  return it->second;
+}
+
+/// One argument as its type says (see the top of this file); raw: arg_text.
+std::string typed_arg_text(const void* value, uint32_t size, ArgKind kind) {
+  char num[64];
+  switch (kind) {
+    case ArgKind::raw:
+      return arg_text(value, size);
+    case ArgKind::pointer:
+      return arg_text(value, size);  // 0x..., as raw: a little-endian address
+    case ArgKind::boolean: {
+      uint8_t b;
+      std::memcpy(&b, value, 1);
+      return b ? "true" : "false";
+    }
+    case ArgKind::floating: {
+      std::to_chars_result r{};
+      if (size == 4) {
+        float f;
+        std::memcpy(&f, value, 4);
+        r = std::to_chars(num, num + sizeof num, f);
+      } else {
+        double d;
+        std::memcpy(&d, value, 8);
+        r = std::to_chars(num, num + sizeof num, d);
+      }
+      return std::string(num, r.ptr);
+    }
+    case ArgKind::signed_int: {
+      int64_t v = 0;
+      if (size == 1) { int8_t x; std::memcpy(&x, value, 1); v = x; }
+      else if (size == 2) { int16_t x; std::memcpy(&x, value, 2); v = x; }
+      else if (size == 4) { int32_t x; std::memcpy(&x, value, 4); v = x; }
+      else std::memcpy(&v, value, 8);
+      return std::to_string(v);
+    }
+    case ArgKind::unsigned_int: {
+      uint64_t v = 0;
+      std::memcpy(&v, value, size);  // little-endian: the low bytes
+      return std::to_string(v);
+    }
+  }
+  return arg_text(value, size);
 }
 
 bool to_pipe = false;  // `out` is a pipe: `kir trace` may have stopped reading
@@ -190,12 +326,15 @@ void on_free(void*, const kir_hook_allocation* a) { on_allocation("free", a); }
 void on_launch(void*, const kir_hook_launch* l) {
   if (!selected(l->kernel)) return;
   std::string name = l->kernel ? l->kernel->name : "", demangled = kir::demangle(name);
-  std::string args;
-  if (l->kernel && l->args)
+  std::string args, values;
+  if (l->kernel && l->args) {
+    const std::vector<ArgKind>& kinds = arg_kinds(l->kernel, demangled);
     for (uint32_t i = 0; i < l->kernel->param_count; ++i) {
-      std::string a = arg_text(l->args[i], l->kernel->param_sizes[i]);
-      args += (i ? "," : "") + (json ? quoted(a) : a);
+      std::string v = typed_arg_text(l->args[i], l->kernel->param_sizes[i], kinds[i]);
+      values += (i ? "," : "") + (json ? quoted(v) : v);
+      if (json) args += std::string(i ? "," : "") + quoted(arg_text(l->args[i], l->kernel->param_sizes[i]));
     }
+  }
   char dims[160];
   std::snprintf(dims, sizeof dims,
                 json ? "\"grid\":[%u,%u,%u],\"block\":[%u,%u,%u],\"shared\":%zu,\"stream\":%llu,\"result\":%d"
@@ -216,10 +355,10 @@ void on_launch(void*, const kir_hook_launch* l) {
   }
   if (json)
     line("{\"event\":\"launch\",\"api\":" + quoted(api) + ",\"kernel\":" + quoted(name) + ",\"demangled\":" + quoted(demangled) +
-         "," + dims + ",\"args\":[" + args + "],\"static\":\"" + s + "\",\"identity\":\"" + d + "\"" + claim + "}");
+         "," + dims + ",\"args\":[" + args + "],\"values\":[" + values + "],\"static\":\"" + s + "\",\"identity\":\"" + d + "\"" + claim + "}");
   else
     line("kir-trace launch " + (l->kernel ? demangled : std::string("(unregistered)")) + " kernel=" +
-         name + " api=" + api + " " + dims + " args=[" + args + "] static=" + s + " identity=" + d + claim);
+         name + " api=" + api + " " + dims + " args=[" + values + "] static=" + s + " identity=" + d + claim);
 }
 
 /// The trace stream for KIR_TRACE_FD = "N" or "N:DEV:INO", on a high

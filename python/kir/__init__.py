@@ -14,10 +14,12 @@ from kir.binary import Binary, Container, Image, open
 from kir.model import AllocationKind, CodeKind, ImageKind, TargetKind
 from kir._core import (DeviceCode, DeviceGlobal, Kernel, KernelParam, __version__, demangle,
                        parse_code_object, parse_cubin, parse_ptx)
+from kir._core import abi_version, hook_api_version  # libkir's C ABI (libkir.so.N), kir/hooks.h's API
 
 __all__ = [
     "AllocationKind", "Binary", "CodeKind", "Container", "DeviceCode", "DeviceGlobal", "Image",
-    "ImageKind", "Kernel", "KernelParam", "KirError", "TargetKind", "__version__", "demangle", "open",
+    "ImageKind", "Kernel", "KernelParam", "KirError", "TargetKind", "__version__", "abi_version", "demangle",
+    "hook_api_version", "open",
 ]
 
 

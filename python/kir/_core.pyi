@@ -7,6 +7,10 @@ from typing import overload
 import kir.model
 
 
+abi_version: int = 0
+
+hook_api_version: int = 4
+
 def name_table(which: str) -> tuple:
     """
     The names of one kir/model.hpp enum ('image', 'code', 'target', 'allocation'), in enum order.

@@ -1,5 +1,8 @@
-"""The `kir` command line. Exit status: 0 success, 2 bad input or usage (`kir replay`:
-1 when the output differs from the recording; `kir cache verify`: 1 when an entry is damaged; `kir trace`/`kir record`/`kir run`: the app's).
+"""The `kir` command line. Exit status: 0 success, 1 a check failed (`kir replay`: the
+output differs from the recording; `kir cache verify`: an entry is damaged; `kir inspect
+--require`: a binary lacks what it asks), 2 bad input or usage; `kir trace`/`kir record`/`kir
+run`: the app's. A closed output pipe (`kir inspect ... | head -1`) ends kir quietly with
+status 141, as a program killed by SIGPIPE reports in a shell.
 
 Bad input is a `kir.errors.KirError` (bad option values: its `OptionError`) or an
 OSError (a file that cannot be read or written): printed as `kir: error: ...`, exit
@@ -12,43 +15,95 @@ import sys
 from collections.abc import Sequence
 
 from kir.errors import KirError
-from kir.commands import (cache, extract, hash as hash_command, import_mneme, inspect, jit, record, records,
-                          replay, run as run_command, trace, tune)
 
+#: verb -> (its module under kir.commands, help). A module is imported only for the
+#: verb that runs (issue 15: `kir inspect` must not import llvmlite, cuda-bindings or
+#: the record and replay modules; tests/test_startup.py checks it).
 COMMANDS = {
-    "inspect": (inspect, "show the device code a binary holds"),
-    "extract": (extract, "write each device image to a directory"),
-    "hash": (hash_command, "print the kir hash of every kernel, or build a JIT key or a launch identity"),
-    "trace": (trace, "run an app under the hook layer and print its registrations and launches"),
-    "record": (record, "run an app and record kernel launches (arguments and memory) for replay"),
-    "records": (records, "list the launches a recording holds"),
-    "replay": (replay, "re-run a recorded launch alone and check its output"),
-    "cache": (cache, "list, show, remove or verify the entries of a kernel-object cache"),
-    "jit": (jit, "compile a kernel from its IR, specialized (kir jit compile)"),
-    "run": (run_command, "run an app with the JIT client: launches whose JIT key the cache holds run the "
-                         "cached code"),
-    "tune": (tune, "search launch configuration and compile options of recorded launches (Optuna) and hand "
-                   "the winner to the JIT client's cache"),
-    "import-mneme": (import_mneme, "convert a Mneme recording into kir records, replayable from the IR"),
+    "inspect": ("inspect", "show the device code a binary holds"),
+    "extract": ("extract", "write each device image to a directory"),
+    "diff": ("diff", "the kernels added, removed and changed between two binaries"),
+    "hash": ("hash", "print the kir hash of every kernel, or build a JIT key or a launch identity"),
+    "trace": ("trace", "run an app under the hook layer and print its registrations and launches"),
+    "record": ("record", "run an app and record kernel launches (arguments and memory) for replay"),
+    "records": ("records", "list the launches a recording holds"),
+    "replay": ("replay", "re-run a recorded launch alone and check its output"),
+    "cache": ("cache", "list, show, remove or verify the entries of a kernel-object cache"),
+    "jit": ("jit", "compile a kernel from its IR, specialized (kir jit compile)"),
+    "run": ("run", "run an app with the JIT client: launches whose JIT key the cache holds run the cached code"),
+    "tune": ("tune", "search launch configuration and compile options of recorded launches (Optuna) and hand "
+                     "the winner to the JIT client's cache"),
+    "import-mneme": ("import_mneme", "convert a Mneme recording into kir records, replayable from the IR"),
 }
 
 
-def make_parser() -> argparse.ArgumentParser:
+def command_module(verb: str):
+    import importlib
+    return importlib.import_module(f"kir.commands.{COMMANDS[verb][0]}")
+
+
+def verb_of(argv: Sequence[str]) -> str | None:
+    """The verb the command line names (its first word that is not an option)."""
+    for word in argv:
+        if not word.startswith("-"):
+            return word if word in COMMANDS else None
+    return None
+
+
+def version_text() -> str:
+    """`kir --version`: the package (its distribution's name and version), the libkir it
+    runs on (version and C ABI: the SONAME's major number) and the hook API clients are
+    built against (kir/hooks.h KIR_HOOK_API_VERSION)."""
+    from importlib import metadata
+    import kir
+    names = metadata.packages_distributions().get("kir") or ["kir"]
+    try:
+        dist = f"{names[0]} {metadata.version(names[0])}"
+    except metadata.PackageNotFoundError:  # run from a source tree
+        dist = "kir (not installed)"
+    return (f"{dist}\nlibkir {kir.__version__} (C ABI {kir.abi_version}: libkir.so.{kir.abi_version})\n"
+            f"hook API {kir.hook_api_version}")
+
+
+def make_parser(verb: str | None = None) -> argparse.ArgumentParser:
+    """The parser; with `verb`, only that verb's options are defined (its module alone
+    imported); without, every verb's (for completion and documentation)."""
     parser = argparse.ArgumentParser(prog="kir", description="Find the GPU code inside binaries.")
+    parser.add_argument("--version", action=VersionAction, nargs=0,
+                        help="print the package's, libkir's and the hook API's versions and exit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name, (module, help_text) in COMMANDS.items():
-        module.add_arguments(sub.add_parser(name, help=help_text, description=help_text))
+    for name, (_, help_text) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        if verb is None or name == verb:
+            command_module(name).add_arguments(p)
     return parser
 
 
+class VersionAction(argparse.Action):
+    """--version: computed only when asked (it imports the bindings)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(version_text())
+        parser.exit()
+
+
+#: The exit status after a closed output pipe: a shell's for a program SIGPIPE killed.
+CLOSED_PIPE = 141
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = make_parser().parse_args(argv)
-    module = COMMANDS[args.command][0]
     try:
-        return module.run(args)
+        words = sys.argv[1:] if argv is None else list(argv)
+        verb = verb_of(words)
+        args = make_parser(verb or "").parse_args(words)  # "": no verb's module imported
+        status = command_module(args.command).run(args)
+        sys.stdout.flush()  # here, not at exit: a closed pipe is then this BrokenPipeError
+        return status
     except BrokenPipeError:  # `kir inspect ... | head`: the reader left, stop quietly
+        # Python flushes stdout again at exit: let that go to /dev/null, not to a
+        # "Exception ignored" message.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 1
+        return CLOSED_PIPE
     except (KirError, OSError) as error:  # bad input, or a file that cannot be read or written
         print(f"kir: error: {error}", file=sys.stderr)
         return 2

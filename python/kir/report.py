@@ -126,10 +126,11 @@ TABLE_HEADER = "image  kind        target         version  compression  stored  
 
 
 def render_table(binary: Binary, archs: set[str] | None = None, kinds: set[str] | None = None,
-                 codes=(), notes: dict | None = None) -> str:
+                 codes=(), notes: dict | None = None, kernel_filter=None) -> str:
     """The `kir inspect` table of the images for `archs` (processors) and of `kinds`
     (None: all); `codes[i]`, when given and not None, adds the kernels of image i,
-    each followed by its note from `notes` ((image index, mangled name) -> text)."""
+    each followed by its note from `notes` ((image index, mangled name) -> text);
+    `kernel_filter(name, demangled)`, when given, keeps only the kernels it accepts."""
     notes = notes or {}
     records = [r for r in binary._core.image_records()
                if (not archs or processor(r["arch"]) in archs) and (not kinds or r["kind"] in kinds)]
@@ -151,7 +152,7 @@ def render_table(binary: Binary, archs: set[str] | None = None, kinds: set[str] 
         lines.append(image_line(r))
         code = codes[r["index"]] if r["index"] < len(codes) else None
         if code is not None:
-            lines.extend(kernel_lines(code, r["index"], notes))
+            lines.extend(kernel_lines(code, r["index"], notes, kernel_filter))
     return "\n".join(lines) + "\n"
 
 
@@ -180,11 +181,14 @@ def image_line(r: dict) -> str:
     return line.rstrip(" ")
 
 
-def kernel_lines(code, image: int, notes: dict) -> list[str]:
+def kernel_lines(code, image: int, notes: dict, kernel_filter=None) -> list[str]:
     """Two lines per kernel, from the core's rows of plain values (DeviceCode.kernel_rows:
-    no Python object per kernel and parameter, issue 15)."""
+    no Python object per kernel and parameter, issue 15); `kernel_filter(name,
+    demangled)`, when given, keeps only the kernels it accepts."""
     lines = []
     for name, demangled, count, layout, registers, shared in code.kernel_rows():
+        if kernel_filter is not None and not kernel_filter(name, demangled):
+            continue
         line = f"           {name}  params[{count}]{layout}"
         if registers is not None:
             line += f"  (regs {registers}, shared {shared})" if shared else f"  (regs {registers})"

@@ -2,6 +2,7 @@
 (the running itself is kir.app's)."""
 from __future__ import annotations
 
+import argparse
 import sys
 
 import kir
@@ -9,8 +10,23 @@ from kir.app import hook_library, hooked_environment, library, run_app  # noqa: 
 from kir.errors import OptionError
 
 
+def add_program_argument(parser) -> None:
+    """The app and its arguments: everything from the first word that is not one of
+    kir's options (or after `--`) is the app's, never parsed by kir (`kir trace ./app
+    --json` gives --json to the app)."""
+    parser.add_argument("program", nargs=argparse.REMAINDER, metavar="[--] APP ARGS",
+                        help="the program to run and its arguments (kir reads no option after APP)")
+
+
+def add_kernel_argument(parser, help: str) -> None:
+    """--kernel REGEX, as every verb spells it (`--kernels REGEX`, the earlier spelling
+    of trace and record, stays a hidden alias)."""
+    parser.add_argument("--kernel", metavar="REGEX", help=help)
+    parser.add_argument("--kernels", dest="kernel", metavar="REGEX", help=argparse.SUPPRESS)
+
+
 def command_of(program: list[str], usage: str) -> list[str]:
-    """The app's command line: what follows `--`."""
+    """The app's command line: what follows `--` (or kir's options)."""
     command = program[1:] if program and program[0] == "--" else program
     if not command:
         raise OptionError(f"no program to run: {usage}")

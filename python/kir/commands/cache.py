@@ -66,7 +66,7 @@ def ls(cache: Cache, args) -> int:
     entries.sort(key=lambda e: -e.mtime)  # most recently used first
     damaged = [p for p in problems if p.key]
     if args.json:
-        print(json.dumps({"format": SCHEMA, "directory": str(cache.directory),
+        print(json.dumps({"schema": SCHEMA, "format": SCHEMA, "directory": str(cache.directory),
                           "entries": [as_json(e, now) for e in entries],
                           "total_bytes": sum(e.size for e in entries), "damaged": len(damaged)}))
     else:
@@ -100,7 +100,8 @@ def show(cache: Cache, args) -> int:
     if args.output:
         Path(args.output).write_bytes(entry.code)
     if args.json:
-        print(json.dumps({"format": SCHEMA, "directory": str(cache.directory), "entry": as_json(entry, time.time())}))
+        print(json.dumps({"schema": SCHEMA, "format": SCHEMA, "directory": str(cache.directory),
+                          "entry": as_json(entry, time.time())}))
         return 0
     print(f"key        {entry.key}")
     print(f"kind       {entry.kind}")
@@ -123,7 +124,8 @@ def rm(cache: Cache, args) -> int:
         keys += [p.key for p in problems if p.key and p.key not in keys]
     removed = [k for k in keys if cache.remove(k)]
     if args.json:
-        print(json.dumps({"format": SCHEMA, "directory": str(cache.directory), "removed": removed}))
+        print(json.dumps({"schema": SCHEMA, "format": SCHEMA, "directory": str(cache.directory),
+                          "removed": removed}))
     else:
         for k in removed:
             print(f"removed {k}")
@@ -134,7 +136,8 @@ def verify(cache: Cache, args) -> int:
     entries, problems = cache.scan()
     checked = len(entries)
     if args.json:
-        print(json.dumps({"format": SCHEMA, "directory": str(cache.directory), "intact": checked,
+        print(json.dumps({"schema": SCHEMA, "format": SCHEMA, "directory": str(cache.directory),
+                          "intact": checked,
                           "problems": [{"path": p.path, "key": p.key, "message": p.message, "offset": p.offset}
                                        for p in problems]}))
     else:

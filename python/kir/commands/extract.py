@@ -14,6 +14,16 @@ and any run of dots, becomes '_'; leading and trailing dots are dropped: never '
 is created inside DIR through a descriptor of DIR, exclusively and without
 following a symbolic link (O_CREAT|O_EXCL|O_NOFOLLOW; a file of that name from an
 earlier run is unlinked first, a link itself and not what it points to).
+
+Several binaries (and directories with -r, kir.commands.inputs): each one's
+images go to a folder of DIR named after it (its path under the directory
+walked, or its file name; '/' becomes '_', then the same safe characters;
+`.2`, `.3` ... added when two inputs would share a name), created inside DIR
+without following a link. One named binary writes into DIR itself, as before.
+
+Each file written is printed, one path a line; `--json` prints one `kir.extract/1`
+object instead (docs/schemas/extract.schema.json): for each input, the files
+written with the image (or IR module) each holds.
 """
 from __future__ import annotations
 
@@ -22,6 +32,8 @@ import re
 import sys
 
 from kir.binary import Binary
+from kir.commands import inputs
+from kir.errors import KirError
 from kir.model import ImageKind
 from kir.report import parse_arch_filter, parse_kind_filter, processor, selected_images
 
@@ -34,17 +46,19 @@ COUNTER = {ImageKind.cubin: "elf", ImageKind.old_cubin: "elf", ImageKind.ptx: "p
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("binary")
+    inputs.add_arguments(parser)
     parser.add_argument("-o", "--output", required=True, metavar="DIR", help="output directory")
     parser.add_argument("--arch", metavar="LIST", help="only these architectures")
     parser.add_argument("--kind", metavar="LIST", default="cubin,ptx,lto-ir,code-object,bitcode",
                         help="kinds to write (default: cubin,ptx,lto-ir,code-object,bitcode)")
     parser.add_argument("--scan", action="store_true", help="also find containers by magic")
+    parser.add_argument("--json", action="store_true", help=f"print one JSON object ({SCHEMA})")
     parser.add_argument("--ir", action="store_true",
                         help="also write every LLVM IR module (embedded bitcode, Proteus IR) as "
                              "<stem>.ir<n>.<triple arch>.bc and .ll")
 
 
+SCHEMA = "kir.extract/1"
 UNSAFE = re.compile(r"[^A-Za-z0-9._+-]")
 
 
@@ -57,12 +71,24 @@ def safe_component(text: str) -> str:
 class OutputDirectory:
     """DIR, opened once: files are created relative to its descriptor."""
 
-    def __init__(self, path: str) -> None:
-        os.makedirs(path, exist_ok=True)
-        self.path = path
-        self.fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    def __init__(self, path: str, parent: "OutputDirectory | None" = None, quiet: bool = False) -> None:
+        self.quiet = parent.quiet if parent is not None else quiet  # --json: list, do not print
+        self.written: list[dict] = []
+        if parent is None:
+            os.makedirs(path, exist_ok=True)
+            self.path = path
+            self.fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            return
+        # A folder of `parent` named `path` (one safe component): made and opened
+        # relative to the parent's descriptor, never through a link.
+        try:
+            os.mkdir(path, 0o755, dir_fd=parent.fd)
+        except FileExistsError:
+            pass
+        self.path = os.path.join(parent.path, path)
+        self.fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent.fd)
 
-    def write(self, name: str, data: bytes) -> str:
+    def write(self, name: str, data: bytes, what: dict | None = None) -> str:
         if "/" in name or name in (".", ".."):
             raise ValueError(f"unsafe output name {name!r}")  # safe_component makes this impossible
         try:
@@ -74,7 +100,9 @@ class OutputDirectory:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
         path = os.path.join(self.path, name)
-        print(path)
+        self.written.append({"path": path, "size": len(data), **(what or {})})
+        if not self.quiet:
+            print(path)
         return path
 
     def close(self) -> None:
@@ -83,18 +111,57 @@ class OutputDirectory:
 
 def run(args) -> int:
     kinds, archs = parse_kind_filter(args.kind), parse_arch_filter(args.arch)
-    binary = Binary.open(args.binary, scan=args.scan)
-    wanted = {image.index for image in selected_images(binary, archs, kinds)}
-    out = OutputDirectory(args.output)
+    many = len(args.binaries) > 1 or args.recursive
+    files = list(inputs.expand(args.binaries, args.recursive))
+    out = OutputDirectory(args.output, quiet=args.json)
+    status, names, report, failures = 0, set(), [], []
     try:
-        extract(binary, args, wanted, out)
+        for item in files:
+            try:
+                binary = Binary.open(item.path, scan=args.scan)
+            except (KirError, OSError) as error:
+                print(f"kir: error: {error}", file=sys.stderr)
+                failures.append({"path": item.path, "error": str(error)})
+                status = 2
+                continue
+            wanted = {image.index for image in selected_images(binary, archs, kinds)}
+            if not many:
+                extract(binary, args, item.path, wanted, out)
+                report.append({"path": item.path, "directory": out.path, "written": out.written})
+                continue
+            if not item.explicit and not wanted and not args.ir:
+                continue  # found by -r with nothing to write: a host library
+            name = folder_name(item, names)
+            sub = OutputDirectory(name, out)
+            try:
+                extract(binary, args, item.path, wanted, sub)
+            finally:
+                sub.close()
+            report.append({"path": item.path, "directory": sub.path, "written": sub.written})
     finally:
         out.close()
-    return 0
+    if args.json:
+        import json
+        import kir
+        print(json.dumps({"schema": SCHEMA, "kir_version": kir.__version__, "output": args.output,
+                          "files": report, "errors": failures}, separators=(",", ":")))
+    return status
 
 
-def extract(binary: Binary, args, wanted: set[int], out: OutputDirectory) -> None:
-    base = safe_component(os.path.basename(args.binary).split(".")[0])
+def folder_name(item: inputs.Input, taken: set[str]) -> str:
+    """The folder of DIR for one of several inputs: unique among `taken` (added to it)."""
+    relative = os.path.relpath(item.path, item.root) if item.root else os.path.basename(item.path)
+    base = safe_component(relative.replace(os.sep, "_"))
+    name, n = base, 1
+    while name in taken:
+        n += 1
+        name = f"{base}.{n}"
+    taken.add(name)
+    return name
+
+
+def extract(binary: Binary, args, path: str, wanted: set[int], out: OutputDirectory) -> None:
+    base = safe_component(os.path.basename(path).split(".")[0])
     counters: dict[str, int] = {}
     for image in binary.images:
         counter = COUNTER.get(image.kind)
@@ -111,7 +178,8 @@ def extract(binary: Binary, args, wanted: set[int], out: OutputDirectory) -> Non
         if image.kind is ImageKind.ptx:
             data = data.split(b"\0", 1)[0]
         target = safe_component(processor(image.target) or "host")
-        out.write(f"{base}.{counters[counter]}.{target}.{SUFFIX[image.kind]}", data)
+        out.write(f"{base}.{counters[counter]}.{target}.{SUFFIX[image.kind]}", data,
+                  {"image": image.index, "kind": str(image.kind), "target": image.target})
     if args.ir:
         write_ir(binary, out, base)
 
@@ -125,8 +193,8 @@ def write_ir(binary: Binary, out: OutputDirectory, base: str) -> None:
     for m in ir.ir_modules(binary):
         arch = safe_component(m.triple.split("-", 1)[0] if m.triple else "unknown")
         stem = f"{base}.ir{m.index + 1}.{arch}"
-        out.write(stem + ".bc", m.bitcode)
+        out.write(stem + ".bc", m.bitcode, {"ir_module": m.index, "kind": "bitcode", "target": m.triple or ""})
         if m.error:
             print(f"kir: module #{m.index}: {m.error}", file=sys.stderr)
             continue
-        out.write(stem + ".ll", m.text().encode())
+        out.write(stem + ".ll", m.text().encode(), {"ir_module": m.index, "kind": "llvm-ir", "target": m.triple or ""})

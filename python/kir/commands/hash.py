@@ -1,6 +1,12 @@
 """`kir hash BINARY`: the static hash of every kernel; `kir hash --jit-key`,
 `--launch-identity` (and format 1's `--dynamic`): a hash from its parts, for
-debugging a JIT cache or a recording (docs/hashing.md)."""
+debugging a JIT cache or a recording (docs/hashing.md).
+
+Several binaries (and directories with -r, kir.commands.inputs) may be given:
+with more than one, each file's lines follow a `PATH:` line (as llvm-nm prints),
+and every JSON line carries its file's `path`. `--arch` keeps the kernels of
+those targets. An option of the other form (`--grid` with a BINARY, `--kernel`
+with `--jit-key`) is a usage error, exit 2, never silently ignored."""
 from __future__ import annotations
 
 import re
@@ -12,10 +18,13 @@ from kir.errors import OptionError
 PACK = {"i8": "<b", "i16": "<h", "i32": "<i", "i64": "<q", "u8": "<B", "u16": "<H", "u32": "<I",
         "u64": "<Q", "f32": "<f", "f64": "<d", "ptr": "<Q", "bool": "<?"}
 U32_MAX = (1 << 32) - 1  # positions, grid, block and bounds are 32-bit
+SCHEMA = "kir.hash/1"  # each --json line (docs/schemas/hash.schema.json)
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("binary", nargs="?", help="binary whose kernels to hash")
+    parser.add_argument("binaries", nargs="*", metavar="BINARY", help="binaries whose kernels to hash")
+    parser.add_argument("-r", "--recursive", action="store_true",
+                        help="walk directories given as BINARY (every file kir can read, each once)")
     parser.add_argument("--kernel", metavar="REGEX", help="only kernels whose mangled name matches")
     parser.add_argument("--json", action="store_true", help="print JSON lines, one per kernel")
     parser.add_argument("--proteus", action="store_true",
@@ -33,7 +42,9 @@ def add_arguments(parser) -> None:
                             "are required")
     dynamic.add_argument("--dynamic", metavar="STATIC",
                        help="format 1's dynamic hash (what records written before format 2 carry)")
-    dynamic.add_argument("--arch", default="", help="target architecture, e.g. sm_90")
+    dynamic.add_argument("--arch", default="",
+                         help="target architecture, e.g. sm_90 (with BINARY: only kernels of these "
+                              "targets, e.g. sm_90,sm_80)")
     dynamic.add_argument("--arg", action="append", default=[], metavar="POS:TYPE:VALUE",
                          help="an argument, e.g. 2:i32:7, 3:f32:0.5, 4:bytes:00ff; an array as "
                               "comma-separated values, 5:f64:1,2,3")
@@ -46,39 +57,84 @@ def add_arguments(parser) -> None:
     dynamic.add_argument("--config", action="append", default=[], metavar="KEY=VALUE")
 
 
+#: The options of each form: (option, attribute, its "not given" value).
+BINARY_OPTIONS = (("-r/--recursive", "recursive", False), ("--kernel", "kernel", None), ("--json", "json", False),
+                  ("--proteus", "proteus", False), ("--llvm-before-20", "llvm_before_20", False))
+KEY_OPTIONS = (("--arg", "arg", []), ("--grid", "grid", None), ("--block", "block", None),
+               ("--bounds", "bounds", None), ("--shared", "shared", None), ("--capture", "capture", []),
+               ("--config", "config", []))
+
+
+def given(args, options) -> list[str]:
+    return [name for name, attribute, unset in options if getattr(args, attribute) != unset]
+
+
 def run(args) -> int:
     if args.jit_key or args.launch_identity or args.dynamic:
         if sum(bool(x) for x in (args.jit_key, args.launch_identity, args.dynamic)) > 1:
             raise OptionError("give one of --jit-key, --launch-identity and --dynamic")
-        if args.binary:
+        if args.binaries:
             raise OptionError("--jit-key, --launch-identity and --dynamic take no BINARY")
+        if given(args, BINARY_OPTIONS):
+            raise OptionError(f"{', '.join(given(args, BINARY_OPTIONS))}: only with a BINARY to hash, not with "
+                              "--jit-key, --launch-identity or --dynamic")
         print(jit_key(args) if args.jit_key else launch_identity(args) if args.launch_identity
               else dynamic_hash(args).hex)
         return 0
-    if not args.binary:
+    if not args.binaries:
         raise OptionError("give a BINARY to hash its kernels, or --jit-key / --launch-identity STATIC")
+    if given(args, KEY_OPTIONS):
+        raise OptionError(f"{', '.join(given(args, KEY_OPTIONS))}: only with --jit-key, --launch-identity or "
+                          "--dynamic, not when hashing a BINARY's kernels")
     from kir.binary import Binary
-    from kir.hashing import kernel_hashes
+    from kir.commands import inputs
+    from kir.errors import KirError
+    from kir.report import parse_arch_filter, processor
+    archs = parse_arch_filter(args.arch)
     try:
         pattern = re.compile(args.kernel) if args.kernel else None
     except re.error as error:
         raise OptionError(f"--kernel {args.kernel!r}: {error}") from None
-    hashes, errors = kernel_hashes(Binary.open(args.binary), not args.llvm_before_20,
-                                   pattern.search if pattern else None)
+    many = len(args.binaries) > 1 or args.recursive
+    status = 0
+    for item in inputs.expand(args.binaries, args.recursive):
+        try:
+            binary = Binary.open(item.path)
+        except (KirError, OSError) as error:
+            print(f"kir: error: {error}", file=sys.stderr)
+            status = 2
+            continue
+        hashes, errors = kernel_hashes_of(binary, args, pattern)
+        hashes = [h for h in hashes if archs is None or processor(h.target) in archs]
+        if not item.explicit and not hashes and not errors:
+            continue  # found by -r, no kernels: a host library
+        if many and not args.json:
+            print(f"\n{item.path}:")
+        print_hashes(hashes, args, item.path)
+        for message in errors:
+            print(f"kir: error: {message}", file=sys.stderr)
+        if errors:
+            status = 2
+    return status
+
+
+def kernel_hashes_of(binary, args, pattern):
+    from kir.hashing import kernel_hashes
+    return kernel_hashes(binary, not args.llvm_before_20, pattern.search if pattern else None)
+
+
+def print_hashes(hashes, args, path: str) -> None:
     for h in hashes:  # one line per (kernel, image): kernel_hashes never repeats a pair
         if args.json:
             import json
-            print(json.dumps({"image": h.image, "image_kind": h.image_kind, "target": h.target,
-                              "kernel": h.kernel, "static": h.static.hex, "code": h.code_kind,
+            print(json.dumps({"schema": SCHEMA, "path": path, "image": h.image, "image_kind": h.image_kind,
+                              "target": h.target, "kernel": h.kernel, "static": h.static.hex, "code": h.code_kind,
                               "source": h.source, "proteus": h.proteus}))
         elif args.proteus:
             print(f"{h.proteus if h.proteus is not None else '-':<20}  {h.target:<14} "
                   f"image #{h.image:<4} {h.kernel}")
         else:
             print(f"{h.static.hex}  {h.target:<14} {h.kernel}  ({h.source})")
-    for message in errors:
-        print(f"kir: error: {message}", file=sys.stderr)
-    return 2 if errors else 0
 
 
 def static_of(text: str, option: str):

@@ -28,7 +28,7 @@ def run(args) -> int:
         for warning in item.warnings:
             print(f"kir: warning: {warning}", file=sys.stderr)
     if args.json:
-        print(json.dumps({"format": SCHEMA, "source": args.directory, "output": args.output,
+        print(json.dumps({"schema": SCHEMA, "format": SCHEMA, "source": args.directory, "output": args.output,
                           "records": [{"kernel": i.kernel, "mneme_static_hash": i.mneme_static,
                                        "mneme_dynamic_hash": i.mneme_dynamic, "record": i.record,
                                        "regions": i.regions} for i in imported]}))

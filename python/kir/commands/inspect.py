@@ -1,21 +1,46 @@
-"""`kir inspect BINARY`: what device code a binary holds."""
+"""`kir inspect BINARY...`: what device code binaries hold.
+
+Several inputs (and directories with -r, kir.commands.inputs): each file's
+table starts with its header line (`PATH: FORMAT, N containers, M images`), a
+blank line between files, and a summary line ends the output; `--json` prints
+one `kir.inspect-files/1` object holding each file's `kir.inspect/3` report. One
+named file prints exactly one report, as before.
+
+`--require LIST` (a CI check): each binary read must hold every item of LIST
+(`sm_90`: a cubin for sm_90; `compute_90`: PTX for sm_90; `gfx90a`: an AMDGPU
+code object for it; a kind name, `ptx`, `cubin`, `lto-ir`, ...: an image of that
+kind); each binary lacking one is named on stderr and the exit status is 1. Files
+found by -r that hold no device code are not checked (a site-packages is full of
+host libraries); named files always are."""
 from __future__ import annotations
 
 import os
 import sys
 from io import TextIOBase
 
+import kir
 from kir.binary import Binary
-from kir.errors import OptionError
+from kir.commands import inputs
+from kir.errors import KirError, OptionError
 from kir.model import ImageKind
-from kir.report import build_report, parse_arch_filter, parse_kind_filter, render_table, selected_images
+from kir.report import (KINDS, build_report, parse_arch_filter, parse_kind_filter, processor, render_table,
+                        selected_images)
+
+SCHEMA_FILES = "kir.inspect-files/1"
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("binary", help="executable, shared library, object, archive or fatbin")
+    inputs.add_arguments(parser)
+    parser.add_argument("--require", metavar="LIST",
+                        help="exit 1, naming each binary that lacks one of these: sm_90 (a cubin), "
+                             "compute_90 (PTX for sm_90), gfx90a (a code object), or a kind (ptx, cubin, "
+                             "lto-ir, ...) — a CI check")
     parser.add_argument("--kernels", action="store_true",
                         help="also list each image's kernels and parameter layout "
                              "(decompresses images, in parallel)")
+    parser.add_argument("--kernel", metavar="REGEX",
+                        help="only kernels whose mangled or demangled name matches (Python re, searched); "
+                             "implies --kernels")
     parser.add_argument("--arch", metavar="LIST",
                         help="only images for these targets, e.g. sm_90,sm_80,gfx90a")
     parser.add_argument("--kind", metavar="LIST",
@@ -34,19 +59,125 @@ def add_arguments(parser) -> None:
 
 def run(args, out: TextIOBase = sys.stdout) -> int:
     archs, kinds = parse_arch_filter(args.arch), parse_kind_filter(args.kind)
+    required = parse_requirements(args.require)
     if args.threads < 0:
         raise OptionError(f"-j/--threads {args.threads}: expected 0 (all cores) or a positive number")
-    binary = Binary.open(args.binary, scan=args.scan)
+    args.kernel_filter = None
+    if args.kernel is not None:
+        import re
+        try:
+            pattern = re.compile(args.kernel)
+        except re.error as error:
+            raise OptionError(f"--kernel {args.kernel!r}: {error}") from None
+        args.kernels = True
+        args.kernel_filter = lambda name, demangled: bool(pattern.search(name) or pattern.search(demangled))
+    if args.threads and not args.kernels:
+        raise OptionError("-j/--threads: only with --kernels (or --kernel): nothing else is decoded")
+    many = len(args.binaries) > 1 or args.recursive
+    files = list(inputs.expand(args.binaries, args.recursive))
+    reports, failures, lacking, skipped, images, read = [], [], [], 0, 0, 0
+    status = 0
+    for item in files:
+        try:
+            binary = Binary.open(item.path, scan=args.scan)
+        except (KirError, OSError) as error:
+            failures.append({"path": item.path, "error": str(error)})
+            print(f"kir: error: {error}", file=sys.stderr)
+            continue
+        if not item.explicit and not binary.images:
+            skipped += 1  # found by -r, no device code: a host library
+            continue
+        missing = missing_requirements(binary, required) if required is not None else None
+        if missing:
+            lacking.append((item.path, missing))
+        if many and not args.json and read:
+            out.write("\n")
+        read += 1
+        images += len(selected_images(binary, archs, kinds))
+        report, code = inspect_one(binary, args, archs, kinds, out, missing, as_json=args.json and not many)
+        if report is not None:
+            reports.append(report)
+        status = max(status, code)
+    for path, missing in lacking:
+        print(f"kir: {path} lacks {', '.join(missing)}", file=sys.stderr)
+    if many:
+        if args.json:
+            import json
+            out.write(json.dumps({"schema": SCHEMA_FILES, "kir_version": kir.__version__,
+                                  "files": reports, "errors": failures, "skipped": skipped,
+                                  "lacking": [{"path": p, "missing": m} for p, m in lacking]},
+                                 separators=(",", ":")))
+            out.write("\n")
+        else:
+            out.write(("\n" if read else "") + summary_line(read, images, failures, skipped, lacking,
+                                                                 required is not None))
+    if failures:
+        status = 2
+    return status or (1 if lacking else 0)
+
+
+def summary_line(read: int, images: int, failures: list, skipped: int, lacking: list, checked: bool) -> str:
+    """'kir: 3 files, 14 images; 1 unreadable; 5 skipped (no device code); 1 lacks what --require asks'"""
+    parts = [f"kir: {read} file{'s' if read != 1 else ''}, {images} image{'s' if images != 1 else ''}"]
+    if failures:
+        parts.append(f"{len(failures)} unreadable")
+    if skipped:
+        parts.append(f"{skipped} skipped (no device code)")
+    if checked:
+        parts.append(f"{len(lacking)} lack{'s' if len(lacking) == 1 else ''} what --require asks"
+                     if lacking else "all hold what --require asks")
+    return "; ".join(parts) + "\n"
+
+
+def parse_requirements(text: str | None) -> list[tuple[str, str, str | None]] | None:
+    """'sm_90,ptx,compute_80,gfx90a' -> [(item, kind, processor or None)]; None when no --require."""
+    if text is None:
+        return None
+    required = []
+    for part in (p.strip() for p in text.split(",")):
+        if part in KINDS:
+            required.append((part, part, None))
+        elif part.startswith("compute_") and part[8:].isdigit():
+            required.append((part, ImageKind.ptx, f"sm_{part[8:]}"))
+        elif part.startswith("sm_") and part[3:].isdigit() or part.isdigit():
+            required.append((part, ImageKind.cubin, f"sm_{part.rsplit('_', 1)[-1]}"))
+        elif part.startswith("gfx") and len(part) > 3:
+            required.append((part, ImageKind.code_object, processor(part)))
+        else:
+            raise OptionError(f"--require: invalid item '{part}': expected e.g. sm_90, compute_90, gfx90a "
+                              f"or a kind ({', '.join(KINDS)})")
+    return required
+
+
+def missing_requirements(binary: Binary, required) -> list[str]:
+    """The items of --require that no image of `binary` satisfies."""
+    have = {(image.kind, processor(image.target)) for image in binary.images}
+    kinds = {kind for kind, _ in have}
+    return [item for item, kind, target in required
+            if (kind not in kinds if target is None else (kind, target) not in have)]
+
+
+def inspect_one(binary: Binary, args, archs, kinds, out, missing, as_json: bool):
+    """Print one binary's table (or, `as_json`, its report); returns (its report when
+    --json, exit status)."""
     errors: list[str] = []
     if args.kernels:
         errors = load_code(binary, selected_images(binary, archs, kinds), args.threads)
     modules, links = read_ir(binary, args.ir, args.kernels)
+    report = None
     if args.json:
         import json
         report = build_report(binary, archs, kinds, args.kernels, errors,
                               modules if args.ir else None, links)
-        out.write(json.dumps(report, separators=(",", ":")))  # one shot: the C encoder
-        out.write("\n")
+        if missing is not None:
+            report["missing"] = missing
+        if args.kernel_filter is not None:
+            for image in report["images"]:
+                image["kernels"] = [k for k in image.get("kernels", [])
+                                    if args.kernel_filter(k["name"], k["demangled"])]
+        if as_json:
+            out.write(json.dumps(report, separators=(",", ":")))  # one shot: the C encoder
+            out.write("\n")
     else:
         codes = [image._code for image in binary.images] if args.kernels else []
         notes = {key: f"IR: module #{index}" for key, index in links.items()}
@@ -54,12 +185,13 @@ def run(args, out: TextIOBase = sys.stdout) -> int:
             for image in binary.images:
                 for kernel in (image._code.kernels if image._code else []):
                     notes.setdefault((image.index, kernel.name), "IR: none")
-        out.write(render_table(binary, archs, kinds, codes, notes))
+        keep = args.kernel_filter  # (name, demangled) -> bool, or None
+        out.write(render_table(binary, archs, kinds, codes, notes, keep))
         if args.ir:
             out.write(render_ir(modules))
     for message in errors:
         print(f"kir: error: {message}", file=sys.stderr)
-    return 2 if errors else 0
+    return report, 2 if errors else 0
 
 
 def read_ir(binary: Binary, wanted: bool, with_kernels: bool):

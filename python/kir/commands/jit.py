@@ -12,6 +12,9 @@ import sys
 from kir.errors import KirError, OptionError
 
 
+SCHEMA = "kir.jit-compile/1"  # `kir jit compile --json`
+
+
 def add_arguments(parser) -> None:
     sub = parser.add_subparsers(dest="jit_command", required=True, metavar="VERB")
     c = sub.add_parser("compile", help="compile a kernel from its IR, specialized",
@@ -108,7 +111,7 @@ def compile_command(args) -> int:
     if args.cache:
         key = jit.store(compiled, args.cache)
     if args.json:
-        out = compiled.summary()
+        out = {"schema": SCHEMA, **compiled.summary()}
         out.update({"source": found.source, "output": args.output, "cache": args.cache, "key": key})
         print(json.dumps(out))
     else:

@@ -4,14 +4,15 @@ arguments and every byte it read and wrote — into a recording directory
 (docs/record-format.md). The app's output and exit status pass through; a
 summary line follows on stderr — or, when a signal killed the app, one line that
 names it and counts the records it completed before (docs/recording.md, Crashes).
-Replay a record with `kir replay`."""
+Replay a record with `kir replay`. Everything from the app's path on (or after
+`--`) is the app's command line, never read by kir."""
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
 from kir.app import exit_status, hooked_environment, library, run_app_process, signal_name
-from kir.commands.app import command_of, warn_if_static_runtime
+from kir.commands.app import add_kernel_argument, add_program_argument, command_of, warn_if_static_runtime
 from kir.record import RECORD_SUFFIX, Record, RecordError, check_output_directory
 from kir.recorder import recorder_environment
 
@@ -19,9 +20,8 @@ from kir.recorder import recorder_environment
 def add_arguments(parser) -> None:
     parser.add_argument("-o", "--output", default="kir-records", metavar="DIR",
                         help="the recording directory (default: kir-records)")
-    parser.add_argument("--kernels", metavar="REGEX",
-                        help="only kernels whose mangled or demangled name matches (an ECMAScript "
-                             "regular expression, as the recorder's std::regex reads it)")
+    add_kernel_argument(parser, "only kernels whose mangled or demangled name matches (an ECMAScript "
+                                "regular expression, as the recorder's std::regex reads it)")
     parser.add_argument("--max-per-kernel", type=int, default=4, metavar="N",
                         help="record at most N launches of each kernel (default 4; 0: no limit)")
     parser.add_argument("--skip", type=int, default=0, metavar="N",
@@ -33,13 +33,13 @@ def add_arguments(parser) -> None:
     parser.add_argument("--va-size", metavar="BYTES", help="size of the VA range (e.g. 64G)")
     parser.add_argument("--no-va", action="store_true",
                         help="reserve no VA range (records get va_range nil: replays map exact addresses)")
-    parser.add_argument("program", nargs="+", metavar="-- APP ARGS", help="the program to run")
+    add_program_argument(parser)
 
 
 def run(args) -> int:
-    command = command_of(args.program, "kir record -- APP ARGS...")
+    command = command_of(args.program, "kir record [OPTIONS] [--] APP ARGS...")
     directory = Path(args.output).resolve()
-    settings = recorder_environment(directory, kernels=args.kernels, max_per_kernel=args.max_per_kernel,
+    settings = recorder_environment(directory, kernels=args.kernel, max_per_kernel=args.max_per_kernel,
                                     skip=args.skip, ranks=args.ranks, reachable=args.reachable,
                                     va_base=args.va_base, va_size=args.va_size, no_va=args.no_va)
     check_output_directory(directory)  # before the app runs: a file or someone's folder is refused

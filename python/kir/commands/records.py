@@ -22,7 +22,7 @@ def run(args) -> int:
     records, errors = load_all(recording)
     chunks = {"count": len(recording.chunk_paths), "bytes": recording.chunk_bytes()}
     if args.json:
-        print(json.dumps({"format": SCHEMA, "directory": str(recording.directory),
+        print(json.dumps({"schema": SCHEMA, "format": SCHEMA, "directory": str(recording.directory),
                           "records": [entry(r) for r in records], "chunks": chunks}))
     else:
         print_table(records, chunks, recording)

@@ -147,7 +147,7 @@ def report(record, p, result, args) -> None:
     mismatches = [dataclasses.asdict(m) for m in result.mismatches]
     if args.json:
         print(json.dumps({
-            "format": SCHEMA, "record": str(record.path), "code": p.code.kind,
+            "schema": SCHEMA, "format": SCHEMA, "record": str(record.path), "code": p.code.kind,
             "static_hash": record.kernel.static_hash, "launch_identity": result.launch_identity,
             "hashes_match": p.hashes_match, "variant": result.variant, "verified": result.verified,
             "mismatches": mismatches, "times_ms": result.times_ms, "median_ms": result.median_ms,

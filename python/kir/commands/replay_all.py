@@ -49,7 +49,7 @@ def run_all(args) -> int:
     summary = {**counts, "records": len(rows), "seconds": seconds,
                "records_per_minute": len(rows) / seconds * 60 if seconds > 0 else None}
     if args.json:
-        print(json.dumps({"format": SCHEMA_ALL, "directory": str(recording.directory),
+        print(json.dumps({"schema": SCHEMA_ALL, "format": SCHEMA_ALL, "directory": str(recording.directory),
                           "mode": "plan" if args.plan else "replay", "code": args.code,
                           "repeat": args.repeat, "verify": args.verify, "cluster": where,
                           "baseline": args.baseline, "records": rows, "summary": summary, "exit_status": status}))

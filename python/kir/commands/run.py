@@ -7,7 +7,8 @@ key, the `kir jit compile` command that fills it. The compile options given here
 must be those the entries were compiled with: they are part of the key. The
 app's output and exit status pass through; one summary line follows on stderr
 (hits, misses, launches substituted, time added per launch), and --stats FILE
-writes it as JSON."""
+writes it as JSON. Everything from the app's path on (or after `--`) is the
+app's command line, never read by kir."""
 from __future__ import annotations
 
 import json
@@ -18,7 +19,7 @@ from pathlib import Path
 
 from kir import jit
 from kir.app import exit_status, hooked_environment, library, run_app_process
-from kir.commands.app import command_of
+from kir.commands.app import add_program_argument, command_of
 from kir.errors import OptionError
 from kir.jit.client import client_environment
 
@@ -41,11 +42,11 @@ def add_arguments(parser) -> None:
     parser.add_argument("--ptxas-option", action="append", default=[], metavar="OPT")
     parser.add_argument("--keep-other-kernels", action="store_true")
     parser.add_argument("--stats", metavar="FILE", help="write the client's counters here as JSON")
-    parser.add_argument("program", nargs="+", metavar="-- APP ARGS", help="the program to run")
+    add_program_argument(parser)
 
 
 def run(args) -> int:
-    command = command_of(args.program, "kir run --jit-cache DIR -- APP ARGS...")
+    command = command_of(args.program, "kir run --jit-cache DIR [OPTIONS] [--] APP ARGS...")
     cache = Path(args.jit_cache)
     if cache.exists() and not cache.is_dir():
         raise OptionError(f"--jit-cache {cache}: not a directory")

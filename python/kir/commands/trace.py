@@ -4,9 +4,14 @@ every unregistration (unregister-fatbin: a fatbin unregistered as its library
 is unloaded or the app exits, or a module unloaded, with the number of
 kernels registered with it), every allocation and free (kind: kir's allocation kind
 names), and every launch (kernel, grid, block, shared memory, stream, argument
-values, static and dynamic kir hashes, the runtime's return code). The app's
-stdout, stderr and exit status pass through; KIR_HOOK_LOG=1 in the environment
-adds the layer's failure lines to stderr (kir/hooks.h, "Errors")."""
+values — as their types say where the kernel's demangled name gives its
+signature: 2.5, 1024, pointers in hex —, static and dynamic kir hashes, the
+runtime's return code). The app's stdout, stderr and exit status pass through;
+the trace goes to kir's stdout, or with -o FILE to that file (not mixed with
+the app's output). Everything from the app's path on (or after `--`) is the
+app's command line: `kir trace ./app --json` gives --json to the app.
+KIR_HOOK_LOG=1 in the environment adds the layer's failure lines to stderr
+(kir/hooks.h, "Errors")."""
 from __future__ import annotations
 
 import os
@@ -15,30 +20,35 @@ import sys
 import threading
 
 from kir.recorder import check_kernel_regex
-from kir.commands.app import command_of, hook_library, hooked_environment, run_app, warn_if_static_runtime
+from kir.commands.app import (add_kernel_argument, add_program_argument, command_of, hook_library,
+                              hooked_environment, run_app, warn_if_static_runtime)
 
 __all__ = ["add_arguments", "run", "hook_library", "warn_if_static_runtime"]
 
 
 def add_arguments(parser) -> None:
     parser.add_argument("--json", action="store_true", help="one JSON object per line")
-    parser.add_argument("--kernels", metavar="REGEX",
-                        help="only kernel registrations and launches whose mangled or demangled name "
-                             "matches (an ECMAScript regular expression, as std::regex reads it: the "
-                             "hook's tracing client filters, with the recorder's dialect)")
-    parser.add_argument("program", nargs="+", metavar="-- APP ARGS", help="the program to run")
+    parser.add_argument("-o", "--output", metavar="FILE",
+                        help="write the trace to FILE (replaced) instead of kir's stdout, apart from "
+                             "the app's own output")
+    add_kernel_argument(parser, "only kernel registrations and launches whose mangled or demangled name "
+                                "matches (an ECMAScript regular expression, as std::regex reads it: the "
+                                "hook's tracing client filters, with the recorder's dialect)")
+    add_program_argument(parser)
 
 
 def run(args) -> int:
-    command = command_of(args.program, "kir trace -- APP ARGS...")
+    command = command_of(args.program, "kir trace [OPTIONS] [--] APP ARGS...")
     warn_if_static_runtime(command[0])
     env = hooked_environment()
-    if args.kernels:
-        check_kernel_regex(args.kernels)  # the tracing client's own dialect, as the recorder's
-        env["KIR_TRACE_KERNELS"] = args.kernels
+    if args.kernel:
+        check_kernel_regex(args.kernel)  # the tracing client's own dialect, as the recorder's
+        env["KIR_TRACE_KERNELS"] = args.kernel
+    env["KIR_TRACE"] = "json" if args.json else "text"
+    if args.output:
+        return trace_to_file(command, env, args.output)
     read_fd, write_fd = os.pipe()
     pipe = os.fstat(write_fd)
-    env["KIR_TRACE"] = "json" if args.json else "text"
     # The client writes only to this pipe (not to whatever file holds the number later) and
     # moves it to a close-on-exec descriptor: programs the app starts do not hold it open.
     env["KIR_TRACE_FD"] = f"{write_fd}:{pipe.st_dev}:{pipe.st_ino}"
@@ -51,6 +61,15 @@ def run(args) -> int:
         app_done.set()  # the app's exit ends the trace, not the pipe's end: a child may keep it open
         reader.join()
     return status
+
+
+def trace_to_file(command: list[str], env: dict[str, str], path: str) -> int:
+    """Run the app with the client writing straight to `path` (appending, so that
+    processes the app forks add whole lines)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND | os.O_CLOEXEC, 0o644)
+    st = os.fstat(fd)
+    env["KIR_TRACE_FD"] = f"{fd}:{st.st_dev}:{st.st_ino}"
+    return run_app(command, env, pass_fds=(fd,))  # closes fd once the app has it
 
 
 def copy_lines(fd: int, app_done: threading.Event) -> None:
@@ -76,6 +95,18 @@ def copy_lines(fd: int, app_done: threading.Event) -> None:
         os.close(fd)
 
 
+closed = False  # stdout's reader left (`kir trace ... | head`): read on, write nothing
+
+
 def emit(line: str) -> None:
-    sys.stdout.write(line)
-    sys.stdout.flush()
+    """Write a trace line to stdout; once its reader has left, drop the lines (the
+    pipe from the app is still drained, so the app never blocks on it)."""
+    global closed
+    if closed:
+        return
+    try:
+        sys.stdout.write(line)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        closed = True
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

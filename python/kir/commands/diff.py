@@ -1,0 +1,220 @@
+"""`kir diff A B`: the kernels added, removed and changed between two binaries —
+for checking a rebuild, a JIT cache or a recording against a new binary.
+
+Each side's kernels are those `kir hash` lists: one per (kernel, image) of the
+device images kir decodes (cubin, PTX, AMDGPU code objects), with its static
+hash (docs/hashing.md), registers, static shared memory and parameter layout
+(offset and size of each parameter) from the image. A kernel is matched across
+the two sides by target, image kind and mangled name; one left unmatched on
+both sides whose demangled name without its parameter list is the same (and
+unique on each side) is matched too, as a kernel whose signature changed
+(`renamed`: a C++ kernel's mangled name encodes its parameter types). A matched
+kernel is `changed` when its static hash, its own code, registers, shared memory
+or parameter layout differ; the others are `unchanged`.
+
+The static hash covers the kernel's whole image (docs/hashing.md): any change to
+a translation unit changes the static hash of every kernel in it. `code` tells
+the kernel's own machine code apart: a BLAKE2b-128 digest of its `.text.NAME`
+section in a cubin (null for other images), so a kernel whose static hash
+changed while its code did not is shown as such.
+
+`--arch LIST` keeps those targets, `--kernel REGEX` kernels whose mangled or
+demangled name matches (Python's re, searched). Exit status, as diff(1): 0 no
+difference, 1 differences, 2 bad input. `--json` prints one `kir.diff/1` object
+(docs/schemas/diff.schema.json)."""
+from __future__ import annotations
+
+import hashlib
+import re
+import struct
+import sys
+
+from kir.errors import OptionError
+
+SCHEMA = "kir.diff/1"
+#: What a change can be, in the order printed.
+FIELDS = ("renamed", "static", "code", "registers", "shared_bytes", "params")
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("a", metavar="A", help="the binary before")
+    parser.add_argument("b", metavar="B", help="the binary after")
+    parser.add_argument("--arch", metavar="LIST", help="only images for these targets, e.g. sm_90,gfx90a")
+    parser.add_argument("--kernel", metavar="REGEX",
+                        help="only kernels whose mangled or demangled name matches (Python re, searched)")
+    parser.add_argument("--scan", action="store_true", help="also find containers by magic")
+    parser.add_argument("--unchanged", action="store_true", help="also list the kernels that did not change")
+    parser.add_argument("--json", action="store_true", help=f"print one JSON object ({SCHEMA})")
+
+
+def kernels_of(path: str, archs, pattern, scan: bool) -> tuple[dict, list[str]]:
+    """{(target, image kind, mangled name): KERNEL record} of one binary, and the
+    messages of images that could not be decoded."""
+    from kir.binary import Binary
+    from kir.hashing import kernel_hashes
+    from kir.report import processor
+    binary = Binary.open(path, scan=scan)
+    hashes, errors = kernel_hashes(binary)
+    out: dict[tuple[str, str, str], dict] = {}
+    texts: dict[int, dict[str, bytes]] = {}
+    for h in hashes:
+        if archs is not None and processor(h.target) not in archs:
+            continue
+        image = binary.images[h.image]
+        kernel = next(k for k in image.kernels if k.name == h.kernel)  # decoded by kernel_hashes
+        if pattern is not None and not (pattern.search(kernel.name) or pattern.search(kernel.demangled)):
+            continue
+        key = (h.target, str(h.image_kind), h.kernel)
+        if key in out:  # the same kernel in a second image of the same target: the first one counts
+            continue
+        if h.image_kind == "cubin" and h.image not in texts:
+            texts[h.image] = cubin_texts(image.read())
+        code = texts.get(h.image, {}).get(h.kernel)
+        out[key] = {
+            "kernel": h.kernel,
+            "demangled": kernel.demangled,
+            "target": h.target,
+            "image_kind": str(h.image_kind),
+            "image": h.image,
+            "static": h.static.hex,
+            "code": hashlib.blake2b(code, digest_size=16).hexdigest() if code is not None else None,
+            "registers": kernel.registers,
+            "shared_bytes": kernel.shared_bytes,
+            "params": [{"offset": p.offset, "size": p.size} for p in kernel.params],
+        }
+    return out, errors
+
+
+def cubin_texts(data: bytes) -> dict[str, bytes]:
+    """{kernel: the bytes of its `.text.KERNEL` section} of a cubin (ELF64, little
+    endian); {} for anything else."""
+    if len(data) < 64 or data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
+        return {}
+    try:
+        shoff, = struct.unpack_from("<Q", data, 0x28)
+        shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
+        headers = [struct.unpack_from("<IIQQQQ", data, shoff + i * shentsize) for i in range(shnum)]
+        names_at, names_size = headers[shstrndx][4], headers[shstrndx][5]
+        names = data[names_at:names_at + names_size]
+        out = {}
+        for name_offset, kind, _, _, offset, size in headers:
+            name = names[name_offset:names.index(b"\0", name_offset)].decode(errors="replace")
+            if name.startswith(".text.") and kind != 8:  # not NOBITS
+                out[name[len(".text."):]] = data[offset:offset + size]
+        return out
+    except (struct.error, IndexError, ValueError):
+        return {}
+
+
+def base_name(demangled: str) -> str:
+    """'ns::f<int>(float*, int)' -> 'ns::f<int>': the demangled name without its
+    parameter list (the last balanced parentheses)."""
+    if not demangled.endswith(")"):
+        return demangled
+    depth = 0
+    for i in range(len(demangled) - 1, -1, -1):
+        if demangled[i] == ")":
+            depth += 1
+        elif demangled[i] == "(":
+            depth -= 1
+            if depth == 0:
+                return demangled[:i]
+    return demangled
+
+
+def compare(a: dict, b: dict) -> dict:
+    """The kir.diff/1 body: added, removed, changed, unchanged."""
+    matched = [(a[key], b[key]) for key in a if key in b]
+    only_a = {key: v for key, v in a.items() if key not in b}
+    only_b = {key: v for key, v in b.items() if key not in a}
+
+    def by_base(side: dict) -> dict:
+        groups: dict[tuple, list] = {}
+        for key, v in side.items():
+            groups.setdefault((key[0], key[1], base_name(v["demangled"])), []).append(key)
+        return {group: keys[0] for group, keys in groups.items() if len(keys) == 1}
+
+    base_a, base_b = by_base(only_a), by_base(only_b)
+    for group, key_a in base_a.items():
+        key_b = base_b.get(group)
+        if key_b is not None:
+            matched.append((only_a.pop(key_a), only_b.pop(key_b)))
+    changed, unchanged = [], []
+    for old, new in matched:
+        what = [f for f in FIELDS if f != "renamed" and old[f] != new[f]]
+        if old["kernel"] != new["kernel"]:
+            what.insert(0, "renamed")
+        entry = {"kernel": new["kernel"], "demangled": new["demangled"], "target": new["target"],
+                 "image_kind": new["image_kind"], "changes": what, "before": old, "after": new}
+        (changed if what else unchanged).append(entry)
+    order = lambda k: (k["target"], k["image_kind"], k["kernel"])  # noqa: E731
+    return {"added": sorted(only_b.values(), key=order), "removed": sorted(only_a.values(), key=order),
+            "changed": sorted(changed, key=order), "unchanged": sorted(unchanged, key=order)}
+
+
+def layout(params: list[dict]) -> str:
+    return "[" + " ".join(f"{p['offset']}:{p['size']}" for p in params) + "]"
+
+
+def change_text(entry: dict) -> str:
+    a, b = entry["before"], entry["after"]
+    parts = []
+    for field in entry["changes"]:
+        if field == "renamed":
+            parts.append(f"name {a['kernel']} -> {b['kernel']}")
+        elif field == "static":
+            same_code = "code" not in entry["changes"] and a["code"] is not None
+            parts.append(f"static {a['static']} -> {b['static']}" + (" (its own code unchanged)" if same_code else ""))
+        elif field == "code":
+            parts.append("code changed")
+        elif field == "params":
+            parts.append(f"params {layout(a['params'])} -> {layout(b['params'])}")
+        else:
+            name = "shared" if field == "shared_bytes" else field
+            parts.append(f"{name} {a[field] if a[field] is not None else '-'} -> "
+                         f"{b[field] if b[field] is not None else '-'}")
+    return "; ".join(parts)
+
+
+def render(result: dict, a: str, b: str, with_unchanged: bool) -> str:
+    lines = [f"--- {a}", f"+++ {b}"]
+
+    def row(mark: str, k: dict, detail: str = "") -> str:
+        return f"{mark} {k['target']:<10} {k['image_kind']:<12} {k['demangled']}" + (f"  ({detail})" if detail else "")
+    for k in result["removed"]:
+        lines.append(row("-", k, f"static {k['static']}"))
+    for k in result["added"]:
+        lines.append(row("+", k, f"static {k['static']}"))
+    for k in result["changed"]:
+        lines.append(row("~", k, change_text(k)))
+    if with_unchanged:
+        for k in result["unchanged"]:
+            lines.append(row("=", k))
+    lines.append(f"kir: {len(result['added'])} added, {len(result['removed'])} removed, "
+                 f"{len(result['changed'])} changed, {len(result['unchanged'])} unchanged")
+    return "\n".join(lines) + "\n"
+
+
+def run(args) -> int:
+    import kir
+    from kir.report import parse_arch_filter
+    archs = parse_arch_filter(args.arch)
+    try:
+        pattern = re.compile(args.kernel) if args.kernel else None
+    except re.error as error:
+        raise OptionError(f"--kernel {args.kernel!r}: {error}") from None
+    a, errors_a = kernels_of(args.a, archs, pattern, args.scan)
+    b, errors_b = kernels_of(args.b, archs, pattern, args.scan)
+    result = compare(a, b)
+    errors = errors_a + errors_b
+    if args.json:
+        import json
+        print(json.dumps({"schema": SCHEMA, "kir_version": kir.__version__, "a": args.a, "b": args.b,
+                          **result, "errors": errors}, separators=(",", ":")))
+    else:
+        sys.stdout.write(render(result, args.a, args.b, args.unchanged))
+    for message in errors:
+        print(f"kir: error: {message}", file=sys.stderr)
+    if errors:
+        return 2
+    return 1 if result["added"] or result["removed"] or result["changed"] else 0
