@@ -113,10 +113,10 @@ def writer_threads(exe: Path, work: Path, mib: int, runs: int, threads: list[int
     print(f"\n(a2) the record's writer threads (KIR_RECORD_THREADS), `transform` over two {mib} MiB buffers, "
           f"median of {runs}; pinned D2H {d2h:.2f} GiB/s\n")
     print("| writer threads | prologue GiB/s | epilogue GiB/s | store s (after the app moved on) | whole record GiB/s "
-          "| vs pinned D2H |")
-    print("|---|---|---|---|---|---|")
+          "| vs pinned D2H | hash s | compress s | write s (thread-summed) | copy wait s | sync s |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for n in threads:
-        prologue, epilogue, store, whole = [], [], [], []
+        prologue, epilogue, store, whole, parts = [], [], [], [], []
         for _ in range(runs):
             (rec,) = record(exe, work / "threads", "transform", "snapshot", mib, max_per_kernel=1,
                             env={"KIR_RECORD_THREADS": str(n)})
@@ -126,9 +126,12 @@ def writer_threads(exe: Path, work: Path, mib: int, runs: int, threads: list[int
             store.append(s.store_seconds)
             whole.append((s.prologue_bytes + s.epilogue_bytes) / GIB /
                          (s.prologue_seconds + s.epilogue_seconds + s.store_seconds))
+            parts.append((s.store_hash_seconds, s.store_compress_seconds, s.store_write_seconds,
+                          s.copy_wait_seconds, s.sync_seconds))
         w = statistics.median(whole)
+        cols = " | ".join(f"{statistics.median(p[i] for p in parts):.3f}" for i in range(5))
         print(f"| {n} | {statistics.median(prologue):.2f} | {statistics.median(epilogue):.2f} | "
-              f"{statistics.median(store):.3f} | {w:.2f} | {w / d2h * 100:.0f}% |")
+              f"{statistics.median(store):.3f} | {w:.2f} | {w / d2h * 100:.0f}% | {cols} |")
 
 
 def recording_size(exe: Path, work: Path, mib: int, launches: int) -> None:

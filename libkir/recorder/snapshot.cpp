@@ -2,6 +2,7 @@
 #include "snapshot.hpp"
 
 #include <algorithm>
+#include <chrono>
 
 namespace kir::record {
 
@@ -53,7 +54,9 @@ Status Snapshotter::copy(RecordBuilder& builder, const std::vector<size_t>& regi
     const Batch& b = batches[i];
     CUresult issued = driver_.cuMemcpyDtoHAsync(staging_[b.buffer], b.from, b.size, stream_);
     Status stored = i ? store(batches[i - 1]) : Status();  // the previous batch, while this one copies
+    auto wait_start = std::chrono::steady_clock::now();
     CUresult done = driver_.cuStreamSynchronize(stream_);
+    builder.add_copy_wait(std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count());
     if (issued != 0 || done != 0)
       return Error("copying " + hex(b.size) + " bytes at " + hex(builder.regions()[b.region].address + b.offset) +
                    " to the host failed: " +

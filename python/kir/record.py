@@ -206,6 +206,14 @@ class Stats:
     epilogue_seconds: float = 0.0
     stored_bytes: int = 0
     store_seconds: float = 0.0  # storing snapshots held on the device, after the app moved on
+    # The writer's profile (issue 15; records from kir before it: 0): seconds summed
+    # over the writer's threads hashing, compressing and writing chunks; waiting for
+    # device-to-host copies; making the chunks durable before the record is written.
+    store_hash_seconds: float = 0.0
+    store_compress_seconds: float = 0.0
+    store_write_seconds: float = 0.0
+    copy_wait_seconds: float = 0.0
+    sync_seconds: float = 0.0
 
 
 # --- files --------------------------------------------------------------------------------
@@ -484,7 +492,9 @@ def _stats(f: _Fields) -> Stats:
     return Stats(prologue_bytes=f.get("prologue_bytes", int), prologue_seconds=f.get("prologue_seconds", number),
                  epilogue_bytes=f.get("epilogue_bytes", int), epilogue_seconds=f.get("epilogue_seconds", number),
                  stored_bytes=f.get("stored_bytes", int),
-                 store_seconds=f.get("store_seconds", number) if "store_seconds" in f.value else 0.0)
+                 **{key: f.get(key, number) if key in f.value else 0.0
+                    for key in ("store_seconds", "store_hash_seconds", "store_compress_seconds",
+                                "store_write_seconds", "copy_wait_seconds", "sync_seconds")})
 
 
 # --- records --------------------------------------------------------------------------

@@ -1,6 +1,8 @@
 // The chunk store (kir/record/chunk_store.hpp) and atomic file writes.
 #include "kir/record/chunk_store.hpp"
 
+#include <chrono>
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/random.h>
@@ -179,8 +181,17 @@ void ChunkStore::settle(const Hash128& name, bool stored) {
   settled_.notify_all();
 }
 
+namespace {
+uint64_t now_ns() {
+  return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                      std::chrono::steady_clock::now().time_since_epoch()).count());
+}
+}  // namespace
+
 Expected<Hash128> ChunkStore::put(ByteView raw) {
+  uint64_t start = now_ns();
   Hash128 name = xxh3_128(raw);
+  hash_ns_ += now_ns() - start;
   if (Status stored = put(raw, name); !stored) return stored.error();
   return name;
 }
@@ -199,7 +210,9 @@ Status ChunkStore::write_chunk(ByteView raw, const Hash128& name) {
   thread_local std::vector<uint8_t> file;
   Expected<uint64_t> packed = uint64_t(raw.size());
   const format::Header& header = format::kChunkHeader;
+  uint64_t start = now_ns();
   if (worth_compressing(raw)) packed = compress_zstd(raw, level_, file, header.size);
+  compress_ns_ += now_ns() - start;
   if (!packed) return packed.error().within(path);
   format::Codec codec = format::Codec::zstd;
   if (*packed >= raw.size()) {  // incompressible: store it as it is
@@ -217,8 +230,10 @@ Status ChunkStore::write_chunk(ByteView raw, const Hash128& name) {
   format::put(h, field::hash_high, name.high);
   format::put(h, field::hash_low, name.low);
   // The directory is synced once per record (RecordBuilder::write), not per chunk.
-  if (Status written = write_file_atomically(path, file.data(), file.size(), false, false); !written)
-    return written;  // made durable by sync() before a record names it
+  start = now_ns();
+  Status written = write_file_atomically(path, file.data(), file.size(), false, false);
+  write_ns_ += now_ns() - start;
+  if (!written) return written;  // made durable by sync() before a record names it
   stored_bytes_ += file.size();
   ++stored_chunks_;
   return {};

@@ -14,7 +14,8 @@
 namespace kir::record {
 
 RecordBuilder::RecordBuilder(ChunkStore& store, uint64_t chunk_size)
-    : store_(store), chunk_size_(chunk_size ? chunk_size : 1), stored_before_(store.stored_bytes()) {}
+    : store_(store), chunk_size_(chunk_size ? chunk_size : 1), stored_before_(store.stored_bytes()),
+      profile_before_(store.profile()) {}
 
 void RecordBuilder::set_process(int64_t pid, int64_t rank) { pid_ = pid, rank_ = rank; }
 
@@ -228,9 +229,16 @@ std::vector<uint8_t> RecordBuilder::metadata() const {
     if (r.global) write_region(w, r);
   w.key("flags").array(uint32_t(flags_.size()));
   for (const Flag& f : flags_) w.map(2).key("flag").str(f.flag).key("detail").str(f.detail);
-  w.key("stats").map(6).key("prologue_bytes").uint(bytes_[0]).key("prologue_seconds").f64(seconds_[0]);
+  w.key("stats").map(11).key("prologue_bytes").uint(bytes_[0]).key("prologue_seconds").f64(seconds_[0]);
   w.key("epilogue_bytes").uint(bytes_[1]).key("epilogue_seconds").f64(seconds_[1]);
   w.key("stored_bytes").uint(store_.stored_bytes() - stored_before_).key("store_seconds").f64(store_seconds_);
+  // The writer's profile (issue 15): thread-summed seconds since this record began.
+  ChunkStore::Profile now = store_.profile();
+  w.key("store_hash_seconds").f64(double(now.hash_ns - profile_before_.hash_ns) * 1e-9);
+  w.key("store_compress_seconds").f64(double(now.compress_ns - profile_before_.compress_ns) * 1e-9);
+  w.key("store_write_seconds").f64(double(now.write_ns - profile_before_.write_ns) * 1e-9);
+  w.key("copy_wait_seconds").f64(copy_wait_seconds_);
+  w.key("sync_seconds").f64(sync_seconds_);
   return w.take();
 }
 
@@ -258,6 +266,11 @@ Status check_complete(const Region& r, size_t index) {
 Expected<std::string> RecordBuilder::write() const {
   for (size_t i = 0; i < regions_.size(); ++i)
     if (Status complete = check_complete(regions_[i], i); !complete) return complete.error().within("record not written");
+  // The chunks it names reach the disk before the record does (crash-safe order);
+  // timed first, so that the record's stats hold it.
+  auto sync_start = std::chrono::steady_clock::now();
+  if (Status synced = store_.sync(); !synced) return synced.error().within("record not written");
+  sync_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - sync_start).count();
   std::vector<uint8_t> body = metadata();
   namespace field = format::record_header;
   std::vector<uint8_t> file(format::kRecordHeader.size);
@@ -272,8 +285,6 @@ Expected<std::string> RecordBuilder::write() const {
   std::string name = static_hash_.hex() + "." + launch_identity_.hex();
   if (rank_ >= 0) name += ".rank" + std::to_string(rank_);
   std::string path = store_.directory() + "/records/" + name + format::kRecordSuffix;
-  // The chunks it names reach the disk before the record does (crash-safe order).
-  if (Status synced = store_.sync(); !synced) return synced.error().within("record not written");
   if (Status written = write_file_atomically(path, file.data(), file.size()); !written) return written.error();
   return path;
 }

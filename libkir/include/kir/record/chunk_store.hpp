@@ -46,6 +46,13 @@ class ChunkStore {
   /// Bytes this store wrote to disk (headers included), and chunks written.
   uint64_t stored_bytes() const { return stored_bytes_; }
   uint64_t stored_chunks() const { return stored_chunks_; }
+  /// Where the store's threads spent their time (nanoseconds summed over threads,
+  /// since the store opened): hashing chunks, compressing them (the probe
+  /// included), writing their files (issue 15: the writer's profile).
+  struct Profile {
+    uint64_t hash_ns = 0, compress_ns = 0, write_ns = 0;
+  };
+  Profile profile() const { return {hash_ns_.load(), compress_ns_.load(), write_ns_.load()}; }
 
  private:
   ChunkStore(std::string directory, int zstd_level) : directory_(std::move(directory)), level_(zstd_level) {}
@@ -65,6 +72,7 @@ class ChunkStore {
   std::unordered_map<Hash128, bool, NameHash> known_;  // name -> stored (false: being stored)
   std::atomic<uint64_t> stored_bytes_{0};
   std::atomic<uint64_t> stored_chunks_{0};
+  std::atomic<uint64_t> hash_ns_{0}, compress_ns_{0}, write_ns_{0};
 };
 
 }  // namespace kir::record

@@ -79,6 +79,8 @@ class RecordBuilder {
   void add_time(bool epilogue, double seconds);
   /// Time spent storing snapshots taken to device memory first (after the app moved on).
   void add_store_time(double seconds) { store_seconds_ += seconds; }
+  /// Time the writer waited for a device-to-host copy (the store was done first).
+  void add_copy_wait(double seconds) { copy_wait_seconds_ += seconds; }
 
   /// The metadata as msgpack (the record file's body).
   std::vector<uint8_t> metadata() const;
@@ -112,6 +114,9 @@ class RecordBuilder {
   uint64_t bytes_[2] = {0, 0};
   double seconds_[2] = {0, 0};
   double store_seconds_ = 0;
+  double copy_wait_seconds_ = 0;
+  ChunkStore::Profile profile_before_;  // the store's profile when this record began
+  mutable double sync_seconds_ = 0;     // write(): making the chunks durable
 };
 
 }  // namespace kir::record
