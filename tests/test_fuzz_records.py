@@ -210,4 +210,16 @@ def test_records_with_damaged_metadata_raise_only_kir_errors(recording):
                 outcomes["refused"] += 1
 
     damaged()
+    # Edits that keep the metadata valid read: a stats figure changed, an unknown key added.
+    for edit in ({"store_seconds": 2.5}, {"a_key_of_a_later_kir": [1, "x"]}):
+        import copy as deep
+        meta = deep.deepcopy(original)
+        meta["stats"].update(edit)
+        with tempfile.TemporaryDirectory() as scratch:
+            copy = Path(scratch) / "rec"
+            shutil.copytree(directory, copy)
+            target = copy / record_path.relative_to(directory)
+            reseal(target, meta)
+            read_everything(target)
+            outcomes["read"] += 1
     assert outcomes["refused"] > 0 and outcomes["read"] > 0, outcomes  # both ends reached

@@ -9,7 +9,7 @@ import kir.model
 
 abi_version: int = 0
 
-hook_api_version: int = 4
+hook_api_version: int = 5
 
 def name_table(which: str) -> tuple:
     """
@@ -153,6 +153,11 @@ class DeviceCode:
 
     @property
     def kernels(self) -> list[Kernel]: ...
+
+    def kernel_rows(self) -> list:
+        """
+        Per kernel: (name, demangled, parameter count, layout ' OFFSET:SIZE...', registers or None, static shared bytes or None).
+        """
 
     @property
     def functions(self) -> list[str]:
