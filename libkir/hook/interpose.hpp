@@ -56,15 +56,20 @@ inline void* find_real(const char* name, std::initializer_list<const char*> libr
 /// A launch event's fields as every launch API has them.
 inline kir_hook_launch launch_event(const char* api, const void* function, Dim3 grid, Dim3 block,
                                     size_t shared_bytes, const void* stream, void** args) {
-  kir_hook_launch l{};
-  l.api = api;
+  kir_hook_launch l;  // every field set here, one store each (a `{}` first cost a rep stos per launch)
+  l.kernel = nullptr;
   l.host_stub = function;
   l.grid = {grid.x, grid.y, grid.z};
   l.block = {block.x, block.y, block.z};
   l.shared_bytes = shared_bytes;
   l.stream = stream;
   l.args = args;
+  l.launch_identity = {0, 0};
+  l.result = 0;
+  l.api = api;
+  l.outcome = KIR_LAUNCH_ORIGINAL;
   l.claimed_by = -1;
+  l.substitute_id = {0, 0};
   return l;
 }
 
@@ -75,6 +80,7 @@ int traced_launch(kir_hook_launch launch, const StreamOps* ops, Call&& call) {
   if (RuntimeCall::active()) return call();
   RuntimeCall inside;
   Layer& layer = Layer::get();
+  if (!layer.has_clients()) return layer.count_launch(), call();  // nobody to tell (issue 15)
   layer.launch_begin(launch);
   launch.result = call();
   layer.launch_completed(launch, ops);
@@ -91,6 +97,7 @@ int claimable_launch(kir_hook_launch launch, const StreamOps* ops, Vendor vendor
   if (RuntimeCall::active()) return call();
   RuntimeCall inside;
   Layer& layer = Layer::get();
+  if (!layer.has_clients()) return layer.count_launch(), call();  // nobody to tell or to claim (issue 15)
   Claim claim;
   layer.launch_begin(launch, &claim, vendor);
   if (launch.outcome == KIR_LAUNCH_HANDLED) launch.result = claim.sub.result;

@@ -183,6 +183,8 @@ class Layer {
   /// with `claim`, ask the clients' launch_override first (API 4): the event's
   /// outcome says what will run, and `claim->function` the substitute to launch.
   void launch_begin(kir_hook_launch& launch, Claim* claim = nullptr, Vendor vendor = Vendor::cuda_runtime);
+  /// A launch with no client loaded: counted (kir_hook_stats.launches), nothing else.
+  void count_launch() { launches_.fetch_add(1, std::memory_order_relaxed); }
   /// Whether any client has a launch_override (a relaxed load: the hot path's only cost).
   bool overriding() const { return has_override_.load(std::memory_order_relaxed); }
   /// Whether any client listens: without one, launches need no kernel lookup.
