@@ -717,11 +717,27 @@ void Layer::launch_begin(kir_hook_launch& launch, Claim* claim, Vendor vendor) {
   KernelRecord* k = needs & kNeedsKernel ? kernel_for(launch.host_stub) : nullptr;
   launch.kernel = k ? &k->view : nullptr;
   if (k && (needs & kNeedsIdentity)) {  // only when a client reads it (API 5)
-    const std::string& arch = k->fatbin ? k->fatbin->arch : std::string();
+    static const std::string kNoArch;
+    const std::string& arch = k->fatbin ? k->fatbin->arch : kNoArch;
+    const KernelRecord::IdentityPrefix* prefix = k->identity_prefix.load(std::memory_order_acquire);
+    if (!prefix || prefix->arch != arch) {  // the first launch (or the image's arch changed)
+      auto* fresh = new KernelRecord::IdentityPrefix{
+          arch, std::string(DynamicHash(HashDomain::launch_identity,
+                                        {k->view.static_hash.high, k->view.static_hash.low}, arch).encoded())};
+      if (k->identity_prefix.compare_exchange_strong(prefix, fresh, std::memory_order_acq_rel))
+        prefix = fresh;  // the one it replaced (if any) stays allocated: another launch may hold it
+      else
+        delete fresh;  // another thread's is in place: `prefix` holds it now
+    }
+    if (prefix->arch != arch)  // lost a race with an arch change: encode this one in full
+      prefix = nullptr;
     const uint32_t grid[3] = {launch.grid.x, launch.grid.y, launch.grid.z};
     const uint32_t block[3] = {launch.block.x, launch.block.y, launch.block.z};
-    Hash128 d = kir::launch_identity({k->view.static_hash.high, k->view.static_hash.low}, arch, launch.args,
-                                     k->sizes.data(), uint32_t(k->sizes.size()), grid, block, launch.shared_bytes);
+    Hash128 d = prefix ? kir::launch_identity_from(prefix->bytes, launch.args, k->sizes.data(),
+                                                   uint32_t(k->sizes.size()), grid, block, launch.shared_bytes)
+                       : kir::launch_identity({k->view.static_hash.high, k->view.static_hash.low}, arch, launch.args,
+                                              k->sizes.data(), uint32_t(k->sizes.size()), grid, block,
+                                              launch.shared_bytes);
     launch.launch_identity = {d.high, d.low};
   }
   if (claim && overriding()) {

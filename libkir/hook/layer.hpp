@@ -108,6 +108,13 @@ struct KernelRecord {
   std::vector<kir_jit_arg> jit_args;  // set once (Proteus ABI); the view points into it
   kir_hook_kernel view{};
   std::vector<const void*> aliases;  // other handles launches name it by (cuKernelGetFunction)
+  /// The launch identity's first records (HEADER, STATIC, ARCH) for `arch`, encoded
+  /// on the first launch that needs them and kept (replaced, never freed, if the
+  /// arch changes: a launch on another thread may be reading the old one).
+  struct IdentityPrefix {
+    std::string arch, bytes;
+  };
+  std::atomic<const IdentityPrefix*> identity_prefix{nullptr};
 };
 
 /// Why the layer could not use something it was handed (KIR_HOOK_LOG): counted

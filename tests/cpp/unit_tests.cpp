@@ -498,6 +498,17 @@ void test_jit_key_c_api() {
   CHECK(std::string(kir_last_error()).find("failed (5)") != std::string::npos);
   CHECK(kir_jit_key(nullptr, &key) == -1);
 
+  // The launch identity from a kept prefix (the hook layer's per-kernel path) is the same.
+  {
+    const uint32_t g[3] = {4, 1, 1}, b[3] = {256, 1, 1};
+    kir::DynamicHash start(kir::HashDomain::launch_identity, cpp, "sm_90");
+    std::string prefix(start.encoded());
+    CHECK(!prefix.empty());
+    kir::Hash128 whole = kir::launch_identity(cpp, "sm_90", args, sizes, 4, g, b, 128);
+    kir::Hash128 from = kir::launch_identity_from(prefix, args, sizes, 4, g, b, 128);
+    CHECK(whole.high == from.high && whole.low == from.low);
+  }
+
   // The launch identity: the C helper equals the builder.
   const uint32_t grid[3] = {4, 1, 1}, block[3] = {256, 1, 1};
   kir_hash128 identity = kir_launch_identity(s, "sm_90", args, sizes, 4, grid, block, 128);

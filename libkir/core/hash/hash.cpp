@@ -220,6 +220,14 @@ Hash128 launch_identity(const Hash128& static_hash, std::string_view arch, void*
   return h.grid(grid[0], grid[1], grid[2]).block(block[0], block[1], block[2]).shared(shared_bytes).finish();
 }
 
+Hash128 launch_identity_from(std::string_view prefix, void* const* args, const uint32_t* sizes, uint32_t count,
+                             const uint32_t grid[3], const uint32_t block[3], uint64_t shared_bytes) {
+  DynamicHash h = DynamicHash::from_prefix(prefix);
+  for (uint32_t i = 0; args && sizes && i < count; ++i)
+    if (args[i]) h.arg(i + 1, ArgType::bytes, args[i], sizes[i]);
+  return h.grid(grid[0], grid[1], grid[2]).block(block[0], block[1], block[2]).shared(shared_bytes).finish();
+}
+
 Hash128 DynamicHash::finish() {
   if (!streaming_) return from_xxh(XXH3_128bits(buffer_, used_));
   flush();

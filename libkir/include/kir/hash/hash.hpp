@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <cstring>
 #include <optional>
+#include <algorithm>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -116,6 +117,14 @@ class DynamicHash {
   /// kernel on one device shares (its static hash and arch): copies just the
   /// bytes written so far. A JIT keeps one prefix per kernel and device.
   static DynamicHash extend(const DynamicHash& prefix) { return DynamicHash(prefix, 0); }
+  /// The bytes written so far (what `from_prefix` continues from; empty once the
+  /// builder streams, past its inline buffer): a prefix kept as a short string
+  /// instead of a whole builder (the hook layer keeps one per kernel).
+  std::string_view encoded() const {
+    return streaming_ ? std::string_view() : std::string_view(reinterpret_cast<const char*>(buffer_), used_);
+  }
+  /// Continue from bytes `encoded()` returned (at most the inline buffer).
+  static DynamicHash from_prefix(std::string_view encoded) { return DynamicHash(encoded); }
 
   DynamicHash& arg(uint32_t position, ArgType type, const void* value, size_t size) {
     unsigned char* p = size <= kInline - 10 ? reserve(10 + size) : nullptr;
@@ -199,6 +208,9 @@ class DynamicHash {
  private:
   static constexpr size_t kInline = 512;
 
+  explicit DynamicHash(std::string_view encoded) : used_(std::min(encoded.size(), kInline)) {
+    std::memcpy(buffer_, encoded.data(), used_);
+  }
   DynamicHash(const DynamicHash& prefix, int) : streaming_(prefix.streaming_), used_(prefix.used_) {
     if (streaming_) std::memcpy(state_, prefix.state_, sizeof state_);
     std::memcpy(buffer_, prefix.buffer_, used_);
@@ -276,6 +288,11 @@ void encode_config_record(std::string& out, std::string_view key, std::string_vi
 Hash128 launch_identity(const Hash128& static_hash, std::string_view arch, void* const* args,
                         const uint32_t* sizes, uint32_t count, const uint32_t grid[3],
                         const uint32_t block[3], uint64_t shared_bytes);
+/// The same from its prefix: HEADER, STATIC and ARCH as
+/// `DynamicHash(HashDomain::launch_identity, static_hash, arch).encoded()` holds
+/// them (the hook layer keeps one per kernel instead of encoding them each launch).
+Hash128 launch_identity_from(std::string_view prefix, void* const* args, const uint32_t* sizes, uint32_t count,
+                             const uint32_t grid[3], const uint32_t block[3], uint64_t shared_bytes);
 
 // The JIT key from a launch and its runtime-constant arguments: kir/hash/jit_key.hpp.
 // Proteus's 64-bit hashes: kir/hash/proteus.hpp.
