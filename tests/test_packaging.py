@@ -7,6 +7,7 @@ of the build machine)."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -249,3 +250,38 @@ def test_wheel_holds_one_copy_of_each_library():
     with open(LIBDIR / "libkir.so", "rb") as f:
         soname = [t.soname for t in ELFFile(f).get_section_by_name(".dynamic").iter_tags() if t.entry.d_tag == "DT_SONAME"]
     assert soname == ["libkir.so"]
+
+
+# ---- the README's two commands ---------------------------------------------------
+
+def test_readme_commands_install_only_into_the_checkouts_venv(tmp_path):
+    """The README's two commands are what CI runs (.ci/run execs tests/run.sh);
+    both source scripts/venv.sh before any pip, and every pip is `python -m pip`
+    of that environment — none into the system Python (no python3 -m pip,
+    --user or --break-system-packages). venv.sh, run where no environment is
+    active, creates .venv in the checkout and activates it."""
+    readme = (ROOT / "README.md").read_text()
+    block = readme[readme.index("## Two commands"):]
+    block = block[block.index("```sh"):]
+    block = block[:block.index("```", 5)]
+    assert [line.split("#")[0].strip() for line in block.splitlines()[1:]] == [
+        "bash examples/demo.sh", "bash tests/run.sh"]
+    assert "exec bash tests/run.sh" in (ROOT / ".ci" / "run").read_text()
+    for script in (ROOT / "examples" / "demo.sh", ROOT / "tests" / "run.sh"):
+        lines = [line.split("#")[0].strip() for line in script.read_text().splitlines()]
+        venv = lines.index(". scripts/venv.sh")
+        for number, line in enumerate(lines):
+            if re.search(r"(^|[;&|]\s*)pip3?\b", line):
+                pytest.fail(f"{script.name}: bare pip: {line}")
+            if re.search(r"\bpip\b", line):
+                assert number > venv and line.startswith("python -m pip "), f"{script.name}: {line}"
+                assert not re.search(r"--user|--break-system-packages|sudo", line), line
+    (tmp_path / "scripts").mkdir()
+    shutil.copy(ROOT / "scripts" / "venv.sh", tmp_path / "scripts")
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONHOME", "PYTHONPATH")}
+    env["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep) if not Path(p, "activate").exists())
+    proc = subprocess.run(["bash", "-c", ". scripts/venv.sh && python -c 'import sys; print(sys.prefix)'"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert Path(proc.stdout.strip()) == tmp_path / ".venv"
+    assert (tmp_path / ".venv" / "pyvenv.cfg").is_file()
