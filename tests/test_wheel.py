@@ -126,7 +126,8 @@ def site_package(venv: Path) -> Path:
 def test_installed_wheel_runs_on_its_vendored_libraries(installed, built):
     """`kir inspect --kernels` from the installed wheel prints what this checkout's
     kir prints; its extension and libkir.so load libzstd and liblz4 from the
-    wheel's own kir_kernel_ir.libs, not from the system."""
+    wheel's own kir_kernel_ir.libs, not from the system; the recording and JIT
+    clients find the hook layer beside them."""
     env = {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", "PYTHONPATH", "VIRTUAL_ENV")}
     theirs = run(installed / "bin" / "kir", "inspect", "--kernels", built["app"], env=env, cwd=installed).stdout
     ours = run(sys.executable, "-m", "kir", "inspect", "--kernels", built["app"]).stdout
@@ -142,6 +143,10 @@ def test_installed_wheel_runs_on_its_vendored_libraries(installed, built):
         for name in ("libzstd", "liblz4"):
             path = next((p for n, p in resolved.items() if n.startswith(name)), None)
             assert path and f"/{DISTRIBUTION}.libs/" in path, (library.name, resolved)
+    for client in ("libkir_record.so", "libkir_jit.so"):  # their RUNPATH kept $ORIGIN: the hook layer beside them
+        lines = run("ldd", package / "lib" / client, env=env).stdout.splitlines()
+        hook = [line.split()[2] for line in lines if line.split()[:2] == ["libkir_hook.so", "=>"]]
+        assert hook and Path(hook[0]).resolve() == (package / "lib" / "libkir_hook.so").resolve(), lines
 
 
 @pytest.mark.parametrize("target", ["list_kernels", "list_kernels_static"])
