@@ -4,6 +4,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-system-deps.sh
 . scripts/venv.sh  # .venv in the checkout (or the active one)
+# The distribution was `kir` until 0.1, now kir-kernel-ir; both own kir/ in
+# site-packages, so an old one goes first (docs/install.md).
+python -m pip uninstall -y -q kir >/dev/null 2>&1 || true
 python -m pip install -q .
 mkdir -p build/examples
 nvcc -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=[sm_90,compute_90] \

@@ -5,6 +5,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-system-deps.sh --tests
 . scripts/venv.sh  # .venv in the checkout (or the active one)
+# The distribution was `kir` until 0.1, now kir-kernel-ir; both own kir/ in
+# site-packages, so an old one goes first (docs/install.md).
+python -m pip uninstall -y -q kir >/dev/null 2>&1 || true
 python -m pip install -q cmake ninja
 python -m pip install -q ".[test]"
 python -m pytest tests "$@"

@@ -2,7 +2,8 @@
 UndefinedBehaviorSanitizer (the standalone mutator with gcc, libFuzzer with clang-22) — the binary
 parsers and the cache entry parser —, the hook layer under ThreadSanitizer in a program
 that allocates, frees and launches from several threads, and a downstream CMake project that consumes the
-installed package (find_package(kir CONFIG) -> kir::kir) through the C API."""
+installed package (find_package(kir CONFIG) -> kir::kir, kir::kir_static) through the C API, from a
+`cmake --install` prefix and from the Python package's kir.cmake_dir()."""
 from __future__ import annotations
 
 import os
@@ -132,16 +133,39 @@ def test_install_layout(installed_prefix):
     assert (installed_prefix / "include" / "kir" / "binary.hpp").is_file()
     libdir = next(p for p in (installed_prefix / "lib", installed_prefix / "lib64") if p.exists())
     assert (libdir / "libkir.a").is_file() and (libdir / "libkir.so").exists()
+    assert (libdir / "libkir.so.0").is_symlink()  # a prefix keeps the versioned chain; a wheel cannot
     assert (libdir / "cmake" / "kir" / "kirConfig.cmake").is_file()
 
 
-@pytest.mark.parametrize("target", ["list_kernels", "list_kernels_static"])
-def test_downstream_project(installed_prefix, built, tmp_path, target):
-    build = tmp_path / "downstream"
-    run("cmake", "-S", ROOT / "tests" / "downstream", "-B", build, "-G", "Ninja",
-        f"-DCMAKE_PREFIX_PATH={installed_prefix}")
+@pytest.fixture(scope="module", params=["prefix", "wheel"])
+def kir_package(request) -> str:
+    """Where find_package(kir) looks: a `cmake --install` prefix, or the CMake package
+    inside the installed Python package (kir.cmake_dir(), the wheel's layout)."""
+    if request.param == "prefix":
+        return f"-DCMAKE_PREFIX_PATH={request.getfixturevalue('installed_prefix')}"
+    return f"-Dkir_DIR={kir.cmake_dir()}"
+
+
+@pytest.fixture(scope="module")
+def downstream(kir_package, tmp_path_factory) -> Path:
+    build = tmp_path_factory.mktemp("downstream")
+    run("cmake", "-S", ROOT / "tests" / "downstream", "-B", build, "-G", "Ninja", kir_package)
     run("cmake", "--build", build)
-    out = run(build / target, built["app"]).stdout.splitlines()
+    return build
+
+
+def needed(path: Path) -> list[str]:
+    from elftools.elf.elffile import ELFFile
+    with open(path, "rb") as f:
+        return [t.needed for t in ELFFile(f).get_section_by_name(".dynamic").iter_tags() if t.entry.d_tag == "DT_NEEDED"]
+
+
+@pytest.mark.parametrize("target", ["list_kernels", "list_kernels_static"])
+def test_downstream_project(downstream, built, target):
+    """The downstream project links kir::kir and kir::kir_static from both layouts and
+    runs; neither executable needs libxxhash (kir uses xxhash's header only), and the
+    static one does not need libkir.so."""
+    out = run(downstream / target, built["app"]).stdout.splitlines()
     binary = kir.open(built["app"])
     expected = []
     for image in binary.images:
@@ -151,14 +175,15 @@ def test_downstream_project(installed_prefix, built, tmp_path, target):
                          for k in image.kernels]
     expected.append(f"read {binary.images[0].size}")
     assert out == expected
+    libraries = needed(downstream / target)
+    assert not [n for n in libraries if "xxhash" in n], libraries
+    assert any(n.startswith("libkir.so") for n in libraries) == (target == "list_kernels"), libraries
+    link = run("ninja", "-C", downstream, "-t", "commands", target).stdout
+    assert "xxhash" not in link
 
 
-def test_downstream_reports_errors(installed_prefix, tmp_path):
-    build = tmp_path / "downstream"
-    run("cmake", "-S", ROOT / "tests" / "downstream", "-B", build, "-G", "Ninja",
-        f"-DCMAKE_PREFIX_PATH={installed_prefix}")
-    run("cmake", "--build", build)
-    proc = subprocess.run([build / "list_kernels", tmp_path], capture_output=True, text=True)
+def test_downstream_reports_errors(downstream, tmp_path):
+    proc = subprocess.run([downstream / "list_kernels", tmp_path], capture_output=True, text=True)
     assert proc.returncode == 2 and "is a directory" in proc.stderr
 
 

@@ -89,7 +89,7 @@ def _import_distributed():
     try:
         import distributed
     except ImportError as error:
-        raise DistributedError(f"--workers and --scheduler need Dask: pip install 'kir[distributed]' "
+        raise DistributedError(f"--workers and --scheduler need Dask: pip install 'kir-kernel-ir[distributed]' "
                                f"(dask and distributed) ({error})") from None
     return distributed
 

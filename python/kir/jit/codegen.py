@@ -203,7 +203,7 @@ def nvjitlink(ptx: str, arch: str, options: list[str], module=None) -> tuple[byt
     link = module or nvjitlink_module()
     if link is None:
         raise KirError("nvJitLink is not available: install cuda-bindings and the nvJitLink library "
-                       "(pip install nvidia-nvjitlink), or use ptxas")
+                       "(pip install 'kir-kernel-ir[jit]'), or use ptxas")
     flags = [f"-arch={arch}", "-verbose", *options]
     handle = link.create(len(flags), flags)
     try:

@@ -71,7 +71,7 @@ def _norms(actual: bytes, expected: bytes, tolerance: Tolerance) -> tuple[float,
     try:
         import numpy as np
     except ImportError:
-        raise ReplayError("comparing with a tolerance needs numpy") from None
+        raise ReplayError("comparing with a tolerance needs numpy: pip install 'kir-kernel-ir[replay]'") from None
     item = np.dtype(tolerance.dtype).itemsize
     n = len(expected) // item * item
     x = np.frombuffer(actual[:n], tolerance.dtype).astype(np.float64)

@@ -111,7 +111,8 @@ def _driver():
     try:
         from cuda.bindings import driver
     except ImportError as error:
-        raise NoDeviceError(f"no CUDA device: cuda-bindings is not installed ({error})") from None
+        raise NoDeviceError(f"no CUDA device: cuda-bindings is not installed ({error}): "
+                            "pip install 'kir-kernel-ir[replay]'") from None
     return driver
 
 

@@ -37,7 +37,7 @@ def _optuna():
     try:
         import optuna
     except ImportError as error:
-        raise KirError(f"kir tune needs Optuna: pip install 'kir[tune]' ({error})") from None
+        raise KirError(f"kir tune needs Optuna: pip install 'kir-kernel-ir[tune]' ({error})") from None
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     return optuna
 
