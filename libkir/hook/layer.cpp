@@ -277,6 +277,7 @@ bool Layer::retire(const void* handle) {
       if (a != kernels_.end() && a->second == k) kernels_.erase(a);
     }
   }
+  kernels_generation_.fetch_add(1, std::memory_order_release);  // per-thread lookups are stale now
   for (GlobalRecord* g : f->globals) {
     __atomic_store_n(&g->view.unloaded, 1, __ATOMIC_RELEASE);
     auto live = globals_by_host_.find(g->view.host_address);
@@ -457,6 +458,7 @@ void Layer::add_kernel(const void* handle, const void* stub, const char* name, F
   {
     std::unique_lock<std::shared_mutex> lock(registry_mutex_);
     if (!kernels_.try_emplace(stub, record).second) return;  // registered before: keep that one
+    kernels_generation_.fetch_add(1, std::memory_order_release);
     kernel_order_.push_back(std::move(k));
     auto f = fatbins_.find(handle);
     if (fatbin && (f == fatbins_.end() || f->second.get() != fatbin)) {  // unregistered meanwhile
@@ -527,7 +529,10 @@ void Layer::function_alias(const void* alias, const void* of) {
   std::unique_lock<std::shared_mutex> lock(registry_mutex_);
   auto it = kernels_.find(of);
   if (it == kernels_.end()) return;
-  if (kernels_.try_emplace(alias, it->second).second) it->second->aliases.push_back(alias);
+  if (kernels_.try_emplace(alias, it->second).second) {
+    it->second->aliases.push_back(alias);
+    kernels_generation_.fetch_add(1, std::memory_order_release);
+  }
 }
 
 void Layer::function_found(const void* module, const void* function, const char* name) {
@@ -705,9 +710,25 @@ const void* Layer::stub_of_handle(const void* handle) const {
 }
 
 KernelRecord* Layer::kernel_for(const void* stub) {
-  std::shared_lock<std::shared_mutex> lock(registry_mutex_);
-  auto it = kernels_.find(stub);
-  return it == kernels_.end() ? nullptr : it->second;
+  // This thread's recent answers first, valid while no kernel was registered,
+  // unregistered or aliased since (issue 15: no lock, no hash-map probe per launch).
+  struct Recent {
+    uint64_t generation;
+    const void* stub;
+    KernelRecord* record;
+  };
+  static thread_local Recent recent[4];
+  const uint64_t generation = kernels_generation_.load(std::memory_order_acquire);
+  Recent& slot = recent[(reinterpret_cast<uintptr_t>(stub) >> 4) & 3];
+  if (slot.generation == generation && slot.stub == stub) return slot.record;
+  KernelRecord* found;
+  {
+    std::shared_lock<std::shared_mutex> lock(registry_mutex_);
+    auto it = kernels_.find(stub);
+    found = it == kernels_.end() ? nullptr : it->second;
+  }
+  slot = {generation, stub, found};  // a change since `generation` was read makes it stale at once
+  return found;
 }
 
 void Layer::launch_begin(kir_hook_launch& launch, Claim* claim, Vendor vendor) {

@@ -138,6 +138,13 @@ DynamicHash::DynamicHash(HashDomain domain, const Hash128& static_hash, std::str
   const Header& h = kHeaders[static_cast<size_t>(domain)];
   std::memcpy(buffer_, h.bytes, h.size);
   used_ = h.size;
+  if (unsigned char* p = arch.size() <= 64 ? reserve(26 + arch.size()) : nullptr) {  // the usual case, in place
+    head(p, hash_tag::kStatic, 16);
+    canonical(static_hash, p + 5);
+    head(p + 21, hash_tag::kArch, arch.size());
+    std::memcpy(p + 26, arch.data(), arch.size());
+    return;
+  }
   record(hash_tag::kStatic, 16);
   canonical(static_hash, buffer_ + used_);
   used_ += 16;
