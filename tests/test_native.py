@@ -28,6 +28,19 @@ def run(*args, **kwargs) -> subprocess.CompletedProcess:
     return proc
 
 
+def downstream_expected(app) -> list[str]:
+    """What tests/downstream's program prints for `app`, from kir's Python API: a line
+    per image, a line per kernel of each cubin and PTX image (the oracle of the
+    downstream tests here and in tests/test_wheel.py)."""
+    import kir
+    expected = []
+    for image in kir.open(app).images:
+        expected.append(f"image {image.index} {image.entry.kind} {image.arch} {image.size}")
+        if image.kind in ("cubin", "ptx"):
+            expected += [f"kernel {image.index} {k.name} {len(k.params)} {k.param_bytes}" for k in image.kernels]
+    return expected
+
+
 @pytest.fixture(scope="module")
 def sanitized_build() -> Path:
     build = ROOT / "build" / "native-asan"
@@ -166,14 +179,8 @@ def test_downstream_project(downstream, built, target):
     runs; neither executable needs libxxhash (kir uses xxhash's header only), and the
     static one does not need libkir.so."""
     out = run(downstream / target, built["app"]).stdout.splitlines()
-    binary = kir.open(built["app"])
-    expected = []
-    for image in binary.images:
-        expected.append(f"image {image.index} {image.entry.kind} {image.arch} {image.size}")
-        if image.kind in ("cubin", "ptx"):
-            expected += [f"kernel {image.index} {k.name} {len(k.params)} {k.param_bytes}"
-                         for k in image.kernels]
-    expected.append(f"read {binary.images[0].size}")
+    expected = downstream_expected(built["app"])
+    expected.append(f"read {kir.open(built['app']).images[0].size}")
     assert out == expected
     libraries = needed(downstream / target)
     assert not [n for n in libraries if "xxhash" in n], libraries

@@ -160,11 +160,6 @@ def test_downstream_project_against_the_installed_wheel(installed, built, tmp_pa
     run("cmake", "--build", build, "--target", target)
     out = run(build / target, built["app"]).stdout.splitlines()
     import kir
-    binary = kir.open(built["app"])
-    expected = []
-    for image in binary.images:
-        expected.append(f"image {image.index} {image.entry.kind} {image.arch} {image.size}")
-        if image.kind in ("cubin", "ptx"):
-            expected += [f"kernel {image.index} {k.name} {len(k.params)} {k.param_bytes}" for k in image.kernels]
-    expected.append(f"read {binary.images[0].size}")
+    from test_native import downstream_expected
+    expected = downstream_expected(built["app"]) + [f"read {kir.open(built['app']).images[0].size}"]
     assert out == expected

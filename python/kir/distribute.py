@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 from kir.errors import DistributedError, OptionError
 
-__all__ = ["Cluster", "DistributedError", "Failure", "gpu_count", "map_items", "visible_devices"]
+__all__ = ["Cluster", "DistributedError", "Failure", "gpu_count", "load_function", "map_items", "visible_devices"]
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,23 @@ class Failure:
     """In place of an item's result: the function raised, or its worker died twice."""
     message: str
     worker_died: bool = False
+
+
+def load_function(spec: str, option: str = "--executor"):
+    """FUNCTION of MODULE, from 'MODULE:FUNCTION' (an executor standing in for the
+    GPU work: `kir replay --all --executor`, `kir tune --executor`)."""
+    import importlib
+    module_name, _, name = spec.partition(":")
+    if not module_name or not name:
+        raise OptionError(f"{option} {spec!r}: expected MODULE:FUNCTION")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise OptionError(f"{option} {spec}: cannot import {module_name}: {error}") from None
+    function = getattr(module, name, None)
+    if not callable(function):
+        raise OptionError(f"{option} {spec}: {module_name} has no function {name}")
+    return function
 
 
 def visible_devices() -> list[str] | None:

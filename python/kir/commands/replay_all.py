@@ -6,7 +6,6 @@ imported only then)."""
 from __future__ import annotations
 
 import functools
-import importlib
 import json
 import sys
 import time
@@ -94,17 +93,8 @@ def load_baseline(path: str, schema: str) -> dict[str, float]:
 
 def load_executor(spec: str):
     """FUNCTION of MODULE, from 'MODULE:FUNCTION'."""
-    module_name, _, name = spec.partition(":")
-    if not module_name or not name:
-        raise OptionError(f"--executor {spec!r}: expected MODULE:FUNCTION")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as error:
-        raise OptionError(f"--executor {spec}: cannot import {module_name}: {error}") from None
-    function = getattr(module, name, None)
-    if not callable(function):
-        raise OptionError(f"--executor {spec}: {module_name} has no function {name}")
-    return function
+    from kir.distribute import load_function
+    return load_function(spec, "--executor")
 
 
 COLUMNS = ("#", "record", "status", "median ms", "change", "kernel")

@@ -53,15 +53,8 @@ def run(args) -> int:
     unknown = set(filter(None, args.specialize.split(","))) - {"grid", "block"}
     if unknown:
         raise OptionError(f"--specialize {args.specialize!r}: expected grid, block or grid,block")
-    bounds = None
-    if args.bounds:
-        try:
-            parts = [int(p) for p in args.bounds.split(",")]
-        except ValueError:
-            raise OptionError(f"--bounds {args.bounds!r}: expected MAXT[,MINB]") from None
-        if len(parts) not in (1, 2):
-            raise OptionError(f"--bounds {args.bounds!r}: expected MAXT[,MINB]")
-        bounds = (parts[0], parts[1] if len(parts) == 2 else 0)
+    from kir.jit.values import parse_bounds
+    bounds = parse_bounds(args.bounds) if args.bounds else None
     options = jit.Options(opt_level=3 if args.opt is None else args.opt, pipeline=args.pipeline,
                           codegen_opt=args.codegen_opt, ptx_version=args.ptx_version, features=args.features,
                           kind="ptx" if args.ptx else "cubin", assembler_options=tuple(args.ptxas_option),

@@ -73,15 +73,9 @@ def client_of(args):
     unknown = dims - {"grid", "block"}
     if unknown:
         raise OptionError(f"--client-specialize {args.client_specialize!r}: expected grid, block or grid,block")
-    bounds = None
-    if args.client_bounds:
-        try:
-            values = [int(v) for v in args.client_bounds.split(",")]
-        except ValueError:
-            raise OptionError(f"--client-bounds {args.client_bounds!r}: expected MAXT[,MINB]") from None
-        if len(values) not in (1, 2):
-            raise OptionError(f"--client-bounds {args.client_bounds!r}: expected MAXT[,MINB]")
-        bounds = Specialization(bounds=tuple(values) if len(values) == 2 else (values[0], 0)).bounds
+    from kir.jit.values import parse_bounds
+    bounds = Specialization(bounds=parse_bounds(args.client_bounds, "--client-bounds")).bounds \
+        if args.client_bounds else None
     return Client("grid" in dims, "block" in dims, bounds)
 
 

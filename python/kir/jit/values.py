@@ -184,6 +184,18 @@ def pack(position: int, kind: str, number) -> bytes:
         raise OptionError(f"argument {position}: {number} does not fit in {kind} ({low}..{high})") from None
 
 
+def parse_bounds(text: str, option: str = "--bounds") -> tuple[int, int]:
+    """MAXT[,MINB] (launch bounds as the command line spells them): (max threads per
+    block, min blocks per multiprocessor; 0 when left out)."""
+    try:
+        parts = [int(p) for p in text.split(",")]
+    except ValueError:
+        raise OptionError(f"{option} {text!r}: expected MAXT[,MINB]") from None
+    if len(parts) not in (1, 2):
+        raise OptionError(f"{option} {text!r}: expected MAXT[,MINB]")
+    return parts[0], parts[1] if len(parts) == 2 else 0
+
+
 def dims(value, what: str) -> tuple[int, int, int] | None:
     if value is None:
         return None

@@ -129,26 +129,11 @@ class TuneTask:
 
     def _runner(self):
         if self.executor:
+            from kir.distribute import load_function
             return load_function(self.executor, "--executor"), lambda: None
         from kir.tune.trial import TrialProcess
         process = TrialProcess(self.device)
         return process.run, process.close
-
-
-def load_function(spec: str, option: str):
-    """FUNCTION of MODULE, from 'MODULE:FUNCTION'."""
-    import importlib
-    module_name, _, name = spec.partition(":")
-    if not module_name or not name:
-        raise OptionError(f"{option} {spec!r}: expected MODULE:FUNCTION")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as error:
-        raise OptionError(f"{option} {spec}: cannot import {module_name}: {error}") from None
-    function = getattr(module, name, None)
-    if not callable(function):
-        raise OptionError(f"{option} {spec}: {module_name} has no function {name}")
-    return function
 
 
 @dataclasses.dataclass
