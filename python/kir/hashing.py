@@ -141,13 +141,14 @@ class KernelHash:
 
 
 def kernel_hashes(binary: Binary, llvm20_or_newer: bool = True,
-                  name_filter=None) -> tuple[list[KernelHash], list[str]]:
+                  name_filter=None, progress=None) -> tuple[list[KernelHash], list[str]]:
     """The static hash of every kernel of every device image, once per (kernel,
     image), under libkir's one policy (kir/hash/kernel_code.hpp, docs/hashing.md),
     and the error messages of images that could not be decoded (their kernels
-    are left out)."""
+    are left out). `progress(done, total)` is called as images are decoded
+    (Binary.load_code)."""
     images = [i for i in binary.images if i.kind in CODE_IMAGES and not i.obfuscated]
-    errors = binary.load_code(images, digests=True)
+    errors = binary.load_code(images, digests=True, progress=progress)
     proteus_hashes = proteus_static_hashes(binary, llvm20_or_newer)  # kir/proteus.py
     out = []
     for image in images:

@@ -66,6 +66,8 @@ def add_arguments(parser) -> None:
     every.add_argument("--executor", metavar="MODULE:FUNCTION",
                        help="with --all: replay each record with FUNCTION(path, job) instead "
                             "(importable on the workers; returns a row, see kir.replay.batch)")
+    from kir.progress import add_argument as add_progress_argument
+    add_progress_argument(every)
     from kir.commands.replay_variant import add_variant_arguments
     add_variant_arguments(parser)
 
