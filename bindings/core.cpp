@@ -280,7 +280,9 @@ void bind_fatbin(nb::module_& m) {
       .def_ro("options_offset", &kir::FatbinEntry::options_offset)
       .def_ro("major", &kir::FatbinEntry::major)
       .def_ro("minor", &kir::FatbinEntry::minor)
-      .def_ro("arch", &kir::FatbinEntry::arch)
+      .def_ro("sm", &kir::FatbinEntry::arch, "The header's raw SM number (90 for sm_90).")
+      .def_prop_ro("arch", [](const kir::FatbinEntry& e) { return "sm_" + std::to_string(e.arch); },
+                   "The target as everywhere else in kir: 'sm_90' (the raw number is `sm`).")
       .def_ro("flags", &kir::FatbinEntry::flags)
       .def_prop_ro("flag_names", [](const kir::FatbinEntry& e) { return kir::fatbin_flag_names(e.flags); })
       .def_ro("obfuscation_key", &kir::FatbinEntry::obfuscation_key)

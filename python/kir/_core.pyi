@@ -9,7 +9,7 @@ import kir.model
 
 abi_version: int = 0
 
-hook_api_version: int = 4
+hook_api_version: int = 5
 
 def name_table(which: str) -> tuple:
     """
@@ -154,6 +154,11 @@ class DeviceCode:
     @property
     def kernels(self) -> list[Kernel]: ...
 
+    def kernel_rows(self) -> list:
+        """
+        Per kernel: (name, demangled, parameter count, layout ' OFFSET:SIZE...', registers or None, static shared bytes or None).
+        """
+
     @property
     def functions(self) -> list[str]:
         """Defined functions that are not kernels."""
@@ -266,7 +271,14 @@ class FatbinEntry:
     def minor(self) -> int: ...
 
     @property
-    def arch(self) -> int: ...
+    def sm(self) -> int:
+        """The header's raw SM number (90 for sm_90)."""
+
+    @property
+    def arch(self) -> str:
+        """
+        The target as everywhere else in kir: 'sm_90' (the raw number is `sm`).
+        """
 
     @property
     def flags(self) -> int: ...

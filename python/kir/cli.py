@@ -114,5 +114,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
 
+
+__all__ = ["CLOSED_PIPE", "command_module", "COMMANDS", "main", "make_parser", "verb_of", "version_text",
+           "VersionAction"]
+
+
 if __name__ == "__main__":
     sys.exit(main())

@@ -497,3 +497,8 @@ def _convert_one(kernel: Kernel, code: KernelCode, inst: Instance, ordinal: int,
         b.snapshot(region, True, bytes(epilogue.globals[name].data))
     done.record = b.write()
     return done
+
+
+__all__ = ["Annotation", "convert", "DIFF_MAGIC", "find_databases", "Imported", "Instance", "Kernel",
+           "kernel_code", "KernelCode", "LAUNCH_API", "read_database", "read_epilogue", "read_snapshot",
+           "Region", "Snapshot"]

@@ -78,7 +78,7 @@ def kernels_of(path: str, archs, pattern, scan: bool, progress=None) -> tuple[di
             "target": h.target,
             "image_kind": str(h.image_kind),
             "image": h.image,
-            "static": h.static.hex,
+            "static": h.static_hash,
             "code": hashlib.blake2b(code, digest_size=16).hexdigest() if code is not None else None,
             "registers": kernel.registers,
             "shared_bytes": kernel.shared_bytes,
@@ -223,3 +223,7 @@ def run(args) -> int:
     if errors:
         return 2
     return 1 if result["added"] or result["removed"] or result["changed"] else 0
+
+
+__all__ = ["add_arguments", "base_name", "change_text", "compare", "cubin_texts", "FIELDS", "kernels_of",
+           "layout", "render", "run", "SCHEMA"]

@@ -217,3 +217,7 @@ def write_ir(binary: Binary, out: OutputDirectory, base: str) -> None:
             print(f"kir: module #{m.index}: {m.error}", file=sys.stderr)
             continue
         out.write(stem + ".ll", m.text().encode(), {"ir_module": m.index, "kind": "llvm-ir", "target": m.triple or ""})
+
+
+__all__ = ["add_arguments", "COUNTER", "extract", "folder_name", "OutputDirectory", "run", "safe_component",
+           "SCHEMA", "SUFFIX", "UNSAFE", "write_ir"]

@@ -136,13 +136,13 @@ def print_hashes(hashes, args, path: str) -> None:
         if args.json:
             import json
             print(json.dumps({"schema": SCHEMA, "path": path, "image": h.image, "image_kind": h.image_kind,
-                              "target": h.target, "kernel": h.kernel, "static": h.static.hex, "code": h.code_kind,
+                              "target": h.target, "kernel": h.kernel, "static": h.static_hash, "code": h.code_kind,
                               "source": h.source, "proteus": h.proteus}))
         elif args.proteus:
             print(f"{h.proteus if h.proteus is not None else '-':<20}  {h.target:<14} "
                   f"image #{h.image:<4} {h.kernel}")
         else:
-            print(f"{h.static.hex}  {h.target:<14} {h.kernel}  ({h.source})")
+            print(f"{h.static_hash}  {h.target:<14} {h.kernel}  ({h.source})")
 
 
 def static_of(text: str, option: str):
@@ -257,3 +257,8 @@ def ints(text: str, count: int, option: str) -> list[int]:
     if any(v > U32_MAX for v in values):
         raise OptionError(f"{option} {text!r}: each value must be at most {U32_MAX} (32 bits)")
     return values
+
+
+__all__ = ["add_arguments", "BINARY_OPTIONS", "capture_of", "config_of", "dynamic_hash", "given", "ints",
+           "jit_key", "kernel_hashes_of", "KEY_OPTIONS", "launch_identity", "PACK", "parse_arg",
+           "print_hashes", "run", "SCHEMA", "shared_of", "static_of", "U32_MAX"]

@@ -44,3 +44,6 @@ def run(args) -> int:
     verb = "checked" if args.check else f"written to {args.output}"
     print(f"{len(imported)} record(s) {verb}")
     return 0
+
+
+__all__ = ["add_arguments", "run", "SCHEMA"]

@@ -244,3 +244,7 @@ def load_code(binary: Binary, images, threads: int) -> list[str]:
     threads = min(threads, os.cpu_count() or 1)  # more threads than cores only cost memory
     with Progress("decoding images") as progress:
         return binary.load_code(images, threads, progress if progress.active else None)
+
+
+__all__ = ["add_arguments", "inspect_one", "load_code", "missing_requirements", "parse_requirements",
+           "read_ir", "render_ir", "run", "SCHEMA_FILES", "summary_line"]

@@ -188,3 +188,7 @@ def positive(n: int) -> int:
     if n < 1:
         raise OptionError(f"--repeat {n}: must be at least 1")
     return n
+
+
+__all__ = ["add_arguments", "ALL_ONLY", "check_options", "dims", "positive", "print_plan", "report", "run",
+           "SCHEMA", "SCHEMA_ALL", "SINGLE_ONLY", "tolerance_of", "warn_about"]

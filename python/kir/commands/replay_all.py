@@ -147,3 +147,7 @@ def print_table(rows: list[dict], summary: dict, where: dict) -> None:
     place = "in this process" if where["kind"] == "in-process" else \
         f"on {where['workers']} Dask workers ({where['kind']}, {where['address']})"
     print(f"{summary['records']} records: {counts}; {summary['seconds']:.2f} s{rate} {place}")
+
+
+__all__ = ["cell_change", "cell_ms", "COLUMNS", "load_baseline", "load_executor", "open_cluster",
+           "print_table", "run_all", "short_name"]

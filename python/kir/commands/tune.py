@@ -168,3 +168,6 @@ def print_record(r, cache) -> None:
         print(f"  hand-off to the JIT client: trial {h.row.number}, {h.row.ms:.4f} ms "
               f"({cell(speedup(o.recorded_ms, h.row.ms), '{:.2f}x')}): {h.row.point.describe()}; {where}")
     sys.stdout.flush()
+
+
+__all__ = ["add_arguments", "cell", "client_of", "print_record", "record_paths", "run", "SCHEMA"]

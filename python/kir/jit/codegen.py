@@ -238,3 +238,8 @@ def nvjitlink(ptx: str, arch: str, options: list[str], module=None) -> tuple[byt
         return bytes(cubin), log.rstrip(bytes(1)).decode(errors="replace"), f"nvJitLink {major}.{minor}"
     finally:
         link.destroy(handle)
+
+
+__all__ = ["check_arch", "elf_sections", "emit_ptx", "find_ptxas", "from_cubin", "nvjitlink",
+           "nvjitlink_missing", "nvjitlink_module", "NVPTX_TRIPLE", "parse_info_log", "ptxas", "Resources",
+           "target_machine"]

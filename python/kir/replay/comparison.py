@@ -91,3 +91,6 @@ def tolerance_for(region: Region, tolerance) -> Tolerance | None:
         return tolerance
     key = region.name if region.is_global else region.address
     return tolerance.get(key, tolerance.get(None))
+
+
+__all__ = ["compare", "DTYPES", "Mismatch", "NORMS", "Tolerance", "tolerance_for"]

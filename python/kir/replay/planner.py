@@ -440,3 +440,8 @@ def _plan_json(p: ReplayPlan) -> dict:
         "computed_launch_identity": p.hashes.identity, "computed_dynamic_hash": p.hashes.dynamic,
         "hashes_match": p.hashes_match, "notes": p.notes,
     }
+
+
+__all__ = ["CODE_KINDS", "CodeChoice", "dynamic_hash", "Hashes", "launch_identity", "Mapping", "pack_args",
+           "PARSERS", "plan", "recompute_hashes", "record_arch", "ReplayPlan", "RESERVE_ALIGNMENT",
+           "static_hash"]

@@ -514,3 +514,6 @@ class Replayer:
                 setattr(resources, field_name, int(value))
         resources.tool = "driver"
         return resources
+
+
+__all__ = ["Replayer", "RunResult"]
