@@ -171,6 +171,14 @@ def test_a_kir_hash_is_32_hex_digits_everywhere(built, kir_cli, tmp_path):
     assert type(record.kernel.static_hash) is type(axpy.static_hash) and record.kernel.static_hash == axpy.static_hash
     listed = json.loads(kir_cli("records", tmp_path / "rec", "--json").stdout)["records"]
     assert [r["static_hash"] for r in listed] == [axpy.static_hash]
+    # kir.replay's recomputed hashes: the same type as the record's
+    from kir import replay
+    grid, block = record.launch.grid, record.launch.block
+    recomputed = [replay.static_hash(record), replay.launch_identity(record, grid, block),
+                  replay.dynamic_hash(record, grid, block)]
+    assert all(isinstance(h, str) and HEX32.fullmatch(h) for h in recomputed), recomputed
+    assert recomputed[:2] == [record.kernel.static_hash, record.launch.launch_identity]
+    assert replay.plan(record).hashes.match is True
 
 
 def annotated_fields() -> list[tuple[str, str, str]]:
@@ -207,3 +215,15 @@ def test_the_hook_and_the_record_agree_on_types():
     for name in set(hook_fields) & set(record_fields):
         assert hook_fields[name] == record_fields[name] or name in ("params", "jit_args", "ir"), name
     assert hook_fields["static_hash"] == record_fields["static_hash"] == "str"
+
+
+def test_a_hash128_is_its_hex_string():
+    """Hash128 (what the core's hash functions return) equals, and hashes as, the 32
+    hex digits the rest of the API carries: either finds the other in a dict or set."""
+    from kir.hashing import Hash128, static_hash
+    h = static_hash("_Z1kv", "ptx", [b"code"])
+    text = h.hex
+    assert h == text and text == h and not h != text
+    assert {text: 1}[h] == 1 and {h: 2}[text] == 2 and len({h, text}) == 1
+    assert h != text.upper() and h != "" and h != None and h != 0 and not (h == 0)  # noqa: E711
+    assert Hash128.from_hex(text) == h

@@ -498,7 +498,9 @@ class ElfFile:
         """(name, value, size, type, binding, other, section) tuples."""
 
 class Hash128:
-    """A 128-bit kir hash; str() gives its 32 hex digits."""
+    """
+    A 128-bit kir hash; str() gives its 32 hex digits, which it equals and hashes as.
+    """
 
     def __init__(self) -> None: ...
 
@@ -526,7 +528,14 @@ class Hash128:
 
     def __repr__(self) -> str: ...
 
+    @overload
     def __eq__(self, arg: Hash128, /) -> bool: ...
+
+    @overload
+    def __eq__(self, arg: str, /) -> bool: ...
+
+    @overload
+    def __eq__(self, other: object | None) -> object: ...
 
     def __hash__(self) -> int: ...
 
