@@ -15,6 +15,7 @@ import pytest
 
 from test_import_mneme import kernel_ir, write_recording  # noqa: F401  (the kernel_ir fixture)
 from test_replay_all import KERNELS, make_record
+from test_replay_variants import saxpy, write_record  # noqa: F401  (the saxpy fixture)
 
 TESTS = Path(__file__).resolve().parent
 ERASE = "\r\x1b[K"
@@ -120,6 +121,19 @@ def test_import_mneme(tmp_path, kernel_ir):  # noqa: F811
     assert status == 0, screen
     shown_and_erased(screen, "converting instances")
     assert "2 record(s) written" in screen
+
+
+def test_tune(tmp_path, saxpy):  # noqa: F811
+    """kir tune counts trials (over a stand-in executor: tests/tune_fakes.py)."""
+    pytest.importorskip("optuna")
+    write_record(tmp_path / "rec", saxpy)
+    status, screen, out = on_terminal("tune", tmp_path / "rec", "--trials", "5", "--seed", "1", "--executor",
+                                      "tune_fakes:modelled", "--json", stdout_too=False,
+                                      env={"PYTHONPATH": str(TESTS)})
+    assert status == 0, screen
+    shown_and_erased(screen, "tuning: trial 0/5")
+    assert "tuning: trial 5/5" in screen
+    assert len(json.loads(out)["records"][0]["trials"]) == 5
 
 
 @pytest.mark.parametrize("how", ["--no-progress", "KIR_PROGRESS=0"])
