@@ -77,7 +77,11 @@ def test_the_cli_says_it_and_exits_2(built, tmp_path):
 
 
 def test_the_distribution_name_falls_back_to_kir(monkeypatch):
-    """Run from a source tree (no installed metadata names the package): 'kir'."""
+    """Run from a source tree (no installed metadata names the package): the name
+    pyproject.toml gives the distribution (errors.DISTRIBUTION)."""
     from kir import errors
     monkeypatch.setattr(metadata, "packages_distributions", lambda: {})
-    assert errors.install_hint("replay") == "pip install 'kir[replay]'"
+    assert errors.install_hint("replay") == f"pip install '{errors.DISTRIBUTION}[replay]'"
+    import re
+    pyproject = (Path(__file__).resolve().parent.parent / "pyproject.toml").read_text()
+    assert re.search(r'^name = "([^"]+)"', pyproject, re.M)[1] == errors.DISTRIBUTION
