@@ -280,7 +280,9 @@ void bind_fatbin(nb::module_& m) {
       .def_ro("options_offset", &kir::FatbinEntry::options_offset)
       .def_ro("major", &kir::FatbinEntry::major)
       .def_ro("minor", &kir::FatbinEntry::minor)
-      .def_ro("arch", &kir::FatbinEntry::arch)
+      .def_ro("sm", &kir::FatbinEntry::arch, "The header's raw SM number (90 for sm_90).")
+      .def_prop_ro("arch", [](const kir::FatbinEntry& e) { return "sm_" + std::to_string(e.arch); },
+                   "The target as everywhere else in kir: 'sm_90' (the raw number is `sm`).")
       .def_ro("flags", &kir::FatbinEntry::flags)
       .def_prop_ro("flag_names", [](const kir::FatbinEntry& e) { return kir::fatbin_flag_names(e.flags); })
       .def_ro("obfuscation_key", &kir::FatbinEntry::obfuscation_key)
@@ -463,7 +465,7 @@ std::vector<kir::ByteView> views_of(const std::vector<nb::bytes>& list) {
 }
 
 void bind_hash(nb::module_& m) {
-  nb::class_<kir::Hash128>(m, "Hash128", "A 128-bit kir hash; str() gives its 32 hex digits.")
+  nb::class_<kir::Hash128>(m, "Hash128", "A 128-bit kir hash; str() gives its 32 hex digits, which it equals and hashes as.")
       .def(nb::init<>())
       .def_rw("high", &kir::Hash128::high)
       .def_rw("low", &kir::Hash128::low)
@@ -476,7 +478,12 @@ void bind_hash(nb::module_& m) {
       .def("__str__", &kir::Hash128::hex)
       .def("__repr__", [](const kir::Hash128& h) { return "Hash128('" + h.hex() + "')"; })
       .def("__eq__", [](const kir::Hash128& a, const kir::Hash128& b) { return a == b; })
-      .def("__hash__", [](const kir::Hash128& h) { return static_cast<Py_ssize_t>(h.low ^ h.high); });
+      // The same hash as the 32 hex digits every other kir API carries (records, kir.hook,
+      // JSON): equal, and hashed alike, so either may look the other up in a dict.
+      .def("__eq__", [](const kir::Hash128& a, const std::string& b) { return a.hex() == b; })
+      .def("__eq__", [](const kir::Hash128&, nb::handle) { return nb::borrow<nb::object>(Py_NotImplemented); },
+           nb::arg("other").none())
+      .def("__hash__", [](const kir::Hash128& h) { return nb::hash(nb::str(h.hex().c_str())); });
 
   nb::enum_<kir::ArgType>(m, "ArgType", "Argument value types of dynamic-hash ARG records.")
       .value("i8", kir::ArgType::i8).value("i16", kir::ArgType::i16).value("i32", kir::ArgType::i32)

@@ -44,7 +44,7 @@ def test_registrations_match_the_binary(built, kir_cli):
     kernels = {e["kernel"]: e for e in ev if e["event"] == "register-kernel"}
     binary = kir.open(built["hook_app"])
     image = max((i for i in binary.images if i.kind == "cubin"
-                 and any(k.name == "_Z4axpyfPKfPfi" for k in i.kernels)), key=lambda i: i.entry.arch)
+                 and any(k.name == "_Z4axpyfPKfPfi" for k in i.kernels)), key=lambda i: i.entry.sm)
     assert set(kernels) == {k.name for k in image.kernels}
     for k in image.kernels:
         assert kernels[k.name]["params"] == len(k.params)
@@ -205,7 +205,7 @@ def test_python_queries_the_registry_from_inside_the_process(built, tmp_path):
     assert seen["before"] == 0
     # The hook picks the highest-architecture cubin: its kernels, layouts and kir hashes.
     image = max((i for i in kir.open(library).images if i.kind == "cubin"
-                 and any(k.name == "_Z4axpyfPKfPfi" for k in i.kernels)), key=lambda i: i.entry.arch)
+                 and any(k.name == "_Z4axpyfPKfPfi" for k in i.kernels)), key=lambda i: i.entry.sm)
     hashes, _ = kernel_hashes(kir.open(library))
     static = {h.kernel: h.static.hex for h in hashes if h.target == image.target and h.code_kind == "cubin"}
     expected = sorted([k.name, static[k.name], [p.offset for p in k.params], [p.size for p in k.params]]

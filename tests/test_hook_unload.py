@@ -227,7 +227,7 @@ def fatbins(built, tmp_path_factory):
     images = kir.open(good).containers[0].images
     second = images[1].entry.offset  # entry #1's header, from the container start
     # The image the hook decodes without a device: the highest-architecture cubin.
-    chosen = max((i for i in images if i.kind == "cubin"), key=lambda i: i.entry.arch)
+    chosen = max((i for i in images if i.kind == "cubin"), key=lambda i: i.entry.sm)
     assert chosen.compression == "none"
     payload = chosen.entry.offset + chosen.entry.header_size
     return {

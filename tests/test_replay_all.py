@@ -410,4 +410,6 @@ def test_workers_without_dask_say_how_to_get_it(recording):
              f"sys.exit(main(['replay', '--all', {str(recording)!r}, '--plan', '--workers', '2']))\n")
     proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and proc.stdout == "", proc.stderr
-    assert proc.stderr.startswith("kir: error: --workers and --scheduler need Dask: pip install 'kir-kernel-ir[distributed]'")
+    from kir.errors import distribution_name
+    assert proc.stderr.startswith("kir: error: --workers and --scheduler: Dask (distributed) is not installed: "
+                                  f"pip install '{distribution_name()}[distributed]'"), proc.stderr

@@ -67,10 +67,10 @@ def test_scan_finds_the_fatbins_cuobjdump_misses(cuobjdump, kir_cli):
     checked = 0
     for image in binary.images[::97]:
         if image.kind == "cubin":
-            assert cubin_arch(image.read()) == image.entry.arch
+            assert cubin_arch(image.read()) == image.entry.sm
         elif image.kind == "ptx":
             target = re.search(rb"\.target\s+sm_(\d+)", image.read())
-            assert target and int(target[1]) == image.entry.arch
+            assert target and int(target[1]) == image.entry.sm
         else:
             continue
         checked += 1

@@ -19,7 +19,7 @@ from kir._core import abi_version, hook_api_version  # libkir's C ABI (libkir.so
 __all__ = [
     "AllocationKind", "Binary", "CodeKind", "Container", "DeviceCode", "DeviceGlobal", "Image",
     "ImageKind", "Kernel", "KernelParam", "KirError", "TargetKind", "__version__", "abi_version", "demangle",
-    "hook_api_version", "open",
+    "cmake_dir", "hook_api_version", "open",
 ]
 
 

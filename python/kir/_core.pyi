@@ -271,7 +271,14 @@ class FatbinEntry:
     def minor(self) -> int: ...
 
     @property
-    def arch(self) -> int: ...
+    def sm(self) -> int:
+        """The header's raw SM number (90 for sm_90)."""
+
+    @property
+    def arch(self) -> str:
+        """
+        The target as everywhere else in kir: 'sm_90' (the raw number is `sm`).
+        """
 
     @property
     def flags(self) -> int: ...
@@ -491,7 +498,9 @@ class ElfFile:
         """(name, value, size, type, binding, other, section) tuples."""
 
 class Hash128:
-    """A 128-bit kir hash; str() gives its 32 hex digits."""
+    """
+    A 128-bit kir hash; str() gives its 32 hex digits, which it equals and hashes as.
+    """
 
     def __init__(self) -> None: ...
 
@@ -519,7 +528,14 @@ class Hash128:
 
     def __repr__(self) -> str: ...
 
+    @overload
     def __eq__(self, arg: Hash128, /) -> bool: ...
+
+    @overload
+    def __eq__(self, arg: str, /) -> bool: ...
+
+    @overload
+    def __eq__(self, other: object | None) -> object: ...
 
     def __hash__(self) -> int: ...
 

@@ -60,3 +60,7 @@ def signal_name(number: int) -> str:
         return signal.Signals(number).name
     except ValueError:
         return f"signal {number}"
+
+
+__all__ = ["exit_status", "hook_library", "hooked_environment", "library", "run_app", "run_app_process",
+           "signal_name"]

@@ -2,6 +2,12 @@
 
 Everything is a view over the memory-mapped file. Opening a binary reads only
 headers; an image is decompressed when its bytes or kernels are first asked for.
+
+A Binary is a context manager: `with kir.open("app") as binary: ...` closes it at
+the end (`binary.close()` does the same). Closing drops kir's references to the
+mapping, which is unmapped once no Image or Container taken from it is left;
+reading through the closed Binary, or through its Images, then raises KirError.
+What was read before (kernels, bytes) stays valid.
 """
 from __future__ import annotations
 
@@ -88,14 +94,15 @@ class Image:
 
     def read(self) -> bytes:
         """The image bytes, decoded."""
+        self.container.binary._check_open()
         return self.core.read()
 
     @property
     def code(self) -> _core.DeviceCode:
         """Kernels, functions and globals (decoded on first use, then cached)."""
         if self._code is None:
-            binary = self.container.binary
-            self._code = binary._core.device_code(self.container.index, self.core.index)
+            core = self.container.binary._check_open()
+            self._code = core.device_code(self.container.index, self.core.index)
         return self._code
 
     @property
@@ -143,31 +150,66 @@ class Container:
         return self.site.found_by
 
     def __repr__(self) -> str:
-        return f"<kir.Container #{self.index} {self.section}@{self.file_offset:#x}>"
+        where = f"{self.member}:" if self.member else ""
+        return (f"<kir.Container #{self.index} {self.format} {where}{self.section or '-'}@{self.file_offset:#x} "
+                f"{len(self.images)} images>")
 
 
 class Binary:
     """Every device-code container of one file (ELF, ar archive, bare fatbin or bundle)."""
 
     def __init__(self, core: _core.Binary) -> None:
-        self._core = core
+        self._core: _core.Binary | None = core
+        self._path, self._format = core.path, core.format  # for repr() and messages once closed
         self._containers: list[Container] | None = None
         self._wrappers: list[_core.FatbinWrapper] | None = None
+
+    def _check_open(self) -> _core.Binary:
+        if self._core is None:
+            raise KirError(f"{self._path}: the binary is closed (kir.Binary.close)")
+        return self._core
+
+    @property
+    def closed(self) -> bool:
+        return self._core is None
+
+    def close(self) -> None:
+        """Drop kir's references to the mapped file: it is unmapped once no Image or
+        Container taken from this Binary is left. Reading through it (or them) then
+        raises KirError. Closing twice is allowed."""
+        self._core = None
+        self._containers = None
+        self._wrappers = None
+
+    def __enter__(self) -> "Binary":
+        self._check_open()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        if self._core is None:
+            return f"<kir.Binary {self._path!r} {self._format} (closed)>"
+        images = sum(len(site.images) for site in self._core.containers)
+        return (f"<kir.Binary {self._path!r} {self._format}, {len(self._core.containers)} containers, "
+                f"{images} images>")
 
     @property
     def wrappers(self) -> list[_core.FatbinWrapper]:
         """The .nvFatBinSegment wrappers (built on first use)."""
         if self._wrappers is None:
-            self._wrappers = self._core.wrappers
+            self._wrappers = self._check_open().wrappers
         return self._wrappers
 
     @property
     def containers(self) -> list[Container]:
         """The fatbin containers, in file order (built on first use)."""
         if self._containers is None:
+            core = self._check_open()
             self._containers = []
             count = 0
-            for i, site in enumerate(self._core.containers):
+            for i, site in enumerate(core.containers):
                 container = Container(self, site, i, count)
                 self._containers.append(container)
                 count += len(container.images)
@@ -180,17 +222,17 @@ class Binary:
 
     @property
     def path(self) -> str:
-        return self._core.path
+        return self._path
 
     @property
     def format(self) -> str:
         """'elf', 'archive', 'fatbin' or 'offload-bundle'."""
-        return self._core.format
+        return self._format
 
     @property
     def members(self) -> list[str]:
         """Archive member names."""
-        return self._core.members
+        return self._check_open().members
 
     @property
     def images(self) -> list[Image]:
@@ -209,8 +251,9 @@ class Binary:
         image's XXH3-128, `code.image_digest`).
         """
         images = self.images if images is None else images
+        core = self._check_open()
         refs = [(image.container.index, image.core.index) for image in images]
-        results = self._core.device_code_of(refs, threads, progress, digests)
+        results = core.device_code_of(refs, threads, progress, digests)
         errors = []
         for image, result in zip(images, results):
             if isinstance(result, str):

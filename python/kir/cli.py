@@ -34,6 +34,7 @@ COMMANDS = {
     "tune": ("tune", "search launch configuration and compile options of recorded launches (Optuna) and hand "
                      "the winner to the JIT client's cache"),
     "import-mneme": ("import_mneme", "convert a Mneme recording into kir records, replayable from the IR"),
+    "completion": ("completion", "print a bash or zsh completion script (source <(kir completion bash))"),
 }
 
 
@@ -96,6 +97,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         words = sys.argv[1:] if argv is None else list(argv)
         verb = verb_of(words)
         args = make_parser(verb or "").parse_args(words)  # "": no verb's module imported
+        if getattr(args, "no_progress", False):
+            from kir import progress
+            progress.disable()
         status = command_module(args.command).run(args)
         sys.stdout.flush()  # here, not at exit: a closed pipe is then this BrokenPipeError
         return status
@@ -109,6 +113,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+
+
+__all__ = ["CLOSED_PIPE", "command_module", "COMMANDS", "main", "make_parser", "verb_of", "version_text",
+           "VersionAction"]
+
 
 if __name__ == "__main__":
     sys.exit(main())

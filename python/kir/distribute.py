@@ -38,7 +38,7 @@ import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from kir.errors import DistributedError, OptionError
+from kir.errors import DistributedError, OptionError, missing_extra
 
 __all__ = ["Cluster", "DistributedError", "Failure", "gpu_count", "load_function", "map_items", "visible_devices"]
 
@@ -106,8 +106,8 @@ def _import_distributed():
     try:
         import distributed
     except ImportError as error:
-        raise DistributedError(f"--workers and --scheduler need Dask: pip install 'kir-kernel-ir[distributed]' "
-                               f"(dask and distributed) ({error})") from None
+        raise missing_extra("Dask (distributed)", "distributed", "--workers and --scheduler", error,
+                            DistributedError) from None
     return distributed
 
 

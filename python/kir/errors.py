@@ -12,6 +12,10 @@ exits 2; anything else is a bug and shows its traceback.
     ├── ReplayError          the driver refused a step of a replay
     │   └── NoDeviceError    no CUDA driver or device to replay on
     └── DistributedError     Dask is missing, or a cluster cannot be started or reached
+
+A missing optional dependency is a KirError made by `missing_extra`, naming the
+extra that installs it: pip install '<distribution>[replay]', with the name the
+distribution is installed under.
 """
 
 
@@ -47,3 +51,37 @@ class NoDeviceError(ReplayError):
 
 class DistributedError(KirError):
     """Dask is not installed, or the cluster cannot be started or reached (kir.distribute)."""
+
+
+#: The distribution's name when no installed metadata names it (run from a source tree).
+DISTRIBUTION = "kir-kernel-ir"
+
+
+def distribution_name() -> str:
+    """The name of the distribution that installed the `kir` package (what `pip install`
+    takes), read from the installed metadata; DISTRIBUTION when it cannot be read."""
+    from importlib import metadata
+    try:
+        names = metadata.packages_distributions().get("kir")
+    except Exception:  # damaged metadata of some other distribution: not worth failing over
+        names = None
+    return names[0] if names else DISTRIBUTION
+
+
+def install_hint(extra: str) -> str:
+    """pip install '<distribution>[extra]', with this installation's distribution name."""
+    return f"pip install '{distribution_name()}[{extra}]'"
+
+
+def missing_extra(module: str, extra: str, needed_by: str, error: BaseException | None = None,
+                  cls: type[KirError] = KirError) -> KirError:
+    """The error for an optional dependency that is not installed: it names what needs
+    it, the module, and the extra that installs it, e.g.
+    `kir tune: optuna is not installed: pip install '<distribution>[tune]'`.
+    Raise it `from None`: `error` (the ImportError) is summarized in the message."""
+    detail = f" ({error})" if error is not None and str(error) else ""
+    return cls(f"{needed_by}: {module} is not installed: {install_hint(extra)}{detail}")
+
+
+__all__ = ["DISTRIBUTION", "DistributedError", "KirError", "MnemeError", "NoDeviceError", "OptionError", "PlanError", "RecordError",
+           "ReplayError", "distribution_name", "install_hint", "missing_extra"]

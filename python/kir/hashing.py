@@ -130,24 +130,34 @@ def launch_identity(static_hash: str, arch: str, args, *, grid, block, shared_by
 
 @dataclass
 class KernelHash:
+    """One kernel's static hash in one image. `static_hash` is 32 hex digits, the type
+    and name every kir API uses for it (kir.record's Kernel.static_hash, kir.hook's
+    Kernel.static_hash, `kir hash --json`'s "static"); `static` is the same hash as
+    a Hash128 (its older name)."""
     image: int          #: index of the image the kernel was found in
     image_kind: ImageKind  #: that image's kind (cubin, ptx, code-object)
     target: str         #: the image's target ("sm_90", "gfx90a")
     kernel: str         #: mangled name
-    static: Hash128
+    static_hash: str    #: 32 hex digits
     code_kind: CodeKind    #: ir, or the image kind the code was hashed from
     source: str         #: "IR _jit_bitcode_… in cubin image #i" or "ptx image #i"
     proteus: int | None = None  #: Proteus's 64-bit hash (JIT kernels only, kir/proteus.py)
 
+    @property
+    def static(self) -> Hash128:
+        """The static hash as a Hash128 (`static_hash` is its 32 hex digits)."""
+        return Hash128.from_hex(self.static_hash)
+
 
 def kernel_hashes(binary: Binary, llvm20_or_newer: bool = True,
-                  name_filter=None) -> tuple[list[KernelHash], list[str]]:
+                  name_filter=None, progress=None) -> tuple[list[KernelHash], list[str]]:
     """The static hash of every kernel of every device image, once per (kernel,
     image), under libkir's one policy (kir/hash/kernel_code.hpp, docs/hashing.md),
     and the error messages of images that could not be decoded (their kernels
-    are left out)."""
+    are left out). `progress(done, total)` is called as images are decoded
+    (Binary.load_code)."""
     images = [i for i in binary.images if i.kind in CODE_IMAGES and not i.obfuscated]
-    errors = binary.load_code(images, digests=True)
+    errors = binary.load_code(images, digests=True, progress=progress)
     proteus_hashes = proteus_static_hashes(binary, llvm20_or_newer)  # kir/proteus.py
     out = []
     for image in images:
@@ -163,6 +173,12 @@ def kernel_hashes(binary: Binary, llvm20_or_newer: bool = True,
             source = f"IR {', '.join(m.name for m in modules)} in {where}" if modules else where
             out.append(KernelHash(
                 image=image.index, image_kind=image.kind, target=image.target, kernel=kernel.name,
-                static=kernel_static_hash(code, kernel.name), code_kind=what.kind, source=source,
+                static_hash=kernel_static_hash(code, kernel.name).hex, code_kind=what.kind, source=source,
                 proteus=proteus_hashes.get((image.index, kernel.name))))
     return out, errors
+
+
+__all__ = ["ArgType", "ARRAY", "DynamicHash", "Hash128", "HashDomain", "jit_key", "jit_key_of_launch",
+           "JitArg", "kernel_code", "kernel_hashes", "kernel_static_hash", "KernelHash", "launch_identity",
+           "OBJECT", "proteus_static_hash", "SCALAR", "SPECIALIZE_BLOCK", "SPECIALIZE_BOUNDS",
+           "SPECIALIZE_GRID", "static_hash", "xxh3_128"]

@@ -206,3 +206,8 @@ def stats() -> dict[str, int]:
     s = _Stats(struct_size=ctypes.sizeof(_Stats))
     _require().kir_hook_get_stats(ctypes.byref(s))
     return {name: getattr(s, name) for name, _ in _Stats._fields_[1:]}
+
+
+__all__ = ["active", "Allocation", "ALLOCATION_KINDS", "find_allocation", "Global", "global_device_address",
+           "globals_", "Kernel", "kernels", "LIBRARY", "stats", "tag_allocation", "track_allocation",
+           "untrack_allocation"]

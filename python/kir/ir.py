@@ -233,3 +233,7 @@ def kernel_ir(binary: Binary, modules: list[IrModule]) -> dict[tuple[int, str], 
             if own or candidates:
                 links[(image.index, kernel.name)] = (own or candidates)[0].index
     return links
+
+
+__all__ = ["ir_modules", "IrFunction", "IrGlobal", "IrModule", "IrParam", "KERNEL_CALLING_CONVENTIONS",
+           "kernel_ir", "read_module"]

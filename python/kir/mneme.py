@@ -434,17 +434,23 @@ def _check_args(kernel: Kernel, code: KernelCode, snap: Snapshot) -> None:
 
 
 def convert(directory: Path | str, output: Path | str, write: bool = True,
-            chunk_size: int = 4 << 20) -> list[Imported]:
+            chunk_size: int = 4 << 20, progress=None) -> list[Imported]:
     """Every instance of every kernel of the Mneme recording in `directory`, as kir
     records in `output`. The whole recording is read and checked first: nothing is
-    written unless all of it converts."""
+    written unless all of it converts. `progress(done, total)` is called before each
+    instance is checked and written (kir.progress.Progress)."""
     databases = [read_database(p) for p in find_databases(directory)]
     codes = {k.path: kernel_code(k) for k in databases}
-    for phase in ("check", "write") if write else ("check",):
+    phases = ("check", "write") if write else ("check",)
+    total, done = len(phases) * sum(len(k.instances) for k in databases), 0
+    for phase in phases:
         out = []
         for kernel in databases:
             code = codes[kernel.path]
             for ordinal, inst in enumerate(kernel.instances):
+                if progress is not None:
+                    progress(done, total)
+                    done += 1
                 out.append(_convert_one(kernel, code, inst, ordinal, output if phase == "write" else None,
                                         chunk_size))
     return out
@@ -491,3 +497,8 @@ def _convert_one(kernel: Kernel, code: KernelCode, inst: Instance, ordinal: int,
         b.snapshot(region, True, bytes(epilogue.globals[name].data))
     done.record = b.write()
     return done
+
+
+__all__ = ["Annotation", "convert", "DIFF_MAGIC", "find_databases", "Imported", "Instance", "Kernel",
+           "kernel_code", "KernelCode", "LAUNCH_API", "read_database", "read_epilogue", "read_snapshot",
+           "Region", "Snapshot"]

@@ -106,3 +106,7 @@ def _code(image: Image) -> _core.DeviceCode | None:
         return image.code
     except KirError:
         return None
+
+
+__all__ = ["CODE_IMAGES", "CUDA_MODULE_PREFIX", "jit_kernels", "proteus_static_hashes", "registration_order",
+           "RELOCATABLE_SECTION"]

@@ -91,3 +91,7 @@ def byte_count(value) -> int:
     if not match or int(match.group(1)) == 0:
         raise OptionError(f"--va-size {value!r}: expected a size in bytes, e.g. 68719476736 or 64G")
     return int(match.group(1)) * SUFFIXES[match.group(2)]
+
+
+__all__ = ["byte_count", "check_kernel_regex", "hex_address", "non_negative", "rank_list",
+           "recorder_environment", "SUFFIXES"]

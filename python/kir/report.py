@@ -69,11 +69,11 @@ def build_report(binary: Binary, archs: set[str] | None, kinds: set[ImageKind] |
 
     `modules` (kir.ir.IrModule list) adds "ir_modules"; `links` ((image, kernel)
     -> module index) gives each kernel its "ir_module"."""
-    records = binary._core.image_records()
+    records = binary._check_open().image_records()
     if archs is not None or kinds is not None:
         records = [r for r in records if (archs is None or processor(r["arch"]) in archs)
                    and (kinds is None or r["kind"] in kinds)]
-    containers = binary._core.container_records()
+    containers = binary._check_open().container_records()
     used = sorted({r["container"] for r in records})
     if with_kernels:
         images = binary.images
@@ -132,9 +132,9 @@ def render_table(binary: Binary, archs: set[str] | None = None, kinds: set[str] 
     each followed by its note from `notes` ((image index, mangled name) -> text);
     `kernel_filter(name, demangled)`, when given, keeps only the kernels it accepts."""
     notes = notes or {}
-    records = [r for r in binary._core.image_records()
+    records = [r for r in binary._check_open().image_records()
                if (not archs or processor(r["arch"]) in archs) and (not kinds or r["kind"] in kinds)]
-    containers = binary._core.container_records()
+    containers = binary._check_open().container_records()
     used = sorted({r["container"] for r in records})
     counts: dict[str, int] = {}
     for r in records:
@@ -198,3 +198,8 @@ def kernel_lines(code, image: int, notes: dict, kernel_filter=None) -> list[str]
                 line += f"  {note}"
         lines += [f"         kernel {demangled}", line]
     return lines
+
+
+__all__ = ["build_report", "container_line", "image_line", "ir_module_record", "kernel_lines", "KINDS",
+           "parse_arch_filter", "parse_kind_filter", "processor", "render_table", "SCHEMA",
+           "selected_images", "TABLE_HEADER"]

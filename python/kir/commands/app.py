@@ -51,3 +51,6 @@ def warn_if_static_runtime(program: str) -> None:
     if cuda and "__cudaRegisterFatBinary" not in imports:
         print(f"kir: {program} links the CUDA runtime statically: on {platform.machine()} the hook "
               "cannot see it (rebuild with `nvcc -cudart shared`)", file=sys.stderr)
+
+
+__all__ = ["add_kernel_argument", "add_program_argument", "command_of", "warn_if_static_runtime"]

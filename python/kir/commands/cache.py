@@ -145,3 +145,7 @@ def verify(cache: Cache, args) -> int:
             print(f"{p}")
         print(f"{checked} entries intact, {len(problems)} problems in {cache.directory}")
     return 1 if problems else 0
+
+
+__all__ = ["add_arguments", "age", "as_json", "kernel_of", "ls", "resolve", "rm", "run", "SCHEMA", "show",
+           "verify"]

@@ -45,16 +45,18 @@ def add_arguments(parser) -> None:
     parser.add_argument("--scan", action="store_true", help="also find containers by magic")
     parser.add_argument("--unchanged", action="store_true", help="also list the kernels that did not change")
     parser.add_argument("--json", action="store_true", help=f"print one JSON object ({SCHEMA})")
+    from kir.progress import add_argument as add_progress_argument
+    add_progress_argument(parser)
 
 
-def kernels_of(path: str, archs, pattern, scan: bool) -> tuple[dict, list[str]]:
+def kernels_of(path: str, archs, pattern, scan: bool, progress=None) -> tuple[dict, list[str]]:
     """{(target, image kind, mangled name): KERNEL record} of one binary, and the
     messages of images that could not be decoded."""
     from kir.binary import Binary
     from kir.hashing import kernel_hashes
     from kir.report import processor
     binary = Binary.open(path, scan=scan)
-    hashes, errors = kernel_hashes(binary)
+    hashes, errors = kernel_hashes(binary, progress=progress)
     out: dict[tuple[str, str, str], dict] = {}
     texts: dict[int, dict[str, bytes]] = {}
     for h in hashes:
@@ -76,7 +78,7 @@ def kernels_of(path: str, archs, pattern, scan: bool) -> tuple[dict, list[str]]:
             "target": h.target,
             "image_kind": str(h.image_kind),
             "image": h.image,
-            "static": h.static.hex,
+            "static": h.static_hash,
             "code": hashlib.blake2b(code, digest_size=16).hexdigest() if code is not None else None,
             "registers": kernel.registers,
             "shared_bytes": kernel.shared_bytes,
@@ -203,8 +205,11 @@ def run(args) -> int:
         pattern = re.compile(args.kernel) if args.kernel else None
     except re.error as error:
         raise OptionError(f"--kernel {args.kernel!r}: {error}") from None
-    a, errors_a = kernels_of(args.a, archs, pattern, args.scan)
-    b, errors_b = kernels_of(args.b, archs, pattern, args.scan)
+    from kir.progress import Progress
+    with Progress("decoding A, image") as progress:
+        a, errors_a = kernels_of(args.a, archs, pattern, args.scan, progress if progress.active else None)
+        progress.label = "decoding B, image"
+        b, errors_b = kernels_of(args.b, archs, pattern, args.scan, progress if progress.active else None)
     result = compare(a, b)
     errors = errors_a + errors_b
     if args.json:
@@ -218,3 +223,7 @@ def run(args) -> int:
     if errors:
         return 2
     return 1 if result["added"] or result["removed"] or result["changed"] else 0
+
+
+__all__ = ["add_arguments", "base_name", "change_text", "compare", "cubin_texts", "FIELDS", "kernels_of",
+           "layout", "render", "run", "SCHEMA"]

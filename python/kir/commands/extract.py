@@ -35,6 +35,8 @@ from kir.binary import Binary
 from kir.commands import inputs
 from kir.errors import KirError
 from kir.model import ImageKind
+from kir.progress import Progress
+from kir.progress import add_argument as add_progress_argument
 from kir.report import parse_arch_filter, parse_kind_filter, processor, selected_images
 
 SUFFIX = {ImageKind.cubin: "cubin", ImageKind.old_cubin: "cubin", ImageKind.ptx: "ptx",
@@ -56,6 +58,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--ir", action="store_true",
                         help="also write every LLVM IR module (embedded bitcode, Proteus IR) as "
                              "<stem>.ir<n>.<triple arch>.bc and .ll")
+    add_progress_argument(parser)
 
 
 SCHEMA = "kir.extract/1"
@@ -73,6 +76,8 @@ class OutputDirectory:
 
     def __init__(self, path: str, parent: "OutputDirectory | None" = None, quiet: bool = False) -> None:
         self.quiet = parent.quiet if parent is not None else quiet  # --json: list, do not print
+        #: erased before a path is printed (kir.progress: the same terminal)
+        self.progress: Progress | None = parent.progress if parent is not None else None
         self.written: list[dict] = []
         if parent is None:
             os.makedirs(path, exist_ok=True)
@@ -102,6 +107,8 @@ class OutputDirectory:
         path = os.path.join(self.path, name)
         self.written.append({"path": path, "size": len(data), **(what or {})})
         if not self.quiet:
+            if self.progress is not None:
+                self.progress.clear()
             print(path)
         return path
 
@@ -114,19 +121,23 @@ def run(args) -> int:
     many = len(args.binaries) > 1 or args.recursive
     files = list(inputs.expand(args.binaries, args.recursive))
     out = OutputDirectory(args.output, quiet=args.json)
+    out.progress = progress = Progress("extracting")
     status, names, report, failures = 0, set(), [], []
     try:
-        for item in files:
+        for number, item in enumerate(files):
+            if many:
+                progress.label = f"extracting file {number + 1}/{len(files)}, image"
             try:
                 binary = Binary.open(item.path, scan=args.scan)
             except (KirError, OSError) as error:
+                progress.clear()
                 print(f"kir: error: {error}", file=sys.stderr)
                 failures.append({"path": item.path, "error": str(error)})
                 status = 2
                 continue
             wanted = {image.index for image in selected_images(binary, archs, kinds)}
             if not many:
-                extract(binary, args, item.path, wanted, out)
+                extract(binary, args, item.path, wanted, out, progress)
                 report.append({"path": item.path, "directory": out.path, "written": out.written})
                 continue
             if not item.explicit and not wanted and not args.ir:
@@ -134,11 +145,12 @@ def run(args) -> int:
             name = folder_name(item, names)
             sub = OutputDirectory(name, out)
             try:
-                extract(binary, args, item.path, wanted, sub)
+                extract(binary, args, item.path, wanted, sub, progress)
             finally:
                 sub.close()
             report.append({"path": item.path, "directory": sub.path, "written": sub.written})
     finally:
+        progress.close()
         out.close()
     if args.json:
         import json
@@ -160,9 +172,11 @@ def folder_name(item: inputs.Input, taken: set[str]) -> str:
     return name
 
 
-def extract(binary: Binary, args, path: str, wanted: set[int], out: OutputDirectory) -> None:
+def extract(binary: Binary, args, path: str, wanted: set[int], out: OutputDirectory,
+            progress: Progress | None = None) -> None:
     base = safe_component(os.path.basename(path).split(".")[0])
     counters: dict[str, int] = {}
+    done = 0
     for image in binary.images:
         counter = COUNTER.get(image.kind)
         if counter is None:
@@ -170,7 +184,12 @@ def extract(binary: Binary, args, path: str, wanted: set[int], out: OutputDirect
         counters[counter] = counters.get(counter, 0) + 1
         if image.index not in wanted:
             continue
+        if progress is not None:
+            progress.update(done, len(wanted), f"#{image.index} {image.kind} {image.target}")
+            done += 1
         if image.obfuscated:
+            if progress is not None:
+                progress.clear()
             print(f"kir: skipping image #{image.index}: obfuscated LTO-IR cannot be decoded",
                   file=sys.stderr)
             continue
@@ -198,3 +217,7 @@ def write_ir(binary: Binary, out: OutputDirectory, base: str) -> None:
             print(f"kir: module #{m.index}: {m.error}", file=sys.stderr)
             continue
         out.write(stem + ".ll", m.text().encode(), {"ir_module": m.index, "kind": "llvm-ir", "target": m.triple or ""})
+
+
+__all__ = ["add_arguments", "COUNTER", "extract", "folder_name", "OutputDirectory", "run", "safe_component",
+           "SCHEMA", "SUFFIX", "UNSAFE", "write_ir"]

@@ -32,6 +32,8 @@ def add_arguments(parser) -> None:
                              "with IR")
     parser.add_argument("--llvm-before-20", action="store_true",
                         help="with --proteus: the FNV-1a hash of Proteus builds on LLVM < 20")
+    from kir.progress import add_argument as add_progress_argument
+    add_progress_argument(parser)
     dynamic = parser.add_argument_group("a JIT key, a launch identity or format 1's dynamic hash (no BINARY)")
     # --jit-key, --launch-identity, --dynamic: one of the three (run() says so otherwise, as kir errors do)
     dynamic.add_argument("--jit-key", metavar="STATIC",
@@ -95,16 +97,22 @@ def run(args) -> int:
         pattern = re.compile(args.kernel) if args.kernel else None
     except re.error as error:
         raise OptionError(f"--kernel {args.kernel!r}: {error}") from None
+    from kir.progress import Progress
     many = len(args.binaries) > 1 or args.recursive
     status = 0
-    for item in inputs.expand(args.binaries, args.recursive):
+    files = list(inputs.expand(args.binaries, args.recursive))
+    progress = Progress("hashing", total=len(files))
+    for number, item in enumerate(files):
+        progress.label = f"hashing file {number + 1}/{len(files)}, images" if len(files) > 1 else "hashing images"
         try:
             binary = Binary.open(item.path)
         except (KirError, OSError) as error:
+            progress.clear()
             print(f"kir: error: {error}", file=sys.stderr)
             status = 2
             continue
-        hashes, errors = kernel_hashes_of(binary, args, pattern)
+        hashes, errors = kernel_hashes_of(binary, args, pattern, progress if progress.active else None)
+        progress.clear()  # the file's lines go to the same terminal
         hashes = [h for h in hashes if archs is None or processor(h.target) in archs]
         if not item.explicit and not hashes and not errors:
             continue  # found by -r, no kernels: a host library
@@ -118,9 +126,9 @@ def run(args) -> int:
     return status
 
 
-def kernel_hashes_of(binary, args, pattern):
+def kernel_hashes_of(binary, args, pattern, progress=None):
     from kir.hashing import kernel_hashes
-    return kernel_hashes(binary, not args.llvm_before_20, pattern.search if pattern else None)
+    return kernel_hashes(binary, not args.llvm_before_20, pattern.search if pattern else None, progress=progress)
 
 
 def print_hashes(hashes, args, path: str) -> None:
@@ -128,13 +136,13 @@ def print_hashes(hashes, args, path: str) -> None:
         if args.json:
             import json
             print(json.dumps({"schema": SCHEMA, "path": path, "image": h.image, "image_kind": h.image_kind,
-                              "target": h.target, "kernel": h.kernel, "static": h.static.hex, "code": h.code_kind,
+                              "target": h.target, "kernel": h.kernel, "static": h.static_hash, "code": h.code_kind,
                               "source": h.source, "proteus": h.proteus}))
         elif args.proteus:
             print(f"{h.proteus if h.proteus is not None else '-':<20}  {h.target:<14} "
                   f"image #{h.image:<4} {h.kernel}")
         else:
-            print(f"{h.static.hex}  {h.target:<14} {h.kernel}  ({h.source})")
+            print(f"{h.static_hash}  {h.target:<14} {h.kernel}  ({h.source})")
 
 
 def static_of(text: str, option: str):
@@ -249,3 +257,8 @@ def ints(text: str, count: int, option: str) -> list[int]:
     if any(v > U32_MAX for v in values):
         raise OptionError(f"{option} {text!r}: each value must be at most {U32_MAX} (32 bits)")
     return values
+
+
+__all__ = ["add_arguments", "BINARY_OPTIONS", "capture_of", "config_of", "dynamic_hash", "given", "ints",
+           "jit_key", "kernel_hashes_of", "KEY_OPTIONS", "launch_identity", "PACK", "parse_arg",
+           "print_hashes", "run", "SCHEMA", "shared_of", "static_of", "U32_MAX"]

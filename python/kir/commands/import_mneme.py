@@ -10,6 +10,8 @@ import json
 import sys
 
 from kir.mneme import convert
+from kir.progress import Progress
+from kir.progress import add_argument as add_progress_argument
 
 SCHEMA = "kir.import-mneme/1"
 
@@ -20,10 +22,13 @@ def add_arguments(parser) -> None:
                         help="the kir recording directory to write the records into")
     parser.add_argument("--check", action="store_true", help="read and check everything, write nothing")
     parser.add_argument("--json", action="store_true", help=f"one JSON object ({SCHEMA})")
+    add_progress_argument(parser)
 
 
 def run(args) -> int:
-    imported = convert(args.directory, args.output, write=not args.check)
+    with Progress("converting instances") as progress:
+        imported = convert(args.directory, args.output, write=not args.check,
+                           progress=progress if progress.active else None)
     for item in imported:
         for warning in item.warnings:
             print(f"kir: warning: {warning}", file=sys.stderr)
@@ -39,3 +44,6 @@ def run(args) -> int:
     verb = "checked" if args.check else f"written to {args.output}"
     print(f"{len(imported)} record(s) {verb}")
     return 0
+
+
+__all__ = ["add_arguments", "run", "SCHEMA"]

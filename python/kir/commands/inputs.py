@@ -93,3 +93,6 @@ def walk(root: str, directory: str, seen_files: set, seen_dirs: set) -> Iterator
             seen_files.add((st.st_dev, st.st_ino))
             if looks_like_binary(path):
                 yield Input(path, False, root)
+
+
+__all__ = ["add_arguments", "expand", "Input", "looks_like_binary", "MAGICS", "walk"]

@@ -23,6 +23,8 @@ from kir.binary import Binary
 from kir.commands import inputs
 from kir.errors import KirError, OptionError
 from kir.model import ImageKind
+from kir.progress import Progress
+from kir.progress import add_argument as add_progress_argument
 from kir.report import (KINDS, build_report, parse_arch_filter, parse_kind_filter, processor, render_table,
                         selected_images)
 
@@ -55,6 +57,7 @@ def add_arguments(parser) -> None:
                              "their kernels and signatures (reads them with llvmlite)")
     parser.add_argument("-j", "--threads", type=int, default=0,
                         help="threads for --kernels (default and at most: all cores)")
+    add_progress_argument(parser)
 
 
 def run(args, out: TextIOBase = sys.stdout) -> int:
@@ -77,13 +80,20 @@ def run(args, out: TextIOBase = sys.stdout) -> int:
     files = list(inputs.expand(args.binaries, args.recursive))
     reports, failures, lacking, skipped, images, read = [], [], [], 0, 0, 0
     status = 0
-    for item in files:
+    reading = Progress("reading files", total=len(files)) if len(files) > 1 else None
+    for number, item in enumerate(files):
+        if reading is not None:
+            reading.update(number, item=item.path)
         try:
             binary = Binary.open(item.path, scan=args.scan)
         except (KirError, OSError) as error:
             failures.append({"path": item.path, "error": str(error)})
+            if reading is not None:
+                reading.clear()
             print(f"kir: error: {error}", file=sys.stderr)
             continue
+        if reading is not None:
+            reading.clear()  # the file's table goes to the same terminal
         if not item.explicit and not binary.images:
             skipped += 1  # found by -r, no device code: a host library
             continue
@@ -98,6 +108,8 @@ def run(args, out: TextIOBase = sys.stdout) -> int:
         if report is not None:
             reports.append(report)
         status = max(status, code)
+    if reading is not None:
+        reading.close()
     for path, missing in lacking:
         print(f"kir: {path} lacks {', '.join(missing)}", file=sys.stderr)
     if many:
@@ -228,17 +240,11 @@ def render_ir(modules) -> str:
 
 
 def load_code(binary: Binary, images, threads: int) -> list[str]:
-    """Decode the selected images in parallel, with progress on a terminal."""
+    """Decode the selected images in parallel, with progress on a terminal (kir.progress)."""
     threads = min(threads, os.cpu_count() or 1)  # more threads than cores only cost memory
-    return binary.load_code(images, threads, progress_printer())
+    with Progress("decoding images") as progress:
+        return binary.load_code(images, threads, progress if progress.active else None)
 
 
-def progress_printer():
-    if not sys.stderr.isatty() or not sys.stdout.isatty():
-        return None
-
-    def show(done: int, total: int) -> None:
-        end = "\n" if done == total else ""
-        sys.stderr.write(f"\rkir: decoding images {done}/{total}{end}")
-        sys.stderr.flush()
-    return show
+__all__ = ["add_arguments", "inspect_one", "load_code", "missing_requirements", "parse_requirements",
+           "read_ir", "render_ir", "run", "SCHEMA_FILES", "summary_line"]

@@ -194,7 +194,7 @@ def find_kernel(path: str, pattern: str, arch: str) -> FoundKernel:
     # docs/hashing.md): an image of that arch, IR embedded in it first.
     choices.sort(key=lambda c: (c[0].target != arch, c[0].code_kind is not CodeKind.ir, c[0].image))
     h, bitcode = choices[0]
-    return FoundKernel(kernel, _link(bitcode, kernel), h.static.hex, h.source, h.target)
+    return FoundKernel(kernel, _link(bitcode, kernel), h.static_hash, h.source, h.target)
 
 
 def _link(bitcode: list[bytes], kernel: str):
@@ -239,3 +239,6 @@ def print_summary(c, found: FoundKernel, output: str | None, cache: str | None, 
     if key:
         print(f"  stored in {cache} under {key}")
     sys.stdout.flush()
+
+
+__all__ = ["add_arguments", "compile_command", "find_kernel", "FoundKernel", "print_summary", "run", "SCHEMA"]

@@ -112,3 +112,6 @@ def summary(directory: Path, before: dict[Path, int]) -> str:
     unreadable = f"; {bad} unreadable (kir records {directory})" if bad else ""
     return (f"kir: recorded {len(written)} launches of {len(kernels)} kernels in {directory} "
             f"({stored / (1 << 20):.1f} MiB stored){unreadable}")
+
+
+__all__ = ["add_arguments", "crash_summary", "run", "snapshot_of", "summary", "written_since"]

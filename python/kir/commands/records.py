@@ -81,3 +81,6 @@ def row(r: Record) -> tuple[str, ...]:
             f"{len(r.allocations)}+{len(r.globals)}g" if r.globals else str(len(r.allocations)),
             mib(r.stats.prologue_bytes), mib(r.stats.stored_bytes), ",".join(r.flag_names) or "-",
             r.kernel.demangled)
+
+
+__all__ = ["add_arguments", "COLUMNS", "entry", "load_all", "mib", "print_table", "row", "run", "SCHEMA"]

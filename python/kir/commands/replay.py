@@ -66,6 +66,8 @@ def add_arguments(parser) -> None:
     every.add_argument("--executor", metavar="MODULE:FUNCTION",
                        help="with --all: replay each record with FUNCTION(path, job) instead "
                             "(importable on the workers; returns a row, see kir.replay.batch)")
+    from kir.progress import add_argument as add_progress_argument
+    add_progress_argument(every)
     from kir.commands.replay_variant import add_variant_arguments
     add_variant_arguments(parser)
 
@@ -186,3 +188,7 @@ def positive(n: int) -> int:
     if n < 1:
         raise OptionError(f"--repeat {n}: must be at least 1")
     return n
+
+
+__all__ = ["add_arguments", "ALL_ONLY", "check_options", "dims", "positive", "print_plan", "report", "run",
+           "SCHEMA", "SCHEMA_ALL", "SINGLE_ONLY", "tolerance_of", "warn_about"]

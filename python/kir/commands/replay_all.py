@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from kir.errors import KirError, OptionError
+from kir.progress import Progress
 from kir.record import RecordError, Recording
 from kir.replay.batch import STATUSES, ReplayJob, run_records
 
@@ -32,7 +33,10 @@ def run_all(args) -> int:
     started = time.perf_counter() - start  # the cluster's start (or joining it); not in `seconds`
     start = time.perf_counter()
     try:
-        rows = run_records(job, paths, cluster=cluster)
+        with Progress("replaying records", total=len(paths)) as progress:
+            progress.update(0)
+            rows = run_records(job, paths, cluster=cluster,
+                               on_row=lambda i, row: progress.advance(item=short_name(row["record"])))
         where = {"kind": cluster.kind if cluster else "in-process", "address": cluster.address if cluster else None,
                  "workers": cluster.workers if cluster else 1, "start_seconds": started}
     finally:
@@ -133,3 +137,7 @@ def print_table(rows: list[dict], summary: dict, where: dict) -> None:
     place = "in this process" if where["kind"] == "in-process" else \
         f"on {where['workers']} Dask workers ({where['kind']}, {where['address']})"
     print(f"{summary['records']} records: {counts}; {summary['seconds']:.2f} s{rate} {place}")
+
+
+__all__ = ["cell_change", "cell_ms", "COLUMNS", "load_baseline", "load_executor", "open_cluster",
+           "print_table", "run_all", "short_name"]

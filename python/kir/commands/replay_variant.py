@@ -128,3 +128,7 @@ def print_variant_plan(p, variant_plan: dict, as_json: bool) -> None:
     else:
         print(p.describe())
         print("\n".join(describe_variant(variant_plan)))
+
+
+__all__ = ["add_variant_arguments", "describe_result", "describe_variant", "plan_variant",
+           "print_variant_plan", "variant_of", "wants_variant"]

@@ -89,3 +89,6 @@ def read_stats(path: Path) -> dict | None:
         return json.loads(text) if text.strip() else None
     except (OSError, ValueError):
         return None
+
+
+__all__ = ["add_arguments", "read_stats", "run"]

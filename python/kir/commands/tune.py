@@ -50,6 +50,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--executor", metavar="MODULE:FUNCTION",
                         help="run each trial as FUNCTION(path, point) instead of replaying it (tests)")
     parser.add_argument("--json", action="store_true", help=f"print one JSON object ({SCHEMA})")
+    from kir.progress import add_argument as add_progress_argument
+    add_progress_argument(parser)
 
 
 def record_paths(items: list[str]) -> list[str]:
@@ -95,9 +97,12 @@ def run(args) -> int:
     if cluster is not None and storage is None:
         storage = "journal:kir-tune.journal"
     try:
-        results = tune(paths, space, args.trials, storage=storage, cluster=cluster, seed=args.seed,
-                       executor=args.executor, client=client, cache=args.jit_cache, store=args.store,
-                       device=args.device)
+        from kir.progress import Progress
+        with Progress("tuning: trial", total=len(paths) * args.trials) as progress:
+            progress.update(0)
+            results = tune(paths, space, args.trials, storage=storage, cluster=cluster, seed=args.seed,
+                           executor=args.executor, client=client, cache=args.jit_cache, store=args.store,
+                           device=args.device, progress=progress if progress.active else None)
     finally:
         if cluster is not None:
             cluster.close()
@@ -157,3 +162,6 @@ def print_record(r, cache) -> None:
         print(f"  hand-off to the JIT client: trial {h.row.number}, {h.row.ms:.4f} ms "
               f"({cell(speedup(o.recorded_ms, h.row.ms), '{:.2f}x')}): {h.row.point.describe()}; {where}")
     sys.stdout.flush()
+
+
+__all__ = ["add_arguments", "cell", "client_of", "print_record", "record_paths", "run", "SCHEMA"]

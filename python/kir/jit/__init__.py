@@ -294,8 +294,7 @@ def _used_globals(module) -> list[str]:
 def _assemble(ptx: str, arch: str, opts: Options, kernel: str, resources: Resources) -> bytes:
     link = codegen.nvjitlink_module() if opts.assembler in ("auto", "nvjitlink") else None
     if opts.assembler == "nvjitlink" and link is None:
-        raise KirError("nvJitLink is not available (cuda-bindings with the nvJitLink library, "
-                       "pip install 'kir-kernel-ir[jit]'); use assembler 'ptxas' or 'auto'")
+        raise codegen.nvjitlink_missing("assembler 'nvjitlink' (else use 'ptxas' or 'auto')")
     if link is not None:
         cubin, log, tool = codegen.nvjitlink(ptx, arch, [f"-Xptxas={o}" for o in opts.assembler_options],
                                              link)

@@ -14,7 +14,7 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from kir.errors import KirError, OptionError
+from kir.errors import KirError, OptionError, install_hint, missing_extra
 
 NVPTX_TRIPLE = "nvptx64-nvidia-cuda"
 _ARCH = re.compile(r"sm_(\d+)([af]?)")
@@ -180,6 +180,17 @@ def nvjitlink_module():
         return None
 
 
+def nvjitlink_missing(what: str) -> KirError:
+    """Why nvjitlink_module() is None: cuda-bindings not installed (the jit extra), or
+    its nvJitLink library not found."""
+    try:
+        from cuda.bindings import nvjitlink  # noqa: F401
+    except ImportError as error:
+        return missing_extra("cuda-bindings' nvjitlink", "jit", what, error)
+    return KirError(f"{what}: the nvJitLink library does not load (pip install nvidia-nvjitlink, or "
+                    f"{install_hint('jit')})")
+
+
 def ptxas(ptx: str, arch: str, options: list[str]) -> tuple[bytes, str, str]:
     """(cubin, info log, tool name)."""
     tool = find_ptxas()
@@ -202,8 +213,7 @@ def nvjitlink(ptx: str, arch: str, options: list[str], module=None) -> tuple[byt
     """(cubin, info log, tool name) through nvJitLink."""
     link = module or nvjitlink_module()
     if link is None:
-        raise KirError("nvJitLink is not available: install cuda-bindings and the nvJitLink library "
-                       "(pip install 'kir-kernel-ir[jit]'), or use ptxas")
+        raise nvjitlink_missing("assembling with nvJitLink (else use ptxas)")
     flags = [f"-arch={arch}", "-verbose", *options]
     handle = link.create(len(flags), flags)
     try:
@@ -228,3 +238,8 @@ def nvjitlink(ptx: str, arch: str, options: list[str], module=None) -> tuple[byt
         return bytes(cubin), log.rstrip(bytes(1)).decode(errors="replace"), f"nvJitLink {major}.{minor}"
     finally:
         link.destroy(handle)
+
+
+__all__ = ["check_arch", "elf_sections", "emit_ptx", "find_ptxas", "from_cubin", "nvjitlink",
+           "nvjitlink_missing", "nvjitlink_module", "NVPTX_TRIPLE", "parse_info_log", "ptxas", "Resources",
+           "target_machine"]

@@ -143,3 +143,6 @@ def cleanup(module, machine) -> None:
     replaceAllUsesWith does, whatever pipeline follows), then what Proteus runs
     after specializing (runCleanupPassPipeline): GlobalDCE, StripDeadPrototypes."""
     run(module, machine, [("passes", ["always-inline", "globaldce", "strip-dead-prototypes"])])
+
+
+__all__ = ["ADAPTORS", "cleanup", "parse", "PASSES", "run"]

@@ -425,3 +425,7 @@ def _kernel_names(text: str) -> list[str]:
 def _byval_size(type_text: str, mod, layout) -> int | None:
     from kir.ir import _pointee_size
     return _pointee_size(type_text, mod, layout)
+
+
+__all__ = ["BODY_SUFFIX", "constant_for", "describe", "KERNEL_CC", "Param", "parse_params", "specialize",
+           "symbol", "TransformReport"]

@@ -298,3 +298,7 @@ def normalize_args(args) -> list[ArgValue]:
         if a.position == b.position:
             raise OptionError(f"argument {a.position} is given twice")
     return out
+
+
+__all__ = ["ArgValue", "dims", "normalize_args", "pack", "parse_number", "SCALARS", "Specialization",
+           "type_code", "TYPES", "U32_MAX"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kir.errors import OptionError, ReplayError
+from kir.errors import OptionError, ReplayError, missing_extra
 from kir.record import Region
 
 NORMS = ("l1", "l2", "linf")
@@ -70,8 +70,8 @@ def _tail(data: bytes, tolerance: Tolerance) -> bytes:
 def _norms(actual: bytes, expected: bytes, tolerance: Tolerance) -> tuple[float, float]:
     try:
         import numpy as np
-    except ImportError:
-        raise ReplayError("comparing with a tolerance needs numpy: pip install 'kir-kernel-ir[replay]'") from None
+    except ImportError as error:
+        raise missing_extra("numpy", "replay", "comparing with a tolerance", error, ReplayError) from None
     item = np.dtype(tolerance.dtype).itemsize
     n = len(expected) // item * item
     x = np.frombuffer(actual[:n], tolerance.dtype).astype(np.float64)
@@ -91,3 +91,6 @@ def tolerance_for(region: Region, tolerance) -> Tolerance | None:
         return tolerance
     key = region.name if region.is_global else region.address
     return tolerance.get(key, tolerance.get(None))
+
+
+__all__ = ["compare", "DTYPES", "Mismatch", "NORMS", "Tolerance", "tolerance_for"]

@@ -66,3 +66,6 @@ def _link_libdevice(module, path: Path) -> None:
     for function in module.functions:
         if function.name.startswith("__nv_") and not function.is_declaration:
             function.linkage = llvm.Linkage.internal
+
+
+__all__ = ["compile_ir", "find_libdevice", "libdevice_calls", "NVPTX_TRIPLE"]

@@ -168,18 +168,23 @@ def recompute_hashes(record: Record) -> Hashes:
     (so each is checked on its own), the arguments, grid, block and shared memory."""
     launch, grid, block = record.launch, record.launch.grid, record.launch.block
     return Hashes(recorded_static=record.kernel.static_hash, recorded_identity=launch.launch_identity,
-                  recorded_dynamic=launch.dynamic_hash, static=str(static_hash(record)),
+                  recorded_dynamic=launch.dynamic_hash, static=static_hash(record),
                   identity=launch_identity(record, grid, block) if launch.launch_identity is not None else None,
-                  dynamic=str(dynamic_hash(record, grid, block)) if launch.dynamic_hash is not None else None)
+                  dynamic=dynamic_hash(record, grid, block) if launch.dynamic_hash is not None else None)
 
 
-def static_hash(record: Record) -> _core.Hash128:
-    """The kernel's static hash recomputed from the image the launch ran, as the hook
+def static_hash(record: Record) -> str:
+    """The kernel's static hash (32 hex digits, as the record carries it) recomputed
+    from the image the launch ran, as the hook
     computed it at registration (libkir/hook/layer.cpp): the image decoded by the
     parser of its kind, its digest set, then THE policy (kir.hashing.kernel_static_hash):
     the IR embedded for the kernel, else the image's translation-unit modules (code
     kind "ir"), else the image itself. An image that does not decode hashes as the
     hook hashes a kernel it has no code for: code kind "unknown", no modules."""
+    return _static_hash(record).hex
+
+
+def _static_hash(record: Record) -> _core.Hash128:
     image = record.kernel.image
     if image is None:  # a record holding IR only (imported, or written without the image)
         return _core.static_hash(record.kernel.name, "ir", [record.code("ir")])
@@ -206,15 +211,15 @@ def launch_identity(record: Record, grid, block, shared_bytes: int | None = None
                                    grid=grid, block=block, shared_bytes=shared)
 
 
-def dynamic_hash(record: Record, grid, block) -> _core.Hash128:
-    """Format 1's dynamic hash of the recorded launch at this grid and block (what the
+def dynamic_hash(record: Record, grid, block) -> str:
+    """Format 1's dynamic hash (32 hex digits) of the recorded launch at this grid and block (what the
     hook computed before the launch identity: every argument by its bytes, then grid
     and block, no shared memory), keyed by the image's arch."""
     h = _core.DynamicHash(_core.HashDomain.dynamic_v1, _core.Hash128.from_hex(record.kernel.static_hash),
                           record_arch(record))
     for position, arg in enumerate(record.launch.args, start=1):
         h.arg(position, _core.ArgType.bytes, arg)
-    return h.grid(*grid).block(*block).finish()
+    return h.grid(*grid).block(*block).finish().hex
 
 
 def record_arch(record: Record) -> str:
@@ -440,3 +445,8 @@ def _plan_json(p: ReplayPlan) -> dict:
         "computed_launch_identity": p.hashes.identity, "computed_dynamic_hash": p.hashes.dynamic,
         "hashes_match": p.hashes_match, "notes": p.notes,
     }
+
+
+__all__ = ["CODE_KINDS", "CodeChoice", "dynamic_hash", "Hashes", "launch_identity", "Mapping", "pack_args",
+           "PARSERS", "plan", "recompute_hashes", "record_arch", "ReplayPlan", "RESERVE_ALIGNMENT",
+           "static_hash"]

@@ -8,7 +8,7 @@ import ctypes
 import statistics
 from dataclasses import dataclass
 
-from kir.errors import NoDeviceError, OptionError, ReplayError
+from kir.errors import NoDeviceError, OptionError, ReplayError, missing_extra
 from kir.record import Record, Region
 from kir.replay.comparison import Mismatch, compare, tolerance_for
 from kir.replay.planner import Mapping, plan
@@ -111,8 +111,7 @@ def _driver():
     try:
         from cuda.bindings import driver
     except ImportError as error:
-        raise NoDeviceError(f"no CUDA device: cuda-bindings is not installed ({error}): "
-                            "pip install 'kir-kernel-ir[replay]'") from None
+        raise missing_extra("cuda-bindings", "replay", "replaying on the GPU", error, NoDeviceError) from None
     return driver
 
 
@@ -515,3 +514,6 @@ class Replayer:
                 setattr(resources, field_name, int(value))
         resources.tool = "driver"
         return resources
+
+
+__all__ = ["Replayer", "RunResult"]

@@ -342,3 +342,7 @@ def compile_variant(record: Record, variant: Variant | Resolved, arch: str):
         return None
     return kir.jit.compile(record.code("ir"), record.kernel.name, arch, specialize=r.specialization,
                            options=r.options, static_hash=record.kernel.static_hash)
+
+
+__all__ = ["compile_variant", "GRAPH_ROUNDS", "jit_key", "KINDS", "read_prologue", "resolve", "Resolved",
+           "specialized_args", "SpecializedArg", "TIMINGS", "TYPE_NAMES", "TYPE_SIZES", "Variant"]

@@ -54,12 +54,13 @@ class RecordTuning:
 
 def tune(paths, space: Space | None = None, trials: int = 20, *, storage: str | None = None, cluster=None,
          seed: int | None = None, executor: str | None = None, client: Client = Client(), cache=None,
-         store: str = "better", device: int = 0) -> list[RecordTuning]:
+         store: str = "better", device: int = 0, progress=None) -> list[RecordTuning]:
     """Tune every record of `paths` (`trials` trials each) and hand each winner to the
     JIT client's cache. `cluster`: a kir.distribute.Cluster to run on (each record's
     trials split over its workers when they share `storage`); `storage`: an Optuna
     storage URL or "journal:PATH" (kir.tune.study.open_storage; None: in memory,
-    one task per record); `executor`: "MODULE:FUNCTION" instead of GPU replays."""
+    one task per record); `executor`: "MODULE:FUNCTION" instead of GPU replays;
+    `progress(done, total)`: called as trials end (on a cluster: as tasks end)."""
     if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
         raise OptionError(f"--trials {trials!r}: expected a positive number")
     if store not in ("better", "always", "never"):
@@ -80,13 +81,23 @@ def tune(paths, space: Space | None = None, trials: int = 20, *, storage: str | 
                                   device))
     if cluster is not None:
         from kir.distribute import Failure, map_items
-        returned = map_items(cluster, _run_task, tasks)
+        finished = [0]
+
+        def arrived(i: int, _result) -> None:
+            finished[0] += tasks[i].trials
+            progress(finished[0], len(paths) * trials)
+        returned = map_items(cluster, _run_task, tasks, on_result=arrived if progress is not None else None)
         failures = [(t, r) for t, r in zip(tasks, returned) if isinstance(r, Failure)]
         if failures and storage is None:
             task, failure = failures[0]
             raise OptionError(f"{task.path}: tuning failed on its worker: {failure.message}")
     else:
-        returned = [task() for task in tasks]
+        ended = [0]
+
+        def trial_ended() -> None:
+            ended[0] += 1
+            progress(ended[0], len(paths) * trials)
+        returned = [task(on_trial=trial_ended if progress is not None else None) for task in tasks]
     results = []
     for path in paths:
         outcome = load_outcome(path, storage, [r for r in returned if isinstance(r, dict)])

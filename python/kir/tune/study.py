@@ -27,7 +27,7 @@ import statistics
 import time
 from pathlib import Path
 
-from kir.errors import KirError, OptionError
+from kir.errors import OptionError, missing_extra
 from kir.tune.space import Point, Space
 
 __all__ = ["Client", "Outcome", "TrialRow", "TuneTask", "handoff", "load_outcome", "open_storage", "study_name"]
@@ -37,7 +37,7 @@ def _optuna():
     try:
         import optuna
     except ImportError as error:
-        raise KirError(f"kir tune needs Optuna: pip install 'kir-kernel-ir[tune]' ({error})") from None
+        raise missing_extra("optuna", "tune", "kir tune", error) from None
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     return optuna
 
@@ -81,7 +81,7 @@ class TuneTask:
     device: int = 0
     measure_baseline: bool = True
 
-    def __call__(self, _item=None) -> dict:
+    def __call__(self, _item=None, on_trial=None) -> dict:
         optuna = _optuna()
         from kir.record import Record
         record = Record.load(self.path)
@@ -121,7 +121,8 @@ class TuneTask:
                     raise optuna.TrialPruned(result.get("error") or result.get("status"))
                 return float(result["median_ms"])
 
-            study.optimize(objective, n_trials=self.trials, catch=())
+            callbacks = [lambda _study, _trial: on_trial()] if on_trial is not None else None
+            study.optimize(objective, n_trials=self.trials, catch=(), callbacks=callbacks)
         finally:
             close()
         return {"study": name, "trials": _rows_json(study) if self.storage is None else None,

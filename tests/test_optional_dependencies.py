@@ -1,0 +1,87 @@
+"""A missing optional dependency is a KirError naming the extra that installs it:
+`pip install 'DIST[EXTRA]'`, DIST the installed distribution's name (read here
+independently: the distribution whose RECORD lists kir/__init__.py). Each case runs
+in a fresh interpreter where the module is made unimportable (sys.modules[name] =
+None, as Python does for a module known to be absent)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+from test_replay_all import make_record
+
+TESTS = Path(__file__).resolve().parent
+
+
+def installed_distribution() -> str:
+    for dist in metadata.distributions():
+        if any(str(f).replace("\\", "/") == "kir/__init__.py" for f in dist.files or ()):
+            return dist.metadata["Name"]
+    return "kir"
+
+
+DIST = installed_distribution()
+
+
+def without(modules: list[str], code: str) -> subprocess.CompletedProcess:
+    probe = "import sys\n" + "".join(f"sys.modules[{m!r}] = None\n" for m in modules) + code
+    return subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300,
+                          env={"PYTHONPATH": str(TESTS), "PATH": "/usr/bin:/bin"})
+
+
+def raises(modules: list[str], call: str) -> str:
+    """The KirError message `call` raises without `modules` (its class name first)."""
+    result = without(modules, f"from kir.errors import KirError\ntry:\n    {call}\n"
+                              "except KirError as e:\n    print(type(e).__name__, e)\nelse:\n    print('no error')\n")
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
+
+
+CASES = [
+    (["optuna"], "from kir.tune.study import _optuna; _optuna()", "KirError kir tune: optuna", "tune"),
+    (["distributed", "dask"], "from kir.distribute import _import_distributed; _import_distributed()",
+     "DistributedError --workers and --scheduler: Dask (distributed)", "distributed"),
+    (["cuda", "cuda.bindings"], "from kir.replay.replayer import _driver; _driver()",
+     "NoDeviceError replaying on the GPU: cuda-bindings", "replay"),
+    (["numpy"], "from kir.replay.comparison import Tolerance, _norms; _norms(b'1234', b'1234', Tolerance(atol=1))",
+     "ReplayError comparing with a tolerance: numpy", "replay"),
+    (["cuda.bindings.nvjitlink"], "from kir.jit.codegen import nvjitlink; nvjitlink('', 'sm_90', [])",
+     "KirError assembling with nvJitLink (else use ptxas): cuda-bindings' nvjitlink", "jit"),
+]
+
+
+@pytest.mark.parametrize("modules, call, start, extra", CASES, ids=[c[3] + ":" + c[0][0] for c in CASES])
+def test_the_message_names_the_extra(modules, call, start, extra):
+    message = raises(modules, call)
+    assert message.startswith(f"{start} is not installed: pip install '{DIST}[{extra}]'"), message
+
+
+def test_extras_exist_in_the_metadata():
+    """Every extra a message names is one the distribution declares."""
+    declared = set(metadata.metadata(DIST).get_all("Provides-Extra") or [])
+    assert {c[3] for c in CASES} <= declared, declared
+
+
+def test_the_cli_says_it_and_exits_2(built, tmp_path):
+    """`kir replay RECORD` without cuda-bindings: one line naming the extra, exit 2."""
+    record = make_record(tmp_path / "rec", built["kernels_sm90.cubin"], "_Z4axpyfPKfPfi")
+    result = without(["cuda", "cuda.bindings"],
+                     f"from kir.cli import main\nsys.exit(main(['replay', {str(record.path)!r}]))\n")
+    assert result.returncode == 2, result.stderr
+    assert result.stderr == (f"kir: error: replaying on the GPU: cuda-bindings is not installed: "
+                             f"pip install '{DIST}[replay]' (import of cuda.bindings halted; None in sys.modules)\n")
+
+
+def test_the_distribution_name_falls_back_to_kir(monkeypatch):
+    """Run from a source tree (no installed metadata names the package): the name
+    pyproject.toml gives the distribution (errors.DISTRIBUTION)."""
+    from kir import errors
+    monkeypatch.setattr(metadata, "packages_distributions", lambda: {})
+    assert errors.install_hint("replay") == f"pip install '{errors.DISTRIBUTION}[replay]'"
+    import re
+    pyproject = (Path(__file__).resolve().parent.parent / "pyproject.toml").read_text()
+    assert re.search(r'^name = "([^"]+)"', pyproject, re.M)[1] == errors.DISTRIBUTION
