@@ -75,6 +75,17 @@ class Progress:
         self._last = -1e9  # so the first state is drawn
         self._lock = threading.Lock()  # the core's decoder may call from its threads
 
+    @property
+    def label(self) -> str:
+        return self._label
+
+    @label.setter
+    def label(self, text: str) -> None:
+        """A new label (the next file, the next phase): its first state is drawn
+        whatever the time since the last redraw."""
+        self._label = text
+        self._last = -1e9
+
     def __call__(self, done: int, total: int | None = None) -> None:
         """The core's callback form: `done` of `total` finished."""
         self.update(done, total)
