@@ -24,7 +24,7 @@ import os
 import re
 import stat
 import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from kir import _core
@@ -487,14 +487,18 @@ def _region(f: _Fields, index: int, kind: str = "") -> Region:
                   in_va_range=bool(f.get("in_va_range", bool)) if not is_global else False)
 
 
+#: Stats fields a record may lack (written by a later kir than its first format): every
+#: field after `stored_bytes`, the last one format 1 always had.
+_STATS_FIELDS = [f.name for f in fields(Stats)]
+_OPTIONAL_STATS = _STATS_FIELDS[_STATS_FIELDS.index("stored_bytes") + 1:]
+
+
 def _stats(f: _Fields) -> Stats:
     number = (int, float)
     return Stats(prologue_bytes=f.get("prologue_bytes", int), prologue_seconds=f.get("prologue_seconds", number),
                  epilogue_bytes=f.get("epilogue_bytes", int), epilogue_seconds=f.get("epilogue_seconds", number),
                  stored_bytes=f.get("stored_bytes", int),
-                 **{key: f.get(key, number) if key in f.value else 0.0
-                    for key in ("store_seconds", "store_hash_seconds", "store_compress_seconds",
-                                "store_write_seconds", "copy_wait_seconds", "sync_seconds")})
+                 **{key: f.get(key, number) if key in f.value else 0.0 for key in _OPTIONAL_STATS})
 
 
 # --- records --------------------------------------------------------------------------

@@ -17,7 +17,6 @@ overall is reported as a suggestion for the developer.
 from __future__ import annotations
 
 import dataclasses
-import json
 
 from kir.errors import OptionError
 from kir.tune.space import PRESETS, Point, Space
@@ -110,9 +109,9 @@ def _run_task(task: TuneTask) -> dict:
 
 
 def _space_dict(space: Space) -> dict:
-    """The space as Space.from_dict reads it (what travels to the workers)."""
-    data = {k: getattr(space, k) for k in ("launch_safety", "opt_level", "pipeline", "codegen_opt", "maxrregcount",
-                                           "specialize_args", "specialize_dims", "launch_bounds", "min_blocks",
-                                           "warmup", "repeat", "timing")}
-    data["block"] = space.block if isinstance(space.block, str) else [list(b) for b in space.block]
-    return json.loads(json.dumps(data))
+    """The space as Space.from_dict reads it (what travels to the workers): its fields
+    but `source`, blocks as lists."""
+    data = {k: v for k, v in dataclasses.asdict(space).items() if k != "source"}
+    if not isinstance(space.block, str):
+        data["block"] = [list(b) for b in space.block]
+    return data

@@ -20,7 +20,6 @@ experiments in separate processes for the same reason.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
@@ -101,9 +100,8 @@ class TrialProcess:
         self.device, self.proc = device, None
 
     def _start(self) -> None:
-        env = dict(os.environ)
         self.proc = subprocess.Popen([sys.executable, "-m", "kir.tune.trial", str(self.device)],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True, bufsize=1)
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
 
     def run(self, path: str, point: dict) -> dict:
         if self.proc is None or self.proc.poll() is not None:
