@@ -163,3 +163,34 @@ def test_a_bad_config_setting_disables_the_client_with_a_message(rig, tmp_path):
     assert proc.returncode == 0
     assert "kir-jit: error: KIR_JIT_CONFIG: opt=zz: not hexadecimal" in proc.stderr
     assert [l.split()[1] for l in stub_lines(proc)] == ["cudaLaunchKernel"]
+
+
+@pytest.mark.parametrize("changes", ["value", "grid"])
+def test_a_repeated_launch_reuses_its_key_only_while_every_input_is_unchanged(rig, tmp_path, changes):
+    """The client keeps each kernel's last key with the values it was computed from
+    (issue 15: a repeated launch compares bytes instead of hashing). Launches that
+    alternate between a cached and an uncached key must hit exactly on the cached
+    ones: for `value`, a alternates 2.5 / 3.5; for `grid`, with the key covering the
+    grid (KIR_JIT_SPECIALIZE=grid), a stays 2.5 and the grid alternates 4 / 8."""
+    d, fatbin, cubin, static = rig
+    step = {"value": "a = (a == 2.5f ? 3.5f : 2.5f)", "grid": "g.x = (g.x == 4 ? 8 : 4)"}[changes]
+    source = APP.replace("++c, a += 1.0f)", f"++c, {step})")
+    assert source != APP
+    (d / f"alternate_{changes}.c").write_text(source.replace("AXPY", override.AXPY))
+    subprocess.run(["gcc", "-Wall", f"alternate_{changes}.c", f"-L{d}", "-l:libcudart.so", "-l:libcuda.so.1",
+                    "-ldl", f"-Wl,-rpath,{d}", "-o", f"alternate_{changes}"], check=True, cwd=d)
+    cache = tmp_path / "cache"
+    grid = {"grid": (4, 1, 1)}.get(changes)
+    key = jit_key(static, "sm_90", [(1, F32, struct.pack("<f", 2.5))], grid=grid, shared_bytes=16,
+                  config=jit.Options().config())
+    Cache(cache).store(key, cubin.read_bytes(), "cubin", "sm_90")
+    stats = tmp_path / "stats.json"
+    env = {"PATH": "/usr/bin:/bin", "LD_PRELOAD": str(override.HOOK), "LD_LIBRARY_PATH": str(d),
+           "KIR_HOOK_CLIENTS": str(JIT_CLIENT), "KIR_HOOK_ARCH": "sm_90",
+           **client_environment(cache, stats=stats, specialize_grid=changes == "grid")}
+    proc = subprocess.run([d / f"alternate_{changes}", fatbin, cubin, "rrrrrrr"], capture_output=True, text=True,
+                          env=env, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert [l.split()[1] for l in stub_lines(proc)] == ["cuLaunchKernel", "cudaLaunchKernel"] * 3 + ["cuLaunchKernel"]
+    result = json.loads(stats.read_text())
+    assert (result["launches"], result["hits"], result["misses"], result["substituted"]) == (7, 4, 3, 4)

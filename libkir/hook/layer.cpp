@@ -732,7 +732,7 @@ KernelRecord* Layer::kernel_for(const void* stub) {
 }
 
 void Layer::launch_begin(kir_hook_launch& launch, Claim* claim, Vendor vendor) {
-  ++launches_;
+  Counts::add(kLaunches);
   if (!has_clients()) return;  // nobody to tell: skip the lookup and hash
   const uint32_t needs = launch_needs_.load(std::memory_order_acquire);
   KernelRecord* k = needs & kNeedsKernel ? kernel_for(launch.host_stub) : nullptr;
@@ -775,12 +775,12 @@ void Layer::launch_begin(kir_hook_launch& launch, Claim* claim, Vendor vendor) {
       launch.substitute_id = sub.id;
       if (sub.kind == KIR_SUBSTITUTE_HANDLED) {
         launch.outcome = KIR_LAUNCH_HANDLED;
-        ++handled_;
+        Counts::add(kHandled);
       } else if ((claim->function = substitute_function(launch, *claim, vendor))) {
         launch.outcome = KIR_LAUNCH_SUBSTITUTED;
-        ++substituted_;
+        Counts::add(kSubstituted);
       } else {
-        ++substitute_failures_;  // reported by substitute_function; the original runs
+        Counts::add(kSubstituteFailures);  // reported by substitute_function; the original runs
       }
       break;  // the first claimer wins
     }
@@ -868,15 +868,15 @@ void Layer::stats(kir_hook_stats& out) const {
   }
   s.failures = failure_count();
   s.unregistered = unregistered_;
-  s.handled = handled_;
-  s.substituted = substituted_;
+  s.handled = Counts::sum(kHandled);
+  s.substituted = Counts::sum(kSubstituted);
   s.substitute_loads = substitute_loads_;
-  s.substitute_failures = substitute_failures_;
+  s.substitute_failures = Counts::sum(kSubstituteFailures);
   {
     std::shared_lock<std::shared_mutex> lock(allocations_mutex_);
     s.live_allocations = allocations_.size();
   }
-  s.launches = launches_;
+  s.launches = Counts::sum(kLaunches);
   std::memcpy(&out, &s, size);
 }
 

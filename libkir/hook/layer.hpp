@@ -20,6 +20,7 @@
 #include "kir/support/compression.hpp"
 #include "kir/hash/hash.hpp"
 #include "kir/hooks.h"
+#include "thread_counters.hpp"
 
 namespace kir::hook {
 
@@ -33,7 +34,7 @@ class RuntimeCall {
 
  private:
   static int& depth() {
-    thread_local int d = 0;
+    static thread_local int d KIR_TLS_INITIAL_EXEC = 0;  // static TLS: no __tls_get_addr per launch
     return d;
   }
 };
@@ -191,7 +192,7 @@ class Layer {
   /// outcome says what will run, and `claim->function` the substitute to launch.
   void launch_begin(kir_hook_launch& launch, Claim* claim = nullptr, Vendor vendor = Vendor::cuda_runtime);
   /// A launch with no client loaded: counted (kir_hook_stats.launches), nothing else.
-  void count_launch() { launches_.fetch_add(1, std::memory_order_relaxed); }
+  void count_launch() { Counts::add(kLaunches); }
   /// Whether any client has a launch_override (a relaxed load: the hot path's only cost).
   bool overriding() const { return has_override_.load(std::memory_order_relaxed); }
   /// Whether any client listens: without one, launches need no kernel lookup.
@@ -254,7 +255,6 @@ class Layer {
   void add_kernel(const void* handle, const void* stub, const char* name, FatbinRecord* fatbin);
   std::vector<std::unique_ptr<GlobalRecord>> globals_order_;
   std::unordered_map<const void*, GlobalRecord*> globals_by_host_;
-  std::atomic<uint64_t> launches_{0};
 
   mutable std::shared_mutex allocations_mutex_;
   std::map<uint64_t, kir_hook_allocation> allocations_;  // by start address
@@ -269,7 +269,11 @@ class Layer {
   std::atomic<bool> has_allocator_{false};
   std::atomic<bool> has_override_{false};
   std::atomic<uint32_t> launch_needs_{0};  ///< kNeeds* of every client, or'ed
-  std::atomic<uint64_t> handled_{0}, substituted_{0}, substitute_loads_{0}, substitute_failures_{0};
+  std::atomic<uint64_t> substitute_loads_{0};
+  // Counted per launch: per-thread counters, no locked instruction (thread_counters.hpp).
+  struct CountsTag {};
+  using Counts = ThreadCounters<CountsTag, 4>;
+  enum : size_t { kLaunches, kHandled, kSubstituted, kSubstituteFailures };
 };
 
 }  // namespace kir::hook

@@ -41,6 +41,10 @@
 #include "kir/kir.h"
 #include "kir/support/json.hpp"
 #include "../hook/settings.hpp"
+// This library is dlopen()ed by the layer, and its per-thread state (ThreadState,
+// 8 KiB) is too large for the static TLS block: its counters use the default model.
+#define KIR_TLS_INITIAL_EXEC
+#include "../hook/thread_counters.hpp"
 
 #define KIR_JIT_EXPORT __attribute__((visibility("default")))
 
@@ -158,43 +162,42 @@ class JitClient {
     if (!k || !l->args) return 0;
     uint32_t jit_count = __atomic_load_n(&k->jit_arg_count, __ATOMIC_ACQUIRE);
     if (jit_count == 0 && !all_kernels_) return 0;
-    bool timed = (eligible_.fetch_add(1, std::memory_order_relaxed) & 255) == 0;  // 1 launch in 256
+    ThreadState& t = thread_state;  // the one TLS access of a claim
+    bool timed = (Counts::add(kEligible) & 255) == 1;  // 1 launch in 256 of each thread
     uint64_t start = timed ? now_ns() : 0;
-    const char* arch = device_arch();
+    const char* arch = device_arch(t);
     if (!arch) return 0;
-    kir_jit_key_input in{};
-    in.struct_size = sizeof in;
-    in.static_hash = k->static_hash;
-    in.arch = arch;
-    in.args = l->args;
-    in.param_sizes = k->param_sizes;
-    in.param_count = k->param_count;
-    in.jit_args = jit_count ? k->jit_args : nullptr;
-    in.jit_arg_count = jit_count;
-    in.grid[0] = l->grid.x, in.grid[1] = l->grid.y, in.grid[2] = l->grid.z;
-    in.block[0] = l->block.x, in.block[1] = l->block.y, in.block[2] = l->block.z;
-    in.shared_bytes = l->shared_bytes;
-    in.specialize_grid = specialize_grid_;
-    in.specialize_block = specialize_block_;
-    in.max_threads = max_threads_;
-    in.min_blocks = min_blocks_;
-    in.config_records = config_records_.data();
-    in.config_records_size = config_records_.size();
-    in.read_memory = &JitClient::read_memory;
-    in.user = this;
+    // The key is a function of the launch's values gathered here and of this client's
+    // fixed settings: a launch of this kernel whose values equal this thread's last
+    // one for it has the same key, found by comparing a few bytes instead of encoding
+    // and hashing the key again (issue 15). Only scalars (their own bytes) qualify: an
+    // argument read from device memory may have changed under the same pointer.
+    KeyMemo probe;
+    const bool memoizable = gather(k, jit_count, l, probe);
+    KeyMemo& memo = t.memos[(reinterpret_cast<uintptr_t>(k) >> 4) & (kMemos - 1)];
     kir_hash128 key;
-    if (kir_jit_key(&in, &key) != 0) {
-      errors_.fetch_add(1, std::memory_order_relaxed);
-      note_error(k, kir_last_error());
-      return 0;
+    if (memoizable && memo.same_launch(probe, t.context)) {
+      key = memo.key;
+    } else {
+      kir_jit_key_input in = key_input(k, jit_count, l, arch);
+      if (kir_jit_key(&in, &key) != 0) {
+        errors_.fetch_add(1, std::memory_order_relaxed);
+        note_error(k, kir_last_error());
+        return 0;
+      }
+      if (memoizable) {
+        probe.context = t.context;
+        probe.key = key;
+        memo = probe;
+      }
     }
     int claimed = 0;
     // A key this thread hit before: its entry, with no lock and no cache call (the
     // cache's entries stay valid until it is closed, which this client never does).
-    HitSlot& slot = thread_state.hits[(key.low ^ key.high) & (kHitSlots - 1)];
+    HitSlot& slot = t.hits[(key.low ^ key.high) & (kHitSlots - 1)];
     if (slot.code && slot.key.high == key.high && slot.key.low == key.low) {
       fill(out, key, slot.code, slot.size, slot.kind, slot.arch);
-      hits_.fetch_add(1, std::memory_order_relaxed);
+      Counts::add(kHits);
       claimed = 1;
     } else if (!missed_recently(key)) {
       kir_cache_entry entry{};
@@ -203,13 +206,13 @@ class JitClient {
       if (found == 1 && std::strcmp(entry.arch, arch) == 0) {
         slot = {key, entry.code, entry.code_size, entry.code_kind, entry.arch};
         fill(out, key, entry.code, entry.code_size, entry.code_kind, entry.arch);
-        hits_.fetch_add(1, std::memory_order_relaxed);
+        Counts::add(kHits);
         claimed = 1;
       } else {
-        miss(key, k, l, in);
+        miss(key, k, l, arch, jit_count);
       }
     } else {
-      misses_.fetch_add(1, std::memory_order_relaxed);
+      Counts::add(kMisses);
     }
     if (timed) {
       timed_.fetch_add(1, std::memory_order_relaxed);
@@ -219,7 +222,7 @@ class JitClient {
   }
 
   void finish() {
-    uint64_t eligible = eligible_.load(), hits = hits_.load(), misses = misses_.load();
+    uint64_t eligible = Counts::sum(kEligible), hits = Counts::sum(kHits), misses = Counts::sum(kMisses);
     uint64_t timed = timed_.load(), ns = timed_ns_.load();
     double per_launch = timed ? double(ns) / double(timed) : 0.0;
     kir_hook_stats hook{};
@@ -257,11 +260,99 @@ class JitClient {
     const char* arch;
   };
   static constexpr size_t kHitSlots = 64;
-  struct ThreadState {
-    void* context = nullptr;  ///< the context `arch` was read for
-    char arch[16] = "";
-    HitSlot hits[kHitSlots] = {};  ///< keys this thread hit before
+  /// A launch's JIT key with the values it was computed from (the context stands for
+  /// the arch; the static hash and the jit_args' address for the kernel's registration).
+  struct KeyMemo {  // trivial, as ThreadState: zero-initialized thread storage, no TLS initializer
+    static constexpr size_t kBytes = 64;  ///< scalars' bytes kept; a launch with more is hashed
+    const kir_hook_kernel* kernel;
+    const void* context;
+    kir_hash128 static_hash;
+    const kir_jit_arg* jit_args;
+    uint32_t jit_count;
+    uint32_t size;  ///< of bytes[]
+    size_t shared;
+    uint32_t dims[6];  ///< grid and block where the key covers them, else 0
+    unsigned char bytes[kBytes];
+    kir_hash128 key;
+
+    bool same_launch(const KeyMemo& p, const void* current) const {
+      return kernel == p.kernel && context == current && static_hash.high == p.static_hash.high &&
+             static_hash.low == p.static_hash.low && jit_args == p.jit_args && jit_count == p.jit_count &&
+             size == p.size && shared == p.shared && std::memcmp(dims, p.dims, sizeof dims) == 0 &&
+             std::memcmp(bytes, p.bytes, size) == 0;
+    }
   };
+  static constexpr size_t kMemos = 16;
+  struct ThreadState {  // zero-initialized (thread storage duration)
+    void* context;  ///< the context `arch` was read for
+    char arch[16];
+    HitSlot hits[kHitSlots];  ///< keys this thread hit before
+    KeyMemo memos[kMemos];  ///< by kernel: the key of its last launch here
+  };
+
+  /// What kir_jit_key reads of this launch (docs/hashing.md, "JIT key").
+  kir_jit_key_input key_input(const kir_hook_kernel* k, uint32_t jit_count, const kir_hook_launch* l,
+                              const char* arch) {
+    kir_jit_key_input in{};
+    in.struct_size = sizeof in;
+    in.static_hash = k->static_hash;
+    in.arch = arch;
+    in.args = l->args;
+    in.param_sizes = k->param_sizes;
+    in.param_count = k->param_count;
+    in.jit_args = jit_count ? k->jit_args : nullptr;
+    in.jit_arg_count = jit_count;
+    in.grid[0] = l->grid.x, in.grid[1] = l->grid.y, in.grid[2] = l->grid.z;
+    in.block[0] = l->block.x, in.block[1] = l->block.y, in.block[2] = l->block.z;
+    in.shared_bytes = l->shared_bytes;
+    in.specialize_grid = specialize_grid_;
+    in.specialize_block = specialize_block_;
+    in.max_threads = max_threads_;
+    in.min_blocks = min_blocks_;
+    in.config_records = config_records_.data();
+    in.config_records_size = config_records_.size();
+    in.read_memory = &JitClient::read_memory;
+    in.user = this;
+    return in;
+  }
+
+  /// The launch's values that enter its key, into `p`; false when the key reads more
+  /// than the launch's own bytes (arrays, objects, too many bytes) or its inputs are
+  /// invalid (kir_jit_key reports that).
+  bool gather(const kir_hook_kernel* k, uint32_t jit_count, const kir_hook_launch* l, KeyMemo& p) const {
+    p.kernel = k;
+    p.static_hash = k->static_hash;
+    p.jit_args = jit_count ? k->jit_args : nullptr;
+    p.jit_count = jit_count;
+    p.shared = l->shared_bytes;
+    p.dims[0] = specialize_grid_ ? l->grid.x : 0, p.dims[1] = specialize_grid_ ? l->grid.y : 0;
+    p.dims[2] = specialize_grid_ ? l->grid.z : 0, p.dims[3] = specialize_block_ ? l->block.x : 0;
+    p.dims[4] = specialize_block_ ? l->block.y : 0, p.dims[5] = specialize_block_ ? l->block.z : 0;
+    p.size = 0;
+    for (uint32_t i = 0; i < jit_count; ++i) {
+      const kir_jit_arg& a = k->jit_args[i];
+      if (a.kind != KIR_JIT_SCALAR || a.position == 0 || a.position > k->param_count) return false;
+      const void* value = l->args[a.position - 1];
+      size_t size = scalar_size(a.type);
+      if (a.type == KIR_ARG_BYTES) size = k->param_sizes ? k->param_sizes[a.position - 1] : 0;
+      if (!value || size == 0 || (k->param_sizes && k->param_sizes[a.position - 1] < size) ||
+          size > KeyMemo::kBytes - p.size)
+        return false;
+      std::memcpy(p.bytes + p.size, value, size);
+      p.size += uint32_t(size);
+    }
+    return true;
+  }
+
+  static size_t scalar_size(uint8_t type) {
+    switch (type) {
+      case KIR_ARG_I8: case KIR_ARG_U8: case KIR_ARG_BOOL: return 1;
+      case KIR_ARG_I16: case KIR_ARG_U16: case KIR_ARG_F16: case KIR_ARG_BF16: return 2;
+      case KIR_ARG_I32: case KIR_ARG_U32: case KIR_ARG_F32: return 4;
+      case KIR_ARG_I64: case KIR_ARG_U64: case KIR_ARG_F64: case KIR_ARG_PTR: return 8;
+      default: return 0;
+    }
+  }
   static thread_local ThreadState thread_state;
 
   static void fill(kir_hook_substitute* out, kir_hash128 key, const void* code, size_t size, const char* kind,
@@ -329,8 +420,7 @@ class JitClient {
   }
 
   /// "sm_90" for the calling thread's current context; nullptr without one.
-  const char* device_arch() {
-    ThreadState& t = thread_state;  // one TLS access for both
+  const char* device_arch(ThreadState& t) {
     void*& context = t.context;
     char* arch = t.arch;
     void* current = nullptr;
@@ -358,8 +448,9 @@ class JitClient {
     return it != missed_.end() && now_ns() < it->second;
   }
 
-  void miss(const kir_hash128& key, const kir_hook_kernel* k, const kir_hook_launch* l, const kir_jit_key_input& in) {
-    misses_.fetch_add(1, std::memory_order_relaxed);
+  void miss(const kir_hash128& key, const kir_hook_kernel* k, const kir_hook_launch* l, const char* arch,
+            uint32_t jit_count) {
+    Counts::add(kMisses);
     bool first;
     {
       std::unique_lock<std::shared_mutex> lock(miss_mutex_);
@@ -369,10 +460,10 @@ class JitClient {
     }
     if (!first) return;
     // Once per key: the command that fills it (scalars; arrays and objects are named).
-    std::string args, command = "kir jit compile BINARY --kernel " + std::string(k->name) + " --arch " + in.arch;
-    for (size_t i = 0; i < in.jit_arg_count; ++i) {
-      const kir_jit_arg& a = in.jit_args[i];
-      const void* value = a.position >= 1 && a.position <= in.param_count ? l->args[a.position - 1] : nullptr;
+    std::string args, command = "kir jit compile BINARY --kernel " + std::string(k->name) + " --arch " + arch;
+    for (size_t i = 0; i < jit_count; ++i) {
+      const kir_jit_arg& a = k->jit_args[i];
+      const void* value = a.position >= 1 && a.position <= k->param_count ? l->args[a.position - 1] : nullptr;
       std::string text = arg_text(a, value);
       args += (args.empty() ? "" : " ") + (text.empty() ? "(argument " + std::to_string(a.position) + ": array or object)"
                                                          : text);
@@ -413,7 +504,11 @@ class JitClient {
   std::mutex log_mutex_;
   std::vector<std::string> miss_lines_;
   unsigned errors_logged_ = 0;
-  std::atomic<uint64_t> eligible_{0}, hits_{0}, misses_{0}, errors_{0}, timed_{0}, timed_ns_{0};
+  std::atomic<uint64_t> errors_{0}, timed_{0}, timed_ns_{0};
+  // Counted per launch: per-thread counters, no locked instruction (issue 15).
+  struct CountsTag {};
+  using Counts = kir::hook::ThreadCounters<CountsTag, 3>;
+  enum : size_t { kEligible, kHits, kMisses };
 };
 
 thread_local JitClient::ThreadState JitClient::thread_state;

@@ -1,0 +1,140 @@
+"""The layer's and the JIT client's per-launch counters are per-thread blocks
+summed when read (libkir/hook/thread_counters.hpp, issue 15: no locked
+instruction per launch). Without a GPU: the stub runtime and driver, an app that
+launches from waves of threads — the second wave reuses the blocks of the first,
+whose threads exited — and from its main thread, then reads kir_hook_get_stats.
+Every launch must be counted exactly once, with no client, with a listening
+client and with the JIT client claiming every launch (its own counts too)."""
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import kir
+from kir import jit
+from kir.cache import Cache
+from kir.hashing import jit_key, kernel_hashes
+from kir.jit.client import client_environment
+
+import test_hook_override as override
+import test_jit_client
+
+JIT_CLIENT = Path(kir.__file__).parent / "lib" / "libkir_jit.so"
+THREADS, PER_THREAD, MAIN = 8, 1000, 500
+TOTAL = 2 * THREADS * PER_THREAD + MAIN
+
+APP = override.STUB_COMMON + r"""
+#include <pthread.h>
+#include <dlfcn.h>
+#include "kir/hooks.h"
+void** __cudaRegisterFatBinary(void*);
+void __cudaRegisterFunction(void**, const char*, char*, const char*, int, void*, void*, void*, void*, int*);
+int cudaLaunchKernel(const void*, dim3, dim3, void**, size_t, void*);
+static void* slurp(const char* path) {
+  FILE* f = fopen(path, "rb"); fseek(f, 0, SEEK_END); long n = ftell(f); fseek(f, 0, SEEK_SET);
+  void* p = malloc(n + 1); if (fread(p, 1, n, f) != (size_t)n) exit(9); fclose(f); ((char*)p)[n] = 0; return p;
+}
+static char axpy_stub;
+static void launch(long n) {
+  float a = 2.5f; const float* x = 0; float* y = 0; int count = 64;
+  void* args[] = {&a, &x, &y, &count};
+  dim3 g = {4, 1, 1}, b = {32, 1, 1};
+  for (long i = 0; i < n; ++i)
+    if (cudaLaunchKernel(&axpy_stub, g, b, args, 16, (void*)0x5) != 0) exit(3);
+}
+static void* worker(void* unused) { (void)unused; launch(PER_THREAD); return 0; }
+int main(int argc, char** argv) {
+  (void)argc;
+  struct { int magic, version; const void* data; void* filename; } wrapper = {0x466243b1, 1, slurp(argv[1]), 0};
+  void** h = __cudaRegisterFatBinary(&wrapper);
+  __cudaRegisterFunction(h, &axpy_stub, (char*)"AXPY", "AXPY", -1, 0, 0, 0, 0, 0);
+  for (int wave = 0; wave < 2; ++wave) {  /* the second wave's threads take the first's blocks */
+    pthread_t t[THREADS];
+    for (int i = 0; i < THREADS; ++i) pthread_create(&t[i], 0, worker, 0);
+    for (int i = 0; i < THREADS; ++i) pthread_join(t[i], 0);
+  }
+  launch(MAIN);
+  void (*get)(kir_hook_stats*) = (void (*)(kir_hook_stats*))dlsym(RTLD_DEFAULT, "kir_hook_get_stats");
+  kir_hook_stats s = {0};
+  s.struct_size = sizeof s;
+  get(&s);
+  dprintf(1, "counts launches=%llu substituted=%llu handled=%llu\n", (unsigned long long)s.launches,
+          (unsigned long long)s.substituted, (unsigned long long)s.handled);
+  return 0;
+}
+"""
+
+LISTENER = r"""
+#include "kir/hooks.h"
+static void begin(void* u, const kir_hook_launch* l) { (void)u; (void)l; }
+static kir_hook_client c;
+const kir_hook_client* kir_hook_client_entry(void) {
+  c.struct_size = sizeof c;
+  c.api_version = KIR_HOOK_API_VERSION;
+  c.launch_begin = begin;
+  return &c;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def counts_rig(built, tmp_path_factory):
+    d = tmp_path_factory.mktemp("counts")
+    (d / "quiet.h").write_text(override_quiet())
+    (d / "rt.c").write_text(override.STUB_RUNTIME)
+    (d / "drv.c").write_text(test_jit_client.DRIVER)
+    (d / "app.c").write_text(APP.replace("AXPY", override.AXPY))
+    (d / "listener.c").write_text(LISTENER)
+
+    def cc(*args):
+        subprocess.run(["gcc", "-O2", "-Wall", *map(str, args)], check=True, cwd=d)
+
+    cc("-include", "quiet.h", "-shared", "-fPIC", "rt.c", "-Wl,-soname,libcudart.so", "-o", "libcudart.so")
+    cc("-include", "quiet.h", "-shared", "-fPIC", "drv.c", "-Wl,-soname,libcuda.so.1", "-o", "libcuda.so.1")
+    cc(f"-I{override.INCLUDE}", f"-DTHREADS={THREADS}", f"-DPER_THREAD={PER_THREAD}", f"-DMAIN={MAIN}", "app.c",
+       f"-L{d}", "-l:libcudart.so", "-l:libcuda.so.1", "-ldl", "-lpthread", f"-Wl,-rpath,{d}", "-o", "app")
+    cc("-shared", "-fPIC", f"-I{override.INCLUDE}", "listener.c", "-o", "liblistener.so")
+    return d, built["kernels.fatbin"], built["kernels_sm90.cubin"]
+
+
+def override_quiet() -> str:
+    # The stubs print each call: not 16,500 times here.
+    return "#include <stdio.h>\n#define printf(...) ((void)0)\n#define fprintf(...) ((void)0)\n"
+
+
+def counts(rig, env_extra) -> dict[str, int]:
+    d, fatbin, _ = rig
+    env = {"PATH": "/usr/bin:/bin", "LD_PRELOAD": str(override.HOOK), "LD_LIBRARY_PATH": str(d), **env_extra}
+    proc = subprocess.run([d / "app", fatbin], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    line = next(l for l in proc.stdout.splitlines() if l.startswith("counts "))
+    return {k: int(v) for k, v in (item.split("=") for item in line.split()[1:])}
+
+
+def test_every_launch_is_counted_once_without_a_client(counts_rig):
+    assert counts(counts_rig, {}) == {"launches": TOTAL, "substituted": 0, "handled": 0}
+
+
+def test_every_launch_is_counted_once_with_a_listening_client(counts_rig):
+    d = counts_rig[0]
+    assert counts(counts_rig, {"KIR_HOOK_CLIENTS": str(d / "liblistener.so")}) == {
+        "launches": TOTAL, "substituted": 0, "handled": 0}
+
+
+def test_every_claimed_launch_is_counted_by_the_layer_and_the_jit_client(counts_rig, tmp_path):
+    d, fatbin, cubin = counts_rig
+    hashes, _ = kernel_hashes(kir.open(fatbin))
+    static = next(h.static.hex for h in hashes
+                  if h.kernel == override.AXPY and h.target == "sm_90" and h.code_kind == "cubin")
+    cache = tmp_path / "cache"
+    Cache(cache).store(jit_key(static, "sm_90", [], shared_bytes=16, config=jit.Options().config()),
+                       Path(cubin).read_bytes(), "cubin", "sm_90")
+    stats = tmp_path / "jit.json"
+    env = {"KIR_HOOK_CLIENTS": str(JIT_CLIENT), "KIR_HOOK_ARCH": "sm_90",
+           **client_environment(cache, all_kernels=True, stats=stats)}
+    assert counts(counts_rig, env) == {"launches": TOTAL, "substituted": TOTAL, "handled": 0}
+    jit_stats = json.loads(stats.read_text())
+    assert (jit_stats["launches"], jit_stats["hits"], jit_stats["misses"]) == (TOTAL, TOTAL, 0)
