@@ -379,6 +379,9 @@ void bind_binary(nb::module_& m) {
            "Every container as a dict of the kir.inspect/3 JSON schema (docs/json-schema.md), in file order.")
       .def("image_records", &kir_bindings::image_records,
            "Every image as a dict of the kir.inspect/3 JSON schema (docs/json-schema.md), in file order.")
+      .def("image_rows", &kir_bindings::image_rows,
+           "Every image as a tuple (index, container, kind, arch, fatbin version 'MAJOR.MINOR' or None, "
+           "compression, stored size, size, id, obfuscated), in file order: the text table's fields.")
       .def("device_code", [](const kir::Binary& b, uint32_t c, uint32_t e) {
         kir::Expected<kir::DeviceCode> code = [&] {
           nb::gil_scoped_release release;

@@ -14,6 +14,9 @@ nb::dict code_records(const kir::DeviceCode& code);
 
 /// Every image / container as the dicts of docs/json-schema.md, in file order.
 nb::list image_records(const kir::Binary& b);
+/// Every image as (index, container, kind, arch, fatbin version "MAJOR.MINOR" or None,
+/// compression, stored size, size, id, obfuscated): the `kir inspect` table's.
+nb::list image_rows(const kir::Binary& b);
 nb::list container_records(const kir::Binary& b);
 
 }  // namespace kir_bindings

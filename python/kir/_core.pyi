@@ -467,6 +467,11 @@ class Binary:
         Every image as a dict of the kir.inspect/3 JSON schema (docs/json-schema.md), in file order.
         """
 
+    def image_rows(self) -> list:
+        """
+        Every image as a tuple (index, container, kind, arch, fatbin version 'MAJOR.MINOR' or None, compression, stored size, size, id, obfuscated), in file order: the text table's fields.
+        """
+
     def device_code(self, container: int, entry: int) -> DeviceCode: ...
 
     def device_code_of(self, images: Sequence[tuple[int, int]], threads: int = 0, progress: Callable[[int, int], None] | None = None, digests: bool = False) -> list:

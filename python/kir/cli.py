@@ -67,13 +67,16 @@ def version_text() -> str:
 
 
 def make_parser(verb: str | None = None) -> argparse.ArgumentParser:
-    """The parser; with `verb`, only that verb's options are defined (its module alone
-    imported); without, every verb's (for completion and documentation)."""
+    """The parser; with `verb`, only that verb is defined (its module alone imported);
+    with "", every verb without its options (the top-level usage); without, every
+    verb's options (for completion and documentation)."""
     parser = argparse.ArgumentParser(prog="kir", description="Find the GPU code inside binaries.")
     parser.add_argument("--version", action=VersionAction, nargs=0,
                         help="print the package's, libkir's and the hook API's versions and exit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (_, help_text) in COMMANDS.items():
+        if verb and name != verb:
+            continue  # the verb is known: the others' parsers would only cost start-up time
         p = sub.add_parser(name, help=help_text, description=help_text)
         if verb is None or name == verb:
             command_module(name).add_arguments(p)

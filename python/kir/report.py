@@ -132,28 +132,36 @@ def render_table(binary: Binary, archs: set[str] | None = None, kinds: set[str] 
     each followed by its note from `notes` ((image index, mangled name) -> text);
     `kernel_filter(name, demangled)`, when given, keeps only the kernels it accepts."""
     notes = notes or {}
-    records = [r for r in binary._check_open().image_records()
-               if (not archs or processor(r["arch"]) in archs) and (not kinds or r["kind"] in kinds)]
-    containers = binary._check_open().container_records()
-    used = sorted({r["container"] for r in records})
+    rows = selected_rows(binary, archs, kinds)
+    used = sorted({r[1] for r in rows})
     counts: dict[str, int] = {}
-    for r in records:
-        counts[r["kind"]] = counts.get(r["kind"], 0) + 1
+    for r in rows:
+        counts[r[2]] = counts.get(r[2], 0) + 1
     summary = ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items()))
-    lines = [f"{binary.path}: {binary.format}, {len(used)} containers, {len(records)} images"
+    lines = [f"{binary.path}: {binary.format}, {len(used)} containers, {len(rows)} images"
              + (f" ({summary})" if summary else "")]
-    if records:
+    if rows:
         lines.append(TABLE_HEADER)
+        containers = binary._check_open().container_records()
     current = None
-    for r in records:
-        if r["container"] != current:
-            current = r["container"]
+    for r in rows:
+        if r[1] != current:
+            current = r[1]
             lines.append(container_line(containers[current]))
-        lines.append(image_line(r))
-        code = codes[r["index"]] if r["index"] < len(codes) else None
+        lines.append(image_row_line(*r))
+        code = codes[r[0]] if r[0] < len(codes) else None
         if code is not None:
-            lines.extend(kernel_lines(code, r["index"], notes, kernel_filter))
+            lines.extend(kernel_lines(code, r[0], notes, kernel_filter))
     return "\n".join(lines) + "\n"
+
+
+def selected_rows(binary: Binary, archs: set[str] | None = None, kinds: set[str] | None = None) -> list[tuple]:
+    """The core's image rows (Binary.image_rows: plain tuples, no object per image)
+    of the images for `archs` (processors) and of `kinds` (None: all)."""
+    rows = binary._check_open().image_rows()
+    if archs or kinds:
+        rows = [r for r in rows if (not archs or processor(r[3]) in archs) and (not kinds or r[2] in kinds)]
+    return rows
 
 
 def container_line(c: dict) -> str:
@@ -170,14 +178,20 @@ def container_line(c: dict) -> str:
 
 
 def image_line(r: dict) -> str:
-    fatbin = r["version"] is not None
-    version = ".".join(map(str, r["version"])) if fatbin else "-"
-    line = (f"{r['index']:<6} {r['kind']:<11} {r['arch'] or '-':<14} {version:<8} {r['compression']:<12} "
-            f"{r['stored_size']:<11} {r['size']:<11} ")
-    if fatbin:
-        line += r["id"]
-        if r["obfuscated"]:
-            line += (" " if r["id"] else "") + "(obfuscated)"
+    """The table line of an image record (image_records' dict)."""
+    version = ".".join(map(str, r["version"])) if r["version"] is not None else None
+    return image_row_line(r["index"], r["container"], r["kind"], r["arch"], version, r["compression"],
+                          r["stored_size"], r["size"], r["id"], r["obfuscated"])
+
+
+def image_row_line(index, container, kind, arch, version, compression, stored, size, ident, obfuscated) -> str:
+    """The table line of an image row (Binary.image_rows' tuple)."""
+    line = (f"{index:<6} {kind:<11} {arch or '-':<14} {version or '-':<8} {compression:<12} "
+            f"{stored:<11} {size:<11} ")
+    if version is not None:
+        line += ident
+        if obfuscated:
+            line += (" " if ident else "") + "(obfuscated)"
     return line.rstrip(" ")
 
 
@@ -200,6 +214,6 @@ def kernel_lines(code, image: int, notes: dict, kernel_filter=None) -> list[str]
     return lines
 
 
-__all__ = ["build_report", "container_line", "image_line", "ir_module_record", "kernel_lines", "KINDS",
-           "parse_arch_filter", "parse_kind_filter", "processor", "render_table", "SCHEMA",
-           "selected_images", "TABLE_HEADER"]
+__all__ = ["build_report", "container_line", "image_line", "image_row_line", "ir_module_record", "kernel_lines",
+           "KINDS", "parse_arch_filter", "parse_kind_filter", "processor", "render_table", "SCHEMA",
+           "selected_images", "selected_rows", "TABLE_HEADER"]

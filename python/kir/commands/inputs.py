@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Iterator
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from kir.errors import OptionError
 
@@ -24,8 +24,7 @@ MAGICS = (b"\x7fELF", b"!<arch>\n", b"!<thin>\n", b"\x50\xed\x55\xba", b"__CLANG
           b"\x10\xff\x10\xad")
 
 
-@dataclass
-class Input:
+class Input(NamedTuple):  # not a dataclass: `dataclasses` imports `inspect`, 6 ms of every verb's start-up
     path: str
     explicit: bool      # named on the command line (not found by walking a directory)
     root: str = ""      # the directory walked to find it ("" when explicit)

@@ -26,7 +26,7 @@ from kir.model import ImageKind
 from kir.progress import Progress
 from kir.progress import add_argument as add_progress_argument
 from kir.report import (KINDS, build_report, parse_arch_filter, parse_kind_filter, processor, render_table,
-                        selected_images)
+                        selected_images, selected_rows)
 
 SCHEMA_FILES = "kir.inspect-files/1"
 
@@ -103,7 +103,7 @@ def run(args, out: TextIOBase = sys.stdout) -> int:
         if many and not args.json and read:
             out.write("\n")
         read += 1
-        images += len(selected_images(binary, archs, kinds))
+        images += len(selected_rows(binary, archs, kinds))
         report, code = inspect_one(binary, args, archs, kinds, out, missing, as_json=args.json and not many)
         if report is not None:
             reports.append(report)
@@ -209,6 +209,8 @@ def inspect_one(binary: Binary, args, archs, kinds, out, missing, as_json: bool)
 def read_ir(binary: Binary, wanted: bool, with_kernels: bool):
     """The IR modules (when --ir, or --kernels and the binary holds IR) and the
     kernel -> module links. llvmlite is imported only when there is IR to read."""
+    if not (wanted or with_kernels):  # the listing alone: no image object is needed
+        return [], {}
     has_ir = any(i.kind is ImageKind.bitcode for i in binary.images) or any(
         i._code is not None and len(i._code.ir) > 0 for i in binary.images)
     if not (wanted or (with_kernels and has_ir)):
