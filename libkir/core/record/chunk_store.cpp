@@ -113,6 +113,12 @@ bool worth_compressing(ByteView raw) {
 
 Status write_file_atomically(const std::string& path, const void* bytes, uint64_t size, bool sync_parent,
                              bool sync_data) {
+  return write_file_atomically(path, ByteView(static_cast<const uint8_t*>(bytes), size), ByteView(), sync_parent,
+                               sync_data);
+}
+
+Status write_file_atomically(const std::string& path, ByteView head, ByteView body, bool sync_parent,
+                             bool sync_data) {
   // A fresh, unpredictable name, created exclusively (never an existing file
   // or a symbolic link planted there), owner-only; (sync_data) its bytes on
   // disk before the rename, and (sync_parent) the rename on disk before returning.
@@ -124,7 +130,8 @@ Status write_file_atomically(const std::string& path, const void* bytes, uint64_
     if (fd < 0 && errno != EEXIST) break;
   }
   if (fd < 0) return os_error("cannot create", temporary);
-  Status written = write_all(fd, static_cast<const uint8_t*>(bytes), size, temporary);
+  Status written = write_all(fd, head.data(), head.size(), temporary);
+  if (written) written = write_all(fd, body.data(), body.size(), temporary);
   if (written && sync_data && ::fsync(fd) != 0) written = os_error("fsync failed", temporary);
   if (::close(fd) != 0 && written) written = os_error("close failed", temporary);
   if (written && ::rename(temporary.c_str(), path.c_str()) != 0) written = os_error("cannot rename onto", path);
@@ -215,10 +222,13 @@ Status ChunkStore::write_chunk(ByteView raw, const Hash128& name) {
   compress_ns_ += now_ns() - start;
   if (!packed) return packed.error().within(path);
   format::Codec codec = format::Codec::zstd;
-  if (*packed >= raw.size()) {  // incompressible: store it as it is
+  ByteView body;  // the bytes after the header: in `file` (compressed), or the chunk itself
+  if (*packed >= raw.size()) {  // incompressible: stored as it is, written from where it is (no copy)
     codec = format::Codec::raw;
-    file.resize(header.size + raw.size());
-    if (!raw.empty()) std::memcpy(file.data() + header.size, raw.data(), raw.size());
+    file.resize(header.size);
+    body = raw;
+  } else {
+    body = ByteView(file.data() + header.size, file.size() - header.size);
   }
   namespace field = format::chunk_header;
   uint8_t* h = file.data();
@@ -226,15 +236,15 @@ Status ChunkStore::write_chunk(ByteView raw, const Hash128& name) {
   format::put(h, field::version, format::kVersion);
   format::put(h, field::codec, uint32_t(codec));
   format::put(h, field::raw_size, raw.size());
-  format::put(h, field::stored_size, file.size() - header.size);
+  format::put(h, field::stored_size, body.size());
   format::put(h, field::hash_high, name.high);
   format::put(h, field::hash_low, name.low);
   // The directory is synced once per record (RecordBuilder::write), not per chunk.
   start = now_ns();
-  Status written = write_file_atomically(path, file.data(), file.size(), false, false);
+  Status written = write_file_atomically(path, ByteView(file.data(), header.size), body, false, false);
   write_ns_ += now_ns() - start;
   if (!written) return written;  // made durable by sync() before a record names it
-  stored_bytes_ += file.size();
+  stored_bytes_ += header.size + body.size();
   ++stored_chunks_;
   return {};
 }

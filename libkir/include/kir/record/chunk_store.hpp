@@ -25,6 +25,10 @@ namespace kir::record {
 /// or the new, never a part.
 Status write_file_atomically(const std::string& path, const void* bytes, uint64_t size,
                              bool sync_parent = true, bool sync_data = true);
+/// The same for a file of two parts written one after the other (a header and a
+/// body kept elsewhere: nothing is copied to join them).
+Status write_file_atomically(const std::string& path, ByteView head, ByteView body, bool sync_parent = true,
+                             bool sync_data = true);
 
 /// Thread-safe: many threads may put() at once.
 class ChunkStore {
