@@ -4,15 +4,22 @@
   process     the whole command (`kir inspect --kernels -j N LIB > /dev/null`),
               interpreter start-up and imports included
   open        Binary.open and the image list (containers found, headers read)
-  decode      Binary.load_code with N threads: every image decompressed, its ELF
-              or PTX decoded, kernels and parameters, names demangled (the core)
+  load_code   Binary.load_code with N threads, from Python (the core's decode and
+              the DeviceCode objects handed over)
   render      the text table (kir.report.render_table), Python
-  decompress  every image decompressed and nothing else, N threads
-              (Image.read releases the GIL): the limit `decode` can approach
+  decode      the core alone (decode_limit.cpp, C++): Binary::device_code_of with
+              N threads: every image decompressed, its ELF or PTX decoded, kernels
+              and parameters, names demangled
+  decompress  the same program: every image decompressed (kir::decode_image into a
+              per-thread buffer) and nothing else, N threads: the limit `decode`
+              can approach
 
 and the ratios the issue asks for: decode(1)/decode(N) (scaling), decode(N) /
-decompress(N) (how close to the decompression limit), process vs cuobjdump
--symbols when cuobjdump is on the PATH.
+decompress(N), and decode(N) against the single-thread decompression sum divided
+by N ("within 1.5x of the sum of the images' decompression time divided by the
+cores"); process vs cuobjdump -symbols when cuobjdump is on the PATH. Then the
+listing (`kir inspect LIB`, no kernels) against `cuobjdump -lelf` and against the
+interpreter's own start-up (`python -c pass`).
 
     python benchmarks/inspect_profile.py [LIB ...] [--threads 1,4,16] [--repeat 3]
 
@@ -29,7 +36,7 @@ import statistics
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
+import tempfile
 from pathlib import Path
 
 import kir
@@ -72,44 +79,83 @@ def process_seconds(lib: Path, threads: int, repeat: int) -> float:
     return timed(lambda: subprocess.run(command, stdout=subprocess.DEVNULL, check=True), repeat)
 
 
-def profile(lib: Path, threads_list: list[int], repeat: int) -> None:
+def decode_limit_program() -> Path:
+    """decode_limit.cpp built against the installed kir package (its static libkir)."""
+    prefix = Path(kir.__file__).parent
+    exe = Path(tempfile.mkdtemp(prefix="kir-decode-limit-")) / "decode_limit"
+    subprocess.run(["g++", "-O2", "-std=c++17", "-I", str(prefix / "include"), str(HERE / "decode_limit.cpp"),
+                    "-o", str(exe), str(prefix / "lib" / "libkir.a"), "-lxxhash", "-lzstd", "-llz4", "-lz",
+                    "-lpthread"], check=True)
+    return exe
+
+
+def core_times(exe: Path, lib: Path, threads_list: list[int], repeat: int) -> dict[int, tuple[float, float]]:
+    """{threads: (decompress s, decode s)} from decode_limit."""
+    out = subprocess.run([str(exe), str(lib), ",".join(map(str, threads_list)), str(repeat)], check=True,
+                         capture_output=True, text=True).stdout.splitlines()
+    times = {}
+    for line in out[1:]:
+        n, decompress, decode, *_ = line.split("\t")
+        times[int(n)] = (float(decompress), float(decode))
+    return times
+
+
+def profile(lib: Path, threads_list: list[int], repeat: int, exe: Path) -> None:
     binary = kir.open(lib)
     images = binary.images
     size = sum(i.size for i in images)
     print(f"\n{lib.name}: {lib.stat().st_size / 1e6:.0f} MB, {len(images)} images, {size / 1e9:.2f} GB decompressed")
     t_open = timed(lambda: kir.open(lib).images, repeat)
+    core = core_times(exe, lib, threads_list, repeat)
     rows = []
     for n in threads_list:
-        def decode():
+        def load():
             b = kir.open(lib)
             b.load_code(b.images, n)
             return b
-        t_decode = timed(decode, repeat)
-        b = decode()
+        t_load = timed(load, repeat)
+        b = load()
         codes = [i._code for i in b.images]  # as `kir inspect --kernels` hands them over
         t_render = timed(lambda: render_table(b, codes=codes), repeat)
         kernels = sum(len(c.kernel_rows()) for c in codes if c is not None)
-
-        def decompress():
-            with ThreadPoolExecutor(max_workers=n) as pool:
-                list(pool.map(lambda i: len(i.read()), images))
-        t_decompress = timed(decompress, repeat)
         t_process = process_seconds(lib, n, repeat)
-        rows.append((n, t_process, t_open, t_decode, t_render, t_decompress, kernels))
-    print(f"| threads | process s | open s | decode s | render s | decompress s | decode / decompress | kernels |")
-    print("|---|---|---|---|---|---|---|---|")
-    for n, p, o, d, r, z, k in rows:
-        print(f"| {n} | {p:.2f} | {o:.3f} | {d:.2f} | {r:.2f} | {z:.2f} | {d / z:.2f} | {k} |")
+        rows.append((n, t_process, t_open, t_load, t_render, *core[n], kernels))
+    serial_decompress = core[threads_list[0]][0] * threads_list[0]  # the sum, from the fewest threads
+    print("| threads | process s | open s | load_code s | render s | decode s (core) | decompress s (core) "
+          "| decode / decompress | decode / (decompression sum / threads) | kernels |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for n, p, o, l, r, z, d, k in rows:
+        print(f"| {n} | {p:.2f} | {o:.3f} | {l:.2f} | {r:.2f} | {d:.3f} | {z:.3f} | {d / z:.2f} "
+              f"| {d / (serial_decompress / n):.2f} | {k} |")
     one = rows[0]
-    for n, p, o, d, r, z, k in rows[1:]:
-        print(f"scaling {one[0]} -> {n} threads: decode {one[3] / d:.2f}x, process {one[1] / p:.2f}x, "
-              f"decompress {one[5] / z:.2f}x")
+    for n, p, o, l, r, z, d, k in rows[1:]:
+        print(f"scaling {one[0]} -> {n} threads: decode {one[6] / d:.2f}x, decompress {one[5] / z:.2f}x, "
+              f"process {one[1] / p:.2f}x")
     cuobjdump = shutil.which("cuobjdump")
     if cuobjdump:
         t = timed(lambda: subprocess.run([cuobjdump, "-symbols", str(lib)], stdout=subprocess.DEVNULL,
                                          stderr=subprocess.DEVNULL), 1)
         best = min(r[1] for r in rows)
         print(f"cuobjdump -symbols: {t:.2f} s; kir inspect --kernels (best): {best:.2f} s: {t / best:.2f}x")
+    listing(lib, repeat)
+
+
+def listing(lib: Path, repeat: int) -> None:
+    """`kir inspect LIB` (the image table, nothing decoded) against cuobjdump -lelf,
+    and the interpreter's start-up alone (`python -c pass`, the floor of any Python
+    command), each the median of `repeat` processes."""
+    kir_s = timed(lambda: subprocess.run([sys.executable, "-m", "kir", "inspect", str(lib)],
+                                         stdout=subprocess.DEVNULL, check=True), repeat)
+    floor = timed(lambda: subprocess.run([sys.executable, "-c", "pass"], check=True), repeat)
+    line = (f"listing: kir inspect {kir_s * 1000:.0f} ms (the interpreter alone: {floor * 1000:.0f} ms; "
+            f"kir's part {(kir_s - floor) * 1000:.0f} ms)")
+    cuobjdump = shutil.which("cuobjdump")
+    if cuobjdump:
+        t = timed(lambda: subprocess.run([cuobjdump, "-lelf", str(lib)], stdout=subprocess.DEVNULL,
+                                         stderr=subprocess.DEVNULL), 1)
+        line += (f"; cuobjdump -lelf {t:.2f} s: {t / kir_s:.0f}x the whole command, "
+                 f"{t / (kir_s - floor):.0f}x kir's part")
+    print(line)
 
 
 def main() -> None:
@@ -123,8 +169,9 @@ def main() -> None:
     if not libs:
         raise SystemExit("no library to profile: give one, or run inspect_vs_cuobjdump.py first")
     print(f"{os.cpu_count()} cores; medians of {args.repeat}")
+    exe = decode_limit_program()
     for lib in libs:
-        profile(lib, threads, args.repeat)
+        profile(lib, threads, args.repeat, exe)
 
 
 if __name__ == "__main__":

@@ -151,7 +151,10 @@ def render_table(binary: Binary, archs: set[str] | None = None, kinds: set[str] 
         lines.append(image_row_line(*r))
         code = codes[r[0]] if r[0] < len(codes) else None
         if code is not None:
-            lines.extend(kernel_lines(code, r[0], notes, kernel_filter))
+            if notes or kernel_filter is not None:
+                lines.extend(kernel_lines(code, r[0], notes, kernel_filter))
+            elif text := code.kernel_text():  # the same lines, built by the core in one string
+                lines.append(text[:-1])
     return "\n".join(lines) + "\n"
 
 
