@@ -3,8 +3,108 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
 
 namespace kir::record {
+
+namespace {
+
+/// The writer threads of one copy(): they store chunks (hash, compress, write)
+/// from both staging buffers as they arrive, so a thread that finished its part
+/// of one batch goes on with the next batch's chunks instead of waiting at a
+/// barrier for the slowest (issue 15). A buffer is free again once every chunk
+/// taken from it is stored.
+class ChunkWriters {
+ public:
+  ChunkWriters(RecordBuilder& builder, bool epilogue, unsigned threads)
+      : builder_(builder), epilogue_(epilogue), threads_(std::max(1u, threads)) {}
+  ~ChunkWriters() { stop(); }
+
+  /// Queue the chunks of `bytes` (staging `buffer`), region `region`'s from `offset` on.
+  void add(int buffer, size_t region, uint64_t offset, ByteView bytes) {
+    const uint64_t chunk = builder_.chunk_size();
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (uint64_t at = 0; at < bytes.size(); at += chunk) {
+        tasks_.push_back({buffer, region, (offset + at) / chunk, bytes.sub(at, std::min(chunk, bytes.size() - at))});
+        ++pending_[buffer];
+        ++queued_;
+      }
+    }
+    while (pool_.size() < threads_ && pool_.size() < queued_) pool_.emplace_back([this] { work(); });
+    ready_.notify_all();
+  }
+
+  /// Wait until every chunk queued from `buffer` is stored (or a store failed).
+  void wait_free(int buffer) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    stored_.wait(lock, [&] { return pending_[buffer] == 0; });
+  }
+
+  bool failed() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return !failure_;
+  }
+
+  /// Wait for every queued chunk and stop the threads.
+  void stop() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    ready_.notify_all();
+    for (std::thread& t : pool_) t.join();
+    pool_.clear();
+  }
+
+  /// stop(), then the first failure, if any.
+  Status finish() {
+    stop();
+    return failure_;
+  }
+
+ private:
+  struct Task {
+    int buffer;
+    size_t region;
+    uint64_t index;
+    ByteView bytes;
+  };
+
+  void work() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    for (;;) {
+      ready_.wait(lock, [&] { return !tasks_.empty() || stopping_; });
+      if (tasks_.empty()) return;  // stopping, nothing left
+      Task t = tasks_.front();
+      tasks_.pop_front();
+      bool skip = !failure_;  // after a failure the record is not written: drain the rest
+      lock.unlock();
+      Status stored = skip ? Status{} : builder_.snapshot_chunk(t.region, epilogue_, t.index, t.bytes);
+      lock.lock();
+      if (!stored && failure_) failure_ = stored;
+      --pending_[t.buffer];
+      stored_.notify_all();
+    }
+  }
+
+  RecordBuilder& builder_;
+  const bool epilogue_;
+  const size_t threads_;
+  std::mutex mutex_;
+  std::condition_variable ready_, stored_;
+  std::deque<Task> tasks_;
+  size_t pending_[2] = {0, 0};
+  size_t queued_ = 0;
+  bool stopping_ = false;
+  Status failure_;
+  std::vector<std::thread> pool_;  // started as chunks arrive, up to threads_
+};
+
+}  // namespace
 
 Status Snapshotter::prepare_stream() {
   if (stream_) return {};
@@ -47,23 +147,29 @@ Status Snapshotter::copy(RecordBuilder& builder, const std::vector<size_t>& regi
     for (uint64_t at = 0; at < r.size; at += staging_bytes_)
       batches.push_back({regions[i], at, std::min(staging_bytes_, r.size - at), source + at, int(batches.size() % 2)});
   }
-  auto store = [&](const Batch& b) {
-    return builder.snapshot(b.region, epilogue, b.offset, ByteView(staging_[b.buffer], b.size), threads_);
-  };
-  for (size_t i = 0; i < batches.size(); ++i) {
-    const Batch& b = batches[i];
+  // Each batch is copied into the buffer its batch-before-last used, once every
+  // chunk of that one is stored; its chunks join the writers' queue behind the
+  // previous batch's, which they store meanwhile.
+  ChunkWriters writers(builder, epilogue, threads_);
+  for (const Batch& b : batches) {
+    writers.wait_free(b.buffer);
+    if (writers.failed()) break;  // finish() says why
     CUresult issued = driver_.cuMemcpyDtoHAsync(staging_[b.buffer], b.from, b.size, stream_);
-    Status stored = i ? store(batches[i - 1]) : Status();  // the previous batch, while this one copies
     auto wait_start = std::chrono::steady_clock::now();
     CUresult done = driver_.cuStreamSynchronize(stream_);
     builder.add_copy_wait(std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count());
-    if (issued != 0 || done != 0)
+    if (issued != 0 || done != 0) {
+      writers.stop();  // the chunks already queued are stored; the record is not written
       return Error("copying " + hex(b.size) + " bytes at " + hex(builder.regions()[b.region].address + b.offset) +
-                   " to the host failed: " +
-                   driver_.error_name(issued ? issued : done));
-    if (!stored) return stored;
+                   " to the host failed: " + driver_.error_name(issued ? issued : done));
+    }
+    if (Status begun = builder.begin_snapshot(b.region, epilogue, b.offset, b.size); !begun) {
+      writers.stop();
+      return begun;
+    }
+    writers.add(b.buffer, b.region, b.offset, ByteView(staging_[b.buffer], b.size));
   }
-  return batches.empty() ? Status() : store(batches.back());
+  return writers.finish();
 }
 
 std::optional<Snapshotter::DeviceCopy> Snapshotter::copy_on_device(const RecordBuilder& builder,

@@ -86,17 +86,35 @@ std::vector<Hash128>& RecordBuilder::chunk_list(size_t region, bool epilogue) {
   return *list;
 }
 
-Status RecordBuilder::snapshot(size_t region, bool epilogue, uint64_t offset, ByteView bytes, unsigned threads) {
+Status RecordBuilder::begin_snapshot(size_t region, bool epilogue, uint64_t offset, uint64_t size) {
   if (region >= regions_.size()) return Error("no region #" + std::to_string(region));
   const Region& r = regions_[region];
-  if (offset % chunk_size_ || offset > r.size || bytes.size() > r.size - offset)
-    return Error("snapshot of " + hex(bytes.size()) + " bytes at " + hex(offset) + " does not fit region #" +
+  if (offset % chunk_size_ || offset > r.size || size > r.size - offset)
+    return Error("snapshot of " + hex(size) + " bytes at " + hex(offset) + " does not fit region #" +
                  std::to_string(region) + " (" + hex(r.size) + " bytes, chunks of " + hex(chunk_size_) + ")");
-  if (offset + bytes.size() != r.size && bytes.size() % chunk_size_)
-    return Error("snapshot of " + hex(bytes.size()) + " bytes at " + hex(offset) + " of region #" +
+  if (offset + size != r.size && size % chunk_size_)
+    return Error("snapshot of " + hex(size) + " bytes at " + hex(offset) + " of region #" +
                  std::to_string(region) + " (" + hex(r.size) + " bytes) ends inside a chunk of " + hex(chunk_size_) +
                  " bytes: only the region's last part may end off a chunk boundary");
-  std::vector<Hash128>& list = chunk_list(region, epilogue);
+  chunk_list(region, epilogue);  // sized here, before any thread writes into it
+  bytes_[epilogue] += size;
+  return {};
+}
+
+Status RecordBuilder::snapshot_chunk(size_t region, bool epilogue, uint64_t index, ByteView bytes) {
+  Region& r = regions_[region];
+  std::optional<std::vector<Hash128>>& list = epilogue ? r.epilogue : r.prologue;
+  if (!list || index >= list->size())
+    return Error("chunk " + std::to_string(index) + " of region #" + std::to_string(region) +
+                 ": not in a snapshot begun (begin_snapshot)");
+  Expected<Hash128> name = store_.put(bytes);
+  if (!name) return name.error();
+  (*list)[index] = *name;
+  return {};
+}
+
+Status RecordBuilder::snapshot(size_t region, bool epilogue, uint64_t offset, ByteView bytes, unsigned threads) {
+  if (Status begun = begin_snapshot(region, epilogue, offset, bytes.size()); !begun) return begun;
   uint64_t first = offset / chunk_size_, count = (bytes.size() + chunk_size_ - 1) / chunk_size_;
   std::atomic<uint64_t> next{0};
   std::mutex failure_mutex;
@@ -104,13 +122,11 @@ Status RecordBuilder::snapshot(size_t region, bool epilogue, uint64_t offset, By
   auto work = [&] {
     for (uint64_t i; (i = next++) < count;) {
       uint64_t at = i * chunk_size_, n = std::min(chunk_size_, bytes.size() - at);
-      Expected<Hash128> name = store_.put(bytes.sub(at, n));
-      if (!name) {
+      if (Status s = snapshot_chunk(region, epilogue, first + i, bytes.sub(at, n)); !s) {
         std::lock_guard<std::mutex> lock(failure_mutex);
-        failure = name.error();
+        failure = s;
         return;
       }
-      list[first + i] = *name;
     }
   };
   unsigned workers = unsigned(std::min<uint64_t>(std::max(1u, threads), count));
@@ -118,7 +134,6 @@ Status RecordBuilder::snapshot(size_t region, bool epilogue, uint64_t offset, By
   for (unsigned t = 1; t < workers; ++t) pool.emplace_back(work);
   work();
   for (std::thread& t : pool) t.join();
-  bytes_[epilogue] += bytes.size();
   return failure;
 }
 

@@ -75,6 +75,15 @@ class RecordBuilder {
   /// that together cover it). `threads` > 1 hashes and compresses chunks in
   /// parallel.
   Status snapshot(size_t region, bool epilogue, uint64_t offset, ByteView bytes, unsigned threads = 1);
+  /// snapshot() in parts, for a caller that spreads chunks over its own threads:
+  /// begin_snapshot checks that `size` bytes at `offset` fit (as snapshot() does)
+  /// and counts them; then snapshot_chunk stores chunk `index` of the region (its
+  /// bytes), from any thread, each index once. begin_snapshot calls come from one
+  /// thread and may overlap snapshot_chunk calls of parts begun before; metadata()
+  /// and write() must not overlap any.
+  Status begin_snapshot(size_t region, bool epilogue, uint64_t offset, uint64_t size);
+  Status snapshot_chunk(size_t region, bool epilogue, uint64_t index, ByteView bytes);
+  uint64_t chunk_size() const { return chunk_size_; }
   /// Timing the recorder measured, kept in the record's `stats`.
   void add_time(bool epilogue, double seconds);
   /// Time spent storing snapshots taken to device memory first (after the app moved on).

@@ -1,0 +1,133 @@
+// The recorder's device-to-record copy (libkir/recorder/snapshot.cpp) without a
+// GPU: a Driver whose "device" is host memory (its copies are memcpy, from a
+// thread of their own when asynchronous, as a stream runs apart from the host),
+// so tests/test_record_snapshot_cpu.py can check the pipeline itself — staging
+// buffers reused while writer threads store the previous batch's chunks — against
+// bytes it computes again, and its failures.
+//
+//   kir_snapshot_test DIR THREADS STAGING_CHUNKS CHUNK [FAIL]
+//
+// Records one launch with three regions (chunks of CHUNK bytes, staging of
+// STAGING_CHUNKS chunks): 0, 73 chunks and 1 byte (many batches, a short last
+// chunk); 1, one chunk; 2, empty. Byte i of region r is (i * (2r + 3) + r + (i >> 8) +
+// 7 * (i >> 20)) & 0xff before the launch and that + 1 after. FAIL: "copy-N" makes the N-th device
+// copy fail (copy() must return its error, nothing hangs, no record is written);
+// "store" replaces the chunk directory by a file (the first store failure is
+// returned). Prints "written PATH" or "failed: MESSAGE" (exit 0 both).
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../../libkir/recorder/snapshot.hpp"
+#include "kir/record/chunk_store.hpp"
+#include "kir/record/record_builder.hpp"
+
+using namespace kir;
+using namespace kir::record;
+
+namespace {
+
+std::atomic<int> copies{0};
+int fail_copy = -1;  // the copy (1-based) that fails
+std::thread in_flight;  // the stream's one outstanding copy
+
+CUresult host_alloc(void** p, size_t n, unsigned) {
+  *p = std::malloc(n);
+  return *p ? 0 : 2;
+}
+CUresult stream_create(CUstream* s, unsigned) {
+  *s = reinterpret_cast<CUstream>(0x1);
+  return 0;
+}
+CUresult copy_async(void* to, CUdeviceptr from, size_t n, CUstream) {
+  if (++copies == fail_copy) return 700;  // CUDA_ERROR_ILLEGAL_ADDRESS
+  // The copy runs while the caller goes on (its writers store earlier batches) and
+  // lands at once: a pipeline that refilled a staging buffer before every chunk
+  // taken from it was stored would store the next batch's bytes under the
+  // earlier chunk's place, which the test sees in the record.
+  in_flight = std::thread([=] { std::memcpy(to, reinterpret_cast<const void*>(from), n); });
+  return 0;
+}
+CUresult synchronize(CUstream) {
+  if (in_flight.joinable()) in_flight.join();
+  return 0;
+}
+CUresult error_name(CUresult r, const char** name) {
+  *name = r == 700 ? "CUDA_ERROR_ILLEGAL_ADDRESS" : "CUDA_ERROR_UNKNOWN";
+  return 0;
+}
+
+std::vector<uint8_t> contents(size_t region, size_t size, bool after) {
+  std::vector<uint8_t> bytes(size);
+  for (size_t i = 0; i < size; ++i)  // no two chunks alike, at any chunk size a test uses
+    bytes[i] = uint8_t(i * (2 * region + 3) + region + (after ? 1 : 0) + (i >> 8) + (i >> 20) * 7);
+  return bytes;
+}
+
+}  // namespace
+
+// driver.cpp's Driver::get asks the hook layer for the driver's entry points; this
+// program builds its Driver by hand (Driver::error_name is driver.cpp's own).
+extern "C" void* kir_hook_driver_symbol(const char*) { return nullptr; }
+
+int main(int argc, char** argv) {
+  if (argc < 5) {
+    std::fprintf(stderr, "usage: kir_snapshot_test DIR THREADS STAGING_CHUNKS CHUNK [copy-N|store]\n");
+    return 2;
+  }
+  std::string mode = argc > 5 ? argv[5] : "";
+  if (mode.rfind("copy-", 0) == 0) fail_copy = std::atoi(mode.c_str() + 5);
+  Driver driver{};
+  driver.cuMemHostAlloc = host_alloc;
+  driver.cuStreamCreate = stream_create;
+  driver.cuMemcpyDtoHAsync = copy_async;
+  driver.cuStreamSynchronize = synchronize;
+  driver.cuGetErrorName = error_name;
+
+  Expected<std::unique_ptr<ChunkStore>> store = ChunkStore::open(argv[1], 1);
+  if (!store) {
+    std::fprintf(stderr, "%s\n", store.error().message().c_str());
+    return 2;
+  }
+  const uint64_t chunk = std::strtoull(argv[4], nullptr, 10);
+  RecordBuilder b(**store, chunk);
+  b.set_process(1, -1);
+  b.set_device("no device", "sm_90", 0);
+  b.set_kernel("snapshot", "snapshot", Hash128{9, 1}, {0}, {8});
+  b.set_launch("cuLaunchKernel", Hash128{9, 2}, {1, 1, 1}, {32, 1, 1}, 0, 0, {std::vector<uint8_t>(8)}, 0);
+  const size_t sizes[] = {73 * chunk + 1, chunk, 0};
+  std::vector<std::vector<uint8_t>> before, after;
+  std::vector<size_t> regions;
+  for (size_t r = 0; r < 3; ++r) {
+    before.push_back(contents(r, sizes[r], false));
+    after.push_back(contents(r, sizes[r], true));
+    regions.push_back(b.add_allocation(0x100000 * (r + 1), sizes[r], "device", true));
+  }
+  if (mode == "store") {  // the chunk directory replaced by a file: every chunk's write fails (even as root)
+    std::filesystem::remove_all(std::string(argv[1]) + "/chunks");
+    std::FILE* f = std::fopen((std::string(argv[1]) + "/chunks").c_str(), "w");
+    if (f) std::fclose(f);
+  }
+  Snapshotter snapshotter(driver, std::strtoull(argv[3], nullptr, 10) * chunk, unsigned(std::atoi(argv[2])));
+  for (bool epilogue : {false, true}) {
+    std::vector<uint64_t> sources;
+    for (size_t r = 0; r < 3; ++r)
+      sources.push_back(reinterpret_cast<uint64_t>((epilogue ? after : before)[r].data()));
+    if (Status s = snapshotter.copy(b, regions, epilogue, &sources); !s) {
+      std::printf("failed: %s\n", s.error().message().c_str());
+      return 0;
+    }
+  }
+  Expected<std::string> path = b.write();
+  if (!path) {
+    std::printf("failed: %s\n", path.error().message().c_str());
+    return 0;
+  }
+  std::printf("written %s\n", path->c_str());
+  return 0;
+}
