@@ -32,6 +32,6 @@ case "$part" in
     python3 -m pytest -q -p no:cacheprovider -rs tests/test_hook_gpu.py tests/test_jit_gpu.py tests/test_record_gpu.py \
       tests/test_hash_agreement.py tests/test_gpu.py tests/test_record_rdc.py tests/test_hook_rdc.py 2>&1 | tail -30 ;;
   tests-b)
-    python3 -m pytest -q -p no:cacheprovider -rs tests/test_hook_unload.py tests/test_replay_all_on_gpus.py \
+    python3 -m pytest -q -p no:cacheprovider -rs tests/test_hook_unload.py tests/test_replay_all.py \
       tests/test_hook_static.py tests/test_replay_variants.py tests/test_tune_gpu.py 2>&1 | tail -30 ;;
 esac 2>&1 | tee "$OUT/$part.log"
