@@ -62,3 +62,22 @@ def require_gnu_time() -> None:
 def row(task: str, ours: tuple, theirs: tuple) -> str:
     return (f"| {task} | {ours[0]:.3f} s | {theirs[0]:.3f} s | **{theirs[0] / ours[0]:.1f}×** | "
             f"{ours[1] / 1024:.0f} MiB | {theirs[1] / 1024:.0f} MiB | **{theirs[1] / ours[1]:.1f}×** |")
+
+
+def pin_to(cpu: int | None):
+    """A `preexec_fn` that runs the child on CPU `cpu` alone (None: anywhere). Whole-
+    process launch timings move by several percent with the core a process lands
+    on; pairs compared on one core move less."""
+    if cpu is None or cpu < 0:
+        return None
+    return lambda: os.sched_setaffinity(0, {cpu})
+
+
+def default_cpu() -> int:
+    """The highest-numbered CPU this process may use (the least likely to serve interrupts)."""
+    return max(os.sched_getaffinity(0))
+
+
+def spread(values: list[float]) -> str:
+    """'[min–max]' of `values`, for a reader to judge the noise."""
+    return f"[{min(values):.4f}–{max(values):.4f}]"

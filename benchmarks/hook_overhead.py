@@ -18,6 +18,7 @@ import tempfile
 from pathlib import Path
 
 import kir
+from common import default_cpu, pin_to
 
 HERE = Path(__file__).resolve().parent
 # Counts the launches it is told about, and says how many at exit: the
@@ -90,9 +91,9 @@ def build(work: Path) -> tuple[Path, Path, Path]:
     return exe, client, lean
 
 
-def ns_per_launch(exe: Path, launches: int, env: dict) -> float:
+def ns_per_launch(exe: Path, launches: int, env: dict, cpu: int | None = None) -> float:
     run = subprocess.run([str(exe), str(launches)], capture_output=True, text=True, check=True,
-                         env={**os.environ, **env})
+                         env={**os.environ, **env}, preexec_fn=pin_to(cpu))
     if "noop" in env.get("KIR_HOOK_CLIENTS", ""):  # the hook must have seen every launch (1000 warm-up + n)
         seen = run.stderr.split("noop-client launches=")[-1].split()[0]
         if int(seen) != launches + 1000:
@@ -110,6 +111,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=15)
     parser.add_argument("--launches", type=int, default=200000)
+    parser.add_argument("--cpu", type=int, default=default_cpu(),
+                        help="run every process on this CPU alone (default: the highest; -1: anywhere)")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp())
     exe, client, lean = build(work)
@@ -125,16 +128,18 @@ def main() -> None:
     bare, ratios = [], {name: [] for name in variants}
     for _ in range(args.pairs):
         for name, env in variants.items():
-            b = ns_per_launch(exe, args.launches, {})
-            h = ns_per_launch(exe, args.launches, env)
+            b = ns_per_launch(exe, args.launches, {}, args.cpu)
+            h = ns_per_launch(exe, args.launches, env, args.cpu)
             bare.append(b)
             ratios[name].append(h / b)
-    print(f"| launches of an empty kernel ({args.pairs} interleaved pairs x {args.launches}) | ns/launch | overhead (median of pair ratios) |")
-    print("|---|---|---|")
-    print(f"| bare | {statistics.median(bare):.0f} | - |")
+    where = "anywhere" if args.cpu < 0 else f"each process on CPU {args.cpu}"
+    print(f"| launches of an empty kernel ({args.pairs} interleaved pairs x {args.launches}, {where}) | ns/launch "
+          "| overhead (median of pair ratios) | pair ratios [min–max] |")
+    print("|---|---|---|---|")
+    print(f"| bare | {statistics.median(bare):.0f} | - | - |")
     for name, r in ratios.items():
         print(f"| {name} | {statistics.median(bare) * statistics.median(r):.0f} | "
-              f"{(statistics.median(r) - 1) * 100:+.2f}% |")
+              f"{(statistics.median(r) - 1) * 100:+.2f}% | {(min(r) - 1) * 100:+.2f}% … {(max(r) - 1) * 100:+.2f}% |")
 
 
 if __name__ == "__main__":

@@ -27,11 +27,12 @@ from kir.jit.client import client_environment
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests" / "fixtures"))
 import build as fixture_build  # noqa: E402
+from common import default_cpu, pin_to  # noqa: E402
 
 
-def host_ns(app: Path, launches: int, env: dict) -> tuple[float, str]:
+def host_ns(app: Path, launches: int, env: dict, cpu: int | None = None) -> tuple[float, str]:
     run = subprocess.run([str(app), str(launches), "2.5", "256"], capture_output=True, text=True, check=True,
-                         env={**os.environ, **env})
+                         env={**os.environ, **env}, preexec_fn=pin_to(cpu))
     found = re.search(r"host ([0-9.]+) ns per launch", run.stderr)
     if not found:
         raise SystemExit(f"jit_app said no time: {run.stderr[-500:]}")
@@ -43,6 +44,8 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=9)
     parser.add_argument("--launches", type=int, default=100000)
     parser.add_argument("--arch", default="sm_90")
+    parser.add_argument("--cpu", type=int, default=default_cpu(),
+                        help="run every process on this CPU alone (default: the highest; -1: anywhere)")
     args = parser.parse_args()
     app = fixture_build.build_all(HERE.parent / "build" / "test-fixtures")["jit_app"]
     work = Path(tempfile.mkdtemp())
@@ -56,8 +59,8 @@ def main() -> None:
     client = {"LD_PRELOAD": hook, "KIR_HOOK_CLIENTS": jit, **client_environment(cache, stats=stats)}
     base, with_client, diffs, ratios, added = [], [], [], [], []
     for _ in range(args.pairs):
-        a, out_a = host_ns(app, args.launches, alone)
-        b, out_b = host_ns(app, args.launches, client)
+        a, out_a = host_ns(app, args.launches, alone, args.cpu)
+        b, out_b = host_ns(app, args.launches, client, args.cpu)
         s = json.loads(stats.read_text())
         if s["hits"] != args.launches or out_a != out_b:
             raise SystemExit(f"not every launch hit ({s['hits']} of {args.launches}) or the output changed")
@@ -66,12 +69,13 @@ def main() -> None:
         diffs.append(b - a)
         ratios.append(b / a)
         added.append(s["added_ns_per_launch"])
-    print(f"| one-block daxpy launches ({args.pairs} interleaved pairs x {args.launches}) | host ns/launch |")
+    where = "anywhere" if args.cpu < 0 else f"each process on CPU {args.cpu}"
+    print(f"| one-block daxpy launches ({args.pairs} interleaved pairs x {args.launches}, {where}) | host ns/launch |")
     print("|---|---|")
     print(f"| hook alone | {statistics.median(base):.0f} |")
     print(f"| hook + JIT client, every launch a cache hit (substituted) | {statistics.median(with_client):.0f} |")
     print(f"| difference (median of pair differences) | {statistics.median(diffs):+.0f} ns "
-          f"({(statistics.median(ratios) - 1) * 100:+.2f}%) |")
+          f"({(statistics.median(ratios) - 1) * 100:+.2f}%; pairs {min(diffs):+.0f} … {max(diffs):+.0f} ns) |")
     print(f"| the client's key + lookup (its own clock, median of runs) | {statistics.median(added):.0f} ns |")
 
 
