@@ -77,7 +77,3 @@ def default_cpu() -> int:
     """The highest-numbered CPU this process may use (the least likely to serve interrupts)."""
     return max(os.sched_getaffinity(0))
 
-
-def spread(values: list[float]) -> str:
-    """'[min–max]' of `values`, for a reader to judge the noise."""
-    return f"[{min(values):.4f}–{max(values):.4f}]"
