@@ -4,6 +4,7 @@
 #   setup    the wheels and .debs this checkout carries, kir built and installed
 #   launch   benchmarks/launch_path.py (stub runtime), hook_overhead.py, jit_client.py
 #   inspect  inspect_profile.py on libtorch_cuda.so and libcublasLt (cuobjdump on the PATH)
+#   inspect-2cores  the same on the toolkit's libcublasLt, on 2 cores (taskset)
 #   record   record_replay.py --only a2 --threads 1,4,16, and --only c
 #   tests-a / tests-b   the GPU tests, in two halves
 set -uo pipefail
@@ -11,7 +12,7 @@ OUT=${OUT:-/tmp/kir-gpu}
 mkdir -p "$OUT"
 export PYTHONPATH=/tmp/site CMAKE_PREFIX_PATH=/tmp/deps/usr CPATH=/tmp/deps/usr/include \
   LIBRARY_PATH=/tmp/deps/usr/lib/x86_64-linux-gnu LD_LIBRARY_PATH=/tmp/deps/usr/lib/x86_64-linux-gnu
-part=${1:?setup, launch, inspect, record, tests-a or tests-b}
+part=${1:?setup, launch, inspect, inspect-2cores, record, tests-a or tests-b}
 case "$part" in
   setup)
     python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl
@@ -25,6 +26,11 @@ case "$part" in
     python3 benchmarks/jit_client.py --pairs 9 --launches 100000 ;;
   inspect)
     python3 benchmarks/inspect_profile.py --threads 1,4,16 --repeat 3 ;;
+  inspect-2cores)  # the CUDA toolkit's libcublasLt on 2 of the host's cores (the 2-core figure)
+    lib=$(ls /usr/local/cuda*/lib64/libcublasLt.so.* 2>/dev/null | sort | tail -1)
+    if [ -z "$lib" ]; then lib=$(find / -name 'libcublasLt.so.*' -size +100M 2>/dev/null | head -1); fi
+    echo "library: ${lib:-none found}"
+    [ -n "$lib" ] && taskset -c 0,1 python3 benchmarks/inspect_profile.py "$lib" --threads 1,2 --repeat 3 ;;
   record)
     python3 benchmarks/record_replay.py --only a2 --threads 1,4,16
     python3 benchmarks/record_replay.py --only c ;;
