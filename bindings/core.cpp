@@ -183,8 +183,13 @@ void bind_device_code(nb::module_& m) {
 
   nb::class_<kir::DeviceCode>(m, "DeviceCode", "Kernels, functions and globals of one image.")
       .def(nb::init<>())
-      .def("records", &kir_bindings::code_records,
-           "The same content as plain dicts and lists (the `kir inspect --json` form).")
+      .def("records", &kir_bindings::code_records, "kernels"_a = true,
+           "The same content as plain dicts and lists (the `kir inspect --json` form); with "
+           "kernels=False its \"kernels\" list is left empty (kernels_json gives it as text).")
+      .def("kernels_json", &kir_bindings::kernels_json, "links"_a,
+           "The kernels' list as `json.dumps(..., separators=(',', ':'))` writes records()'s, each with "
+           "\"ir_module\" from `links` (name -> IR module index, else null); None when a name holds a "
+           "byte outside printable ASCII (json.dumps escapes those: take records() then).")
       .def_ro("kernels", &kir::DeviceCode::kernels)
       .def("kernel_rows", [](const kir::DeviceCode& code) {
         // One tuple of plain values per kernel: reading `kernels` from Python copies

@@ -61,9 +61,82 @@ nb::dict kernel_record(const kir::Kernel& k) {
 
 }  // namespace
 
-nb::dict code_records(const kir::DeviceCode& code) {
+namespace {
+
+/// `text` as json.dumps writes a str (ensure_ascii): false when it holds a byte
+/// outside printable ASCII, which json.dumps would escape as \uXXXX.
+bool append_json_string(std::string& out, const std::string& text) {
+  out += '"';
+  for (char c : text) {
+    if (c < 0x20 || c > 0x7e) return false;
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  out += '"';
+  return true;
+}
+
+template <class T>
+void append_json_optional(std::string& out, const std::optional<T>& v) {
+  out += v ? std::to_string(*v) : "null";
+}
+
+void append_json_dims(std::string& out, const std::optional<std::array<uint32_t, 3>>& v) {
+  if (!v) {
+    out += "null";
+    return;
+  }
+  out += '[' + std::to_string((*v)[0]) + ',' + std::to_string((*v)[1]) + ',' + std::to_string((*v)[2]) + ']';
+}
+
+}  // namespace
+
+nb::object kernels_json(const kir::DeviceCode& code, nb::dict links) {
+  // Byte for byte what json.dumps(kernels, separators=(",", ":")) writes for the
+  // kernel_record dicts (plus each kernel's "ir_module" from `links`, name -> module
+  // index): the JSON of a large library's kernels without a dict per kernel and
+  // parameter (issue 15). None when a name needs json.dumps's own escaping.
+  std::string out = "[";
+  const bool linked = links.size() != 0;
+  for (size_t i = 0; i < code.kernels.size(); ++i) {
+    const kir::Kernel& k = code.kernels[i];
+    out += i ? ",{\"name\":" : "{\"name\":";
+    if (!append_json_string(out, k.name)) return nb::none();
+    out += ",\"demangled\":";
+    if (!append_json_string(out, k.demangled)) return nb::none();
+    out += ",\"params\":[";
+    for (size_t j = 0; j < k.params.size(); ++j) {
+      const kir::KernelParam& p = k.params[j];
+      out += j ? ",{\"ordinal\":" : "{\"ordinal\":";
+      out += std::to_string(p.ordinal) + ",\"offset\":" + std::to_string(p.offset) + ",\"size\":" +
+             std::to_string(p.size) + '}';
+    }
+    out += "],\"param_bytes\":";
+    append_json_optional(out, k.param_bytes);
+    out += ",\"registers\":";
+    append_json_optional(out, k.registers);
+    out += ",\"shared_bytes\":";
+    append_json_optional(out, k.shared_bytes);
+    out += ",\"frame_bytes\":";
+    append_json_optional(out, k.frame_bytes);
+    out += ",\"max_threads\":";
+    append_json_dims(out, k.max_threads);
+    out += ",\"cluster_dims\":";
+    append_json_dims(out, k.cluster_dims);
+    out += ",\"ir_module\":";
+    nb::object module = linked ? links.get(nb::str(k.name.c_str()), nb::none()) : nb::none();
+    if (module.is_none()) out += "null";
+    else out += std::to_string(nb::cast<int64_t>(module));
+    out += '}';
+  }
+  out += ']';
+  return nb::str(out.data(), out.size());
+}
+
+nb::dict code_records(const kir::DeviceCode& code, bool with_kernels) {
   nb::list kernels, functions, globals;
-  for (const kir::Kernel& k : code.kernels) kernels.append(kernel_record(k));
+  if (with_kernels)
+    for (const kir::Kernel& k : code.kernels) kernels.append(kernel_record(k));
   for (const std::string& f : code.functions) functions.append(f);
   for (const kir::DeviceGlobal& g : code.globals) {
     nb::dict d;

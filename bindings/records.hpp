@@ -10,7 +10,10 @@ namespace kir_bindings {
 namespace nb = nanobind;
 
 /// A DeviceCode as {"kernels": [...], "functions": [...], "globals": [...]}.
-nb::dict code_records(const kir::DeviceCode& code);
+nb::dict code_records(const kir::DeviceCode& code, bool with_kernels = true);
+/// The kernels' JSON array as json.dumps writes code_records' (with "ir_module"
+/// from `links`, name -> module index), or None when a name needs escaping.
+nb::object kernels_json(const kir::DeviceCode& code, nb::dict links);
 
 /// Every image / container as the dicts of docs/json-schema.md, in file order.
 nb::list image_records(const kir::Binary& b);

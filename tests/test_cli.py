@@ -161,3 +161,21 @@ def test_table_and_json_carry_the_same_kernels(built, kir_cli):
         elif line.startswith("           ") and current is not None:
             per_image[current].append(fields[0])
     assert per_image == {i["index"]: [k["name"] for k in i["kernels"]] for i in report["images"]}
+
+
+@pytest.mark.parametrize("names", [["app"], ["libkernels.so"], ["proteus_cuda"], ["jit_app", "proteus_hip_app"]])
+def test_json_kernels_from_the_core_are_json_dumps_own_bytes(built, kir_cli, names):
+    """`kir inspect --kernels --json` takes each image's kernel list as JSON text
+    built by the core (DeviceCode.kernels_json, issue 15); with a --kernel filter it
+    builds the dicts and json.dumps writes them. A filter that keeps every kernel
+    must print the very same bytes (the Proteus fixtures' kernels carry their IR
+    module, a second file goes through the multi-file report)."""
+    paths = [built[n] for n in names]
+    fast = kir_cli("inspect", "--kernels", "--json", *paths)
+    dicts = kir_cli("inspect", "--kernels", "--json", "--kernel", ".", *paths)
+    assert fast.returncode == 0 and dicts.returncode == 0, fast.stderr + dicts.stderr
+    assert fast.stdout == dicts.stdout
+    kernels = [k for f in (json.loads(fast.stdout).get("files") or [json.loads(fast.stdout)])
+               for image in f["images"] for k in image.get("kernels", [])]
+    assert kernels and (names[0] not in ("proteus_cuda", "jit_app") or
+                        any(k["ir_module"] is not None for k in kernels))

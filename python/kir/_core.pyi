@@ -146,9 +146,14 @@ class DeviceCode:
 
     def __init__(self) -> None: ...
 
-    def records(self) -> dict:
+    def records(self, kernels: bool = True) -> dict:
         """
-        The same content as plain dicts and lists (the `kir inspect --json` form).
+        The same content as plain dicts and lists (the `kir inspect --json` form); with kernels=False its "kernels" list is left empty (kernels_json gives it as text).
+        """
+
+    def kernels_json(self, links: dict) -> object:
+        """
+        The kernels' list as `json.dumps(..., separators=(',', ':'))` writes records()'s, each with "ir_module" from `links` (name -> IR module index, else null); None when a name holds a byte outside printable ASCII (json.dumps escapes those: take records() then).
         """
 
     @property

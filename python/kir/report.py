@@ -62,13 +62,39 @@ def selected_images(binary: Binary, archs: set[str] | None,
             and (kinds is None or i.kind in kinds)]
 
 
+class KernelsText:
+    """Images' kernel lists as JSON text built by the core (DeviceCode.kernels_json:
+    no dict per kernel and parameter, issue 15), spliced by `dumps` into the JSON of
+    a report whose "kernels" build_report left as placeholders."""
+
+    def __init__(self) -> None:
+        import os
+        self._texts: list[str] = []
+        self._tag = os.urandom(8).hex()  # no path or name in a report holds it by chance
+
+    def placeholder(self, text: str) -> str:
+        self._texts.append(text)
+        return f"@@kir-kernels-{self._tag}-{len(self._texts) - 1}@@"
+
+    def dumps(self, obj) -> str:
+        """json.dumps(obj, separators=(",", ":")), each placeholder replaced by its text."""
+        import json
+        text = json.dumps(obj, separators=(",", ":"))
+        if not self._texts:
+            return text
+        import re
+        return re.sub(f'"@@kir-kernels-{self._tag}-([0-9]+)@@"', lambda m: self._texts[int(m.group(1))], text)
+
+
 def build_report(binary: Binary, archs: set[str] | None, kinds: set[ImageKind] | None,
                  with_kernels: bool, errors: Iterable[str] = (), modules=None,
-                 links: dict | None = None) -> dict[str, object]:
+                 links: dict | None = None, kernels_text: KernelsText | None = None) -> dict[str, object]:
     """The inspect report; with_kernels expects binary.load_code() to have run.
 
     `modules` (kir.ir.IrModule list) adds "ir_modules"; `links` ((image, kernel)
-    -> module index) gives each kernel its "ir_module"."""
+    -> module index) gives each kernel its "ir_module". With `kernels_text`, each
+    image's "kernels" is a placeholder for its JSON text, which only
+    `kernels_text.dumps` of the report turns into the list."""
     records = binary._check_open().image_records()
     if archs is not None or kinds is not None:
         records = [r for r in records if (archs is None or processor(r["arch"]) in archs)
@@ -77,8 +103,19 @@ def build_report(binary: Binary, archs: set[str] | None, kinds: set[ImageKind] |
     used = sorted({r["container"] for r in records})
     if with_kernels:
         images = binary.images
+        by_image: dict[int, dict[str, int]] = {}
+        if kernels_text is not None:
+            for (image, name), module in (links or {}).items():
+                by_image.setdefault(image, {})[name] = module
         for r in records:
-            r.update((images[r["index"]]._code or _core.DeviceCode()).records())
+            code = images[r["index"]]._code or _core.DeviceCode()
+            if kernels_text is not None:
+                text = code.kernels_json(by_image.get(r["index"], {}))
+                if text is not None:  # else a name needs json.dumps's escaping: the dicts below
+                    r.update(code.records(kernels=False))
+                    r["kernels"] = kernels_text.placeholder(text)
+                    continue
+            r.update(code.records())
             for k in r["kernels"]:
                 k["ir_module"] = (links or {}).get((r["index"], k["name"]))
     return {
@@ -217,6 +254,6 @@ def kernel_lines(code, image: int, notes: dict, kernel_filter=None) -> list[str]
     return lines
 
 
-__all__ = ["build_report", "container_line", "image_line", "image_row_line", "ir_module_record", "kernel_lines",
+__all__ = ["build_report", "container_line", "KernelsText", "image_line", "image_row_line", "ir_module_record", "kernel_lines",
            "KINDS", "parse_arch_filter", "parse_kind_filter", "processor", "render_table", "SCHEMA",
            "selected_images", "selected_rows", "TABLE_HEADER"]

@@ -25,7 +25,7 @@ from kir.errors import KirError, OptionError
 from kir.model import ImageKind
 from kir.progress import Progress
 from kir.progress import add_argument as add_progress_argument
-from kir.report import (KINDS, build_report, parse_arch_filter, parse_kind_filter, processor, render_table,
+from kir.report import (KINDS, KernelsText, build_report, parse_arch_filter, parse_kind_filter, processor, render_table,
                         selected_images, selected_rows)
 
 SCHEMA_FILES = "kir.inspect-files/1"
@@ -77,6 +77,8 @@ def run(args, out: TextIOBase = sys.stdout) -> int:
     if args.threads and not args.kernels:
         raise OptionError("-j/--threads: only with --kernels (or --kernel): nothing else is decoded")
     many = len(args.binaries) > 1 or args.recursive
+    # Kernels' JSON from the core, spliced in at the end (a --kernel filter needs the dicts).
+    args.kernels_text = KernelsText() if args.kernel_filter is None else None
     files = list(inputs.expand(args.binaries, args.recursive))
     reports, failures, lacking, skipped, images, read = [], [], [], 0, 0, 0
     status = 0
@@ -114,11 +116,9 @@ def run(args, out: TextIOBase = sys.stdout) -> int:
         print(f"kir: {path} lacks {', '.join(missing)}", file=sys.stderr)
     if many:
         if args.json:
-            import json
-            out.write(json.dumps({"schema": SCHEMA_FILES, "kir_version": kir.__version__,
-                                  "files": reports, "errors": failures, "skipped": skipped,
-                                  "lacking": [{"path": p, "missing": m} for p, m in lacking]},
-                                 separators=(",", ":")))
+            out.write((args.kernels_text or KernelsText()).dumps({
+                "schema": SCHEMA_FILES, "kir_version": kir.__version__, "files": reports, "errors": failures,
+                "skipped": skipped, "lacking": [{"path": p, "missing": m} for p, m in lacking]}))
             out.write("\n")
         else:
             out.write(("\n" if read else "") + summary_line(read, images, failures, skipped, lacking,
@@ -178,9 +178,8 @@ def inspect_one(binary: Binary, args, archs, kinds, out, missing, as_json: bool)
     modules, links = read_ir(binary, args.ir, args.kernels)
     report = None
     if args.json:
-        import json
         report = build_report(binary, archs, kinds, args.kernels, errors,
-                              modules if args.ir else None, links)
+                              modules if args.ir else None, links, args.kernels_text)
         if missing is not None:
             report["missing"] = missing
         if args.kernel_filter is not None:
@@ -188,7 +187,7 @@ def inspect_one(binary: Binary, args, archs, kinds, out, missing, as_json: bool)
                 image["kernels"] = [k for k in image.get("kernels", [])
                                     if args.kernel_filter(k["name"], k["demangled"])]
         if as_json:
-            out.write(json.dumps(report, separators=(",", ":")))  # one shot: the C encoder
+            out.write((args.kernels_text or KernelsText()).dumps(report))  # one shot: the C encoder
             out.write("\n")
     else:
         codes = [image._code for image in binary.images] if args.kernels else []
