@@ -14,7 +14,7 @@
               per-thread buffer) and nothing else, N threads: the limit `decode`
               can approach
 
-and the ratios the issue asks for: decode(1)/decode(N) (scaling), decode(N) /
+the same command with --json at the most threads, and the ratios the issue asks for: decode(1)/decode(N) (scaling), decode(N) /
 decompress(N), and decode(N) against the single-thread decompression sum divided
 by N ("within 1.5x of the sum of the images' decompression time divided by the
 cores"); process vs cuobjdump -symbols when cuobjdump is on the PATH. Then the
@@ -131,6 +131,10 @@ def profile(lib: Path, threads_list: list[int], repeat: int, exe: Path) -> None:
     for n, p, o, l, r, z, d, k in rows[1:]:
         print(f"scaling {one[0]} -> {n} threads: decode {one[6] / d:.2f}x, decompress {one[5] / z:.2f}x, "
               f"process {one[1] / p:.2f}x")
+    most = threads_list[-1]
+    t_json = timed(lambda: subprocess.run([sys.executable, "-m", "kir", "inspect", "--kernels", "--json", "-j",
+                                           str(most), str(lib)], stdout=subprocess.DEVNULL, check=True), repeat)
+    print(f"kir inspect --kernels --json -j {most}: {t_json:.2f} s (the table: {rows[-1][1]:.2f} s)")
     cuobjdump = shutil.which("cuobjdump")
     if cuobjdump:
         t = timed(lambda: subprocess.run([cuobjdump, "-symbols", str(lib)], stdout=subprocess.DEVNULL,
