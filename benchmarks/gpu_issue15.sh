@@ -32,7 +32,7 @@ case "$part" in
     echo "library: ${lib:-none found}"
     [ -n "$lib" ] && taskset -c 0,1 python3 benchmarks/inspect_profile.py "$lib" --threads 1,2 --repeat 3 ;;
   record)
-    python3 benchmarks/record_replay.py --only a2 --threads 1,4,16
+    python3 benchmarks/record_replay.py --only a2 --threads 1,4,16 --writeback 1,0
     python3 benchmarks/record_replay.py --only c ;;
   tests-a)
     python3 -m pytest -q -p no:cacheprovider -rs tests/test_hook_gpu.py tests/test_jit_gpu.py tests/test_record_gpu.py \

@@ -106,32 +106,38 @@ def snapshot_throughput(exe: Path, work: Path, mib: int, runs: int, copies: int)
           f"(prologue + epilogue {size(s.prologue_bytes + s.epilogue_bytes)})")
 
 
-def writer_threads(exe: Path, work: Path, mib: int, runs: int, threads: list[int]) -> None:
+def writer_threads(exe: Path, work: Path, mib: int, runs: int, threads: list[int],
+                   writeback: list[int] = (1,)) -> None:
     """The whole record until on disk (both snapshots copied, hashed, compressed and
-    written) with KIR_RECORD_THREADS = each of `threads` (issue 15)."""
+    written) with KIR_RECORD_THREADS = each of `threads`, and KIR_RECORD_WRITEBACK =
+    each of `writeback` (1: each chunk's writeback started at once; issue 15)."""
     d2h = value(app(exe, "bandwidth", 1024 if mib >= 1024 else mib, 5), "d2h_gib_s")
     print(f"\n(a2) the record's writer threads (KIR_RECORD_THREADS), `transform` over two {mib} MiB buffers, "
           f"median of {runs}; pinned D2H {d2h:.2f} GiB/s\n")
-    print("| writer threads | prologue GiB/s | epilogue GiB/s | store s (after the app moved on) | whole record GiB/s "
-          "| vs pinned D2H | hash s | compress s | write s (thread-summed) | copy wait s | sync s |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| writer threads | early writeback | prologue GiB/s | epilogue GiB/s | store s (after the app moved on) "
+          "| whole record GiB/s | vs pinned D2H | until durable GiB/s | vs pinned D2H | hash s | compress s "
+          "| write s (thread-summed) | copy wait s | sync s |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for n in threads:
-        prologue, epilogue, store, whole, parts = [], [], [], [], []
-        for _ in range(runs):
-            (rec,) = record(exe, work / "threads", "transform", "snapshot", mib, max_per_kernel=1,
-                            env={"KIR_RECORD_THREADS": str(n)})
-            s = rec.stats
-            prologue.append(s.prologue_bytes / GIB / s.prologue_seconds)
-            epilogue.append(s.epilogue_bytes / GIB / s.epilogue_seconds)
-            store.append(s.store_seconds)
-            whole.append((s.prologue_bytes + s.epilogue_bytes) / GIB /
-                         (s.prologue_seconds + s.epilogue_seconds + s.store_seconds))
-            parts.append((s.store_hash_seconds, s.store_compress_seconds, s.store_write_seconds,
-                          s.copy_wait_seconds, s.sync_seconds))
-        w = statistics.median(whole)
-        cols = " | ".join(f"{statistics.median(p[i] for p in parts):.3f}" for i in range(5))
-        print(f"| {n} | {statistics.median(prologue):.2f} | {statistics.median(epilogue):.2f} | "
-              f"{statistics.median(store):.3f} | {w:.2f} | {w / d2h * 100:.0f}% | {cols} |")
+        for wb in writeback:
+            prologue, epilogue, store, whole, durable, parts = [], [], [], [], [], []
+            for _ in range(runs):
+                (rec,) = record(exe, work / "threads", "transform", "snapshot", mib, max_per_kernel=1,
+                                env={"KIR_RECORD_THREADS": str(n), "KIR_RECORD_WRITEBACK": str(wb)})
+                s = rec.stats
+                prologue.append(s.prologue_bytes / GIB / s.prologue_seconds)
+                epilogue.append(s.epilogue_bytes / GIB / s.epilogue_seconds)
+                store.append(s.store_seconds)
+                moved = (s.prologue_bytes + s.epilogue_bytes) / GIB
+                whole.append(moved / (s.prologue_seconds + s.epilogue_seconds + s.store_seconds))
+                durable.append(moved / (s.prologue_seconds + s.epilogue_seconds + s.store_seconds + s.sync_seconds))
+                parts.append((s.store_hash_seconds, s.store_compress_seconds, s.store_write_seconds,
+                              s.copy_wait_seconds, s.sync_seconds))
+            w, d = statistics.median(whole), statistics.median(durable)
+            cols = " | ".join(f"{statistics.median(p[i] for p in parts):.3f}" for i in range(5))
+            print(f"| {n} | {'on' if wb else 'off'} | {statistics.median(prologue):.2f} | "
+                  f"{statistics.median(epilogue):.2f} | {statistics.median(store):.3f} | {w:.2f} | "
+                  f"{w / d2h * 100:.0f}% | {d:.2f} | {d / d2h * 100:.1f}% | {cols} |")
 
 
 def recording_size(exe: Path, work: Path, mib: int, launches: int) -> None:
@@ -185,6 +191,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="small sizes, one recording per figure")
     parser.add_argument("--dir", type=Path, help="where recordings go (default: a temporary directory)")
     parser.add_argument("--threads", help="also (a2): the whole record with these KIR_RECORD_THREADS, e.g. 1,4,16")
+    parser.add_argument("--writeback", default="1", help="(a2): with these KIR_RECORD_WRITEBACK, e.g. 1,0")
     parser.add_argument("--only", choices=("a", "a2", "b", "c"), help="run one part")
     args = parser.parse_args()
     work = args.dir or Path(tempfile.mkdtemp(prefix="kir-record-bench-"))
@@ -194,7 +201,8 @@ def main() -> None:
     if args.only in (None, "a"):
         snapshot_throughput(exe, work, mib=256 if q else 1024, runs=1 if q else 3, copies=5 if q else 10)
     if args.threads and args.only in (None, "a2"):
-        writer_threads(exe, work, 256 if q else 1024, 1 if q else 3, [int(t) for t in args.threads.split(",")])
+        writer_threads(exe, work, 256 if q else 1024, 1 if q else 3, [int(t) for t in args.threads.split(",")],
+                       [int(w) for w in args.writeback.split(",")])
     if args.only in (None, "b"):
         recording_size(exe, work, mib=64 if q else 256, launches=8 if q else 16)
     if args.only in (None, "c"):

@@ -82,6 +82,7 @@ struct Settings {
   uint64_t chunk_size = 4 << 20, staging = 256 << 20;
   int zstd_level = 1;
   unsigned threads = 1;
+  bool early_writeback = true;
 
   static Settings from_environment() {
     Settings s;
@@ -107,6 +108,7 @@ struct Settings {
                                         kir::record::format::kMaxChunkBytes);  // what a reader accepts
     s.staging = std::max(s.chunk_size, s.staging / s.chunk_size * s.chunk_size);
     s.zstd_level = int(env_number("KIR_RECORD_ZSTD_LEVEL", 1));
+    s.early_writeback = env_number("KIR_RECORD_WRITEBACK", 1) != 0;
     s.threads = unsigned(env_number("KIR_RECORD_THREADS", std::max(1u, std::thread::hardware_concurrency())));
     return s;
   }
@@ -246,6 +248,7 @@ bool Recorder::start() {
     return false;
   }
   store_ = std::move(*store);
+  store_->set_early_writeback(settings_.early_writeback);
   snapshotter_ = std::make_unique<Snapshotter>(*driver_, settings_.staging, settings_.threads);
   if (settings_.use_va) va_ = std::make_unique<VaAllocator>(*driver_, settings_.va_base, settings_.va_size);
   return true;

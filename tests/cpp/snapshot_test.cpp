@@ -15,6 +15,7 @@
 // "store" replaces the chunk directory by a file (the first store failure is
 // returned). Prints "written PATH" or "failed: MESSAGE" (exit 0 both).
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -114,6 +115,7 @@ int main(int argc, char** argv) {
     if (f) std::fclose(f);
   }
   Snapshotter snapshotter(driver, std::strtoull(argv[3], nullptr, 10) * chunk, unsigned(std::atoi(argv[2])));
+  auto start = std::chrono::steady_clock::now();
   for (bool epilogue : {false, true}) {
     std::vector<uint64_t> sources;
     for (size_t r = 0; r < 3; ++r)
@@ -123,7 +125,12 @@ int main(int argc, char** argv) {
       return 0;
     }
   }
-  Expected<std::string> path = b.write();
+  auto stored = std::chrono::steady_clock::now();
+  Expected<std::string> path = b.write();  // syncs the chunks (syncfs) before the record names them
+  auto written = std::chrono::steady_clock::now();
+  std::fprintf(stderr, "store %.3f s, write (sync included) %.3f s\n",
+               std::chrono::duration<double>(stored - start).count(),
+               std::chrono::duration<double>(written - stored).count());
   if (!path) {
     std::printf("failed: %s\n", path.error().message().c_str());
     return 0;

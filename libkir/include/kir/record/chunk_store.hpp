@@ -26,9 +26,11 @@ namespace kir::record {
 Status write_file_atomically(const std::string& path, const void* bytes, uint64_t size,
                              bool sync_parent = true, bool sync_data = true);
 /// The same for a file of two parts written one after the other (a header and a
-/// body kept elsewhere: nothing is copied to join them).
+/// body kept elsewhere: nothing is copied to join them); with `start_writeback`
+/// (and no `sync_data`), the file's writeback to disk is started before it is
+/// closed (sync_file_range: the caller makes it durable later).
 Status write_file_atomically(const std::string& path, ByteView head, ByteView body, bool sync_parent = true,
-                             bool sync_data = true);
+                             bool sync_data = true, bool start_writeback = false);
 
 /// Thread-safe: many threads may put() at once.
 class ChunkStore {
@@ -43,6 +45,10 @@ class ChunkStore {
   Status put(ByteView raw, const Hash128& name);
 
   const std::string& directory() const { return directory_; }
+  /// Whether each chunk file's writeback starts as soon as it is written
+  /// (sync_file_range, default on): the disk works while later chunks are stored,
+  /// and sync() before a record finds most of the bytes written already.
+  void set_early_writeback(bool on) { early_writeback_ = on; }
   /// Make the chunks stored so far durable, data and names (one syncfs of the
   /// file system holding them): before a record names them.
   Status sync() const;
@@ -68,6 +74,7 @@ class ChunkStore {
 
   std::string directory_;
   int level_;
+  bool early_writeback_ = true;
   std::mutex known_mutex_;
   std::condition_variable settled_;
   struct NameHash {
