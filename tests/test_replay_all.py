@@ -325,27 +325,37 @@ def test_map_items_in_order_with_failures():
     assert all(r[1] != os.getpid() for r in results if isinstance(r, tuple))
 
 
+GPU_WORKERS = """
+import json, os, sys
+sys.modules["dask_cuda"] = None  # as on a machine without dask-cuda
+from kir.distribute import Cluster
+import replay_fakes
+with Cluster(workers=3, gpus=2) as cluster:
+    found = cluster.client.run(replay_fakes.environment)
+    names = sorted(w["name"] for w in cluster.client.scheduler_info(n_workers=-1)["workers"].values())
+    print(json.dumps({"kind": cluster.kind, "names": names, "found": list(found.values()), "me": os.getpid()}))
+"""
+
+
 @needs_dask
-def test_gpu_workers_see_their_own_device(monkeypatch):
+def test_gpu_workers_see_their_own_device():
     """Without dask-cuda, local GPU workers are nannies started with
     CUDA_VISIBLE_DEVICES naming their GPU first (the list this process sees,
-    rotated), several workers per GPU in turn when there are more workers."""
-    from kir.distribute import Cluster, _device_lists
-    import replay_fakes
+    rotated), several workers per GPU in turn when there are more workers. In a
+    process of its own that sees devices 3 and 5, with Dask's NVML monitor off
+    from the start: those devices need not exist, and on a GPU machine NVML,
+    once started by an earlier cluster in this process, would refuse them."""
+    from kir.distribute import _device_lists
     assert _device_lists(3, ["0", "1"]) == ["0,1", "1,0", "0,1"]
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5")
-    # Devices 3 and 5 need not exist: Dask's NVML monitor (on where NVML is, a GPU
-    # machine) would fail to start the workers on them.
-    monkeypatch.setenv("DASK_DISTRIBUTED__DIAGNOSTICS__NVML", "False")
-    monkeypatch.setitem(sys.modules, "dask_cuda", None)  # as on a machine without dask-cuda
-    import dask
-    with dask.config.set({"distributed.diagnostics.nvml": False}), Cluster(workers=3, gpus=2) as cluster:
-        assert cluster.kind == "SpecCluster"
-        found = cluster.client.run(replay_fakes.environment)
-        names = {w["name"] for w in cluster.client.scheduler_info(n_workers=-1)["workers"].values()}
-    assert names == {"gpu-0", "gpu-1", "gpu-2"}
-    assert sorted(devices for _, devices in found.values()) == ["3,5", "3,5", "5,3"]
-    assert len({pid for pid, _ in found.values()} | {os.getpid()}) == 4  # a process each
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "3,5", "DASK_DISTRIBUTED__DIAGNOSTICS__NVML": "False",
+           "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, "-c", GPU_WORKERS], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.splitlines()[-1])
+    assert out["kind"] == "SpecCluster"
+    assert out["names"] == ["gpu-0", "gpu-1", "gpu-2"]
+    assert sorted(devices for _, devices in out["found"]) == ["3,5", "3,5", "5,3"]
+    assert len({pid for pid, _ in out["found"]} | {out["me"]}) == 4  # a process each
 
 
 @needs_dask
