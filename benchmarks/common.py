@@ -65,15 +65,8 @@ def row(task: str, ours: tuple, theirs: tuple) -> str:
 
 
 def pin_to(cpu: int | None):
-    """A `preexec_fn` that runs the child on CPU `cpu` alone (None: anywhere). Whole-
-    process launch timings move by several percent with the core a process lands
-    on; pairs compared on one core move less."""
+    """A `preexec_fn` that runs the child on CPU `cpu` alone (None or < 0: anywhere)."""
     if cpu is None or cpu < 0:
         return None
     return lambda: os.sched_setaffinity(0, {cpu})
-
-
-def default_cpu() -> int:
-    """The highest-numbered CPU this process may use (the least likely to serve interrupts)."""
-    return max(os.sched_getaffinity(0))
 
