@@ -49,18 +49,10 @@ HOOK = Path(kir.__file__).parent / "lib" / "libkir_hook.so"
 JIT_CLIENT = Path(kir.__file__).parent / "lib" / "libkir_jit.so"
 INCLUDE = Path(kir.__file__).parent / "include"
 
-QUIET = "#include <stdio.h>\n#define printf(...) ((void)0)\n#define fprintf(...) ((void)0)\n"
+QUIET = override.QUIET
 
-APP = override.STUB_COMMON + r"""
+APP = override.APP_PRELUDE + r"""
 #include <time.h>
-void** __cudaRegisterFatBinary(void*);
-void __cudaRegisterFunction(void**, const char*, char*, const char*, int, void*, void*, void*, void*, int*);
-int cudaLaunchKernel(const void*, dim3, dim3, void**, size_t, void*);
-static void* slurp(const char* path) {
-  FILE* f = fopen(path, "rb"); fseek(f, 0, SEEK_END); long n = ftell(f); fseek(f, 0, SEEK_SET);
-  void* p = malloc(n + 1); if (fread(p, 1, n, f) != (size_t)n) exit(9); fclose(f); ((char*)p)[n] = 0; return p;
-}
-static char axpy_stub;
 int main(int argc, char** argv) {
   struct { int magic, version; const void* data; void* filename; } wrapper = {0x466243b1, 1, slurp(argv[1]), 0};
   void** h = __cudaRegisterFatBinary(&wrapper);

@@ -48,6 +48,20 @@ class Result:
         self.stderr = proc.stderr
 
 
+def native_test_program(target: str) -> Path:
+    """One of tests/cpp's programs (its CMake target), built in Release with the
+    C++ tests under build/native-crash; the test skips without cmake and ninja."""
+    if not shutil.which("cmake") or not shutil.which("ninja"):
+        pytest.skip("cmake and ninja build the test program")
+    build = ROOT / "build" / "native-crash"
+    for step in (["cmake", "-S", ROOT, "-B", build, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
+                  "-DKIR_BUILD_TESTS=ON"],
+                 ["cmake", "--build", build, "--target", target]):
+        proc = subprocess.run([str(s) for s in step], capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return build / "tests" / "cpp" / target
+
+
 def run_kir(*args: str, cwd=None) -> Result:
     """Run the installed `kir` CLI as a user would (a fresh process)."""
     proc = subprocess.run([sys.executable, "-m", "kir", *map(str, args)], capture_output=True,

@@ -26,18 +26,10 @@ JIT_CLIENT = Path(kir.__file__).parent / "lib" / "libkir_jit.so"
 THREADS, PER_THREAD, MAIN = 8, 1000, 500
 TOTAL = 2 * THREADS * PER_THREAD + MAIN
 
-APP = override.STUB_COMMON + r"""
+APP = override.APP_PRELUDE + r"""
 #include <pthread.h>
 #include <dlfcn.h>
 #include "kir/hooks.h"
-void** __cudaRegisterFatBinary(void*);
-void __cudaRegisterFunction(void**, const char*, char*, const char*, int, void*, void*, void*, void*, int*);
-int cudaLaunchKernel(const void*, dim3, dim3, void**, size_t, void*);
-static void* slurp(const char* path) {
-  FILE* f = fopen(path, "rb"); fseek(f, 0, SEEK_END); long n = ftell(f); fseek(f, 0, SEEK_SET);
-  void* p = malloc(n + 1); if (fread(p, 1, n, f) != (size_t)n) exit(9); fclose(f); ((char*)p)[n] = 0; return p;
-}
-static char axpy_stub;
 static void launch(long n) {
   float a = 2.5f; const float* x = 0; float* y = 0; int count = 64;
   void* args[] = {&a, &x, &y, &count};
@@ -83,7 +75,7 @@ const kir_hook_client* kir_hook_client_entry(void) {
 @pytest.fixture(scope="module")
 def counts_rig(built, tmp_path_factory):
     d = tmp_path_factory.mktemp("counts")
-    (d / "quiet.h").write_text(override_quiet())
+    (d / "quiet.h").write_text(override.QUIET)
     (d / "rt.c").write_text(override.STUB_RUNTIME)
     (d / "drv.c").write_text(test_jit_client.DRIVER)
     (d / "app.c").write_text(APP.replace("AXPY", override.AXPY))
@@ -98,11 +90,6 @@ def counts_rig(built, tmp_path_factory):
        f"-L{d}", "-l:libcudart.so", "-l:libcuda.so.1", "-ldl", "-lpthread", f"-Wl,-rpath,{d}", "-o", "app")
     cc("-shared", "-fPIC", f"-I{override.INCLUDE}", "listener.c", "-o", "liblistener.so")
     return d, built["kernels.fatbin"], built["kernels_sm90.cubin"]
-
-
-def override_quiet() -> str:
-    # The stubs print each call: not 16,500 times here.
-    return "#include <stdio.h>\n#define printf(...) ((void)0)\n#define fprintf(...) ((void)0)\n"
 
 
 def counts(rig, env_extra) -> dict[str, int]:

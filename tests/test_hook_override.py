@@ -118,6 +118,21 @@ int cuGetProcAddress(const char* s, void** pfn, int v, unsigned long long f) { (
 
 # The app: argv[1] a fatbin (registered with the runtime), argv[2] a cubin (loaded
 # through the driver); argv[3] which launches, one letter each.
+# An app of the stub runtime that launches AXPY by its host stub (tests/test_hook_counts.py,
+# benchmarks/launch_path.py): the declarations it calls, slurp(path) and the stub.
+APP_PRELUDE = STUB_COMMON + r"""
+void** __cudaRegisterFatBinary(void*);
+void __cudaRegisterFunction(void**, const char*, char*, const char*, int, void*, void*, void*, void*, int*);
+int cudaLaunchKernel(const void*, dim3, dim3, void**, size_t, void*);
+static void* slurp(const char* path) {
+  FILE* f = fopen(path, "rb"); fseek(f, 0, SEEK_END); long n = ftell(f); fseek(f, 0, SEEK_SET);
+  void* p = malloc(n + 1); if (fread(p, 1, n, f) != (size_t)n) exit(9); fclose(f); ((char*)p)[n] = 0; return p;
+}
+static char axpy_stub;
+"""
+# Compiled in with -include: the stubs' printing compiled out (launch counts of thousands).
+QUIET = "#include <stdio.h>\n#define printf(...) ((void)0)\n#define fprintf(...) ((void)0)\n"
+
 APP = STUB_COMMON + r"""
 #define _GNU_SOURCE
 #include <dlfcn.h>

@@ -11,7 +11,6 @@ snapshots compared with the bytes the program wrote, computed here again.
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import time
@@ -19,10 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_kir
+from conftest import native_test_program, run_kir
 from kir.record import Record, Recording
 
-ROOT = Path(__file__).resolve().parent.parent
 SIGNALS = {"segv": signal.SIGSEGV, "bus": signal.SIGBUS, "fpe": signal.SIGFPE, "ill": signal.SIGILL,
            "abort": signal.SIGABRT, "terminate": signal.SIGABRT}
 SEEDS = {"complete-1": 3, "complete-2": 5}  # the in-flight record's seed, 7, must not appear
@@ -30,15 +28,7 @@ SEEDS = {"complete-1": 3, "complete-2": 5}  # the in-flight record's seed, 7, mu
 
 @pytest.fixture(scope="module")
 def crash_program() -> Path:
-    if not shutil.which("cmake") or not shutil.which("ninja"):
-        pytest.skip("cmake and ninja build the test program")
-    build = ROOT / "build" / "native-crash"
-    for step in (["cmake", "-S", ROOT, "-B", build, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
-                  "-DKIR_BUILD_TESTS=ON"],
-                 ["cmake", "--build", build, "--target", "kir_crash_flush_test"]):
-        proc = subprocess.run([str(s) for s in step], capture_output=True, text=True)
-        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return build / "tests" / "cpp" / "kir_crash_flush_test"
+    return native_test_program("kir_crash_flush_test")
 
 
 def run_program(program: Path, directory: Path, mode: str, **env: str) -> subprocess.CompletedProcess:

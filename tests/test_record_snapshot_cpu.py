@@ -8,15 +8,14 @@ and its failures: a device copy that fails and a chunk store that cannot write
 must each be reported, with nothing hanging and no record written."""
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from conftest import native_test_program
 from kir.record import Recording
 
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def sizes(chunk: int) -> tuple[int, int, int]:
@@ -25,15 +24,7 @@ def sizes(chunk: int) -> tuple[int, int, int]:
 
 @pytest.fixture(scope="module")
 def program() -> Path:
-    if not shutil.which("cmake") or not shutil.which("ninja"):
-        pytest.skip("cmake and ninja build the test program")
-    build = ROOT / "build" / "native-crash"  # the crash-flush test's build of the C++ tests
-    for step in (["cmake", "-S", ROOT, "-B", build, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
-                  "-DKIR_BUILD_TESTS=ON"],
-                 ["cmake", "--build", build, "--target", "kir_snapshot_test"]):
-        proc = subprocess.run([str(s) for s in step], capture_output=True, text=True)
-        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return build / "tests" / "cpp" / "kir_snapshot_test"
+    return native_test_program("kir_snapshot_test")
 
 
 def contents(region: int, size: int, after: bool) -> bytes:

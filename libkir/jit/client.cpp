@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "kir/cache.h"
+#include "kir/hash/jit_key.hpp"
 #include "kir/hooks.h"
 #include "kir/kir.h"
 #include "kir/support/json.hpp"
@@ -333,7 +334,7 @@ class JitClient {
       const kir_jit_arg& a = k->jit_args[i];
       if (a.kind != KIR_JIT_SCALAR || a.position == 0 || a.position > k->param_count) return false;
       const void* value = l->args[a.position - 1];
-      size_t size = scalar_size(a.type);
+      size_t size = kir::arg_type_size(a.type);
       if (a.type == KIR_ARG_BYTES) size = k->param_sizes ? k->param_sizes[a.position - 1] : 0;
       if (!value || size == 0 || (k->param_sizes && k->param_sizes[a.position - 1] < size) ||
           size > KeyMemo::kBytes - p.size)
@@ -344,15 +345,6 @@ class JitClient {
     return true;
   }
 
-  static size_t scalar_size(uint8_t type) {
-    switch (type) {
-      case KIR_ARG_I8: case KIR_ARG_U8: case KIR_ARG_BOOL: return 1;
-      case KIR_ARG_I16: case KIR_ARG_U16: case KIR_ARG_F16: case KIR_ARG_BF16: return 2;
-      case KIR_ARG_I32: case KIR_ARG_U32: case KIR_ARG_F32: return 4;
-      case KIR_ARG_I64: case KIR_ARG_U64: case KIR_ARG_F64: case KIR_ARG_PTR: return 8;
-      default: return 0;
-    }
-  }
   static thread_local ThreadState thread_state;
 
   static void fill(kir_hook_substitute* out, kir_hash128 key, const void* code, size_t size, const char* kind,

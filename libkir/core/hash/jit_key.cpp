@@ -10,18 +10,6 @@ namespace kir {
 
 namespace {
 
-/// The byte size of a kir_arg_type's value; 0 for KIR_ARG_BYTES (any size) and
-/// for numbers that are no type.
-size_t type_size(uint8_t type) {
-  switch (type) {
-    case KIR_ARG_I8: case KIR_ARG_U8: case KIR_ARG_BOOL: return 1;
-    case KIR_ARG_I16: case KIR_ARG_U16: case KIR_ARG_F16: case KIR_ARG_BF16: return 2;
-    case KIR_ARG_I32: case KIR_ARG_U32: case KIR_ARG_F32: return 4;
-    case KIR_ARG_I64: case KIR_ARG_U64: case KIR_ARG_F64: case KIR_ARG_PTR: return 8;
-    default: return 0;
-  }
-}
-
 bool valid_type(uint8_t type) { return type >= KIR_ARG_I8 && type <= KIR_ARG_BOOL; }
 
 constexpr uint64_t kMaxValueBytes = uint64_t(1) << 30;  // one argument's value: 1 GiB at most
@@ -44,7 +32,7 @@ Expected<uint64_t> read_count(const kir_jit_key_input& in, const kir_jit_arg& a)
     return arg_error(a.position, "its element count's position " + std::to_string(p) +
                                      " is not a parameter (1.." + std::to_string(in.param_count) + ")");
   if (!in.args[p - 1]) return arg_error(a.position, "its element count, argument " + std::to_string(p) + ", is NULL");
-  size_t size = type_size(a.count_type);
+  size_t size = arg_type_size(a.count_type);
   bool is_signed = a.count_type == KIR_ARG_I8 || a.count_type == KIR_ARG_I16 || a.count_type == KIR_ARG_I32 ||
                    a.count_type == KIR_ARG_I64;
   bool is_integer = is_signed || a.count_type == KIR_ARG_U8 || a.count_type == KIR_ARG_U16 ||
@@ -115,7 +103,7 @@ Status add_arg(DynamicHash& h, const kir_jit_key_input& in, const kir_jit_arg& a
   bool pointer_fits = !in.param_sizes || in.param_sizes[p - 1] >= sizeof(void*);
   switch (a.kind) {
     case KIR_JIT_SCALAR: {
-      size_t size = type_size(a.type);
+      size_t size = arg_type_size(a.type);
       if (size == 0) {  // KIR_ARG_BYTES: the whole parameter
         if (!in.param_sizes) return arg_error(p, "a scalar of type bytes needs param_sizes");
         size = in.param_sizes[p - 1];
@@ -123,7 +111,7 @@ Status add_arg(DynamicHash& h, const kir_jit_key_input& in, const kir_jit_arg& a
       return add_own(h, in, a, size);
     }
     case KIR_JIT_ARRAY: {
-      size_t element = type_size(a.type);
+      size_t element = arg_type_size(a.type);
       if (element == 0) return arg_error(p, "an array's element type must have a fixed size (not bytes)");
       uint64_t count = a.count;
       if (a.count_position) {
@@ -203,6 +191,16 @@ Status add_jit_key_records(DynamicHash& h, const kir_jit_key_input& in) {
     h.config(c.key, std::string_view(static_cast<const char*>(c.value), c.size));
   }
   return {};
+}
+
+size_t arg_type_size(uint8_t type) {
+  switch (type) {
+    case KIR_ARG_I8: case KIR_ARG_U8: case KIR_ARG_BOOL: return 1;
+    case KIR_ARG_I16: case KIR_ARG_U16: case KIR_ARG_F16: case KIR_ARG_BF16: return 2;
+    case KIR_ARG_I32: case KIR_ARG_U32: case KIR_ARG_F32: return 4;
+    case KIR_ARG_I64: case KIR_ARG_U64: case KIR_ARG_F64: case KIR_ARG_PTR: return 8;
+    default: return 0;
+  }
 }
 
 Expected<Hash128> jit_key(const kir_jit_key_input& in) {

@@ -30,4 +30,8 @@ Status add_jit_key_records(DynamicHash& h, const kir_jit_key_input& in);
 /// one and it is set).
 Expected<Hash128> jit_key(const kir_jit_key_input& in);
 
+/// The byte size of a kir_arg_type's value; 0 for KIR_ARG_BYTES (any size) and
+/// for numbers that are no type.
+size_t arg_type_size(uint8_t type);
+
 }  // namespace kir
