@@ -210,39 +210,6 @@ void bind_device_code(nb::module_& m) {
         return rows;
       }, "Per kernel: (name, demangled, parameter count, layout ' OFFSET:SIZE...', registers or None, "
          "static shared bytes or None).")
-      .def("kernel_text", [](const kir::DeviceCode& code) {
-        // The `kir inspect --kernels` table's lines of these kernels, built here in one
-        // string: on libtorch_cuda.so (130,498 kernels) formatting them in Python was
-        // the serial part of the command (issue 15). kir.report.kernel_lines is the
-        // same from kernel_rows (with a filter or notes).
-        std::string text;
-        for (const kir::Kernel& k : code.kernels) {
-          text += "         kernel ";
-          text += k.demangled;
-          text += "\n           ";
-          text += k.name;
-          text += "  params[";
-          text += std::to_string(k.params.size());
-          text += ']';
-          for (const kir::KernelParam& p : k.params) {
-            text += ' ';
-            text += std::to_string(p.offset);
-            text += ':';
-            text += std::to_string(p.size);
-          }
-          if (k.registers) {
-            text += "  (regs ";
-            text += std::to_string(*k.registers);
-            if (k.shared_bytes && *k.shared_bytes) {
-              text += ", shared ";
-              text += std::to_string(*k.shared_bytes);
-            }
-            text += ')';
-          }
-          text += '\n';
-        }
-        return text;
-      }, "The kernels' lines of the `kir inspect --kernels` table, two per kernel, each ending in a newline.")
       .def_ro("functions", &kir::DeviceCode::functions, "Defined functions that are not kernels.")
       .def_ro("globals", &kir::DeviceCode::globals)
       .def_ro("target", &kir::DeviceCode::target, "AMDGPU code objects: the target id.")

@@ -111,17 +111,3 @@ def test_kernel_rows_are_the_kernels_fields(built):
             checked += len(expected)
     assert checked >= 8
 
-
-@pytest.mark.parametrize("name", ["app", "libkernels.so", "librdc.a"])
-def test_the_cores_kernel_text_is_the_tables_kernel_lines(built, name):
-    """`kir inspect --kernels` takes the kernels' lines from DeviceCode.kernel_text
-    (built in C++, issue 15) unless a filter or notes need kir.report.kernel_lines:
-    both must print the same table, registers and shared memory included."""
-    from kir.report import kernel_lines
-    seen = 0
-    for image in kir.open(built[name]).images:
-        code = image.code
-        lines = kernel_lines(code, image.index, {})
-        assert code.kernel_text() == "".join(line + "\n" for line in lines)
-        seen += len(lines) // 2
-    assert seen > 0

@@ -164,11 +164,6 @@ class DeviceCode:
         Per kernel: (name, demangled, parameter count, layout ' OFFSET:SIZE...', registers or None, static shared bytes or None).
         """
 
-    def kernel_text(self) -> str:
-        """
-        The kernels' lines of the `kir inspect --kernels` table, two per kernel, each ending in a newline.
-        """
-
     @property
     def functions(self) -> list[str]:
         """Defined functions that are not kernels."""

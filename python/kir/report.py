@@ -188,10 +188,7 @@ def render_table(binary: Binary, archs: set[str] | None = None, kinds: set[str] 
         lines.append(image_row_line(*r))
         code = codes[r[0]] if r[0] < len(codes) else None
         if code is not None:
-            if notes or kernel_filter is not None:
-                lines.extend(kernel_lines(code, r[0], notes, kernel_filter))
-            elif text := code.kernel_text():  # the same lines, built by the core in one string
-                lines.append(text[:-1])
+            lines.extend(kernel_lines(code, r[0], notes, kernel_filter))
     return "\n".join(lines) + "\n"
 
 
@@ -236,24 +233,28 @@ def image_row_line(index, container, kind, arch, version, compression, stored, s
 
 
 def kernel_lines(code, image: int, notes: dict, kernel_filter=None) -> list[str]:
-    """Two lines per kernel, from the core's rows of plain values (DeviceCode.kernel_rows:
-    no Python object per kernel and parameter, issue 15); `kernel_filter(name,
-    demangled)`, when given, keeps only the kernels it accepts."""
-    lines = []
-    for name, demangled, count, layout, registers, shared in code.kernel_rows():
-        if kernel_filter is not None and not kernel_filter(name, demangled):
-            continue
-        line = f"           {name}  params[{count}]{layout}"
-        if registers is not None:
-            line += f"  (regs {registers}, shared {shared})" if shared else f"  (regs {registers})"
-        if notes:
-            note = notes.get((image, name))
+    """The table's lines of a kernel each (its two lines joined by a newline), from
+    the core's rows of plain values (DeviceCode.kernel_rows: no Python object per
+    kernel and parameter, issue 15); `kernel_filter(name, demangled)`, when given,
+    keeps only the kernels it accepts; `notes` ((image, name) -> text) end a
+    kernel's second line."""
+    rows = code.kernel_rows()
+    if kernel_filter is not None:
+        rows = [row for row in rows if kernel_filter(row[0], row[1])]
+    # One f-string per kernel, in a comprehension: the table of libtorch_cuda.so's
+    # 130,498 kernels is the command's serial part.
+    lines = [f"         kernel {demangled}\n           {name}  params[{count}]{layout}"
+             + ("" if registers is None else f"  (regs {registers}, shared {shared})" if shared
+                else f"  (regs {registers})")
+             for name, demangled, count, layout, registers, shared in rows]
+    if notes:
+        for i, row in enumerate(rows):
+            note = notes.get((image, row[0]))
             if note is not None:
-                line += f"  {note}"
-        lines += [f"         kernel {demangled}", line]
+                lines[i] += f"  {note}"
     return lines
 
 
-__all__ = ["build_report", "container_line", "KernelsText", "image_line", "image_row_line", "ir_module_record", "kernel_lines",
-           "KINDS", "parse_arch_filter", "parse_kind_filter", "processor", "render_table", "SCHEMA",
+__all__ = ["build_report", "container_line", "image_line", "image_row_line", "ir_module_record", "kernel_lines",
+           "KernelsText", "KINDS", "parse_arch_filter", "parse_kind_filter", "processor", "render_table", "SCHEMA",
            "selected_images", "selected_rows", "TABLE_HEADER"]
