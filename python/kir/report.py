@@ -7,7 +7,7 @@ The records are built by the core bindings in one call per binary
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 from kir import _core
 from kir.binary import Binary, Image
@@ -168,6 +168,14 @@ def render_table(binary: Binary, archs: set[str] | None = None, kinds: set[str] 
     (None: all); `codes[i]`, when given and not None, adds the kernels of image i,
     each followed by its note from `notes` ((image index, mangled name) -> text);
     `kernel_filter(name, demangled)`, when given, keeps only the kernels it accepts."""
+    return "".join(table_parts(binary, archs, kinds, codes, notes, kernel_filter))
+
+
+def table_parts(binary: Binary, archs: set[str] | None = None, kinds: set[str] | None = None,
+                codes=(), notes: dict | None = None, kernel_filter=None) -> Iterator[str]:
+    """render_table's text in parts (the header, then a part per image), for a
+    caller that writes them as they come: the table of libtorch_cuda.so's 130,498
+    kernels (80 MB) is then never held whole, nor encoded whole (issue 15)."""
     notes = notes or {}
     rows = selected_rows(binary, archs, kinds)
     used = sorted({r[1] for r in rows})
@@ -175,11 +183,12 @@ def render_table(binary: Binary, archs: set[str] | None = None, kinds: set[str] 
     for r in rows:
         counts[r[2]] = counts.get(r[2], 0) + 1
     summary = ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items()))
-    lines = [f"{binary.path}: {binary.format}, {len(used)} containers, {len(rows)} images"
-             + (f" ({summary})" if summary else "")]
-    if rows:
-        lines.append(TABLE_HEADER)
-        containers = binary._check_open().container_records()
+    yield (f"{binary.path}: {binary.format}, {len(used)} containers, {len(rows)} images"
+           + (f" ({summary})" if summary else "") + "\n")
+    if not rows:
+        return
+    containers = binary._check_open().container_records()
+    lines = [TABLE_HEADER]
     current = None
     for r in rows:
         if r[1] != current:
@@ -189,7 +198,10 @@ def render_table(binary: Binary, archs: set[str] | None = None, kinds: set[str] 
         code = codes[r[0]] if r[0] < len(codes) else None
         if code is not None:
             lines.extend(kernel_lines(code, r[0], notes, kernel_filter))
-    return "\n".join(lines) + "\n"
+            yield "\n".join(lines) + "\n"
+            lines = []
+    if lines:
+        yield "\n".join(lines) + "\n"
 
 
 def selected_rows(binary: Binary, archs: set[str] | None = None, kinds: set[str] | None = None) -> list[tuple]:
@@ -257,4 +269,4 @@ def kernel_lines(code, image: int, notes: dict, kernel_filter=None) -> list[str]
 
 __all__ = ["build_report", "container_line", "image_line", "image_row_line", "ir_module_record", "kernel_lines",
            "KernelsText", "KINDS", "parse_arch_filter", "parse_kind_filter", "processor", "render_table", "SCHEMA",
-           "selected_images", "selected_rows", "TABLE_HEADER"]
+           "selected_images", "selected_rows", "table_parts", "TABLE_HEADER"]

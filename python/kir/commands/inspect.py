@@ -25,7 +25,7 @@ from kir.errors import KirError, OptionError
 from kir.model import ImageKind
 from kir.progress import Progress
 from kir.progress import add_argument as add_progress_argument
-from kir.report import (KINDS, KernelsText, build_report, parse_arch_filter, parse_kind_filter, processor, render_table,
+from kir.report import (KINDS, KernelsText, build_report, parse_arch_filter, parse_kind_filter, processor, table_parts,
                         selected_images, selected_rows)
 
 SCHEMA_FILES = "kir.inspect-files/1"
@@ -197,7 +197,8 @@ def inspect_one(binary: Binary, args, archs, kinds, out, missing, as_json: bool)
                 for kernel in (image._code.kernels if image._code else []):
                     notes.setdefault((image.index, kernel.name), "IR: none")
         keep = args.kernel_filter  # (name, demangled) -> bool, or None
-        out.write(render_table(binary, archs, kinds, codes, notes, keep))
+        for part in table_parts(binary, archs, kinds, codes, notes, keep):  # written as made: never whole
+            out.write(part)
         if args.ir:
             out.write(render_ir(modules))
     for message in errors:
