@@ -76,14 +76,26 @@ class KernelsText:
         self._texts.append(text)
         return f"@@kir-kernels-{self._tag}-{len(self._texts) - 1}@@"
 
-    def dumps(self, obj) -> str:
-        """json.dumps(obj, separators=(",", ":")), each placeholder replaced by its text."""
+    def parts(self, obj) -> Iterator[str]:
+        """json.dumps(obj, separators=(",", ":")) in parts, each placeholder's text a
+        part of its own: written as they come, the JSON of a large library's kernels
+        is never joined into one string (issue 15)."""
         import json
         text = json.dumps(obj, separators=(",", ":"))
         if not self._texts:
-            return text
+            yield text
+            return
         import re
-        return re.sub(f'"@@kir-kernels-{self._tag}-([0-9]+)@@"', lambda m: self._texts[int(m.group(1))], text)
+        at = 0
+        for m in re.finditer(f'"@@kir-kernels-{self._tag}-([0-9]+)@@"', text):
+            yield text[at:m.start()]
+            yield self._texts[int(m.group(1))]
+            at = m.end()
+        yield text[at:]
+
+    def dumps(self, obj) -> str:
+        """json.dumps(obj, separators=(",", ":")), each placeholder replaced by its text."""
+        return "".join(self.parts(obj))
 
 
 def build_report(binary: Binary, archs: set[str] | None, kinds: set[ImageKind] | None,

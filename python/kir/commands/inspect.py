@@ -116,9 +116,10 @@ def run(args, out: TextIOBase = sys.stdout) -> int:
         print(f"kir: {path} lacks {', '.join(missing)}", file=sys.stderr)
     if many:
         if args.json:
-            out.write((args.kernels_text or KernelsText()).dumps({
-                "schema": SCHEMA_FILES, "kir_version": kir.__version__, "files": reports, "errors": failures,
-                "skipped": skipped, "lacking": [{"path": p, "missing": m} for p, m in lacking]}))
+            for part in (args.kernels_text or KernelsText()).parts({
+                    "schema": SCHEMA_FILES, "kir_version": kir.__version__, "files": reports, "errors": failures,
+                    "skipped": skipped, "lacking": [{"path": p, "missing": m} for p, m in lacking]}):
+                out.write(part)
             out.write("\n")
         else:
             out.write(("\n" if read else "") + summary_line(read, images, failures, skipped, lacking,
@@ -187,7 +188,8 @@ def inspect_one(binary: Binary, args, archs, kinds, out, missing, as_json: bool)
                 image["kernels"] = [k for k in image.get("kernels", [])
                                     if args.kernel_filter(k["name"], k["demangled"])]
         if as_json:
-            out.write((args.kernels_text or KernelsText()).dumps(report))  # one shot: the C encoder
+            for part in (args.kernels_text or KernelsText()).parts(report):  # the C encoder, then the kernels' texts
+                out.write(part)
             out.write("\n")
     else:
         codes = [image._code for image in binary.images] if args.kernels else []
