@@ -123,7 +123,9 @@ dynamic_inputs = st.fixed_dictionaries({
     "args": st.lists(arg, max_size=6),
     "grid": dims, "block": dims,
     "bounds": st.none() | st.tuples(st.integers(0, 2**32 - 1), st.integers(0, 2**32 - 1)).map(list),
-    "config": st.lists(st.tuples(st.text(max_size=10), st.binary(max_size=20)), max_size=4),
+    # values past the builder's 512-byte inline buffer too (DynamicHash::config's out-of-line path)
+    "config": st.lists(st.tuples(st.text(max_size=10), st.binary(max_size=20) | st.binary(min_size=500, max_size=700)),
+                       max_size=4),
 })
 STATIC = "00112233445566778899aabbccddeeff"
 

@@ -732,8 +732,7 @@ KernelRecord* Layer::kernel_for(const void* stub) {
 }
 
 void Layer::launch_begin(kir_hook_launch& launch, Claim* claim, Vendor vendor) {
-  Counts::add(kLaunches);
-  if (!has_clients()) return;  // nobody to tell: skip the lookup and hash
+  Counts::add(kLaunches);  // the interposers call this only with a client loaded (else count_launch)
   const uint32_t needs = launch_needs_.load(std::memory_order_acquire);
   KernelRecord* k = needs & kNeedsKernel ? kernel_for(launch.host_stub) : nullptr;
   launch.kernel = k ? &k->view : nullptr;

@@ -187,7 +187,8 @@ class Layer {
   /// The registered kernel behind a host stub or CUfunction, or nullptr.
   const kir_hook_kernel* kernel_view(const void* stub);
 
-  /// Fill a launch event for `stub` (decoding arguments, hashing), or nullptr kernel;
+  /// Fill a launch event for `stub` (decoding arguments, hashing), or nullptr kernel
+  /// (called only with a client loaded: without one the interposers count_launch());
   /// with `claim`, ask the clients' launch_override first (API 4): the event's
   /// outcome says what will run, and `claim->function` the substitute to launch.
   void launch_begin(kir_hook_launch& launch, Claim* claim = nullptr, Vendor vendor = Vendor::cuda_runtime);
@@ -199,7 +200,6 @@ class Layer {
   bool has_clients() const { return client_count_.load(std::memory_order_acquire) != 0; }
   /// What some client reads of a launch event (kNeeds*: from kir_hook_client.launch_skips, API 5).
   static constexpr uint32_t kNeedsKernel = 1, kNeedsIdentity = 2;
-  uint32_t launch_needs() const { return launch_needs_.load(std::memory_order_acquire); }
   void count_substitute_load() { ++substitute_loads_; }
   /// The JIT arguments of the kernel registered with `stub` (Proteus ABI): set once.
   void set_jit_args(const void* stub, std::vector<kir_jit_arg> args);

@@ -198,10 +198,9 @@ void encode_config_record(std::string& out, std::string_view key, std::string_vi
 }
 
 DynamicHash& DynamicHash::config_slow(std::string_view key, std::string_view value) {
-  record(hash_tag::kConfig, 4 + key.size() + value.size());
-  put_u32(static_cast<uint32_t>(key.size()));
-  put(key.data(), key.size());
-  put(value.data(), value.size());
+  std::string record;  // a large value, or a full buffer: rare, one allocation is no matter
+  encode_config_record(record, key, value);
+  put(record.data(), record.size());
   return *this;
 }
 

@@ -24,8 +24,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <optional>
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -277,8 +277,9 @@ class DynamicHash {
   unsigned char buffer_[kInline];
 };
 
-/// One CONFIG record as DynamicHash::config writes it, appended to `out`
-/// (kir_jit_config_records: a client's fixed options encoded once).
+/// One CONFIG record, appended to `out`: the format's one definition out of line
+/// (kir_jit_config_records, a client's fixed options encoded once, and
+/// DynamicHash::config's slow path; its inline path writes the same bytes).
 void encode_config_record(std::string& out, std::string_view key, std::string_view value);
 
 /// The launch identity (docs/hashing.md): every argument's bytes (ARG records
