@@ -53,17 +53,18 @@ def verb_of(argv: Sequence[str]) -> str | None:
 
 def version_text() -> str:
     """`kir --version`: the package (its distribution's name and version), the libkir it
-    runs on (version and C ABI: the SONAME's major number) and the hook API clients are
-    built against (kir/hooks.h KIR_HOOK_API_VERSION)."""
+    runs on (version and C ABI: KIR_VERSION_MAJOR, the SONAME's number where the
+    library has one: a `cmake --install` prefix's libkir.so.N; a wheel ships libkir.so)
+    and the hook API clients are built against (kir/hooks.h KIR_HOOK_API_VERSION)."""
     from importlib import metadata
     import kir
-    names = metadata.packages_distributions().get("kir") or ["kir"]
+    from kir.errors import distribution_name
+    name = distribution_name()
     try:
-        dist = f"{names[0]} {metadata.version(names[0])}"
+        dist = f"{name} {metadata.version(name)}"
     except metadata.PackageNotFoundError:  # run from a source tree
         dist = "kir (not installed)"
-    return (f"{dist}\nlibkir {kir.__version__} (C ABI {kir.abi_version}: libkir.so.{kir.abi_version})\n"
-            f"hook API {kir.hook_api_version}")
+    return f"{dist}\nlibkir {kir.__version__} (C ABI {kir.abi_version})\nhook API {kir.hook_api_version}"
 
 
 def make_parser(verb: str | None = None) -> argparse.ArgumentParser:
