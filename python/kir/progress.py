@@ -76,6 +76,12 @@ class Progress:
         self._lock = threading.Lock()  # the core's decoder may call from its threads
 
     @property
+    def callback(self) -> "Progress | None":
+        """This line as the core's progress callback, or None when inactive (the core
+        then makes no call at all)."""
+        return self if self.active else None
+
+    @property
     def label(self) -> str:
         return self._label
 

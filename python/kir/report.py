@@ -64,7 +64,7 @@ def selected_images(binary: Binary, archs: set[str] | None,
 
 class KernelsText:
     """Images' kernel lists as JSON text built by the core (DeviceCode.kernels_json:
-    no dict per kernel and parameter, issue 15), spliced by `dumps` into the JSON of
+    no dict per kernel and parameter, issue 15), written by `parts` in place in the JSON of
     a report whose "kernels" build_report left as placeholders."""
 
     def __init__(self) -> None:
@@ -93,9 +93,6 @@ class KernelsText:
             at = m.end()
         yield text[at:]
 
-    def dumps(self, obj) -> str:
-        """json.dumps(obj, separators=(",", ":")), each placeholder replaced by its text."""
-        return "".join(self.parts(obj))
 
 
 def build_report(binary: Binary, archs: set[str] | None, kinds: set[ImageKind] | None,
@@ -106,7 +103,7 @@ def build_report(binary: Binary, archs: set[str] | None, kinds: set[ImageKind] |
     `modules` (kir.ir.IrModule list) adds "ir_modules"; `links` ((image, kernel)
     -> module index) gives each kernel its "ir_module". With `kernels_text`, each
     image's "kernels" is a placeholder for its JSON text, which only
-    `kernels_text.dumps` of the report turns into the list."""
+    `kernels_text.parts` of the report turns into the list."""
     records = binary._check_open().image_records()
     if archs is not None or kinds is not None:
         records = [r for r in records if (archs is None or processor(r["arch"]) in archs)
@@ -238,13 +235,6 @@ def container_line(c: dict) -> str:
     return line
 
 
-def image_line(r: dict) -> str:
-    """The table line of an image record (image_records' dict)."""
-    version = ".".join(map(str, r["version"])) if r["version"] is not None else None
-    return image_row_line(r["index"], r["container"], r["kind"], r["arch"], version, r["compression"],
-                          r["stored_size"], r["size"], r["id"], r["obfuscated"])
-
-
 def image_row_line(index, container, kind, arch, version, compression, stored, size, ident, obfuscated) -> str:
     """The table line of an image row (Binary.image_rows' tuple)."""
     line = (f"{index:<6} {kind:<11} {arch or '-':<14} {version or '-':<8} {compression:<12} "
@@ -279,6 +269,6 @@ def kernel_lines(code, image: int, notes: dict, kernel_filter=None) -> list[str]
     return lines
 
 
-__all__ = ["build_report", "container_line", "image_line", "image_row_line", "ir_module_record", "kernel_lines",
+__all__ = ["build_report", "container_line", "image_row_line", "ir_module_record", "kernel_lines",
            "KernelsText", "KINDS", "parse_arch_filter", "parse_kind_filter", "processor", "render_table", "SCHEMA",
            "selected_images", "selected_rows", "table_parts", "TABLE_HEADER"]

@@ -59,11 +59,15 @@ def kernels_of(path: str, archs, pattern, scan: bool, progress=None) -> tuple[di
     hashes, errors = kernel_hashes(binary, progress=progress)
     out: dict[tuple[str, str, str], dict] = {}
     texts: dict[int, dict[str, bytes]] = {}
+    images = binary.images
+    by_name: dict[int, dict] = {}  # image -> {mangled name: Kernel}, read once per image
     for h in hashes:
         if archs is not None and processor(h.target) not in archs:
             continue
-        image = binary.images[h.image]
-        kernel = next(k for k in image.kernels if k.name == h.kernel)  # decoded by kernel_hashes
+        image = images[h.image]
+        if h.image not in by_name:
+            by_name[h.image] = {k.name: k for k in image.kernels}  # decoded by kernel_hashes
+        kernel = by_name[h.image][h.kernel]
         if pattern is not None and not (pattern.search(kernel.name) or pattern.search(kernel.demangled)):
             continue
         key = (h.target, str(h.image_kind), h.kernel)
@@ -207,9 +211,9 @@ def run(args) -> int:
         raise OptionError(f"--kernel {args.kernel!r}: {error}") from None
     from kir.progress import Progress
     with Progress("decoding A, image") as progress:
-        a, errors_a = kernels_of(args.a, archs, pattern, args.scan, progress if progress.active else None)
+        a, errors_a = kernels_of(args.a, archs, pattern, args.scan, progress.callback)
         progress.label = "decoding B, image"
-        b, errors_b = kernels_of(args.b, archs, pattern, args.scan, progress if progress.active else None)
+        b, errors_b = kernels_of(args.b, archs, pattern, args.scan, progress.callback)
     result = compare(a, b)
     errors = errors_a + errors_b
     if args.json:

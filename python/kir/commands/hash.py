@@ -111,7 +111,7 @@ def run(args) -> int:
             print(f"kir: error: {error}", file=sys.stderr)
             status = 2
             continue
-        hashes, errors = kernel_hashes_of(binary, args, pattern, progress if progress.active else None)
+        hashes, errors = kernel_hashes_of(binary, args, pattern, progress.callback)
         progress.clear()  # the file's lines go to the same terminal
         hashes = [h for h in hashes if archs is None or processor(h.target) in archs]
         if not item.explicit and not hashes and not errors:

@@ -28,7 +28,7 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     with Progress("converting instances") as progress:
         imported = convert(args.directory, args.output, write=not args.check,
-                           progress=progress if progress.active else None)
+                           progress=progress.callback)
     for item in imported:
         for warning in item.warnings:
             print(f"kir: warning: {warning}", file=sys.stderr)

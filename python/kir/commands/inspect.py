@@ -105,7 +105,8 @@ def run(args, out: TextIOBase = sys.stdout) -> int:
         if many and not args.json and read:
             out.write("\n")
         read += 1
-        images += len(selected_rows(binary, archs, kinds))
+        if many and not args.json:  # the summary line's count, only where a summary line is printed
+            images += len(selected_rows(binary, archs, kinds))
         report, code = inspect_one(binary, args, archs, kinds, out, missing, as_json=args.json and not many)
         if report is not None:
             reports.append(report)
@@ -247,7 +248,7 @@ def load_code(binary: Binary, images, threads: int) -> list[str]:
     """Decode the selected images in parallel, with progress on a terminal (kir.progress)."""
     threads = min(threads, os.cpu_count() or 1)  # more threads than cores only cost memory
     with Progress("decoding images") as progress:
-        return binary.load_code(images, threads, progress if progress.active else None)
+        return binary.load_code(images, threads, progress.callback)
 
 
 __all__ = ["add_arguments", "inspect_one", "load_code", "missing_requirements", "parse_requirements",

@@ -102,13 +102,13 @@ def run(args) -> int:
             progress.update(0)
             results = tune(paths, space, args.trials, storage=storage, cluster=cluster, seed=args.seed,
                            executor=args.executor, client=client, cache=args.jit_cache, store=args.store,
-                           device=args.device, progress=progress if progress.active else None)
+                           device=args.device, progress=progress.callback)
     finally:
         if cluster is not None:
             cluster.close()
     status = 1 if any(r.outcome.best() is None for r in results) else 0
     if args.json:
-        print(json.dumps({"format": SCHEMA, "trials": args.trials, "storage": storage,
+        print(json.dumps({"schema": SCHEMA, "format": SCHEMA, "trials": args.trials, "storage": storage,
                           "jit_cache": args.jit_cache, "store": args.store,
                           "records": [r.to_json() for r in results], "exit_status": status}))
     else:
