@@ -423,7 +423,8 @@ void bind_binary(nb::module_& m) {
 
 /// An ELF file read by kir's own reader, as plain tuples (for tools and tests).
 struct ElfListing {
-  std::shared_ptr<const kir::MappedFile> file;
+  std::shared_ptr<const kir::MappedFile> file;  // a file's bytes, or
+  std::vector<uint8_t> owned;                   // a copy of bytes handed over (moving keeps the buffer)
   kir::ElfFile elf;
 };
 
@@ -431,12 +432,20 @@ ElfListing open_elf(const std::string& path) {
   auto file = value_or_raise(kir::MappedFile::open(path));
   kir::Expected<kir::ElfFile> elf = kir::ElfFile::create(file->bytes());
   if (!elf) elf.error().within(path);
-  return {file, value_or_raise(std::move(elf))};
+  return {file, {}, value_or_raise(std::move(elf))};
+}
+
+ElfListing elf_of_bytes(const nb::bytes& data) {
+  const auto* bytes = reinterpret_cast<const uint8_t*>(data.c_str());
+  std::vector<uint8_t> owned(bytes, bytes + data.size());
+  kir::Expected<kir::ElfFile> elf = kir::ElfFile::create(kir::ByteView(owned.data(), owned.size()));
+  return {nullptr, std::move(owned), value_or_raise(std::move(elf))};  // the views stay valid: the buffer moves
 }
 
 void bind_elf(nb::module_& m) {
   nb::class_<ElfListing>(m, "ElfFile", "kir's ELF64 reader over a mapped file.")
       .def_static("open", &open_elf, "path"_a)
+      .def_static("from_bytes", &elf_of_bytes, "data"_a, "An ELF image in memory (a decoded cubin), copied.")
       .def_prop_ro("type", [](const ElfListing& f) { return f.elf.type(); })
       .def_prop_ro("machine", [](const ElfListing& f) { return f.elf.machine(); })
       .def("sections", [](const ElfListing& f) {

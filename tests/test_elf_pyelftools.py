@@ -102,3 +102,20 @@ def test_archive_members(built):
     assert b.format == "archive"
     assert b.members == ["rdc_a.o", "rdc_b.o"]
     assert [c.member for c in b.containers] == ["rdc_a.o", "rdc_b.o"]
+
+
+@pytest.mark.parametrize("name", ["kernels_sm90.cubin"])
+def test_sections_of_bytes_match(built, name):
+    """kir.binary.elf_sections: kir's reader over an image in memory (as `kir diff`
+    reads a decoded cubin's `.text.KERNEL` sections), against pyelftools."""
+    from io import BytesIO
+    from elftools.elf.enums import ENUM_SH_TYPE_BASE
+    data = built[name].read_bytes()
+    ours = kir.binary.elf_sections(data)
+    elf = ELFFile(BytesIO(data))
+    theirs = [(i, s.name, ENUM_SH_TYPE_BASE.get(s["sh_type"], s["sh_type"]), s["sh_flags"], s["sh_addr"],
+               s["sh_offset"], s["sh_size"], s["sh_link"], s["sh_info"], s["sh_addralign"], s["sh_entsize"])
+              for i, s in enumerate(elf.iter_sections())]
+    assert ours == theirs and any(s[1].startswith(".text.") for s in ours)
+    with pytest.raises(kir.KirError):
+        kir.binary.elf_sections(data[:100])

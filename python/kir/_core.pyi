@@ -490,6 +490,10 @@ class ElfFile:
     @staticmethod
     def open(path: str) -> ElfFile: ...
 
+    @staticmethod
+    def from_bytes(data: bytes) -> ElfFile:
+        """An ELF image in memory (a decoded cubin), copied."""
+
     @property
     def type(self) -> int: ...
 

@@ -263,9 +263,16 @@ class Binary:
         return errors
 
 
+def elf_sections(data: bytes) -> list[tuple]:
+    """The section table of an ELF image in memory (a decoded cubin: Image.read()) as
+    kir's ELF reader reads it: (index, name, type, flags, addr, offset, size, link,
+    info, addralign, entsize) per section. KirError when it is no valid ELF."""
+    return _core.ElfFile.from_bytes(data).sections()
+
+
 def open(path: str, scan: bool = False) -> Binary:  # noqa: A001 - the natural verb
     """Open a binary: `kir.open("app")`. Raises KirError on unreadable input."""
     return Binary.open(path, scan=scan)
 
 
-__all__ = ["Binary", "Container", "Image", "KirError", "open"]
+__all__ = ["Binary", "Container", "elf_sections", "Image", "KirError", "open"]

@@ -26,10 +26,9 @@ from __future__ import annotations
 
 import hashlib
 import re
-import struct
 import sys
 
-from kir.errors import OptionError
+from kir.errors import KirError, OptionError
 
 SCHEMA = "kir.diff/1"
 #: What a change can be, in the order printed.
@@ -92,24 +91,16 @@ def kernels_of(path: str, archs, pattern, scan: bool, progress=None) -> tuple[di
 
 
 def cubin_texts(data: bytes) -> dict[str, bytes]:
-    """{kernel: the bytes of its `.text.KERNEL` section} of a cubin (ELF64, little
-    endian); {} for anything else."""
-    if len(data) < 64 or data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
-        return {}
+    """{kernel: the bytes of its `.text.KERNEL` section} of a cubin, through kir's ELF
+    reader; {} for anything that is no valid ELF."""
+    from kir.binary import elf_sections
     try:
-        shoff, = struct.unpack_from("<Q", data, 0x28)
-        shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
-        headers = [struct.unpack_from("<IIQQQQ", data, shoff + i * shentsize) for i in range(shnum)]
-        names_at, names_size = headers[shstrndx][4], headers[shstrndx][5]
-        names = data[names_at:names_at + names_size]
-        out = {}
-        for name_offset, kind, _, _, offset, size in headers:
-            name = names[name_offset:names.index(b"\0", name_offset)].decode(errors="replace")
-            if name.startswith(".text.") and kind != 8:  # not NOBITS
-                out[name[len(".text."):]] = data[offset:offset + size]
-        return out
-    except (struct.error, IndexError, ValueError):
+        sections = elf_sections(data)
+    except KirError:
         return {}
+    return {name[len(".text."):]: data[offset:offset + size]
+            for _, name, kind, _, _, offset, size, *_ in sections
+            if name.startswith(".text.") and kind != 8}  # not NOBITS
 
 
 def base_name(demangled: str) -> str:
