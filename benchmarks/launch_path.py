@@ -49,8 +49,6 @@ HOOK = Path(kir.__file__).parent / "lib" / "libkir_hook.so"
 JIT_CLIENT = Path(kir.__file__).parent / "lib" / "libkir_jit.so"
 INCLUDE = Path(kir.__file__).parent / "include"
 
-QUIET = override.QUIET
-
 APP = override.APP_PRELUDE + r"""
 #include <time.h>
 int main(int argc, char** argv) {
@@ -92,18 +90,14 @@ const kir_hook_client* kir_hook_client_entry(void) {
 
 
 def build(work: Path, fatbin: Path) -> None:
-    (work / "quiet.h").write_text(QUIET)
-
     def cc(*args):
         subprocess.run(["gcc", "-O2", "-w", *map(str, args)], check=True, cwd=work)
 
-    (work / "rt.c").write_text(override.STUB_RUNTIME)
     # The stub's cuCtxGetCurrent asks getenv at each call (tests switch it): not here.
-    (work / "drv.c").write_text(test_jit_client.DRIVER.replace('getenv("STUB_NO_CONTEXT")', "0"))
+    override.build_stub_libraries(work, test_jit_client.DRIVER.replace('getenv("STUB_NO_CONTEXT")', "0"),
+                                  quiet=True, optimize=True)
     (work / "app.c").write_text(APP.replace("AXPY", override.AXPY))
     (work / "client.c").write_text(CLIENT)
-    cc("-include", "quiet.h", "-shared", "-fPIC", "rt.c", "-Wl,-soname,libcudart.so", "-o", "libcudart.so")
-    cc("-include", "quiet.h", "-shared", "-fPIC", "drv.c", "-Wl,-soname,libcuda.so.1", "-o", "libcuda.so.1")
     cc("app.c", f"-L{work}", "-l:libcudart.so", "-l:libcuda.so.1", "-ldl", f"-Wl,-rpath,{work}", "-o", "app")
     for name, skips in (("callbacks", "KIR_HOOK_SKIP_KERNEL"), ("kernel", "KIR_HOOK_SKIP_IDENTITY"),
                         ("identity", "0")):

@@ -75,17 +75,13 @@ const kir_hook_client* kir_hook_client_entry(void) {
 @pytest.fixture(scope="module")
 def counts_rig(built, tmp_path_factory):
     d = tmp_path_factory.mktemp("counts")
-    (d / "quiet.h").write_text(override.QUIET)
-    (d / "rt.c").write_text(override.STUB_RUNTIME)
-    (d / "drv.c").write_text(test_jit_client.DRIVER)
+    override.build_stub_libraries(d, test_jit_client.DRIVER, quiet=True, optimize=True)
     (d / "app.c").write_text(APP.replace("AXPY", override.AXPY))
     (d / "listener.c").write_text(LISTENER)
 
     def cc(*args):
         subprocess.run(["gcc", "-O2", "-Wall", *map(str, args)], check=True, cwd=d)
 
-    cc("-include", "quiet.h", "-shared", "-fPIC", "rt.c", "-Wl,-soname,libcudart.so", "-o", "libcudart.so")
-    cc("-include", "quiet.h", "-shared", "-fPIC", "drv.c", "-Wl,-soname,libcuda.so.1", "-o", "libcuda.so.1")
     cc(f"-I{override.INCLUDE}", f"-DTHREADS={THREADS}", f"-DPER_THREAD={PER_THREAD}", f"-DMAIN={MAIN}", "app.c",
        f"-L{d}", "-l:libcudart.so", "-l:libcuda.so.1", "-ldl", "-lpthread", f"-Wl,-rpath,{d}", "-o", "app")
     cc("-shared", "-fPIC", f"-I{override.INCLUDE}", "listener.c", "-o", "liblistener.so")

@@ -116,8 +116,6 @@ int cuGetProcAddress_v2(const char* s, void** pfn, int v, unsigned long long f, 
 int cuGetProcAddress(const char* s, void** pfn, int v, unsigned long long f) { (void)v; (void)f; return lookup(s, pfn); }
 """
 
-# The app: argv[1] a fatbin (registered with the runtime), argv[2] a cubin (loaded
-# through the driver); argv[3] which launches, one letter each.
 # An app of the stub runtime that launches AXPY by its host stub (tests/test_hook_counts.py,
 # benchmarks/launch_path.py): the declarations it calls, slurp(path) and the stub.
 APP_PRELUDE = STUB_COMMON + r"""
@@ -128,17 +126,16 @@ static void* slurp(const char* path) {
   FILE* f = fopen(path, "rb"); fseek(f, 0, SEEK_END); long n = ftell(f); fseek(f, 0, SEEK_SET);
   void* p = malloc(n + 1); if (fread(p, 1, n, f) != (size_t)n) exit(9); fclose(f); ((char*)p)[n] = 0; return p;
 }
-static char axpy_stub;
+static char axpy_stub;  /* the host stub's address is the kernel's identity */
 """
 # Compiled in with -include: the stubs' printing compiled out (launch counts of thousands).
 QUIET = "#include <stdio.h>\n#define printf(...) ((void)0)\n#define fprintf(...) ((void)0)\n"
 
-APP = STUB_COMMON + r"""
+# The app: argv[1] a fatbin (registered with the runtime), argv[2] a cubin (loaded
+# through the driver); argv[3] which launches, one letter each.
+APP = APP_PRELUDE + r"""
 #define _GNU_SOURCE
 #include <dlfcn.h>
-void** __cudaRegisterFatBinary(void*);
-void __cudaRegisterFunction(void**, const char*, char*, const char*, int, void*, void*, void*, void*, int*);
-int cudaLaunchKernel(const void*, dim3, dim3, void**, size_t, void*);
 int cudaLaunchKernel_ptsz(const void*, dim3, dim3, void**, size_t, void*);
 int cudaLaunchCooperativeKernel(const void*, dim3, dim3, void**, size_t, void*);
 int __cudaGetKernel(void**, const void*);
@@ -151,11 +148,6 @@ int cuModuleGetFunction(void**, void*, const char*);
 int cuLaunchKernel(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void*, void**, void**);
 typedef struct { unsigned gx, gy, gz, bx, by, bz, shared; void* stream; void* attrs; unsigned n; } config;
 int cuLaunchKernelEx(const config*, void*, void**, void**);
-static void* slurp(const char* path) {
-  FILE* f = fopen(path, "rb"); fseek(f, 0, SEEK_END); long n = ftell(f); fseek(f, 0, SEEK_SET);
-  void* p = malloc(n + 1); if (fread(p, 1, n, f) != (size_t)n) exit(9); fclose(f); ((char*)p)[n] = 0; return p;
-}
-static char axpy_stub;  /* the host stub's address is the kernel's identity */
 int main(int argc, char** argv) {
   struct { int magic, version; const void* data; void* filename; } wrapper = {0x466243b1, 1, slurp(argv[1]), 0};
   void** h = __cudaRegisterFatBinary(&wrapper);
@@ -269,19 +261,31 @@ const kir_hook_client* kir_hook_client_entry(void) {
 """
 
 
+def build_stub_libraries(d: Path, driver: str = STUB_DRIVER, quiet: bool = False, optimize: bool = False) -> None:
+    """The stub runtime and driver as libcudart.so and libcuda.so.1 in `d` (the
+    apps link them by those names); `quiet`: their printing compiled out (QUIET),
+    for runs of thousands of launches; `optimize`: -O2 (the launch path timed)."""
+    (d / "rt.c").write_text(STUB_RUNTIME)
+    (d / "drv.c").write_text(driver)
+    flags = ["-O2"] if optimize else []
+    if quiet:
+        (d / "quiet.h").write_text(QUIET)
+        flags += ["-include", "quiet.h"]
+    for source, name in (("rt.c", "libcudart.so"), ("drv.c", "libcuda.so.1")):
+        subprocess.run(["gcc", "-Wall", *flags, "-shared", "-fPIC", source, f"-Wl,-soname,{name}", "-o", name],
+                       check=True, cwd=d)
+
+
 @pytest.fixture(scope="module")
 def rig(built, tmp_path_factory):
     d = tmp_path_factory.mktemp("override")
-    (d / "rt.c").write_text(STUB_RUNTIME)
-    (d / "drv.c").write_text(STUB_DRIVER)
+    build_stub_libraries(d)
     (d / "app.c").write_text(APP.replace("AXPY", AXPY))
     (d / "client.c").write_text(CLIENT)
 
     def cc(*args):
         subprocess.run(["gcc", "-Wall", *map(str, args)], check=True, cwd=d)
 
-    cc("-shared", "-fPIC", "rt.c", "-Wl,-soname,libcudart.so", "-o", "libcudart.so")
-    cc("-shared", "-fPIC", "drv.c", "-Wl,-soname,libcuda.so.1", "-o", "libcuda.so.1")
     (d / "proteus.c").write_text(STUB_COMMON + r"""
 int __proteus_launch_kernel(const void* f, dim3 g, dim3 b, void** args, size_t s, void* st) {
   (void)s; (void)st; printf("stub __proteus_launch_kernel stub=%p grid=%u block=%u a=%g\n", f, g.x, b.x, *(float*)args[0]);

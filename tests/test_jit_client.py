@@ -45,15 +45,12 @@ APP = override.APP.replace(
 @pytest.fixture(scope="module")
 def rig(built, tmp_path_factory):
     d = tmp_path_factory.mktemp("jitclient")
-    (d / "rt.c").write_text(override.STUB_RUNTIME)
-    (d / "drv.c").write_text(DRIVER)
+    override.build_stub_libraries(d, DRIVER)
     (d / "app.c").write_text(APP.replace("AXPY", override.AXPY))
 
     def cc(*args):
         subprocess.run(["gcc", "-Wall", *map(str, args)], check=True, cwd=d)
 
-    cc("-shared", "-fPIC", "rt.c", "-Wl,-soname,libcudart.so", "-o", "libcudart.so")
-    cc("-shared", "-fPIC", "drv.c", "-Wl,-soname,libcuda.so.1", "-o", "libcuda.so.1")
     cc("app.c", f"-L{d}", "-l:libcudart.so", "-l:libcuda.so.1", "-ldl", f"-Wl,-rpath,{d}", "-o", "app")
     fatbin, cubin = built["kernels.fatbin"], built["kernels_sm90.cubin"]
     hashes, _ = kernel_hashes(kir.open(fatbin))
