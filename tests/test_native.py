@@ -219,15 +219,20 @@ def test_hook_layer_under_thread_sanitizer(built, tmp_path):
     assert len(launches) == 3 + 4 * 100
 
 
+def tsan_program(target: str) -> Path:
+    """One of tests/cpp's programs built with ThreadSanitizer (build/native-tsan)."""
+    build = ROOT / "build" / "native-tsan"
+    run("cmake", "-S", ROOT, "-B", build, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=RelWithDebInfo",
+        "-DKIR_SANITIZE_THREAD=ON", "-DKIR_BUILD_TESTS=ON")
+    run("cmake", "--build", build, "--target", target)
+    return build / "tests" / "cpp" / target
+
+
 def test_cache_under_thread_sanitizer():
     """The cache's in-memory table (lock-free readers, a writer growing it) and its C ABI
     from 4 reader threads while a fifth stores (tests/cpp/cache_test.cpp), under
     ThreadSanitizer: no data race reported."""
-    build = ROOT / "build" / "native-tsan"
-    run("cmake", "-S", ROOT, "-B", build, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=RelWithDebInfo",
-        "-DKIR_SANITIZE_THREAD=ON", "-DKIR_BUILD_TESTS=ON")
-    run("cmake", "--build", build, "--target", "kir_cache_test")
-    proc = subprocess.run([build / "tests" / "cpp" / "kir_cache_test"], capture_output=True, text=True,
+    proc = subprocess.run([tsan_program("kir_cache_test")], capture_output=True, text=True,
                           env={**os.environ, "TSAN_OPTIONS": "exitcode=66 halt_on_error=1"})
     assert "ThreadSanitizer" not in proc.stderr, proc.stderr[-4000:]
     assert proc.returncode == 0 and "0 failed" in proc.stdout, proc.stdout + proc.stderr[-2000:]
@@ -240,11 +245,7 @@ def test_recorder_snapshot_pipeline_under_thread_sanitizer(tmp_path, mode):
     lists filled from several threads; tests/cpp/snapshot_test.cpp with its
     host-memory driver), 4 writers, under ThreadSanitizer: no data race reported,
     whether the record is written or a copy or a store fails."""
-    build = ROOT / "build" / "native-tsan"
-    run("cmake", "-S", ROOT, "-B", build, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=RelWithDebInfo",
-        "-DKIR_SANITIZE_THREAD=ON", "-DKIR_BUILD_TESTS=ON")
-    run("cmake", "--build", build, "--target", "kir_snapshot_test")
-    proc = subprocess.run([build / "tests" / "cpp" / "kir_snapshot_test", tmp_path / "rec", "4", "3", "65536",
+    proc = subprocess.run([tsan_program("kir_snapshot_test"), tmp_path / "rec", "4", "3", "65536",
                            *([mode] if mode else [])], capture_output=True, text=True,
                           env={**os.environ, "TSAN_OPTIONS": "exitcode=66 halt_on_error=1"})
     assert "ThreadSanitizer" not in proc.stderr, proc.stderr[-4000:]

@@ -12,22 +12,17 @@ import hashlib
 import os
 import re
 import stat
-import subprocess
 import sys
 import zipfile
 from pathlib import Path
 
 import pytest
 
+from test_native import run
+
 ROOT = Path(__file__).resolve().parent.parent
 DISTRIBUTION = "kir_kernel_ir"
 VERSION = "0.1.0"
-
-
-def run(*args, **kwargs) -> subprocess.CompletedProcess:
-    proc = subprocess.run([str(a) for a in args], capture_output=True, text=True, **kwargs)
-    assert proc.returncode == 0, f"{' '.join(map(str, args))}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    return proc
 
 
 class Wheel:
