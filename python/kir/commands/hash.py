@@ -13,6 +13,7 @@ import re
 import struct
 import sys
 
+from kir.commands import inputs
 from kir.errors import OptionError
 
 PACK = {"i8": "<b", "i16": "<h", "i32": "<i", "i64": "<q", "u8": "<B", "u16": "<H", "u32": "<I",
@@ -22,9 +23,7 @@ SCHEMA = "kir.hash/1"  # each --json line (docs/schemas/hash.schema.json)
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("binaries", nargs="*", metavar="BINARY", help="binaries whose kernels to hash")
-    parser.add_argument("-r", "--recursive", action="store_true",
-                        help="walk directories given as BINARY (every file kir can read, each once)")
+    inputs.add_arguments(parser, nargs="*", help="binaries whose kernels to hash")  # none with --jit-key & co.
     parser.add_argument("--kernel", metavar="REGEX", help="only kernels whose mangled name matches")
     parser.add_argument("--json", action="store_true", help="print JSON lines, one per kernel")
     parser.add_argument("--proteus", action="store_true",
@@ -77,19 +76,18 @@ def run(args) -> int:
             raise OptionError("give one of --jit-key, --launch-identity and --dynamic")
         if args.binaries:
             raise OptionError("--jit-key, --launch-identity and --dynamic take no BINARY")
-        if given(args, BINARY_OPTIONS):
-            raise OptionError(f"{', '.join(given(args, BINARY_OPTIONS))}: only with a BINARY to hash, not with "
+        if extra := given(args, BINARY_OPTIONS):
+            raise OptionError(f"{', '.join(extra)}: only with a BINARY to hash, not with "
                               "--jit-key, --launch-identity or --dynamic")
         print(jit_key(args) if args.jit_key else launch_identity(args) if args.launch_identity
               else dynamic_hash(args).hex)
         return 0
     if not args.binaries:
         raise OptionError("give a BINARY to hash its kernels, or --jit-key / --launch-identity STATIC")
-    if given(args, KEY_OPTIONS):
-        raise OptionError(f"{', '.join(given(args, KEY_OPTIONS))}: only with --jit-key, --launch-identity or "
+    if extra := given(args, KEY_OPTIONS):
+        raise OptionError(f"{', '.join(extra)}: only with --jit-key, --launch-identity or "
                           "--dynamic, not when hashing a BINARY's kernels")
     from kir.binary import Binary
-    from kir.commands import inputs
     from kir.errors import KirError
     from kir.report import parse_arch_filter, processor
     archs = parse_arch_filter(args.arch)

@@ -30,9 +30,9 @@ class Input(NamedTuple):  # not a dataclass: `dataclasses` imports `inspect`, 6 
     root: str = ""      # the directory walked to find it ("" when explicit)
 
 
-def add_arguments(parser, noun: str = "binary", help: str = "executable, shared library, object, archive or "
+def add_arguments(parser, nargs: str = "+", help: str = "executable, shared library, object, archive or "
                   "fatbin (several may be given)") -> None:
-    parser.add_argument("binaries", nargs="+", metavar=noun.upper(), help=help)
+    parser.add_argument("binaries", nargs=nargs, metavar="BINARY", help=help)
     parser.add_argument("-r", "--recursive", action="store_true",
                         help="walk directories given as input (a site-packages, a Spack prefix): every "
                              "file kir can read, each once; other files are skipped quietly")
