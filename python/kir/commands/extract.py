@@ -74,10 +74,11 @@ def safe_component(text: str) -> str:
 class OutputDirectory:
     """DIR, opened once: files are created relative to its descriptor."""
 
-    def __init__(self, path: str, parent: "OutputDirectory | None" = None, quiet: bool = False) -> None:
+    def __init__(self, path: str, parent: "OutputDirectory | None" = None, quiet: bool = False,
+                 progress: Progress | None = None) -> None:
         self.quiet = parent.quiet if parent is not None else quiet  # --json: list, do not print
         #: erased before a path is printed (kir.progress: the same terminal)
-        self.progress: Progress | None = parent.progress if parent is not None else None
+        self.progress: Progress = parent.progress if parent is not None else progress or Progress("extracting")
         self.written: list[dict] = []
         if parent is None:
             os.makedirs(path, exist_ok=True)
@@ -107,8 +108,7 @@ class OutputDirectory:
         path = os.path.join(self.path, name)
         self.written.append({"path": path, "size": len(data), **(what or {})})
         if not self.quiet:
-            if self.progress is not None:
-                self.progress.clear()
+            self.progress.clear()
             print(path)
         return path
 
@@ -120,8 +120,8 @@ def run(args) -> int:
     kinds, archs = parse_kind_filter(args.kind), parse_arch_filter(args.arch)
     many = len(args.binaries) > 1 or args.recursive
     files = list(inputs.expand(args.binaries, args.recursive))
-    out = OutputDirectory(args.output, quiet=args.json)
-    out.progress = progress = Progress("extracting")
+    progress = Progress("extracting")
+    out = OutputDirectory(args.output, quiet=args.json, progress=progress)
     status, names, report, failures = 0, set(), [], []
     try:
         for number, item in enumerate(files):
@@ -136,19 +136,15 @@ def run(args) -> int:
                 status = 2
                 continue
             wanted = {image.index for image in selected_images(binary, archs, kinds)}
-            if not many:
-                extract(binary, args, item.path, wanted, out, progress)
-                report.append({"path": item.path, "directory": out.path, "written": out.written})
-                continue
-            if not item.explicit and not wanted and not args.ir:
+            if many and not item.explicit and not wanted and not args.ir:
                 continue  # found by -r with nothing to write: a host library
-            name = folder_name(item, names)
-            sub = OutputDirectory(name, out)
+            target = OutputDirectory(folder_name(item, names), out) if many else out  # one folder per input
             try:
-                extract(binary, args, item.path, wanted, sub, progress)
+                extract(binary, args, item.path, wanted, target)
             finally:
-                sub.close()
-            report.append({"path": item.path, "directory": sub.path, "written": sub.written})
+                if target is not out:
+                    target.close()
+            report.append({"path": item.path, "directory": target.path, "written": target.written})
     finally:
         progress.close()
         out.close()
@@ -172,8 +168,7 @@ def folder_name(item: inputs.Input, taken: set[str]) -> str:
     return name
 
 
-def extract(binary: Binary, args, path: str, wanted: set[int], out: OutputDirectory,
-            progress: Progress | None = None) -> None:
+def extract(binary: Binary, args, path: str, wanted: set[int], out: OutputDirectory) -> None:
     base = safe_component(os.path.basename(path).split(".")[0])
     counters: dict[str, int] = {}
     done = 0
@@ -184,12 +179,10 @@ def extract(binary: Binary, args, path: str, wanted: set[int], out: OutputDirect
         counters[counter] = counters.get(counter, 0) + 1
         if image.index not in wanted:
             continue
-        if progress is not None:
-            progress.update(done, len(wanted), f"#{image.index} {image.kind} {image.target}")
-            done += 1
+        out.progress.update(done, len(wanted), f"#{image.index} {image.kind} {image.target}")
+        done += 1
         if image.obfuscated:
-            if progress is not None:
-                progress.clear()
+            out.progress.clear()
             print(f"kir: skipping image #{image.index}: obfuscated LTO-IR cannot be decoded",
                   file=sys.stderr)
             continue
@@ -214,6 +207,7 @@ def write_ir(binary: Binary, out: OutputDirectory, base: str) -> None:
         stem = f"{base}.ir{m.index + 1}.{arch}"
         out.write(stem + ".bc", m.bitcode, {"ir_module": m.index, "kind": "bitcode", "target": m.triple or ""})
         if m.error:
+            out.progress.clear()
             print(f"kir: module #{m.index}: {m.error}", file=sys.stderr)
             continue
         out.write(stem + ".ll", m.text().encode(), {"ir_module": m.index, "kind": "llvm-ir", "target": m.triple or ""})
