@@ -56,10 +56,15 @@ def parse_kind_filter(text: str | None) -> set[ImageKind] | None:
     return kinds
 
 
+def selected(target: str, kind: str, archs: set[str] | None, kinds: set[ImageKind] | None) -> bool:
+    """Whether an image of `target` and `kind` passes --arch `archs` and --kind `kinds`
+    (None: any) — the one filter of inspect, extract, hash and diff."""
+    return (archs is None or processor(target) in archs) and (kinds is None or kind in kinds)
+
+
 def selected_images(binary: Binary, archs: set[str] | None,
                     kinds: set[ImageKind] | None = None) -> list[Image]:
-    return [i for i in binary.images if (archs is None or processor(i.target) in archs)
-            and (kinds is None or i.kind in kinds)]
+    return [i for i in binary.images if selected(i.target, i.kind, archs, kinds)]
 
 
 class KernelsText:
@@ -104,11 +109,11 @@ def build_report(binary: Binary, archs: set[str] | None, kinds: set[ImageKind] |
     -> module index) gives each kernel its "ir_module". With `kernels_text`, each
     image's "kernels" is a placeholder for its JSON text, which only
     `kernels_text.parts` of the report turns into the list."""
-    records = binary._check_open().image_records()
+    core = binary._check_open()
+    records = core.image_records()
     if archs is not None or kinds is not None:
-        records = [r for r in records if (archs is None or processor(r["arch"]) in archs)
-                   and (kinds is None or r["kind"] in kinds)]
-    containers = binary._check_open().container_records()
+        records = [r for r in records if selected(r["arch"], r["kind"], archs, kinds)]
+    containers = core.container_records()
     used = sorted({r["container"] for r in records})
     if with_kernels:
         images = binary.images
@@ -217,8 +222,8 @@ def selected_rows(binary: Binary, archs: set[str] | None = None, kinds: set[str]
     """The core's image rows (Binary.image_rows: plain tuples, no object per image)
     of the images for `archs` (processors) and of `kinds` (None: all)."""
     rows = binary._check_open().image_rows()
-    if archs or kinds:
-        rows = [r for r in rows if (not archs or processor(r[3]) in archs) and (not kinds or r[2] in kinds)]
+    if archs is not None or kinds is not None:
+        rows = [r for r in rows if selected(r[3], r[2], archs, kinds)]
     return rows
 
 
@@ -271,4 +276,4 @@ def kernel_lines(code, image: int, notes: dict, kernel_filter=None) -> list[str]
 
 __all__ = ["build_report", "container_line", "image_row_line", "ir_module_record", "kernel_lines",
            "KernelsText", "KINDS", "parse_arch_filter", "parse_kind_filter", "processor", "render_table", "SCHEMA",
-           "selected_images", "selected_rows", "table_parts", "TABLE_HEADER"]
+           "selected", "selected_images", "selected_rows", "table_parts", "TABLE_HEADER"]
