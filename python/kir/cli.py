@@ -79,7 +79,7 @@ def make_parser(verb: str | None = None) -> argparse.ArgumentParser:
         if verb and name != verb:
             continue  # the verb is known: the others' parsers would only cost start-up time
         p = sub.add_parser(name, help=help_text, description=help_text)
-        if verb is None or name == verb:
+        if verb != "":  # "": the top-level usage, no verb's options
             command_module(name).add_arguments(p)
     return parser
 
@@ -96,6 +96,12 @@ class VersionAction(argparse.Action):
 CLOSED_PIPE = 141
 
 
+def silence_stdout() -> None:
+    """After a closed output pipe: stdout goes to /dev/null, so that Python's flush
+    at exit is not an "Exception ignored" message."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         words = sys.argv[1:] if argv is None else list(argv)
@@ -108,9 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.flush()  # here, not at exit: a closed pipe is then this BrokenPipeError
         return status
     except BrokenPipeError:  # `kir inspect ... | head`: the reader left, stop quietly
-        # Python flushes stdout again at exit: let that go to /dev/null, not to a
-        # "Exception ignored" message.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        silence_stdout()
         return CLOSED_PIPE
     except (KirError, OSError) as error:  # bad input, or a file that cannot be read or written
         print(f"kir: error: {error}", file=sys.stderr)
@@ -119,7 +123,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
-__all__ = ["CLOSED_PIPE", "command_module", "COMMANDS", "main", "make_parser", "verb_of", "version_text",
+__all__ = ["CLOSED_PIPE", "command_module", "COMMANDS", "main", "make_parser", "silence_stdout", "verb_of", "version_text",
            "VersionAction"]
 
 

@@ -27,7 +27,8 @@ def run_all(args) -> int:
     job = ReplayJob(code=args.code, repeat=positive(args.repeat), verify=args.verify, tolerance=tolerance_of(args),
                     plan_only=args.plan, device_arch=args.device_arch)
     if args.executor:
-        job = functools.partial(load_executor(args.executor), job=job)
+        from kir.distribute import load_function
+        job = functools.partial(load_function(args.executor, "--executor"), job=job)
     start = time.perf_counter()
     cluster = open_cluster(args)
     started = time.perf_counter() - start  # the cluster's start (or joining it); not in `seconds`
@@ -95,12 +96,6 @@ def load_baseline(path: str, schema: str) -> dict[str, float]:
     return times
 
 
-def load_executor(spec: str):
-    """FUNCTION of MODULE, from 'MODULE:FUNCTION'."""
-    from kir.distribute import load_function
-    return load_function(spec, "--executor")
-
-
 COLUMNS = ("#", "record", "status", "median ms", "change", "kernel")
 
 
@@ -139,5 +134,5 @@ def print_table(rows: list[dict], summary: dict, where: dict) -> None:
     print(f"{summary['records']} records: {counts}; {summary['seconds']:.2f} s{rate} {place}")
 
 
-__all__ = ["cell_change", "cell_ms", "COLUMNS", "load_baseline", "load_executor", "open_cluster",
+__all__ = ["cell_change", "cell_ms", "COLUMNS", "load_baseline", "open_cluster",
            "print_table", "run_all", "short_name"]

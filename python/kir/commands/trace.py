@@ -109,4 +109,5 @@ def emit(line: str) -> None:
         sys.stdout.flush()
     except BrokenPipeError:
         closed = True
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        from kir.cli import silence_stdout
+        silence_stdout()
