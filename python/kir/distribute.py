@@ -129,6 +129,9 @@ class Cluster:
             raise OptionError("--scheduler and --scheduler-file: give one")
         if (scheduler or scheduler_file) and workers is not None:
             raise OptionError("--workers starts a cluster here; --scheduler joins one: give one")
+        if scheduler_file and os.path.lexists(scheduler_file):  # else Dask waits for the scheduler to write it
+            from kir.files import load_json
+            load_json(scheduler_file, f"--scheduler-file {scheduler_file}")  # Dask's open would block on a FIFO
         distributed = _import_distributed()
         if quiet:
             import logging

@@ -37,13 +37,13 @@ is a `MnemeError` naming the file and the byte offset of the bad field.
 """
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from kir import _core, hashing
 from kir.errors import MnemeError
+from kir.files import load_json, read_file
 
 DIFF_MAGIC = b"MNEME_DIFF_V1"  # MnemeSnapshot::DiffMagic
 #: Mneme's interposed launch entry point (MnemeRecordingBackend.hpp: rtLaunchKernel,
@@ -162,11 +162,10 @@ class _Cursor:
         return a
 
 
-def _read_file(path: Path) -> bytes:
-    if not path.is_file():
-        raise MnemeError(f"{path}: missing (named by the recording's JSON)" if not path.exists()
-                         else f"{path}: not a regular file")
-    return path.read_bytes()
+def _read_file(path: Path, cap: int | None = None) -> bytes:
+    """A file of the recording: regular, at most `cap` bytes (a snapshot: as large as
+    the memory it holds), read without blocking (kir.files)."""
+    return read_file(path, cap=cap, error=MnemeError)
 
 
 def read_snapshot(path: Path | str) -> Snapshot:
@@ -313,10 +312,7 @@ def _file_name(obj, key, where, path) -> str:
 def read_database(path: Path | str) -> Kernel:
     """One `<static>.json` (KernelInstancesCollection::toJSON)."""
     path = Path(path)
-    try:
-        doc = json.loads(_read_file(path))
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise MnemeError(f"{path}: not JSON: {error}") from None
+    doc = load_json(path, error=MnemeError)
     if not isinstance(doc, dict):
         raise MnemeError(f"{path}: expected a JSON object")
     static = _uint(doc, "StaticHash", "", path)
@@ -382,10 +378,11 @@ def kernel_code(kernel: Kernel) -> KernelCode:
     (as `kir replay --code ir` does), whose `.param` list gives offsets and sizes."""
     from kir.errors import PlanError
     from kir.ir import read_module
+    from kir.record import MAX_CHUNK_BYTES
     from kir.replay.compiler import compile_ir, find_libdevice, libdevice_calls
 
     path = kernel.path.parent / kernel.modules[0]
-    ir = _read_file(path)
+    ir = _read_file(path, MAX_CHUNK_BYTES)  # the IR becomes a record's code chunk
     module = read_module(ir, source=str(path))
     if module.error:
         raise MnemeError(f"{path}: {module.error}")

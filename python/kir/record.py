@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import os
 import re
-import stat
 import struct
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from kir import _core
 from kir.errors import KirError, RecordError
+from kir.files import open_regular, read_exactly
 
 __all__ = ["Code", "Device", "Flag", "JitArg", "Kernel", "Launch", "Param", "Process", "Record", "RecordError",
            "Recording", "Region", "Stats", "VaRange", "check_output_directory", "read_chunk", "read_record_body",
@@ -278,23 +278,14 @@ def _check_size(where: str, actual: int, expected: int) -> None:
 
 def _read_file_header(path: Path, where: str, layout, what: str, size_field: str, cap: int):
     """A chunk or record file's bytes and header fields: the file opened without
-    blocking and refused unless regular, its header read, magic, version and total
-    size (header + the `size_field` bytes it announces, at most `cap`) checked
-    against the file's size before the rest is read."""
+    blocking and refused unless regular (kir.files), its header read, magic, version
+    and total size (header + the `size_field` bytes it announces, at most `cap`)
+    checked against the file's size before the rest is read."""
+    fd, size = open_regular(path, where, RecordError)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
-    except FileNotFoundError:
-        raise RecordError(f"{where}: missing") from None
-    except OSError as error:
-        raise RecordError(f"{where}: cannot open: {error.strerror}") from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise RecordError(f"{where}: not a regular file ({_file_type(info.st_mode)})")
-        size = info.st_size
         if size < layout.size:
             raise RecordError(f"{where}: truncated: {size} bytes, a {what} header is {layout.size}")
-        head = _read_exactly(fd, 0, layout.size, where)
+        head = read_exactly(fd, 0, layout.size, where, RecordError)
         h = layout.unpack(head)
         _check_magic(where, layout, h["magic"], what)
         _check_version(where, layout, h["version"])
@@ -302,32 +293,10 @@ def _read_file_header(path: Path, where: str, layout, what: str, size_field: str
             raise RecordError(f"{where}: byte {layout.offset[size_field]}: {size_field} {h[size_field]} is more "
                               f"than the cap of {cap} bytes")
         _check_size(where, size, layout.size + h[size_field])
-        data = head + _read_exactly(fd, layout.size, h[size_field], where)
-    except OSError as error:
-        raise RecordError(f"{where}: cannot read: {error.strerror}") from None
+        data = head + read_exactly(fd, layout.size, h[size_field], where, RecordError)
     finally:
         os.close(fd)
     return data, h
-
-
-def _read_exactly(fd: int, offset: int, size: int, where: str) -> bytes:
-    parts, done = [], 0
-    while done < size:
-        part = os.pread(fd, min(size - done, 1 << 22), offset + done)
-        if not part:
-            raise RecordError(f"{where}: truncated while being read: {offset + done} bytes, "
-                              f"expected {offset + size}")
-        parts.append(part)
-        done += len(part)
-    return b"".join(parts)
-
-
-def _file_type(mode: int) -> str:
-    for test, name in ((stat.S_ISDIR, "directory"), (stat.S_ISFIFO, "fifo"), (stat.S_ISCHR, "character device"),
-                       (stat.S_ISBLK, "block device"), (stat.S_ISSOCK, "socket")):
-        if test(mode):
-            return name
-    return "unknown type"
 
 
 def read_record_body(path: Path) -> dict:

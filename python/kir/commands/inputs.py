@@ -39,12 +39,20 @@ def add_arguments(parser, nargs: str = "+", help: str = "executable, shared libr
 
 
 def looks_like_binary(path: str) -> bool:
-    """Whether the file starts like a format kir reads (unreadable: False)."""
+    """Whether the file starts like a format kir reads (unreadable, or no longer a
+    regular file: False; opened without blocking, kir.files)."""
+    from kir.errors import KirError
+    from kir.files import open_regular, read_exactly
     try:
-        with open(path, "rb") as f:
-            head = f.read(24)
-    except OSError:
+        fd, size = open_regular(path, path)
+    except KirError:
         return False
+    try:
+        head = read_exactly(fd, 0, min(size, 24), path)
+    except KirError:
+        return False
+    finally:
+        os.close(fd)
     return any(head.startswith(m) for m in MAGICS)
 
 

@@ -9,7 +9,6 @@ import functools
 import json
 import sys
 import time
-from pathlib import Path
 
 from kir.errors import KirError, OptionError
 from kir.progress import Progress
@@ -82,10 +81,8 @@ def open_cluster(args):
 
 def load_baseline(path: str, schema: str) -> dict[str, float]:
     """Each record's median time (ms) in an earlier run's --json output."""
-    try:
-        data = json.loads(Path(path).read_bytes())
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise OptionError(f"--baseline {path}: not JSON ({error})") from None
+    from kir.files import load_json
+    data = load_json(path, f"--baseline {path}")
     if not isinstance(data, dict) or data.get("format") != schema or not isinstance(data.get("records"), list):
         raise OptionError(f"--baseline {path}: not the --json output of kir replay --all ({schema})")
     times = {}

@@ -84,10 +84,12 @@ def run(args) -> int:
 
 
 def read_stats(path: Path) -> dict | None:
+    """The client's counters (JSON), None when it wrote none or something unreadable."""
+    from kir.errors import KirError
+    from kir.files import load_json
     try:
-        text = path.read_text()
-        return json.loads(text) if text.strip() else None
-    except (OSError, ValueError):
+        return load_json(path)
+    except KirError:
         return None
 
 

@@ -59,7 +59,9 @@ def _parse_bitcode(bitcode: bytes):
 
 def _link_libdevice(module, path: Path) -> None:
     import llvmlite.binding as llvm
-    library = llvm.parse_bitcode(path.read_bytes())
+    from kir.files import read_file
+    from kir.record import MAX_CHUNK_BYTES
+    library = llvm.parse_bitcode(read_file(path, f"libdevice {path}", MAX_CHUNK_BYTES, PlanError))
     library.triple = module.triple
     library.data_layout = module.data_layout
     module.link_in(library)

@@ -34,10 +34,8 @@ powers of two and the recorded size; the total at most the thread budget
 """
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
 from kir.errors import OptionError
 
@@ -211,11 +209,8 @@ class Space:
 
     @classmethod
     def load(cls, path) -> "Space":
-        try:
-            data = json.loads(Path(path).read_bytes())
-        except (json.JSONDecodeError, UnicodeDecodeError) as error:
-            raise OptionError(f"--space {path}: not JSON ({error})") from None
-        return cls.from_dict(data, str(path))
+        from kir.files import load_json
+        return cls.from_dict(load_json(path, f"--space {path}"), str(path))
 
     @classmethod
     def from_dict(cls, data, where: str = "space") -> "Space":

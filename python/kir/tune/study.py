@@ -60,6 +60,9 @@ def open_storage(url: str | None):
         if not path:
             raise OptionError("--storage journal:PATH: a file name is needed")
         Path(path).parent.mkdir(parents=True, exist_ok=True)
+        if os.path.lexists(path):  # Optuna would block on a FIFO, or read a device without end
+            from kir.files import open_regular
+            os.close(open_regular(path, f"--storage {url}", OptionError)[0])
         from optuna.storages.journal import JournalFileBackend, JournalFileOpenLock
         return optuna.storages.JournalStorage(JournalFileBackend(path, lock_obj=JournalFileOpenLock(path)))
     return url
