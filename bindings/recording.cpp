@@ -1,6 +1,6 @@
 // Bindings of kir/record/*: the same RecordBuilder and ChunkStore the in-app
 // recorder writes with (tests build records from host bytes through them), the
-// reachability walk, zstd decoding, and the format description (kir/record/format.hpp)
+// reachability walk, zstd decoding, measuring a record's metadata, and the format description (kir/record/format.hpp)
 // kir.record reads with.
 #include "recording.hpp"
 
@@ -20,6 +20,7 @@
 #include "kir/record/record_builder.hpp"
 #include "kir/support/compression.hpp"
 #include "kir/support/kernel_regex.hpp"
+#include "kir/support/msgpack.hpp"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -198,6 +199,15 @@ void bind_recording(nb::module_& m) {
   }, "ranges"_a, "roots"_a, "contents"_a,
   "Indices of the (address, size) ranges reachable from `roots` through 8-byte-aligned words of "
   "reachable ranges' contents (the recorder's --reachable walk).");
+  m.def("measure_msgpack", [](nb::bytes data, uint64_t max_values, uint64_t max_depth, uint64_t origin) {
+    kir::Expected<kir::MsgpackShape> shape = kir::measure_msgpack(
+        kir::ByteView(reinterpret_cast<const uint8_t*>(data.c_str()), data.size(), origin), max_values, max_depth);
+    if (!shape) raise_kir_error(shape.error());
+    return std::make_tuple(shape->values, shape->depth, shape->size);
+  }, "data"_a, "max_values"_a, "max_depth"_a, "origin"_a = 0,
+  "(values, depth, size) of the MessagePack value at the start of `data`, walked without building it "
+  "(KirError, with the offset plus `origin`, past max_values values, containers nested deeper than "
+  "max_depth, or on bytes that are not MessagePack): what decoding it would cost, known first.");
   m.def("zstd_decompress", [](nb::bytes data, uint64_t raw_size, uint64_t max_size) {
     // Checked before anything is allocated: a small hostile frame must not
     // make this process reserve gigabytes.

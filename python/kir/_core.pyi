@@ -794,6 +794,11 @@ def reachable_ranges(ranges: Sequence[tuple[int, int]], roots: Sequence[int], co
     Indices of the (address, size) ranges reachable from `roots` through 8-byte-aligned words of reachable ranges' contents (the recorder's --reachable walk).
     """
 
+def measure_msgpack(data: bytes, max_values: int, max_depth: int, origin: int = 0) -> tuple[int, int, int]:
+    """
+    (values, depth, size) of the MessagePack value at the start of `data`, walked without building it (KirError, with the offset plus `origin`, past max_values values, containers nested deeper than max_depth, or on bytes that are not MessagePack): what decoding it would cost, known first.
+    """
+
 def zstd_decompress(data: bytes, raw_size: int, max_size: int = 1073741824) -> bytes:
     """
     zstd data that must decode to exactly raw_size bytes (KirError otherwise). raw_size is refused before anything is allocated when it exceeds max_size (default 1 GiB) or differs from the frame header's content size.

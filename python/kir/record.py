@@ -77,6 +77,12 @@ HEX32 = re.compile(r"[0-9a-f]{32}\Z")
 MAX_RECORD_BYTES = 256 << 20    #: a record file (header + metadata)
 MAX_CHUNK_BYTES = FORMAT["max_chunk_bytes"]  #: a chunk's decoded bytes (and `chunk_size`, and a code's size)
 MAX_PARAM_BYTES = 65536         #: the parameter buffer (CUDA accepts at most 32764 bytes)
+# The metadata's msgpack values (maps, lists, keys, elements, scalars): one per 4 bytes
+# of body (+4096), at most MAX_METADATA_VALUES. Decoded, a value costs Python up to ~70
+# bytes (an empty map: 1 byte, a 75-fold amplification); kir's writer spends 5 bytes
+# or more on each (an allocation not snapshotted: 13 values in 72 bytes; a chunk name 34).
+MAX_METADATA_VALUES = 1 << 24
+MAX_METADATA_DEPTH = 16         #: maps and lists nested in the metadata (kir's writer nests 4 deep)
 U32, U64 = 0xFFFF_FFFF, 0xFFFF_FFFF_FFFF_FFFF
 
 
@@ -314,6 +320,12 @@ def read_record_body(path: Path) -> dict:
 
 def _unpack(where: str, body: bytes) -> dict:
     import msgpack
+    try:  # what decoding would cost, known before anything is built
+        _core.measure_msgpack(body, min(len(body) // 4 + 4096, MAX_METADATA_VALUES), MAX_METADATA_DEPTH,
+                              RECORD_LAYOUT.size)
+    except KirError as error:
+        raise RecordError(f"{where}: byte {RECORD_LAYOUT.size}: the body is not a msgpack value kir reads: "
+                          f"{error}") from None
     try:
         meta = msgpack.unpackb(body, raw=False, strict_map_key=True)
     except Exception as error:  # msgpack raises several types (ExtraData, ValueError, ...)

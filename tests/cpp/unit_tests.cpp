@@ -338,6 +338,31 @@ void test_msgpack() {
   CHECK(!kir::parse_msgpack(view(bad)).ok());
 }
 
+void test_msgpack_measure() {
+  // {"a": [1, -2, "xy"], "b": true}: 8 values (the map, 2 keys, the array, its 3 items, true)
+  Bytes m = {0x82, 0xa1, 'a', 0x93, 0x01, 0xfe, 0xa2, 'x', 'y', 0xa1, 'b', 0xc3};
+  kir::Expected<kir::MsgpackShape> s = kir::measure_msgpack(view(m), 100, 32);
+  CHECK(s.ok() && s->values == 8 && s->depth == 2 && s->size == m.size());
+  CHECK(kir::measure_msgpack(view(m), 8, 2).ok());
+  kir::Expected<kir::MsgpackShape> few = kir::measure_msgpack(view(m), 7, 32);
+  CHECK(!few.ok() && few.error().message() == "msgpack at offset 0xb: more than 7 values");
+  kir::Expected<kir::MsgpackShape> shallow = kir::measure_msgpack(view(m), 100, 1);
+  CHECK(!shallow.ok() && shallow.error().message() == "msgpack at offset 0x3: containers nested deeper than 1");
+  // [[[]]], ext 8 of 2 bytes, fixext 4, a float, then scalars alone
+  Bytes nested = {0x91, 0x91, 0x90};
+  s = kir::measure_msgpack(view(nested), 10, 3);
+  CHECK(s.ok() && s->values == 3 && s->depth == 3);
+  Bytes ext = {0x93, 0xc7, 0x02, 0x05, 'a', 'b', 0xd6, 0x01, 1, 2, 3, 4, 0xcb, 0, 0, 0, 0, 0, 0, 0, 0};
+  s = kir::measure_msgpack(view(ext), 10, 3);
+  CHECK(s.ok() && s->values == 4 && s->depth == 1 && s->size == ext.size());
+  Bytes scalar = {0x05, 0xff};
+  s = kir::measure_msgpack(view(scalar), 1, 0);
+  CHECK(s.ok() && s->values == 1 && s->depth == 0 && s->size == 1);  // trailing bytes are the caller's
+  for (Bytes bad : {Bytes{0xdd, 0xff, 0xff, 0xff, 0xff}, Bytes{0xc1}, Bytes{0xda, 0x00}, Bytes{0xa3, 'x'},
+                    Bytes{0x92, 0x01}, Bytes{}})
+    CHECK(!kir::measure_msgpack(view(bad), 100, 32).ok());
+}
+
 void test_hash_c_api_matches_cpp() {
   const char* bc = "BC\xC0\xDE module";
   kir_bytes module{bc, std::strlen(bc)};
@@ -746,6 +771,7 @@ int main() {
       {"ptx", test_ptx},                           {"demangle", test_demangle},
       {"md5", test_md5},                           {"bundle_ids", test_bundle_ids},
       {"msgpack", test_msgpack},                   {"hash_c_api", test_hash_c_api_matches_cpp},
+      {"msgpack_measure", test_msgpack_measure},
       {"jit_key_c_api", test_jit_key_c_api},
       {"c_api_errors", test_c_api_errors},         {"msgpack_writer", test_msgpack_writer},
       {"zstd_compress", test_zstd_compress},     {"model_names", test_model_names},

@@ -52,6 +52,7 @@ void parse_as_llvm(kir::ByteView bytes) {
   if (kir::Expected<std::vector<kir::ByteView>> modules = kir::split_bitcode(bytes))
     for (kir::ByteView m : *modules) (void)kir::bitcode_blocks(m);
   (void)kir::parse_msgpack(bytes);
+  (void)kir::measure_msgpack(bytes, 1 << 20, 32);
   (void)kir::parse_code_object(bytes);
 }
 

@@ -2,7 +2,8 @@
 // the AMDGPU code-object metadata note (maps, arrays, strings, integers,
 // booleans, floats, nil), bounds-checked and depth-limited, its values views
 // into the input. The writer emits the same subset plus binary blobs, always in
-// the shortest encoding (the record format's metadata).
+// the shortest encoding (the record format's metadata). measure_msgpack bounds
+// what decoding a value costs before a decoder (kir.record's) builds it.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +30,23 @@ struct MsgpackValue {
 
 /// Decode the one value at the start of `bytes`.
 Expected<MsgpackValue> parse_msgpack(ByteView bytes);
+
+/// The shape of one MessagePack value: how many values it is made of (itself and
+/// every key, element and value nested in it), how deeply containers nest in it
+/// (a scalar: 0), and the bytes it takes.
+struct MsgpackShape {
+  uint64_t values = 0;
+  uint64_t depth = 0;
+  uint64_t size = 0;
+};
+
+/// Walk the one value at the start of `bytes`, the whole format (extension types
+/// included), without building it and without recursion: the bound on what decoding
+/// it may cost, checked before a decoder allocates anything. Refuses (an Error with
+/// the offset) more than `max_values` values, containers nested deeper than
+/// `max_depth`, a container announcing more items than the bytes left can hold, and
+/// anything truncated or not MessagePack.
+Expected<MsgpackShape> measure_msgpack(ByteView bytes, uint64_t max_values, uint64_t max_depth);
 
 /// Appends MessagePack values to a buffer. Containers are written as a header
 /// (`map(n)`: n key/value pairs follow; `array(n)`: n values follow).
