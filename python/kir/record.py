@@ -568,13 +568,14 @@ class Record:
             self._limits = limits
         return self._limits
 
-    def prologue(self, region: Region | int | str) -> bytes:
-        """The region's bytes before the kernel ran."""
-        return self._snapshot(self.region(region), "prologue")
+    def prologue(self, region: Region | int | str, offset: int = 0, size: int | None = None) -> bytes:
+        """The region's bytes before the kernel ran: all of them, or `size` bytes from
+        `offset` (only the chunks holding those are read)."""
+        return self._snapshot(self.region(region), "prologue", offset, size)
 
-    def epilogue(self, region: Region | int | str) -> bytes:
-        """The region's bytes after the kernel ran."""
-        return self._snapshot(self.region(region), "epilogue")
+    def epilogue(self, region: Region | int | str, offset: int = 0, size: int | None = None) -> bytes:
+        """The region's bytes after the kernel ran (all, or `size` bytes from `offset`)."""
+        return self._snapshot(self.region(region), "epilogue", offset, size)
 
     def changed_ranges(self, region: Region | int | str) -> list[tuple[int, int]]:
         """(offset, length) of the parts the kernel changed: the chunks whose names
@@ -647,13 +648,34 @@ class Record:
     def flag_names(self) -> list[str]:
         return [f.flag for f in self.flags]
 
-    def _snapshot(self, region: Region, which: str) -> bytes:
+    def _snapshot(self, region: Region, which: str, offset: int = 0, size: int | None = None) -> bytes:
+        """Bytes [offset, offset + size) of a snapshot, from the chunks that hold them
+        and no others; each chunk must hold exactly its part of the region (so a region
+        is never larger than its chunks), and a chunk named many times (memory that
+        repeats, deduplicated) is read and decoded once."""
         self._require_snapshot(region, which)
-        data = b"".join(self.chunk(name) for name in getattr(region, which))
-        if len(data) != region.size:
-            raise RecordError(f"{self.path}: {region.label}: {which} chunks hold {len(data)} bytes, "
-                              f"the region is {region.size}")
-        return data
+        size = region.size - offset if size is None else size
+        if offset < 0 or size < 0 or offset + size > region.size:
+            raise RecordError(f"{self.path}: {region.label}: {size} bytes at offset {offset} are not in "
+                              f"its {region.size} bytes")
+        if size == 0:
+            return b""
+        names, first = getattr(region, which), offset // self.chunk_size
+        decoded: dict[str, bytes] = {}
+        parts = []
+        for i in range(first, (offset + size - 1) // self.chunk_size + 1):
+            name = names[i]
+            if name not in decoded:
+                decoded[name] = self.chunk(name)
+            part = min(self.chunk_size, region.size - i * self.chunk_size)
+            if len(decoded[name]) != part:
+                raise RecordError(f"{self.path}: {region.label}: {which} chunk #{i} ({name}) holds "
+                                  f"{len(decoded[name])} bytes, its part of the region is {part}")
+            parts.append(decoded[name])
+        start = offset - first * self.chunk_size
+        if len(parts) == 1:
+            return parts[0][start:start + size]
+        return b"".join(parts)[start:start + size]
 
     def _require_snapshot(self, region: Region, which: str) -> None:
         if getattr(region, which) is None:

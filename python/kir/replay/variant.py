@@ -308,8 +308,7 @@ def read_prologue(record: Record, address: int, size: int, position: int = 0) ->
     """`size` bytes at `address` as the prologue holds them (the memory the launch saw)."""
     for region in record.regions:
         if region.snapshotted and region.address <= address and address + size <= region.address + region.size:
-            start = address - region.address
-            return record.prologue(region)[start:start + size]
+            return record.prologue(region, address - region.address, size)  # only the chunks holding them
     raise PlanError(f"{record.path}: argument {position}: {size} bytes at {address:#x} are in no "
                     "snapshotted region: the value cannot be read")
 
