@@ -177,6 +177,8 @@ nb::dict format_description() {
   d["chunk_header"] = header_description(format::kChunkHeader);
   d["codecs"] = codecs;
   d["max_chunk_bytes"] = format::kMaxChunkBytes;
+  d["max_metadata_values"] = format::kMaxMetadataValues;
+  d["max_metadata_depth"] = format::kMaxMetadataDepth;
   return d;
 }
 
@@ -189,7 +191,8 @@ void bind_recording(nb::module_& m) {
         "(every one a reader knows), metadata_format, record_suffix, chunk_suffix, record_header "
         "and chunk_header (magic, size, fields: (name, offset, size, type) with type 'bytes', "
         "'u32' or 'u64', little-endian), codecs ({id: name}), max_chunk_bytes (the largest chunk a reader "
-        "accepts and the writer writes).");
+        "accepts and the writer writes), max_metadata_values and max_metadata_depth (a reader's bounds on "
+        "the msgpack values in a record's metadata and on their nesting).");
   m.def("reachable_ranges", [](const std::vector<std::pair<uint64_t, uint64_t>>& ranges,
                                const std::vector<uint64_t>& roots, const std::vector<nb::bytes>& contents) {
     std::vector<kir::record::MemoryRange> rs;

@@ -786,7 +786,7 @@ class RecordBuilder:
 
 def record_format() -> dict:
     """
-    The recording format the C++ writer writes (kir/record/format.hpp): version, versions (every one a reader knows), metadata_format, record_suffix, chunk_suffix, record_header and chunk_header (magic, size, fields: (name, offset, size, type) with type 'bytes', 'u32' or 'u64', little-endian), codecs ({id: name}), max_chunk_bytes (the largest chunk a reader accepts and the writer writes).
+    The recording format the C++ writer writes (kir/record/format.hpp): version, versions (every one a reader knows), metadata_format, record_suffix, chunk_suffix, record_header and chunk_header (magic, size, fields: (name, offset, size, type) with type 'bytes', 'u32' or 'u64', little-endian), codecs ({id: name}), max_chunk_bytes (the largest chunk a reader accepts and the writer writes), max_metadata_values and max_metadata_depth (a reader's bounds on the msgpack values in a record's metadata and on their nesting).
     """
 
 def reachable_ranges(ranges: Sequence[tuple[int, int]], roots: Sequence[int], contents: Sequence[bytes]) -> list[int]:

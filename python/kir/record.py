@@ -77,12 +77,13 @@ HEX32 = re.compile(r"[0-9a-f]{32}\Z")
 MAX_RECORD_BYTES = 256 << 20    #: a record file (header + metadata)
 MAX_CHUNK_BYTES = FORMAT["max_chunk_bytes"]  #: a chunk's decoded bytes (and `chunk_size`, and a code's size)
 MAX_PARAM_BYTES = 65536         #: the parameter buffer (CUDA accepts at most 32764 bytes)
-# The metadata's msgpack values (maps, lists, keys, elements, scalars): one per 4 bytes
-# of body (+4096), at most MAX_METADATA_VALUES. Decoded, a value costs Python up to ~70
-# bytes (an empty map: 1 byte, a 75-fold amplification); kir's writer spends 5 bytes
-# or more on each (an allocation not snapshotted: 13 values in 72 bytes; a chunk name 34).
-MAX_METADATA_VALUES = 1 << 24
-MAX_METADATA_DEPTH = 16         #: maps and lists nested in the metadata (kir's writer nests 4 deep)
+# The metadata's msgpack values (maps, lists, keys, elements, scalars): one per 3 bytes
+# of body (+65536), at most MAX_METADATA_VALUES. Decoded, a value costs Python up to ~70
+# bytes (an empty map: 1 byte, a 75-fold amplification); kir's writer spends more than
+# 3 bytes on each (its densest: a kernel's 1-byte parameters, 6 values in 20 bytes each;
+# an allocation not snapshotted: 13 in 72; a chunk name: 1 in 34).
+MAX_METADATA_VALUES = FORMAT["max_metadata_values"]
+MAX_METADATA_DEPTH = FORMAT["max_metadata_depth"]  #: maps and lists nested (kir's writer nests 4 deep)
 U32, U64 = 0xFFFF_FFFF, 0xFFFF_FFFF_FFFF_FFFF
 
 
@@ -321,7 +322,7 @@ def read_record_body(path: Path) -> dict:
 def _unpack(where: str, body: bytes) -> dict:
     import msgpack
     try:  # what decoding would cost, known before anything is built
-        _core.measure_msgpack(body, min(len(body) // 4 + 4096, MAX_METADATA_VALUES), MAX_METADATA_DEPTH,
+        _core.measure_msgpack(body, min(len(body) // 3 + 65536, MAX_METADATA_VALUES), MAX_METADATA_DEPTH,
                               RECORD_LAYOUT.size)
     except KirError as error:
         raise RecordError(f"{where}: byte {RECORD_LAYOUT.size}: the body is not a msgpack value kir reads: "

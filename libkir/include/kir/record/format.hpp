@@ -22,6 +22,12 @@ inline constexpr char kChunkSuffix[] = ".kirc";
 /// The largest chunk (decoded bytes) a reader accepts; the recorder never writes a larger one
 /// (KIR_RECORD_CHUNK_SIZE is capped to it).
 inline constexpr uint64_t kMaxChunkBytes = uint64_t(1) << 30;
+/// A reader's bounds on a record's metadata besides its size: msgpack values (every map,
+/// list, key, element and scalar; also at most one per 3 bytes of it, plus 65536) and maps
+/// and lists nested in one another. The writer nests 4 deep, its densest metadata (a
+/// kernel's 1-byte parameters) spends 3.3 bytes per value.
+inline constexpr uint64_t kMaxMetadataValues = uint64_t(1) << 24;
+inline constexpr uint64_t kMaxMetadataDepth = 16;
 
 /// How a header field is stored: the magic's bytes, or a little-endian unsigned integer.
 enum class FieldType : uint8_t { bytes, u32, u64 };
