@@ -161,7 +161,7 @@ def test_a_damaged_record_is_an_error_row(recording):
     (["{record}", "--workers", "2"], "--workers needs --all DIR"),
     (["{record}", "--scheduler", "tcp://x:1"], "--scheduler needs --all DIR"),
     (["--all", "{rec}", "--baseline", "{record}"], "not JSON"),
-    (["--all", "{rec}", "--baseline", "{nowhere}"], "No such file"),
+    (["--all", "{rec}", "--baseline", "{nowhere}"], "nowhere: missing"),
     (["--all", "{rec}", "--executor", "replay_fakes"], "expected MODULE:FUNCTION"),
     (["--all", "{rec}", "--executor", "no_such_module:f"], "cannot import no_such_module"),
     (["--all", "{rec}", "--executor", "replay_fakes:absent"], "replay_fakes has no function absent"),
