@@ -125,4 +125,5 @@ def _size(n: int) -> str:
     return f"{n} bytes"
 
 
-__all__ = ["MAX_INT_DIGITS", "MAX_JSON_BYTES", "file_type", "load_json", "open_regular", "parse_json", "read_exactly", "read_file"]
+__all__ = ["MAX_INT_DIGITS", "MAX_JSON_BYTES", "file_type", "load_json", "open_regular", "parse_json", "read_exactly",
+           "read_file"]
