@@ -72,10 +72,48 @@ def test_a_stack_overflow_is_handled_on_the_alternate_stack(crash_program, tmp_p
     assert_complete_records(tmp_path, {"complete-1", "complete-2"})
 
 
-def test_the_handler_the_app_had_before_runs_after_the_flush(crash_program, tmp_path):
+def test_a_stack_overflow_on_another_protected_thread_is_handled(crash_program, tmp_path):
+    """A thread that called crash::protect_this_thread() (the recorder's recording
+    threads do) has an alternate stack of its own: its overflow waits for the writer."""
+    proc = run_program(crash_program, tmp_path, "overflow-thread")
+    assert proc.returncode == -signal.SIGSEGV, proc.stderr
+    assert_complete_records(tmp_path, {"complete-1", "complete-2"})
+
+
+def test_the_handler_the_app_had_before_gets_the_fault_itself(crash_program, tmp_path):
+    """The app's SA_SIGINFO handler, installed before, is called at once with the
+    fault's own siginfo (SEGV_MAPERR at address 0, not the SI_TKILL of a raise()),
+    so that it can tell its faults from others. It ends the process itself
+    (_exit): the record in the writer is lost, the one before stays."""
     proc = run_program(crash_program, tmp_path, "chain")
     assert proc.returncode == 42, proc.stderr  # the app's handler ended the process
-    assert proc.stdout == "crashing: chain\napp handler\n"
+    assert proc.stdout == "crashing: chain\napp handler: code 1, address (nil)\n"  # SEGV_MAPERR
+    assert "complete-1" in {r.kernel.name for r in Recording(tmp_path).records()}
+
+
+def test_a_one_shot_handler_of_the_app_runs_once(crash_program, tmp_path):
+    """SA_RESETHAND: the app's handler makes one guard page writable; the second
+    guard page meets the default action, as without the recorder — after the flush."""
+    proc = run_program(crash_program, tmp_path, "resethand")
+    assert proc.returncode == -signal.SIGSEGV, proc.stderr
+    assert proc.stdout == "crashing: resethand\napp handler: guard page\n"
+    assert_complete_records(tmp_path, {"complete-1", "complete-2"})
+
+
+def test_ignored_signals_stay_ignored_and_faults_still_kill(crash_program, tmp_path):
+    proc = run_program(crash_program, tmp_path, "ignored")
+    assert proc.returncode == -signal.SIGSEGV, proc.stderr  # the kernel does not let a fault be ignored
+    assert proc.stdout == "crashing: ignored\nSIGFPE ignored\n"
+    assert_complete_records(tmp_path, {"complete-1", "complete-2"})
+
+
+@pytest.mark.parametrize("mode,segv_blocked", [("mask", 1), ("mask-nodefer", 0)])
+def test_the_app_handler_runs_with_its_own_signal_mask(crash_program, tmp_path, mode, segv_blocked):
+    """As the kernel would run it: its sa_mask (SIGUSR1) blocked, and the signal
+    itself unless SA_NODEFER; then the program goes on past the fault it handled."""
+    proc = run_program(crash_program, tmp_path, mode)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == f"crashing: {mode}\napp handler: SIGSEGV blocked {segv_blocked}, SIGUSR1 blocked 1\n"
     assert_complete_records(tmp_path, {"complete-1", "complete-2"})
 
 

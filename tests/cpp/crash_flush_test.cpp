@@ -15,9 +15,19 @@
 // another thread while the writer works: the exit handler joins it),
 // writer-segv (the writer itself faults: its handler must not wait for itself),
 // overflow (the main thread's stack overflows: the handler runs on the
-// alternate stack), chain (SIGSEGV, with a handler the app installed before:
-// it runs after the flush, and ends the process with status 42).
+// alternate stack), overflow-thread (so does another thread's, which called
+// crash::protect_this_thread() as a recording thread does), chain (SIGSEGV,
+// with an SA_SIGINFO handler the app installed before: it gets the fault's own
+// siginfo, prints it and ends the process with status 42, not waiting),
+// resethand (an SA_RESETHAND handler of the app's makes one guard page
+// writable; the next guard page faults into the default action, after the
+// flush), ignored (SIGFPE ignored before: raise(SIGFPE) returns; SIGSEGV
+// ignored: a store through NULL still dies, after the flush), mask and
+// mask-nodefer (the app's handler, sa_mask {SIGUSR1}, without or with
+// SA_NODEFER, says which of SIGSEGV and SIGUSR1 it runs with blocked, makes
+// the guard page writable, and the program exits 0).
 #include <signal.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -74,12 +84,49 @@ __attribute__((noinline)) uint64_t descend(uint64_t depth, uint64_t limit) {
   return descend(depth + 1, limit) + frame[depth % sizeof frame];
 }
 
-void app_handler(int) {
-  const char text[] = "app handler\n";
-  ssize_t ignored = ::write(STDOUT_FILENO, text, sizeof text - 1);
+void say(const char* text) {
+  ssize_t ignored = ::write(STDOUT_FILENO, text, std::strlen(text));
   (void)ignored;
+}
+
+void app_handler(int, siginfo_t* info, void*) {
+  char text[128];
+  std::snprintf(text, sizeof text, "app handler: code %d, address %p\n", info->si_code, info->si_addr);
+  say(text);
   ::_exit(42);
 }
+
+char* guard_page = nullptr;  // PROT_NONE until an app handler makes it writable
+
+void open_guard_page(int, siginfo_t*, void*) {
+  say("app handler: guard page\n");
+  ::mprotect(guard_page, 4096, PROT_READ | PROT_WRITE);
+}
+
+void report_mask(int, siginfo_t*, void*) {
+  sigset_t now;
+  ::sigprocmask(SIG_BLOCK, nullptr, &now);
+  char text[128];
+  std::snprintf(text, sizeof text, "app handler: SIGSEGV blocked %d, SIGUSR1 blocked %d\n",
+                ::sigismember(&now, SIGSEGV), ::sigismember(&now, SIGUSR1));
+  say(text);
+  ::mprotect(guard_page, 4096, PROT_READ | PROT_WRITE);
+}
+
+/// The app's SIGSEGV handler, installed before crash::install() as an app that
+/// loads CUDA later does.
+void install_app_handler(void (*handler)(int, siginfo_t*, void*), int flags) {
+  struct sigaction action {};
+  action.sa_sigaction = handler;
+  action.sa_flags = SA_SIGINFO | flags;
+  sigemptyset(&action.sa_mask);
+  sigaddset(&action.sa_mask, SIGUSR1);
+  ::sigaction(SIGSEGV, &action, nullptr);
+}
+
+void touch_guard_page(int page) { static_cast<volatile char*>(guard_page)[page * 4096] = 1; }
+
+std::thread writer;
 
 void die_as(const std::string& mode) {
   std::printf("crashing: %s\n", mode.c_str());
@@ -90,6 +137,25 @@ void die_as(const std::string& mode) {
   if (mode == "ill") ::raise(SIGILL);
   if (mode == "overflow") std::printf("%lu\n", static_cast<unsigned long>(descend(0, ~uint64_t(0))));
   if (mode == "chain") *static_cast<volatile int*>(nullptr) = 1;
+  if (mode == "overflow-thread")
+    std::thread([] {
+      crash::protect_this_thread();
+      std::printf("%lu\n", static_cast<unsigned long>(descend(0, ~uint64_t(0))));
+    }).join();
+  if (mode == "resethand") {
+    touch_guard_page(0);
+    touch_guard_page(1);
+  }
+  if (mode == "ignored") {
+    ::raise(SIGFPE);
+    say("SIGFPE ignored\n");
+    *static_cast<volatile int*>(nullptr) = 1;
+  }
+  if (mode == "mask" || mode == "mask-nodefer") {
+    touch_guard_page(0);
+    writer.join();
+    std::exit(0);
+  }
   if (mode == "abort") std::abort();
   if (mode == "terminate") throw std::runtime_error("nobody catches this");
   if (mode == "exit-thread") {
@@ -97,9 +163,6 @@ void die_as(const std::string& mode) {
   }
   std::fprintf(stderr, "unknown mode %s\n", mode.c_str());
 }
-
-std::thread writer;
-
 
 }  // namespace
 
@@ -109,7 +172,15 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::string mode = argv[2];
-  if (mode == "chain") ::signal(SIGSEGV, app_handler);
+  guard_page = static_cast<char*>(::mmap(nullptr, 2 * 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  if (mode == "chain") install_app_handler(app_handler, 0);
+  if (mode == "resethand") install_app_handler(open_guard_page, SA_RESETHAND);
+  if (mode == "mask") install_app_handler(report_mask, 0);
+  if (mode == "mask-nodefer") install_app_handler(report_mask, SA_NODEFER);
+  if (mode == "ignored") {
+    ::signal(SIGFPE, SIG_IGN);
+    ::signal(SIGSEGV, SIG_IGN);
+  }
   crash::install(crash::wait_from_environment());
   Expected<std::unique_ptr<ChunkStore>> store = ChunkStore::open(argv[1]);
   if (!store) return 2;
