@@ -185,6 +185,7 @@ class Recorder {
 
  private:
   struct Pending {
+    ~Pending();  // counts the threads its builder could not start
     std::unique_ptr<RecordBuilder> builder;
     std::vector<size_t> snapshotted;
     std::string label;
@@ -223,17 +224,22 @@ class Recorder {
   std::set<std::pair<uint64_t, uint64_t>> seen_;                   // launch identities recorded
   uint64_t seen_launches_ = 0, unknown_launches_ = 0;
   std::atomic<uint64_t> written_{0}, failed_{0};
+  std::atomic<uint64_t> threads_refused_{0};  // thread starts refused (a thread limit): the work ran on fewer
   std::mutex recording_mutex_;  // one launch recorded at a time, prologue to epilogue
   static thread_local std::unique_ptr<Pending> pending_;
   std::thread writer_;  // stores and writes the last record while the app runs on
   std::mutex writer_mutex_;  // joining and starting writer_
   bool exit_hook_ = false;
-  bool va_warned_ = false;
+  std::atomic<bool> va_warned_{false};  // allocations come from any thread
 };
 
 thread_local std::unique_ptr<Recorder::Pending> Recorder::pending_;
 
 Recorder* the_recorder = nullptr;  // the process's one recorder, once started
+
+Recorder::Pending::~Pending() {
+  if (builder && the_recorder) the_recorder->threads_refused_ += builder->threads_refused();
+}
 
 bool Recorder::start() {
   std::string why;
@@ -257,15 +263,14 @@ bool Recorder::start() {
 int Recorder::allocate(uint64_t size, const void*, uint64_t* address) {
   if (!va_) return 1;
   if (!va_->ready()) {
-    if (!va_warned_) say("warning: cannot reserve the VA range: " + va_->why() + "; allocations fall back to the runtime (records get the outside-va-range flag)");
-    va_warned_ = true;
+    if (!va_warned_.exchange(true))
+      say("warning: cannot reserve the VA range: " + va_->why() +
+          "; allocations fall back to the runtime (records get the outside-va-range flag)");
     return 1;
   }
   *address = va_->allocate(size);
-  if (!*address && !va_warned_) {
+  if (!*address && !va_warned_.exchange(true))
     say("warning: " + va_->why() + "; this allocation falls back to the runtime");
-    va_warned_ = true;
-  }
   return *address ? 0 : 1;
 }
 
@@ -318,6 +323,9 @@ void Recorder::summarize() {
     text += " (" + std::to_string(unknown_launches_) + " launches of kernels the hook never saw registered)";
   wait_for_writer();
   if (failed_) text += "; " + std::to_string(failed_) + " could not be recorded";
+  if (threads_refused_)
+    text += "; " + std::to_string(threads_refused_) +
+            " thread(s) could not be started (a thread limit: ulimit -u, a pids cgroup), their work done by fewer";
   kir_hook_stats stats{};
   stats.struct_size = sizeof stats;
   kir_hook_get_stats(&stats);
@@ -479,7 +487,6 @@ void Recorder::finish_record(Pending& p) {
   }
   b.add_store_time(seconds_since(start));
   Expected<std::string> path = s ? b.write() : Expected<std::string>(s.error());
-  crash::writer_end();  // on disk (or failed): a crash from here on need not wait
   if (!path) {
     say("cannot record " + p.label + ": " + path.error().message());
     ++failed_;
@@ -533,6 +540,7 @@ std::unique_ptr<Recorder::Pending> Recorder::begin_record(const kir_hook_launch&
 void Recorder::launch_begin(const kir_hook_launch& l) {
   uint64_t ordinal = 0;
   if (!selected(l, ordinal)) return;
+  crash::protect_this_thread();  // a stack overflow here still waits for the writer
   recording_mutex_.lock();  // released in launch_completed, on this thread
   pending_ = begin_record(l, ordinal);
   if (!pending_) recording_mutex_.unlock();
@@ -555,22 +563,25 @@ void Recorder::launch_completed(const kir_hook_launch& l) {
       say("cannot record " + p->label + ": " + s.error().message());
       ++failed_;
     } else {
-      std::string label = p->label;
       CUcontext context = nullptr;
       driver_->cuCtxGetCurrent(&context);
       // Complete: from here a crash waits for the writer (crash_flush.hpp).
       crash::writer_begin();
       std::lock_guard<std::mutex> lock(writer_mutex_);
+      std::shared_ptr<Pending> pending(std::move(p));
       try {
-        writer_ = std::thread([this, context, pending = std::shared_ptr<Pending>(std::move(p))] {
+        writer_ = std::thread([this, context, pending] {
           crash::writer_thread();
           driver_->cuCtxSetCurrent(context);
           finish_record(*pending);
+          crash::writer_end();  // on disk (or failed): a crash from here on need not wait
         });
-      } catch (const std::system_error& error) {
-        crash::writer_end();  // no writer: a crash must not wait for one
-        say("cannot record " + label + ": no writer thread: " + error.what());
-        ++failed_;
+      } catch (const std::system_error&) {
+        // No thread to be had (a thread limit): this thread stores the record, the app waiting.
+        ++threads_refused_;
+        crash::writer_thread();
+        finish_record(*pending);
+        crash::writer_end();
       }
     }
   }

@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <system_error>
 #include <thread>
 
 namespace kir::record {
@@ -34,8 +35,16 @@ class ChunkWriters {
         ++queued_;
       }
     }
-    while (pool_.size() < threads_ && pool_.size() < queued_) pool_.emplace_back([this] { work(); });
+    while (!refused_ && pool_.size() < threads_ && pool_.size() < queued_) {
+      try {
+        pool_.emplace_back([this] { work(); });
+      } catch (const std::system_error&) {  // a thread limit: go on with the threads there are
+        refused_ = true;
+        builder_.count_refused_thread();
+      }
+    }
     ready_.notify_all();
+    if (pool_.empty()) work(false);  // not one thread: store the chunks here
   }
 
   /// Wait until every chunk queued from `buffer` is stored (or a store failed).
@@ -74,11 +83,13 @@ class ChunkWriters {
     ByteView bytes;
   };
 
-  void work() {
+  /// Store queued chunks: as a pool thread until stop(), or (`wait` false) on
+  /// the caller's thread until none is left.
+  void work(bool wait = true) {
     std::unique_lock<std::mutex> lock(mutex_);
     for (;;) {
-      ready_.wait(lock, [&] { return !tasks_.empty() || stopping_; });
-      if (tasks_.empty()) return;  // stopping, nothing left
+      if (wait) ready_.wait(lock, [&] { return !tasks_.empty() || stopping_; });
+      if (tasks_.empty()) return;  // stopping (or done here), nothing left
       Task t = tasks_.front();
       tasks_.pop_front();
       bool skip = !failure_;  // after a failure the record is not written: drain the rest
@@ -100,6 +111,7 @@ class ChunkWriters {
   size_t pending_[2] = {0, 0};
   size_t queued_ = 0;
   bool stopping_ = false;
+  bool refused_ = false;  // a thread start failed: no more tries
   Status failure_;
   std::vector<std::thread> pool_;  // started as chunks arrive, up to threads_
 };

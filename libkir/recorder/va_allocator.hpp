@@ -31,7 +31,11 @@ class VaAllocator {
 
   uint64_t base() const { return base_; }
   uint64_t size() const { return size_; }
-  const std::string& why() const { return why_; }
+  /// Why the range or the last allocation could not be had (a copy: any thread may ask).
+  std::string why() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return why_;
+  }
 
  private:
   struct Mapping {
@@ -50,7 +54,7 @@ class VaAllocator {
 
   const Driver& driver_;
   uint64_t base_, size_;
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   bool tried_ = false, reserved_ = false;
   int device_ = 0;
   uint64_t granularity_ = 2 << 20;

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstring>
 #include <mutex>
+#include <system_error>
 #include <thread>
 
 #include "kir/kir.h"
@@ -131,7 +132,14 @@ Status RecordBuilder::snapshot(size_t region, bool epilogue, uint64_t offset, By
   };
   unsigned workers = unsigned(std::min<uint64_t>(std::max(1u, threads), count));
   std::vector<std::thread> pool;
-  for (unsigned t = 1; t < workers; ++t) pool.emplace_back(work);
+  for (unsigned t = 1; t < workers; ++t) {
+    try {
+      pool.emplace_back(work);
+    } catch (const std::system_error&) {  // no more threads (a thread limit): go on with those there are
+      count_refused_thread();
+      break;
+    }
+  }
   work();
   for (std::thread& t : pool) t.join();
   return failure;

@@ -90,6 +90,12 @@ class RecordBuilder {
   void add_store_time(double seconds) { store_seconds_ += seconds; }
   /// Time the writer waited for a device-to-host copy (the store was done first).
   void add_copy_wait(double seconds) { copy_wait_seconds_ += seconds; }
+  /// Threads that could not be started for this record (std::system_error:
+  /// a thread limit, `ulimit -u` or a pids cgroup); the work ran on the
+  /// threads there were, or on the caller's. snapshot() counts its own; a
+  /// caller with threads of its own (the recorder's chunk writers) counts its.
+  void count_refused_thread() { ++threads_refused_; }
+  uint64_t threads_refused() const { return threads_refused_; }
 
   /// The metadata as msgpack (the record file's body).
   std::vector<uint8_t> metadata() const;
@@ -124,6 +130,7 @@ class RecordBuilder {
   double seconds_[2] = {0, 0};
   double store_seconds_ = 0;
   double copy_wait_seconds_ = 0;
+  uint64_t threads_refused_ = 0;
   ChunkStore::Profile profile_before_;  // the store's profile when this record began
   mutable double sync_seconds_ = 0;     // write(): making the chunks durable
 };
