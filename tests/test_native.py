@@ -251,3 +251,28 @@ def test_recorder_snapshot_pipeline_under_thread_sanitizer(tmp_path, mode):
     assert "ThreadSanitizer" not in proc.stderr, proc.stderr[-4000:]
     assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]
     assert proc.stdout.startswith("failed: " if mode else "written "), proc.stdout
+
+
+def test_recorder_allocations_from_several_threads_under_thread_sanitizer(built, tmp_path):
+    """The recorder (libkir_record.so) and the hook built with ThreadSanitizer,
+    serving cuMemAlloc/cuMemFree from 8 threads of rec_faults over the host-memory
+    driver (tests/test_record_faults_cpu.py) while its VA range cannot be reserved
+    (a size no address space holds), so every allocation falls back: no data race
+    reported (the warning flag, issue 21 item 15), and the warning said once."""
+    from test_record_faults_cpu import stub_environment
+    build = ROOT / "build" / "native-tsan"
+    run("cmake", "-S", ROOT, "-B", build, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=RelWithDebInfo",
+        "-DKIR_SANITIZE_THREAD=ON")
+    run("cmake", "--build", build, "--target", "kir_hook", "kir_record")
+    hook, recorder = next(build.rglob("libkir_hook.so")), next(build.rglob("libkir_record.so"))
+    tsan = run("g++", "-print-file-name=libtsan.so").stdout.strip()
+    proc = subprocess.run([built["rec_faults"], built["kernels_sm90.cubin"], "alloc-threads", "8"], capture_output=True,
+                          text=True, timeout=300,
+                          env={**stub_environment(built), "LD_PRELOAD": f"{tsan} {hook}",
+                               "KIR_HOOK_CLIENTS": str(recorder), "KIR_RECORD_DIR": str(tmp_path / "rec"), "KIR_RECORD_VA_SIZE": str(1 << 50),
+                               "TSAN_OPTIONS": "exitcode=66 halt_on_error=1"})
+    assert "ThreadSanitizer" not in proc.stderr, proc.stderr[-4000:]
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout == "launch a=1 ok\n"
+    warnings = [line for line in proc.stderr.splitlines() if "cannot reserve the VA range" in line]
+    assert len(warnings) == 1, proc.stderr[-2000:]
