@@ -165,6 +165,11 @@ class ThreadLimit:
     def __init__(self, headroom: int, files: dict[str, Path]) -> None:
         self.root = os.geteuid() == 0
         self.uid = UNPRIVILEGED_UID if self.root else os.getuid()
+        if self.root:
+            try:
+                subprocess.run(["true"], check=True, preexec_fn=lambda: os.setuid(self.uid))
+            except (OSError, subprocess.SubprocessError) as error:
+                pytest.skip(f"cannot run as uid {self.uid} here (a user namespace without it?): {error}")
         self.directory = Path(tempfile.mkdtemp(prefix="kir-thread-limit-"))
         files = {**files, "lib/libkir_hook.so": library("libkir_hook.so"),
                  "lib/libkir_record.so": library("libkir_record.so")}

@@ -1,6 +1,6 @@
 // The crash flush of the recorder (crash_flush.hpp). Everything the handler
 // does is async-signal-safe: atomics, clock_gettime, nanosleep, write,
-// sigaction, sigprocmask, syscall(gettid), raise — and the app's own handler,
+// sigaction, pthread_sigmask, syscall(gettid), raise — and the app's own handler,
 // called as the kernel would have called it.
 #include "crash_flush.hpp"
 
@@ -75,16 +75,16 @@ bool faults_again(int signal, const siginfo_t* info) {
 void call_app_handler(int signal, siginfo_t* info, void* context, const struct sigaction& action) {
   sigset_t block = action.sa_mask, old;
   if (!(action.sa_flags & SA_NODEFER)) ::sigaddset(&block, signal);
-  ::sigprocmask(SIG_BLOCK, &block, &old);
+  ::pthread_sigmask(SIG_BLOCK, &block, &old);
   if (action.sa_flags & SA_NODEFER) {
     sigset_t self;
     ::sigemptyset(&self);
     ::sigaddset(&self, signal);
-    ::sigprocmask(SIG_UNBLOCK, &self, nullptr);
+    ::pthread_sigmask(SIG_UNBLOCK, &self, nullptr);
   }
   if (action.sa_flags & SA_SIGINFO) action.sa_sigaction(signal, info, context);
   else action.sa_handler(signal);
-  ::sigprocmask(SIG_SETMASK, &old, nullptr);
+  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
 }
 
 /// The default action of a fatal signal: restored, then the signal again
