@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from test_record_faults_cpu import (assert_axpy_records, assert_whole_despite_the_limit, kir_record,  # noqa: F401
-                                    recorder_lines, thread_limit)
+                                    summary_line, thread_limit)
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +39,7 @@ def test_an_app_handling_its_own_faults_runs_to_the_end(faults, tmp_path, when):
     assert result.returncode == 0, result.stderr[-3000:]  # main before issue 21: 139
     assert result.stdout == alone.stdout
     assert "guard: 48 faults handled" in result.stdout
-    assert recorder_lines(result.stderr)[0] == f"kir-record: recorded 2 of 2 launches in {tmp_path / 'rec'}"
+    assert summary_line(result.stderr) == f"kir-record: recorded 2 of 2 launches in {tmp_path / 'rec'}"
     assert_axpy_records(tmp_path / "rec", [1.0, 2.0])
 
 
@@ -56,7 +56,7 @@ def test_a_fault_the_app_does_not_handle_keeps_the_completed_launches(faults, tm
                                   "guard: now a fault that is not the handler's\n")
     kept = len(list((out / "records").glob("*.kirrec")))
     assert kept == 3 if when == "before" else kept in (2, 3), kept
-    assert recorder_lines(result.stderr)[0].startswith(
+    assert summary_line(result.stderr).startswith(
         f"kir: the app was killed by SIGSEGV; {kept} launches recorded before it ({out / 'records'}, complete)")
     assert_axpy_records(out, [1.0, 2.0, 3.0][:kept])
 
@@ -66,8 +66,8 @@ def test_a_stack_overflow_on_a_recording_thread_keeps_its_launch(faults, tmp_pat
     out = tmp_path / "rec"
     result = kir_record(app, cubin, out, "overflow")
     assert result.returncode == 128 + signal.SIGSEGV, result.stderr[-3000:]
-    assert recorder_lines(result.stderr) == [
-        f"kir: the app was killed by SIGSEGV; 2 launches recorded before it ({out / 'records'}, complete)"]
+    assert summary_line(result.stderr) == (
+        f"kir: the app was killed by SIGSEGV; 2 launches recorded before it ({out / 'records'}, complete)")
     assert_axpy_records(out, [1.0, 2.0])
 
 
@@ -82,5 +82,6 @@ def test_an_app_of_4000_threads_at_its_thread_limit_is_recorded_whole(faults, th
                     stat.S_IROTH | stat.S_IWOTH):
                 pytest.skip(f"{node} is not open to other users: the app runs as an unprivileged user here")
     limited = thread_limit(4000)
-    result = limited.record("threads", "5000", str(free), env=dict(os.environ))
+    result = limited.record("threads", "5000", str(free), env={**os.environ, "KIR_RECORD_THREADS": "8",
+                                                               "KIR_RECORD_CHUNK_SIZE": "4096"})
     assert_whole_despite_the_limit(result, limited.directory / "rec")

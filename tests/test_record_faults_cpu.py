@@ -54,8 +54,12 @@ def kir_record(app: Path, cubin: Path, out: Path, *args: str, options=(), env=No
                            *args], capture_output=True, text=True, timeout=300, env=env, preexec_fn=preexec_fn)
 
 
-def recorder_lines(stderr: str) -> list[str]:
-    return [line for line in stderr.splitlines() if line.startswith(("kir:", "kir-record:"))]
+def summary_line(stderr: str) -> str:
+    """The recorder's summary at the app's exit, or `kir record`'s line on the crash
+    (not the warnings about what may not replay, which also start with kir-record:)."""
+    lines = [line for line in stderr.splitlines() if line.startswith(("kir-record: recorded ", "kir: the app was"))]
+    assert len(lines) == 1, stderr[-3000:]
+    return lines[0]
 
 
 def assert_axpy_records(out: Path, launches: list[float]) -> None:
@@ -99,7 +103,7 @@ def test_an_app_handling_its_own_faults_runs_to_the_end(faults, built, tmp_path,
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout == bare.stdout
     assert "guard: 48 faults handled" in result.stdout
-    assert recorder_lines(result.stderr)[0] == f"kir-record: recorded 2 of 2 launches in {tmp_path / 'rec'}"
+    assert summary_line(result.stderr) == f"kir-record: recorded 2 of 2 launches in {tmp_path / 'rec'}"
     assert_axpy_records(tmp_path / "rec", [1.0, 2.0])
 
 
@@ -120,7 +124,7 @@ def test_a_fault_the_app_does_not_handle_keeps_the_completed_launches(faults, bu
     assert result.stdout.endswith("guard: 48 faults handled\nlaunch a=3 ok\n"
                                   "guard: now a fault that is not the handler's\n")
     kept = 3 if when == "before" else 2
-    assert recorder_lines(result.stderr)[0].startswith(
+    assert summary_line(result.stderr).startswith(
         f"kir: the app was killed by SIGSEGV; {kept} launches recorded before it ({out / 'records'}, complete)")
     assert_axpy_records(out, [1.0, 2.0, 3.0][:kept])
 
@@ -133,8 +137,8 @@ def test_a_stack_overflow_on_a_recording_thread_keeps_its_launch(faults, built, 
     out = tmp_path / "rec"
     result = kir_record(app, cubin, out, "overflow", env={**stub_environment(built), "STUB_SLOW_COPY_MS": "300"})
     assert result.returncode == 128 + signal.SIGSEGV, result.stderr[-3000:]
-    assert recorder_lines(result.stderr) == [
-        f"kir: the app was killed by SIGSEGV; 2 launches recorded before it ({out / 'records'}, complete)"]
+    assert summary_line(result.stderr) == (
+        f"kir: the app was killed by SIGSEGV; 2 launches recorded before it ({out / 'records'}, complete)")
     assert_axpy_records(out, [1.0, 2.0])
 
 
@@ -248,7 +252,7 @@ def assert_whole_despite_the_limit(result: subprocess.CompletedProcess, out: Pat
     assert "(then refused: a thread limit)" in result.stderr  # the limit was reached
     assert "terminate called" not in result.stderr
     assert result.stdout == THREADS_OUT
-    summary = recorder_lines(result.stderr)[0]
+    summary = summary_line(result.stderr)
     refused = re.fullmatch(rf"kir-record: recorded 3 of 3 launches in {re.escape(str(out))}; (\d+) thread\(s\) could "
                            r"not be started \(a thread limit: ulimit -u, a pids cgroup\), their work done by fewer",
                            summary)
