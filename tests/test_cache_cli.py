@@ -90,10 +90,10 @@ def test_verify(kir_cli, cache_dir):
     j = json.loads(kir_cli("cache", "verify", cache_dir, "--json").stdout)
     assert j["intact"] == 2 and j["problems"] == [
         {"path": str(path), "key": PTX_KEY, "message": "at byte offset 0x0: not a kir cache entry (bad magic)",
-         "offset": 0}]
+         "offset": 0, "refused": False}]
     # ls lists the others and warns.
     r = kir_cli("cache", "ls", cache_dir)
-    assert r.returncode == 0 and "1 damaged entries not listed" in r.stderr and PTX_KEY not in r.stdout
+    assert r.returncode == 0 and "1 damaged or refused entries not listed" in r.stderr and PTX_KEY not in r.stdout
     assert path.exists()  # neither ls nor verify removes anything
 
 
@@ -111,3 +111,4 @@ def test_bad_input_exits_2(kir_cli, cache_dir, tmp_path, args, message):
     r = kir_cli("cache", *args)
     assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr, r.stderr
     assert not (tmp_path / "missing").exists()
+
