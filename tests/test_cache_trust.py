@@ -26,6 +26,7 @@ from kir.cache import Cache, encode_entry
 from kir.errors import KirError
 
 from test_jit_client import key_for, rig, run_app, stub_lines  # noqa: F401  (rig: the fixture)
+from test_replay_variants import saxpy, write_record  # noqa: F401  (saxpy: the fixture)
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="chown to another user needs root")
 
@@ -269,3 +270,26 @@ def test_the_jit_client_reads_a_group_cache_only_with_kir_cache_group(rig, tmp_p
     assert stats["hits"] == 1 and stats["substituted"] == 1, proc.stderr
     proc, stats = run_app(rig, cache, "r", tmp_path)
     assert stats["hits"] == 0 and stats["errors"] == 1 and "writable by group" in proc.stderr
+
+
+# ---- the Python paths: kir replay / kir tune --jit-cache ----------------------------
+
+@pytest.mark.parametrize("verb", ["replay", "tune"])
+def test_replay_and_tune_refuse_a_cache_directory_another_user_owns(tmp_path, saxpy, verb):
+    """`kir replay --plan --jit-cache DIR` and `kir tune --jit-cache DIR` go through the
+    same core (kir.cache.Cache): a DIR that uid 65534 created first is refused, exit 2
+    with the reason, nothing written into it."""
+    from test_tune import cli
+    write_record(tmp_path / "rec", saxpy)
+    (record,) = sorted((tmp_path / "rec" / "records").glob("*.kirrec"))
+    planted = tmp_path / "planted"
+    planted.mkdir()
+    os.chown(planted, NOBODY, NOBODY)
+    if verb == "replay":
+        result = cli("replay", "--plan", "--specialize", "jit", "--jit-cache", planted, record)
+    else:
+        result = cli("tune", tmp_path / "rec", "--trials", "2", "--seed", "1", "--executor", "tune_fakes:modelled",
+                     "--jit-cache", planted, "--store", "always")
+    assert result.returncode == 2, (result.returncode, result.stderr[-2000:])
+    assert f"cache directory {planted}: refused: owned by uid {NOBODY}" in result.stderr, result.stderr[-2000:]
+    assert "Traceback" not in result.stderr and list(planted.iterdir()) == []

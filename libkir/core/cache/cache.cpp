@@ -112,11 +112,13 @@ Expected<Cache::Trust> trust_for(const std::string& group) {
   if (group.empty()) return t;
   std::vector<char> buffer(16384);
   struct group g, *found = nullptr;
-  int e = getgrnam_r(group.c_str(), &g, buffer.data(), buffer.size(), &found);
+  int e;
+  while ((e = getgrnam_r(group.c_str(), &g, buffer.data(), buffer.size(), &found)) == ERANGE &&
+         buffer.size() < (size_t(1) << 24))
+    buffer.resize(buffer.size() * 2);  // a group of many members
   if (found) {
     t.group = found->gr_gid;
-  } else if (!group.empty() && std::all_of(group.begin(), group.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
-             group.size() < 10) {
+  } else if (group.size() < 10 && std::all_of(group.begin(), group.end(), [](char c) { return c >= '0' && c <= '9'; })) {
     t.group = gid_t(std::strtoul(group.c_str(), nullptr, 10));  // a number: the group need not be named
   } else {
     return Error("cache group '" + group + "': " + (e ? errno_text(e) : std::string("no such group")));
