@@ -16,7 +16,6 @@ import grp
 import json
 import os
 import stat
-import subprocess
 import time
 from pathlib import Path
 
@@ -28,7 +27,7 @@ from kir.errors import KirError
 from test_jit_client import key_for, rig, run_app, stub_lines  # noqa: F401  (rig: the fixture)
 from test_replay_variants import saxpy, write_record  # noqa: F401  (saxpy: the fixture)
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="chown to another user needs root")
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="chown to another user needs root")
 
 NOBODY = 65534
 ARCH = "sm_90"
@@ -48,7 +47,7 @@ def mode(path: Path) -> int:
     return stat.S_IMODE(os.lstat(path).st_mode)
 
 
-def kir_cache(*args) -> subprocess.CompletedProcess:
+def kir_cache(*args):
     from conftest import run_kir
     return run_kir("cache", *map(str, args))
 
@@ -87,11 +86,12 @@ PLANTS = {
     "shard of another user": (lambda c, e: os.chown(e.parent, NOBODY, NOBODY), f"owned by uid {NOBODY}"),
     "directory of another user": (lambda c, e: os.chown(c, NOBODY, NOBODY), f"owned by uid {NOBODY}"),
     "world-writable directory": (lambda c, e: os.chmod(c, 0o777), "writable by every user (mode 0777"),
-    "group-writable shard": (lambda c, e: os.chmod(e.parent, 0o770), "writable by group 0 (mode 0770"),
+    "group-writable shard": (lambda c, e: os.chmod(e.parent, 0o770), f"writable by group {os.getegid()} (mode 0770"),
     "world-writable entry": (lambda c, e: os.chmod(e, 0o666), "writable by every user (mode 0666"),
 }
 
 
+@needs_root
 @pytest.mark.parametrize("plant", list(PLANTS))
 def test_a_cache_file_another_user_could_write_is_refused_and_reported(tmp_path, cubin, plant):
     cache = tmp_path / "cache"
@@ -124,6 +124,7 @@ def test_a_cache_file_another_user_could_write_is_refused_and_reported(tmp_path,
             Cache(cache).store(KEY, cubin, "cubin", ARCH, {})
 
 
+@needs_root
 def test_an_entry_root_owns_is_trusted(tmp_path, cubin):
     """Root is trusted like the owner: a cache root filled for every user."""
     cache = tmp_path / "cache"
@@ -134,6 +135,7 @@ def test_an_entry_root_owns_is_trusted(tmp_path, cubin):
 
 # ---- a cache shared with a group ----------------------------------------------------
 
+@needs_root
 def test_a_group_cache_accepts_its_members_and_nobody_else(tmp_path, cubin):
     group = a_group()
     cache = tmp_path / "shared"
@@ -238,6 +240,7 @@ JIT_PLANTS = {
 }
 
 
+@needs_root
 @pytest.mark.parametrize("plant", list(JIT_PLANTS))
 def test_the_jit_client_refuses_a_planted_entry_and_the_app_kernel_runs(rig, tmp_path, plant):
     d, fatbin, cubin, static = rig
@@ -258,6 +261,7 @@ def test_the_jit_client_refuses_a_planted_entry_and_the_app_kernel_runs(rig, tmp
     assert entry_path(cache, key).exists()  # left for its owner to see
 
 
+@needs_root
 def test_the_jit_client_reads_a_group_cache_only_with_kir_cache_group(rig, tmp_path):
     d, fatbin, cubin, static = rig
     group = a_group()
@@ -274,6 +278,7 @@ def test_the_jit_client_reads_a_group_cache_only_with_kir_cache_group(rig, tmp_p
 
 # ---- the Python paths: kir replay / kir tune --jit-cache ----------------------------
 
+@needs_root
 @pytest.mark.parametrize("verb", ["replay", "tune"])
 def test_replay_and_tune_refuse_a_cache_directory_another_user_owns(tmp_path, saxpy, verb):
     """`kir replay --plan --jit-cache DIR` and `kir tune --jit-cache DIR` go through the

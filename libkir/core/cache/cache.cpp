@@ -118,7 +118,8 @@ Expected<Cache::Trust> trust_for(const std::string& group) {
     buffer.resize(buffer.size() * 2);  // a group of many members
   if (found) {
     t.group = found->gr_gid;
-  } else if (group.size() < 10 && std::all_of(group.begin(), group.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+  } else if (group.size() < 10 &&
+             std::all_of(group.begin(), group.end(), [](char c) { return c >= '0' && c <= '9'; })) {
     t.group = gid_t(std::strtoul(group.c_str(), nullptr, 10));  // a number: the group need not be named
   } else {
     return Error("cache group '" + group + "': " + (e ? errno_text(e) : std::string("no such group")));
