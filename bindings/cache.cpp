@@ -63,21 +63,25 @@ struct PyCache {
 void bind_cache(nb::module_& m) {
   using Cache = PyCache;
   nb::class_<Cache>(m, "Cache", "The kernel-object cache under one directory (docs/cache.md).")
-      .def("__init__", [](Cache* self, const std::string& directory, uint64_t max_bytes, bool create) {
+      .def("__init__", [](Cache* self, const std::string& directory, uint64_t max_bytes, bool create,
+                          const std::string& group) {
         kir::cache::Options o;
         o.max_bytes = max_bytes;
         o.create = create;
+        o.group = group;
         kir::Expected<std::unique_ptr<kir::cache::Cache>> c = kir::cache::Cache::open(directory, o);
         if (!c) raise_kir_error(c.error());
         new (self) PyCache{std::move(*c)};
-      }, "directory"_a, "max_bytes"_a = 0, "create"_a = true)
+      }, "directory"_a, "max_bytes"_a = 0, "create"_a = true, "group"_a = "")
       .def_prop_ro("directory", [](const Cache& c) { return c->directory(); })
       .def("lookup", [](Cache& c, const std::string& key) -> nb::object {
         kir::Expected<const kir::cache::Held*> h = c->lookup(key_of(key));
         if (!h) raise_kir_error(h.error());
         if (!*h) return nb::none();
         return entry_dict(**h);
-      }, "key"_a, "The entry of `key` (a dict), or None (a damaged entry is a miss: see last_problem).")
+      }, "key"_a,
+      "The entry of `key` (a dict), or None (a damaged entry is a miss: see last_problem); KirError for a "
+      "refused directory or entry (docs/cache.md, \"Who may write the cache\").")
       .def("store", [](Cache& c, const std::string& key, nb::bytes code, const std::string& kind,
                        const std::string& arch, const Meta& meta) {
         kir::cache::EntryView v = view_of(key, code, kind, arch, meta);
@@ -107,12 +111,13 @@ void bind_cache(nb::module_& m) {
           d["entry"] = l.entry ? nb::object(entry_dict(*l.entry)) : nb::none();
           d["problem"] = l.problem;
           d["offset"] = l.problem_offset == UINT64_MAX ? nb::none() : nb::object(nb::int_(l.problem_offset));
+          d["refused"] = l.refused;
           out.append(d);
         }
         return out;
       }, "problems_too"_a = false,
-      "Every entry file (dicts: path, key, size, mtime_ns, entry or None, problem, offset); "
-      "with problems_too also stray files (stale temporaries, misplaced names).")
+      "Every entry file (dicts: path, key, size, mtime_ns, entry or None, problem, offset, refused); "
+      "with problems_too also stray files (stale temporaries, misplaced names) and refused directories.")
       .def("stats", [](const Cache& c) {
         kir::cache::Stats s = c->stats();
         nb::dict d;

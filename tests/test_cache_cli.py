@@ -90,10 +90,10 @@ def test_verify(kir_cli, cache_dir):
     j = json.loads(kir_cli("cache", "verify", cache_dir, "--json").stdout)
     assert j["intact"] == 2 and j["problems"] == [
         {"path": str(path), "key": PTX_KEY, "message": "at byte offset 0x0: not a kir cache entry (bad magic)",
-         "offset": 0}]
+         "offset": 0, "refused": False}]
     # ls lists the others and warns.
     r = kir_cli("cache", "ls", cache_dir)
-    assert r.returncode == 0 and "1 damaged entries not listed" in r.stderr and PTX_KEY not in r.stdout
+    assert r.returncode == 0 and "1 damaged or refused entries not listed" in r.stderr and PTX_KEY not in r.stdout
     assert path.exists()  # neither ls nor verify removes anything
 
 
@@ -111,3 +111,34 @@ def test_bad_input_exits_2(kir_cli, cache_dir, tmp_path, args, message):
     r = kir_cli("cache", *args)
     assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr, r.stderr
     assert not (tmp_path / "missing").exists()
+
+
+def test_metadata_and_names_are_printed_with_control_characters_escaped(kir_cli, tmp_path):
+    """Issue 21 item 12: an entry's arch and metadata, and the names of files in the
+    directory, are other people's text. Printed raw they wrote terminal escapes
+    (clear the screen, set the title) and fake lines; now each is escaped, one
+    printed line stays one line, and --json keeps the exact text."""
+    cache_dir = tmp_path / "cache"
+    kernel = "_Z1kv\x1b[2J\x1b]0;pwned\x07\nkir: error: fake line"
+    meta = {"producer": "\u202etxt.exe", "kernel": kernel, "back\\slash\r": "tab\there"}
+    Cache(cache_dir).store(CUBIN_KEY, b"\x7fELF" + bytes(60), "cubin", "sm_90\x1b[31m", meta)
+    (cache_dir / "0a" / "stray\x1b[2Jname").write_text("x")
+
+    def clean(text: str) -> None:
+        assert not any(c in text for c in "\x1b\x07\r\t\u202e"), repr(text)
+
+    ls = kir_cli("cache", "ls", cache_dir)
+    clean(ls.stdout)
+    assert len(ls.stdout.splitlines()) == 3  # header, the entry, the total
+    row = ls.stdout.splitlines()[1]
+    assert "sm_90\\x1b[31m" in row and "\\u202etxt.exe" in row
+    assert row.endswith("_Z1kv\\x1b[2J\\x1b]0;pwned\\x07\\x0akir: error: fake line")
+    show = kir_cli("cache", "show", cache_dir, CUBIN_KEY)
+    clean(show.stdout)
+    assert "meta       back\\\\slash\\x0d = tab\\x09here" in show.stdout.splitlines()
+    assert len(show.stdout.splitlines()) == 5 + len(meta)
+    verify = kir_cli("cache", "verify", cache_dir)
+    clean(verify.stdout)
+    assert verify.returncode == 1 and "stray\\x1b[2Jname: not a cache entry name" in verify.stdout
+    # JSON carries the exact text (escaped by JSON itself).
+    assert json.loads(kir_cli("cache", "show", cache_dir, CUBIN_KEY, "--json").stdout)["entry"]["meta"] == meta

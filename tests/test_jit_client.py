@@ -191,3 +191,21 @@ def test_a_repeated_launch_reuses_its_key_only_while_every_input_is_unchanged(ri
     assert [l.split()[1] for l in stub_lines(proc)] == ["cuLaunchKernel", "cudaLaunchKernel"] * 3 + ["cuLaunchKernel"]
     result = json.loads(stats.read_text())
     assert (result["launches"], result["hits"], result["misses"], result["substituted"]) == (7, 4, 3, 4)
+
+
+def test_the_miss_log_is_capped_and_the_counters_stay_exact(rig, tmp_path):
+    """Issue 21 item 13: a runtime constant that changes at every launch (the app adds 1
+    to `a` each time) made one miss line per launch and a remembered key per launch,
+    forever. Now: 32 lines, then one summary line, then nothing; at most 4096 missed
+    keys remembered; every launch still counted."""
+    launches = 5000
+    proc, stats = run_app(rig, tmp_path / "cache", "r" * launches, tmp_path)
+    lines = proc.stderr.splitlines()
+    assert len([l for l in lines if l.startswith("kir-jit: miss ")]) == 32
+    summary = [l for l in lines if "further misses and errors are counted, not logged" in l]
+    assert summary == ["kir-jit: 32 lines logged: further misses and errors are counted, not logged (the counters "
+                       "at exit count every launch)"]
+    assert len(lines) <= 34, lines[-5:]
+    assert (stats["launches"], stats["misses"], stats["hits"]) == (launches, launches, 0)
+    assert stats["not_logged"] == launches - 32 and 0 < stats["remembered"] <= 4096
+    assert len(stub_lines(proc)) == launches  # every launch ran, the app's own

@@ -3,10 +3,12 @@ with `a` registered as a runtime constant through the Proteus ABI, its IR
 embedded as the pass embeds it) runs under the reference JIT client (`kir run`)
 with a cache filled offline by `kir jit compile`: every launch of the specialized
 value runs the cached object, the output is bitwise the plain run's, and an entry
-compiled for another value never hits."""
+compiled for another value never hits; an entry another user planted (uid 65534, issue 21
+item 1) is refused and the app's own kernel runs."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 
 import pytest
@@ -62,3 +64,38 @@ def test_an_entry_for_another_value_never_hits(gpu, built, kir_cli, tmp_path):
     result, stats = run_under_client(kir_cli, app, cache, tmp_path / "s.json")
     assert stats["hits"] == 0 and stats["substituted"] == 0, stats
     assert result.stdout == subprocess.run([app, str(LAUNCHES)], capture_output=True, text=True, check=True).stdout
+
+
+NOBODY = 65534
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="planting another user's entry (chown) needs root")
+@pytest.mark.parametrize("planted", ["entry", "directory"])
+def test_an_entry_planted_by_another_user_is_refused(gpu, built, kir_cli, tmp_path, planted):
+    """Issue 21 item 1, as shown on the H200: an entry (and, for `directory`, the cache
+    directory and its shard: uid 65534 made the cache under /tmp) owned by uid 65534
+    was substituted into root's app. Now it is refused with one line, counted as an
+    error, and the app's own kernel runs (the output is the plain run's); given back
+    to its owner, the very same entry hits."""
+    app, arch = built["jit_app"], device_arch()
+    plain = subprocess.run([app, str(LAUNCHES)], capture_output=True, text=True, check=True)
+    cache = tmp_path / "cache"
+    compiled = kir_cli("jit", "compile", app, "--kernel", "daxpy", "--arch", arch, "--arg", "1:f64:2.5",
+                       "--cache", cache, "--json")
+    assert compiled.returncode == 0, compiled.stderr
+    key = json.loads(compiled.stdout)["key"]
+    entry = cache / key[:2] / key
+    planted_paths = [entry] if planted == "entry" else [cache, entry.parent, entry]
+    for path in planted_paths:
+        os.chown(path, NOBODY, NOBODY)
+    result, stats = run_under_client(kir_cli, app, cache, tmp_path / "s1.json")
+    assert result.stdout == plain.stdout
+    assert stats["hits"] == 0 and stats["substituted"] == 0 and stats["errors"] >= 1, stats
+    refused = [l for l in result.stderr.splitlines() if l.startswith("kir-jit: error: ")]
+    assert len(refused) == 1 and f"refused: owned by uid {NOBODY}" in refused[0], result.stderr[-3000:]
+    assert entry.exists()
+    for path in planted_paths:
+        os.chown(path, os.geteuid(), os.getegid())
+    result, stats = run_under_client(kir_cli, app, cache, tmp_path / "s2.json")
+    assert stats["hits"] == LAUNCHES and stats["substituted"] == LAUNCHES, stats
+    assert result.stdout == plain.stdout

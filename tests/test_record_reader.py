@@ -401,6 +401,23 @@ def test_records_reports_a_bad_record_and_lists_the_rest(tmp_path, kir_cli):
     assert missing.returncode == 2 and "not a kir recording" in missing.stderr
 
 
+def test_records_prints_names_with_control_characters_escaped(tmp_path, kir_cli):
+    """Issue 21 item 12: a record's kernel name is the recorded app's text. Printed raw
+    it wrote terminal escapes and fake lines into `kir records`; now escaped, one row
+    per record, and --json keeps the exact name."""
+    demangled = "k\x1b[2J\x1b]0;pwned\x07(int*)\n0 records, 0 chunks (fake line)"
+    b = builder(tmp_path)
+    b.set_kernel("k", demangled, _core.static_hash("k", "cubin", [b"image"]), [0], [8])
+    b.write()
+    table = kir_cli("records", tmp_path)
+    assert table.returncode == 0, table.stderr
+    assert not any(c in table.stdout for c in "\x1b\x07"), repr(table.stdout)
+    lines = table.stdout.splitlines()
+    assert len(lines) == 3 and lines[1].endswith("k\\x1b[2J\\x1b]0;pwned\\x07(int*)\\x0a0 records, 0 chunks "
+                                                 "(fake line)"), lines
+    assert json.loads(kir_cli("records", "--json", tmp_path).stdout)["records"][0]["demangled"] == demangled
+
+
 # --- replay plans ----------------------------------------------------------------------
 
 def axpy_record(directory, cubin: Path, a=2.0, n=1000, ptx: bytes | None = None, alter=None):

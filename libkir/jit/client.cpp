@@ -6,7 +6,12 @@
 // looks it up in the kernel-object cache (kir/cache.h) and, on a hit, claims the
 // launch with the cached code (hook API 4, KIR_SUBSTITUTE_CODE: the layer loads
 // it once per context). On a miss the original runs, and the key with its inputs
-// is logged once, as the `kir jit compile` command that fills it.
+// is logged once, as the `kir jit compile` command that fills it. A cache
+// directory, shard or entry the cache refuses (another user's, writable by
+// others, a link: docs/cache.md) is one logged line and an error; the original
+// runs. At most kLogLines lines are logged, then one summary line: the counters
+// count every launch. A missed key is looked up again after KIR_JIT_RECHECK_MS;
+// at most kRemembered missed keys are remembered (then all are forgotten at once).
 //
 // Settings (read once, when the layer loads the client; docs/jit.md):
 //   KIR_JIT_CACHE=DIR        the cache (required: without it nothing is claimed)
@@ -21,6 +26,7 @@
 //                            stderr line when anything was looked up)
 //   KIR_JIT_RECHECK_MS=N     a key that missed is looked up again after N ms
 //                            (default 1000: another process may fill it)
+//   KIR_CACHE_GROUP=GROUP    the cache is shared with GROUP's members (docs/cache.md)
 #include <dlfcn.h>
 #include <time.h>
 
@@ -34,6 +40,7 @@
 #include <shared_mutex>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "kir/cache.h"
@@ -128,7 +135,10 @@ class JitClient {
       return false;
     }
     directory_ = dir;
-    cache_ = kir_cache_open(dir, nullptr);
+    kir_cache_options options{};
+    options.struct_size = sizeof options;
+    options.group = kir::hook::setting("KIR_CACHE_GROUP");
+    cache_ = kir_cache_open(dir, &options);
     if (!cache_) {
       std::fprintf(stderr, "kir-jit: error: cache %s: %s\n", dir, kir_last_error());
       return false;
@@ -209,6 +219,8 @@ class JitClient {
         fill(out, key, entry.code, entry.code_size, entry.code_kind, entry.arch);
         Counts::add(kHits);
         claimed = 1;
+      } else if (found < 0) {  // refused (not trusted) or unreadable: the app's own code runs
+        failed(key, kir_last_error());
       } else {
         miss(key, k, l, arch, jit_count);
       }
@@ -230,25 +242,32 @@ class JitClient {
     hook.struct_size = sizeof hook;
     kir_hook_get_stats(&hook);
     std::string missed;
+    uint64_t not_logged, remembered;
     {
       std::lock_guard<std::mutex> lock(log_mutex_);
       for (const std::string& m : miss_lines_) missed += (missed.empty() ? "" : ",") + m;
+      not_logged = not_logged_;
+    }
+    {
+      std::shared_lock<std::shared_mutex> lock(miss_mutex_);
+      remembered = missed_.size();
     }
     if (!stats_path_.empty()) {
       if (FILE* f = std::fopen(stats_path_.c_str(), "w")) {
         std::fprintf(f,
                      "{\"cache\":%s,\"launches\":%" PRIu64 ",\"hits\":%" PRIu64 ",\"misses\":%" PRIu64
                      ",\"errors\":%" PRIu64 ",\"substituted\":%" PRIu64 ",\"substitute_failures\":%" PRIu64
-                     ",\"added_ns_per_launch\":%.1f,\"missed\":[%s]}\n",
+                     ",\"added_ns_per_launch\":%.1f,\"not_logged\":%" PRIu64 ",\"remembered\":%" PRIu64
+                     ",\"missed\":[%s]}\n",
                      kir::json_quoted(directory_).c_str(), eligible, hits, misses, errors_.load(), hook.substituted,
-                     hook.substitute_failures, per_launch, missed.c_str());
+                     hook.substitute_failures, per_launch, not_logged, remembered, missed.c_str());
         std::fclose(f);
       }
     } else if (eligible) {
       std::fprintf(stderr,
                    "kir-jit: %" PRIu64 " launches looked up: %" PRIu64 " hits, %" PRIu64 " misses, %" PRIu64
-                   " substituted, %.0f ns added per launch (%s)\n",
-                   eligible, hits, misses, hook.substituted, per_launch, directory_.c_str());
+                   " errors, %" PRIu64 " substituted, %.0f ns added per launch (%s)\n",
+                   eligible, hits, misses, errors_.load(), hook.substituted, per_launch, directory_.c_str());
     }
   }
 
@@ -440,17 +459,57 @@ class JitClient {
     return it != missed_.end() && now_ns() < it->second;
   }
 
+  /// Remember that `key` missed (look again after recheck_ns_); true when it was
+  /// not remembered. A full set is emptied: its keys are looked up once more.
+  bool remember(const kir_hash128& key) {
+    std::unique_lock<std::shared_mutex> lock(miss_mutex_);
+    auto it = missed_.find(key);
+    bool first = it == missed_.end();
+    if (first) {
+      if (missed_.size() >= kRemembered) missed_.clear();
+      it = missed_.emplace(key, 0).first;
+    }
+    it->second = now_ns() + recheck_ns_;
+    return first;
+  }
+
+  /// Write `line` to stderr while fewer than kLogLines were written; past them, one
+  /// summary line, then only a count (not_logged_). Called with log_mutex_ held.
+  bool log_full() const { return logged_ >= kLogLines; }
+  void log(const std::string& line) {
+    if (log_full()) return unlogged();
+    ++logged_;
+    std::fputs(line.c_str(), stderr);
+  }
+  void unlogged() {
+    if (not_logged_++ == 0)
+      std::fprintf(stderr,
+                   "kir-jit: %u lines logged: further misses and errors are counted, not logged (the counters at "
+                   "exit count every launch)\n",
+                   kLogLines);
+  }
+
+  /// A lookup that failed (a refused directory or entry, an unreadable one): one line
+  /// per message, counted as an error and a miss; the app's own kernel runs.
+  void failed(const kir_hash128& key, const char* message) {
+    Counts::add(kMisses);
+    errors_.fetch_add(1, std::memory_order_relaxed);
+    if (!remember(key)) return;
+    std::lock_guard<std::mutex> lock(log_mutex_);
+    if (log_full())
+      unlogged();
+    else if (logged_errors_.insert(message).second)  // at most kLogLines messages
+      log("kir-jit: error: " + std::string(message) + " (the app's own code runs)\n");
+  }
+
   void miss(const kir_hash128& key, const kir_hook_kernel* k, const kir_hook_launch* l, const char* arch,
             uint32_t jit_count) {
     Counts::add(kMisses);
-    bool first;
+    if (!remember(key)) return;
     {
-      std::unique_lock<std::shared_mutex> lock(miss_mutex_);
-      auto [it, inserted] = missed_.try_emplace(key, 0);
-      it->second = now_ns() + recheck_ns_;
-      first = inserted;
+      std::lock_guard<std::mutex> lock(log_mutex_);
+      if (log_full() && miss_lines_.size() >= kMissRecords) return unlogged();  // nothing to write
     }
-    if (!first) return;
     // Once per key: the command that fills it (scalars; arrays and objects are named).
     std::string args, command = "kir jit compile BINARY --kernel " + std::string(k->name) + " --arch " + arch;
     for (size_t i = 0; i < jit_count; ++i) {
@@ -468,17 +527,18 @@ class JitClient {
                  std::to_string(l->block.z);
     command += " --cache " + directory_;
     std::string key_text = hex(key);
-    std::fprintf(stderr, "kir-jit: miss %s key=%s static=%s args=[%s] shared=%zu: %s\n", k->name, key_text.c_str(),
-                 hex(k->static_hash).c_str(), args.c_str(), l->shared_bytes, command.c_str());
+    std::string line = "kir-jit: miss " + std::string(k->name) + " key=" + key_text + " static=" + hex(k->static_hash) +
+                       " args=[" + args + "] shared=" + std::to_string(l->shared_bytes) + ": " + command + "\n";
     std::lock_guard<std::mutex> lock(log_mutex_);
-    if (miss_lines_.size() < 64)
+    log(line);
+    if (miss_lines_.size() < kMissRecords)
       miss_lines_.push_back("{\"kernel\":" + kir::json_quoted(k->name) + ",\"key\":\"" + key_text +
                             "\",\"command\":" + kir::json_quoted(command) + "}");
   }
 
   void note_error(const kir_hook_kernel* k, const char* message) {
     std::lock_guard<std::mutex> lock(log_mutex_);
-    if (errors_logged_++ < 8) std::fprintf(stderr, "kir-jit: error: %s: JIT key: %s\n", k->name, message);
+    log("kir-jit: error: " + std::string(k->name) + ": JIT key: " + message + "\n");
   }
 
 
@@ -493,9 +553,14 @@ class JitClient {
   Driver driver_;  // loaded at start
   std::shared_mutex miss_mutex_;
   std::unordered_map<kir_hash128, uint64_t, KeyHash, KeyEqual> missed_;  // key -> look again after
+  static constexpr unsigned kLogLines = 32;    ///< lines about misses and errors, then one summary
+  static constexpr size_t kRemembered = 4096;  ///< missed keys remembered at most
+  static constexpr size_t kMissRecords = 64;   ///< misses in KIR_JIT_STATS' "missed"
   std::mutex log_mutex_;
   std::vector<std::string> miss_lines_;
-  unsigned errors_logged_ = 0;
+  std::unordered_set<std::string> logged_errors_;  ///< failure messages logged (each once)
+  unsigned logged_ = 0;
+  uint64_t not_logged_ = 0;  ///< lines not written past kLogLines
   std::atomic<uint64_t> errors_{0}, timed_{0}, timed_ns_{0};
   // Counted per launch: per-thread counters, no locked instruction (issue 15).
   struct CountsTag {};

@@ -812,14 +812,14 @@ def check_kernel_regex(pattern: str) -> object:
 class Cache:
     """The kernel-object cache under one directory (docs/cache.md)."""
 
-    def __init__(self, directory: str, max_bytes: int = 0, create: bool = True) -> None: ...
+    def __init__(self, directory: str, max_bytes: int = 0, create: bool = True, group: str = '') -> None: ...
 
     @property
     def directory(self) -> str: ...
 
     def lookup(self, key: str) -> object:
         """
-        The entry of `key` (a dict), or None (a damaged entry is a miss: see last_problem).
+        The entry of `key` (a dict), or None (a damaged entry is a miss: see last_problem); KirError for a refused directory or entry (docs/cache.md, "Who may write the cache").
         """
 
     def store(self, key: str, code: bytes, kind: str, arch: str, meta: Sequence[tuple[str, str]]) -> None: ...
@@ -833,7 +833,7 @@ class Cache:
 
     def list(self, problems_too: bool = False) -> list:
         """
-        Every entry file (dicts: path, key, size, mtime_ns, entry or None, problem, offset); with problems_too also stray files (stale temporaries, misplaced names).
+        Every entry file (dicts: path, key, size, mtime_ns, entry or None, problem, offset, refused); with problems_too also stray files (stale temporaries, misplaced names) and refused directories.
         """
 
     def stats(self) -> dict: ...

@@ -10,10 +10,15 @@ Everything is in the core (libkir, kir/cache.hpp): the entry format, the atomic
 writes many processes may make at once, the checks on read, LRU eviction and the
 in-memory layer the launch path uses through the C API (kir/cache.h). A damaged
 entry is a miss, removed from the directory; `verify()` reports every problem
-with its file and byte offset without changing anything.
+with its file and byte offset without changing anything. The trust checks are
+the core's too (docs/cache.md, "Who may write the cache"): a directory or entry
+another user owns, or that others may write, is refused — a lookup raises
+KirError naming it, `verify()` reports it — unless the cache is shared with a
+group (`group=`, or the KIR_CACHE_GROUP variable the JIT client also reads).
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -48,6 +53,7 @@ class Problem:
     key: str               #: the key its name claims ("" when the name is not a key)
     message: str           #: what is wrong
     offset: int | None     #: byte offset in the file, when the problem is about a byte
+    refused: bool = False  #: not trusted (another user's, writable by others, a link): never read
 
     def __str__(self) -> str:  # the message names the byte offset when there is one
         return f"{self.path}: {self.message}"
@@ -59,20 +65,30 @@ def check_key(key: str) -> str:
     return key
 
 
+#: The setting that shares a cache with a group (its name or number): the JIT
+#: client reads it too.
+GROUP_VARIABLE = "KIR_CACHE_GROUP"
+
+
 class Cache:
     """The cache under `directory` (created unless create=False). With max_bytes,
     every store evicts least-recently-used entries until the directory holds at
-    most max_bytes of entries."""
+    most max_bytes of entries. `group` (default: $KIR_CACHE_GROUP) shares it with
+    a group's members; without it only you (and root) may own and write it."""
 
-    def __init__(self, directory: str | Path, max_bytes: int = 0, *, create: bool = True) -> None:
+    def __init__(self, directory: str | Path, max_bytes: int = 0, *, create: bool = True,
+                 group: str | None = None) -> None:
         if max_bytes < 0:
             raise OptionError(f"max_bytes must be >= 0, not {max_bytes}")
-        self._core = _core.Cache(str(directory), max_bytes, create)
+        if group is None:
+            group = os.environ.get(GROUP_VARIABLE, "")
+        self._core = _core.Cache(str(directory), max_bytes, create, group)
         self.directory = Path(self._core.directory)
 
     def lookup(self, key_hex: str) -> Entry | None:
         """The entry of `key_hex`, or None (also when its file was damaged:
-        `last_problem` says how; the file is removed)."""
+        `last_problem` says how; the file is removed). KirError when the entry,
+        its shard or the directory is refused (not trusted)."""
         found = self._core.lookup(check_key(key_hex))
         return None if found is None else Entry._from_core(found)
 
@@ -99,15 +115,16 @@ class Cache:
         return self._core.evict(max_bytes)
 
     def verify(self) -> list[Problem]:
-        """Read and check every file; a Problem for each damaged entry, stale
-        temporary or stray file. Changes nothing."""
+        """Read and check every file; a Problem for each damaged or refused entry,
+        refused directory, stale temporary or stray file. Changes nothing."""
         return self.scan()[1]
 
     def scan(self) -> tuple[list[Entry], list[Problem]]:
         """entries() and verify() from one reading of the directory."""
         listing = self._core.list(True)
         return ([Entry._from_core(l["entry"]) for l in listing if l["entry"] is not None],
-                [Problem(path=l["path"], key=l["key"], message=l["problem"], offset=l["offset"])
+                [Problem(path=l["path"], key=l["key"], message=l["problem"], offset=l["offset"],
+                         refused=l["refused"])
                  for l in listing if l["problem"]])
 
     def stats(self) -> dict[str, int]:
@@ -133,4 +150,5 @@ def parse_entry(data: bytes) -> dict:
     return d
 
 
-__all__ = ["Cache", "Entry", "Problem", "KirError", "encode_entry", "parse_entry", "FORMAT_VERSION", "KINDS"]
+__all__ = ["Cache", "Entry", "Problem", "KirError", "encode_entry", "parse_entry", "FORMAT_VERSION", "GROUP_VARIABLE",
+           "KINDS"]

@@ -3,6 +3,7 @@
 // kir_last_error, and the in-memory layer read by several threads while another
 // stores (the table grows under them). Run by ctest, under ASan+UBSan in
 // tests/test_native.py.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -174,12 +175,38 @@ void test_threads(const std::string& dir) {
 
 }  // namespace
 
+// Who may write the cache (docs/cache.md): a directory others may write is refused
+// through the C ABI as the JIT client meets it (-1, the reason in kir_last_error),
+// and a caller compiled before kir_cache_options.group still opens a private cache.
+void test_refused(const std::string& dir) {
+  kir_cache_options old{};
+  old.struct_size = offsetof(kir_cache_options, group);  // the struct without `group`
+  kir_cache* c = kir_cache_open(dir.c_str(), &old);
+  CHECK(c != nullptr && store(c, 7) == 0);
+  struct stat st;
+  CHECK(stat(dir.c_str(), &st) == 0 && (st.st_mode & 07777) == 0700);
+  kir_cache_close(c);
+  CHECK(chmod(dir.c_str(), 0777) == 0);
+  c = kir_cache_open(dir.c_str(), nullptr);
+  kir_cache_entry e{};
+  e.struct_size = sizeof e;
+  CHECK(c != nullptr && kir_cache_lookup(c, key_for(7), &e) == -1 &&
+        std::strstr(kir_last_error(), "refused: writable by every user (mode 0777"));
+  kir_cache_stats s{};
+  s.struct_size = sizeof s;
+  CHECK(kir_cache_get_stats(c, &s) == 0 && s.errors == 1 && s.misses == 1 && s.hits == 0);
+  CHECK(store(c, 8) == -1 && std::strstr(kir_last_error(), "refused"));
+  kir_cache_close(c);
+  CHECK(chmod(dir.c_str(), 0700) == 0);
+}
+
 int main() {
   std::string dir = temp_dir();
   CHECK(store(nullptr, 1) == -1 && allocations.load() > 0);  // the counter counts
   test_roundtrip(dir + "/a");
   test_errors(dir);
   test_threads(dir + "/b");
+  test_refused(dir + "/c");
   std::string rm = "rm -rf '" + dir + "'";
   if (std::system(rm.c_str()) != 0) std::fprintf(stderr, "could not remove %s\n", dir.c_str());
   std::printf("%d checks, %d failed\n", checks, failures);

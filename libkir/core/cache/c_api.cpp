@@ -38,6 +38,8 @@ kir_cache* kir_cache_open(const char* directory, const kir_cache_options* option
     if (options->struct_size >= offsetof(kir_cache_options, max_bytes) + sizeof(uint64_t)) o.max_bytes = in.max_bytes;
     if (options->struct_size >= offsetof(kir_cache_options, flags) + sizeof(uint32_t))
       o.create = (in.flags & KIR_CACHE_OPEN_EXISTING) == 0;
+    if (options->struct_size >= offsetof(kir_cache_options, group) + sizeof(const char*) && in.group)
+      o.group = in.group;
   }
   kir::Expected<std::unique_ptr<kir::cache::Cache>> c = kir::cache::Cache::open(directory, o);
   if (!c) return set_last_error(c.error().message()), nullptr;

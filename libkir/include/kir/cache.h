@@ -39,10 +39,23 @@ typedef struct kir_cache_options {
   uint64_t max_bytes;   /* 0: unbounded; else LRU eviction keeps the entries' total at most this */
   /* appended after max_bytes */
   uint32_t flags;       /* KIR_CACHE_* */
+  /* appended after flags */
+  const char* group;    /* a cache shared with this group (name or number; NULL or "": none) */
 } kir_cache_options;
 
 /** Open (creating it, and its parents, unless KIR_CACHE_OPEN_EXISTING) the cache
- *  under `directory`. `options` may be NULL (unbounded). NULL + kir_last_error. */
+ *  under `directory`. `options` may be NULL (unbounded, not shared).
+ *  NULL + kir_last_error.
+ *
+ *  Who may write the cache (docs/cache.md): a directory, shard directory or
+ *  entry not owned by the effective user or root, or writable by others, is
+ *  refused — never read, never followed: a lookup answers -1 (counted in the
+ *  stats' errors and misses; kir_last_error says which file and why) and the
+ *  caller runs its own code. With `group` set, the group's members may own and
+ *  write it too. Directories kir creates get mode 0700 (02770 and the group
+ *  when shared) and entries 0600 (0660), whatever the umask. A shard directory
+ *  that is a symbolic link is refused; nothing inside the cache is reached
+ *  through a link, and eviction never deletes through one. */
 kir_cache* kir_cache_open(const char* directory, const kir_cache_options* options);
 /** Close the handle: every entry it returned becomes invalid. NULL is ignored. */
 void kir_cache_close(kir_cache* cache);
@@ -64,7 +77,7 @@ typedef struct kir_cache_entry {
 
 /** Look up `key`: 1 hit (`out` valid until kir_cache_close), 0 miss (also for a
  *  damaged entry, counted in the stats' errors and removed), -1 error (bad
- *  arguments, an unreadable directory). */
+ *  arguments, an unreadable directory, a refused directory or entry). */
 int kir_cache_lookup(kir_cache* cache, kir_hash128 key, kir_cache_entry* out);
 /** Store `entry` under `key` (replacing an entry of that key): 0 or -1. The
  *  entry is also held in memory, so a later lookup of `key` is a memory hit. */
@@ -79,8 +92,8 @@ typedef struct kir_cache_stats {
   uint32_t struct_size;  /* in: sizeof(kir_cache_stats) */
   uint64_t hits;         /* lookups answered, from memory or disk */
   uint64_t memory_hits;  /* of which from memory */
-  uint64_t misses;       /* lookups not answered (damaged entries included) */
-  uint64_t errors;       /* damaged or unreadable entries met (each also a miss) */
+  uint64_t misses;       /* lookups not answered (damaged and refused entries included) */
+  uint64_t errors;       /* damaged, refused or unreadable entries met (each also a miss) */
   uint64_t evictions;    /* entries this handle removed to stay under max_bytes */
   uint64_t stores;       /* entries this handle wrote */
 } kir_cache_stats;

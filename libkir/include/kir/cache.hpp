@@ -8,6 +8,9 @@
 // any input: tests/fuzz/fuzz_cache_entry.cpp).
 #pragma once
 
+#include <sys/stat.h>
+#include <sys/types.h>
+
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -79,6 +82,10 @@ std::string entry_relative_path(const Hash128& key);
 struct Options {
   uint64_t max_bytes = 0;  // 0: unbounded
   bool create = true;      // create the directory when missing
+  /// A cache shared with a group (docs/cache.md, "Who may write the cache"): the
+  /// group's name or number, whose members may write it. Empty: only the
+  /// effective user (and root) may.
+  std::string group;
 };
 
 struct Stats {
@@ -96,16 +103,17 @@ struct Held {
   int64_t mtime_ns = 0;              // the entry file's access stamp when read
 };
 
-/// One file of the directory, as `entries()` and `verify()` see it.
+/// One file (or refused directory) of the cache, as `entries()` and `verify()` see it.
 struct Listing {
   std::string path;
   Hash128 key;
   bool has_key = false;  // the file's name is a key (32 hex digits)
   uint64_t size = 0;
   int64_t mtime_ns = 0;
-  std::shared_ptr<const Held> entry;  // null when damaged (see problem)
+  std::shared_ptr<const Held> entry;  // null when damaged or refused (see problem)
   std::string problem;
   uint64_t problem_offset = UINT64_MAX;  // UINT64_MAX: not about a byte of the file
+  bool refused = false;  // not trusted: another user's, writable by others, or a link (docs/cache.md)
 };
 
 class Cache {
@@ -129,7 +137,9 @@ class Cache {
 
   /// Memory, else disk: the entry (valid until the Cache is destroyed), nullptr
   /// for a miss (a damaged entry is a miss, counted and removed), or an Error
-  /// for a failure that is not about an entry (the directory unreadable).
+  /// for a refused directory, shard or entry (not trusted: docs/cache.md; counted
+  /// as an error and a miss, left in place) or a failure that is not about an
+  /// entry (the directory unreadable).
   Expected<const Held*> lookup(const Hash128& key);
 
   /// Write `entry` under `key` (atomically, replacing any entry of that key),
@@ -139,8 +149,9 @@ class Cache {
   /// Remove `key`'s file; true when there was one.
   Expected<bool> remove(const Hash128& key);
 
-  /// Every entry file (read and checked), damaged ones with their problem;
-  /// with `problems_too`, also stray files (stale temporaries, misplaced names).
+  /// Every entry file (read and checked), damaged and refused ones with their
+  /// problem; with `problems_too`, also stray files (stale temporaries, misplaced
+  /// names) and refused directories (nothing beneath one is read).
   Expected<std::vector<Listing>> list(bool problems_too = false) const;
 
   /// Evict least-recently-used entries until the entries total at most
@@ -150,18 +161,29 @@ class Cache {
   Stats stats() const;
   std::string last_problem() const;
 
-  /// Read one entry file (checked against `key`).
-  static Expected<std::shared_ptr<Held>> read_file(const std::string& path, const Hash128* key,
-                                                   ParseError* error = nullptr, bool touch = false);
+  /// Who may have written the files this cache reads (docs/cache.md, "Who may
+  /// write the cache").
+  struct Trust {
+    uid_t user = 0;       // the effective user
+    bool shared = false;  // a group cache
+    gid_t group = 0;
+    std::string group_name;
+    /// "" when a directory or entry with this status may be read, else why not.
+    std::string refusal(const struct stat& st) const;
+  };
 
  private:
   struct Table;
-  Cache(std::string directory, const Options& options);
+  Cache(std::string directory, const Options& options, const Trust& trust, int directory_fd);
   const Held* publish(std::unique_ptr<Held> held);
   void problem(const std::string& message);
+  Error refuse(const std::string& message);
 
   std::string directory_;
   Options options_;
+  Trust trust_;
+  int directory_fd_ = -1;  // every file is reached from it (openat: no path is resolved again)
+  std::string refused_;    // why the directory itself is refused ("" when trusted)
   std::atomic<Table*> table_{nullptr};
   mutable std::mutex mutex_;  // writers of the table, last_problem_
   std::vector<std::unique_ptr<Table>> tables_;  // every table ever published (readers may hold old ones)

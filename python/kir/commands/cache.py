@@ -6,7 +6,10 @@
     kir cache verify DIR          check every file; exit 1 when one is damaged or stray
 
 KEY is the full 32-digit key or a prefix of it that names one entry. Exit status:
-0 ok, 1 `verify` found problems, 2 bad input (no such directory, no such key)."""
+0 ok, 1 `verify` found problems (damage, or a directory or entry refused by the
+trust checks: another user's, or writable by others), 2 bad input (no such
+directory, no such key). Text from the entries (arch, metadata) and file names
+are printed with control characters escaped (kir.commands.printable)."""
 from __future__ import annotations
 
 import json
@@ -15,6 +18,7 @@ import time
 from pathlib import Path
 
 from kir.cache import Cache, Entry
+from kir.commands.printable import printable
 from kir.errors import KirError, OptionError
 
 SCHEMA = "kir.cache/1"
@@ -65,21 +69,24 @@ def ls(cache: Cache, args) -> int:
     entries, problems = cache.scan()
     entries.sort(key=lambda e: -e.mtime)  # most recently used first
     damaged = [p for p in problems if p.key]
+    refused_directories = [p for p in problems if p.refused and not p.key]
     if args.json:
         print(json.dumps({"schema": SCHEMA, "format": SCHEMA, "directory": str(cache.directory),
                           "entries": [as_json(e, now) for e in entries],
                           "total_bytes": sum(e.size for e in entries), "damaged": len(damaged)}))
     else:
         rows = [("key", "kind", "arch", "size", "age", "producer", "kernel")]
-        rows += [(e.key, e.kind, e.arch, str(e.size), age(now - e.mtime), e.meta.get("producer", "-"),
-                  kernel_of(e) or "-") for e in entries]
+        rows += [(e.key, e.kind, printable(e.arch), str(e.size), age(now - e.mtime),
+                  printable(e.meta.get("producer", "-")), printable(kernel_of(e) or "-")) for e in entries]
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
         for r in rows:
             print("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1])
-        print(f"{len(entries)} entries, {sum(e.size for e in entries)} bytes in {cache.directory}")
+        print(f"{len(entries)} entries, {sum(e.size for e in entries)} bytes in {printable(str(cache.directory))}")
+    for p in refused_directories:
+        print(f"kir: warning: {printable(str(p))}: its entries are not listed", file=sys.stderr)
     if damaged:
-        print(f"kir: warning: {len(damaged)} damaged entries not listed: run `kir cache verify "
-              f"{args.directory}`", file=sys.stderr)
+        print(f"kir: warning: {len(damaged)} damaged or refused entries not listed: run `kir cache verify "
+              f"{printable(args.directory)}`", file=sys.stderr)
     return 0
 
 
@@ -105,13 +112,13 @@ def show(cache: Cache, args) -> int:
         return 0
     print(f"key        {entry.key}")
     print(f"kind       {entry.kind}")
-    print(f"arch       {entry.arch}")
+    print(f"arch       {printable(entry.arch)}")
     print(f"code       {len(entry.code)} bytes")
     print(f"file       {entry.size} bytes, last used {age(time.time() - entry.mtime)} ago")
     for k, v in entry.meta.items():
-        print(f"meta       {k} = {v}")
+        print(f"meta       {printable(k)} = {printable(v)}")
     if args.output:
-        print(f"code written to {args.output}")
+        print(f"code written to {printable(args.output)}")
     return 0
 
 
@@ -138,12 +145,12 @@ def verify(cache: Cache, args) -> int:
     if args.json:
         print(json.dumps({"schema": SCHEMA, "format": SCHEMA, "directory": str(cache.directory),
                           "intact": checked,
-                          "problems": [{"path": p.path, "key": p.key, "message": p.message, "offset": p.offset}
-                                       for p in problems]}))
+                          "problems": [{"path": p.path, "key": p.key, "message": p.message, "offset": p.offset,
+                                        "refused": p.refused} for p in problems]}))
     else:
         for p in problems:
-            print(f"{p}")
-        print(f"{checked} entries intact, {len(problems)} problems in {cache.directory}")
+            print(printable(str(p)))
+        print(f"{checked} entries intact, {len(problems)} problems in {printable(str(cache.directory))}")
     return 1 if problems else 0
 
 

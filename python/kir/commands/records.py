@@ -1,12 +1,14 @@
 """`kir records DIR`: the launches a recording holds — kernel, hashes, grid, block,
 regions, bytes snapshotted and stored, flags — and the chunks on disk.
 A record that cannot be read, or names a chunk that is missing or corrupt, is
-reported (exit 2) after the others are listed."""
+reported (exit 2) after the others are listed. Names from the records (a kernel's,
+a file's) are printed with control characters escaped (kir.commands.printable)."""
 from __future__ import annotations
 
 import json
 import sys
 
+from kir.commands.printable import printable
 from kir.record import Record, RecordError, Recording
 
 SCHEMA = "kir.records/1"
@@ -27,7 +29,7 @@ def run(args) -> int:
     else:
         print_table(records, chunks, recording)
     for message in errors:
-        print(f"kir: error: {message}", file=sys.stderr)
+        print(f"kir: error: {printable(message)}", file=sys.stderr)
     return 2 if errors else 0
 
 
@@ -70,7 +72,7 @@ def print_table(records: list[Record], chunks: dict, recording: Recording) -> No
     for line in rows:
         print("  ".join(cell.ljust(w) for cell, w in zip(line, widths)) + "  " + line[-1])
     print(f"{len(records)} records, {chunks['count']} chunks ({mib(chunks['bytes'])}) "
-          f"in {recording.directory / 'chunks'}")
+          f"in {printable(str(recording.directory / 'chunks'))}")
 
 
 def row(r: Record) -> tuple[str, ...]:
@@ -79,8 +81,8 @@ def row(r: Record) -> tuple[str, ...]:
     return (r.kernel.static_hash[:12], identity[:12],
             ",".join(map(str, launch.grid)), ",".join(map(str, launch.block)), str(launch.ordinal),
             f"{len(r.allocations)}+{len(r.globals)}g" if r.globals else str(len(r.allocations)),
-            mib(r.stats.prologue_bytes), mib(r.stats.stored_bytes), ",".join(r.flag_names) or "-",
-            r.kernel.demangled)
+            mib(r.stats.prologue_bytes), mib(r.stats.stored_bytes), printable(",".join(r.flag_names)) or "-",
+            printable(r.kernel.demangled))
 
 
 __all__ = ["add_arguments", "COLUMNS", "entry", "load_all", "mib", "print_table", "row", "run", "SCHEMA"]

@@ -75,9 +75,10 @@ def run(args) -> int:
         print("kir: jit: the client wrote no counters (the app was killed, or never loaded the hook)",
               file=sys.stderr)
     else:
+        errors = f", {stats['errors']} errors (refused or unreadable: see above)" if stats.get("errors") else ""
         print(f"kir: jit: {stats['launches']} launches looked up in {stats['cache']}: {stats['hits']} hits, "
               f"{stats['misses']} misses, {stats['substituted']} substituted, "
-              f"{stats['added_ns_per_launch']:.0f} ns added per launch", file=sys.stderr)
+              f"{stats['added_ns_per_launch']:.0f} ns added per launch{errors}", file=sys.stderr)
         if args.stats:
             Path(args.stats).write_text(json.dumps(stats, indent=1) + "\n")
     return exit_status(app.returncode)
