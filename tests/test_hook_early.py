@@ -107,7 +107,7 @@ def assert_ran(result) -> None:
     assert "recursive_init_error" not in result.stderr, result.stderr
     assert result.returncode == 0, result.stderr
     assert "app launched: 0" in result.stdout
-    assert f"stub cudaLaunchKernel" in result.stdout  # the Proteus launch reached the runtime
+    assert "stub cudaLaunchKernel" in result.stdout  # the Proteus launch reached the runtime
 
 
 def test_kir_run_with_the_tracer(app, tmp_path, kir_cli, monkeypatch):
@@ -141,3 +141,22 @@ def test_kir_trace_with_the_jit_client(app, tmp_path, kir_cli, monkeypatch):
     registered = [e for e in map(json.loads, (l for l in result.stdout.splitlines() if l.startswith('{"event"')))
                   if e["event"] == "register-kernel"]
     assert [e["kernel"] for e in registered] == [override.AXPY]
+
+
+# --- an app a signal killed: said, with the shell's exit status ------------------------
+
+KILLED = ["--", "sh", "-c", "kill -ABRT $$"]
+
+
+@pytest.mark.parametrize("verb, options, line", [
+    ("run", ["--jit-cache", "{tmp}/cache"], "kir: jit: the app was killed by SIGABRT"),
+    ("record", ["-o", "{tmp}/rec"], "kir: the app was killed by SIGABRT; 0 launches recorded before it"),
+    ("trace", [], "kir: the app was killed by SIGABRT"),
+])
+def test_an_app_killed_by_a_signal_is_named_so(tmp_path, kir_cli, verb, options, line):
+    """`kir run` said "the client wrote no counters (the app was killed, or never
+    loaded the hook)", not which signal, for the aborting app of item 17."""
+    result = kir_cli(verb, *(o.replace("{tmp}", str(tmp_path)) for o in options), *KILLED)
+    assert result.returncode == 128 + 6, result.stderr  # as a shell reports SIGABRT
+    assert line in result.stderr.splitlines()[-1], result.stderr
+    assert "no counters" not in result.stderr
