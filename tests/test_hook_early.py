@@ -94,7 +94,10 @@ def app(built, tmp_path_factory) -> Path:
         subprocess.run(["gcc", "-Wall", *map(str, args)], check=True, cwd=d)
 
     cc("-shared", "-fPIC", "lib.c", f"-L{d}", "-l:libcudart.so", *rpath(d), "-o", "libproteus_lib.so")
-    cc("app.c", f"-L{d}", "-l:libproteus_lib.so", "-l:libcudart.so", "-l:libcuda.so.1", *rpath(d), "-o", "app")
+    # The app loads the stub driver itself (it calls none of it: --no-as-needed), as a
+    # runtime would; else the hook's clients would load whichever libcuda.so.1 comes first.
+    cc("app.c", "-Wl,--no-as-needed", f"-L{d}", "-l:libproteus_lib.so", "-l:libcudart.so", "-l:libcuda.so.1",
+       *rpath(d), "-o", "app")
     return d / "app"
 
 
@@ -110,7 +113,7 @@ def assert_ran(result) -> None:
     assert "stub cudaLaunchKernel" in result.stdout  # the Proteus launch reached the runtime
 
 
-def test_kir_run_with_the_tracer(app, tmp_path, kir_cli, monkeypatch):
+def test_kir_run_with_the_tracer(app, tmp_path, kir_cli, monkeypatch, hostile_library_path):
     """KIR_TRACE=json kir run --jit-cache C: the JIT client and the tracer."""
     monkeypatch.setenv("KIR_TRACE", "json")
     result = kir_cli("run", "--jit-cache", tmp_path / "cache", "--", app)
@@ -120,7 +123,7 @@ def test_kir_run_with_the_tracer(app, tmp_path, kir_cli, monkeypatch):
     assert "kir: jit: 1 launches looked up" in result.stderr  # the client saw it too (a miss)
 
 
-def test_kir_record_with_the_tracer(app, tmp_path, kir_cli, monkeypatch):
+def test_kir_record_with_the_tracer(app, tmp_path, kir_cli, monkeypatch, hostile_library_path):
     """KIR_TRACE=text kir record: the recorder and the tracer."""
     monkeypatch.setenv("KIR_TRACE", "text")
     result = kir_cli("record", "-o", tmp_path / "rec", "--", app)
@@ -130,7 +133,7 @@ def test_kir_record_with_the_tracer(app, tmp_path, kir_cli, monkeypatch):
     assert "kir: recorded" in result.stderr
 
 
-def test_kir_trace_with_the_jit_client(app, tmp_path, kir_cli, monkeypatch):
+def test_kir_trace_with_the_jit_client(app, tmp_path, kir_cli, monkeypatch, hostile_library_path):
     """KIR_HOOK_CLIENTS=libkir_jit.so kir trace: the tracer and the JIT client."""
     monkeypatch.setenv("KIR_HOOK_CLIENTS", str(LIB / "libkir_jit.so"))
     monkeypatch.setenv("KIR_JIT_CACHE", str(tmp_path / "cache"))
