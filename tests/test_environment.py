@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -52,3 +53,14 @@ def test_a_fixture_this_machine_cannot_build_skips_the_test(monkeypatch):
         built["jit_app"]
     with pytest.raises(KeyError):
         built["no such fixture"]
+
+
+def test_the_callers_kir_settings_do_not_reach_the_tests(tmp_path):
+    """A kir user's shell may export KIR_* settings; `kir record` passes them on to
+    the recorder (its options add to the environment), so test_record_defaults saw
+    KIR_RECORD_KERNELS among the defaults. The suite drops them (conftest)."""
+    caller = {**os.environ, "KIR_RECORD_KERNELS": "zzz", "KIR_RECORD_REACHABLE": "1", "KIR_HOOK_LOG": "1"}
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           f"{ROOT / 'tests' / 'test_record_reader.py'}::test_record_defaults"],
+                          env=caller, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:]
