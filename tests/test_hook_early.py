@@ -16,8 +16,10 @@ driver with a device, tests/test_jit_client.py's), a C library in the Proteus
 layout — its module constructor registers the real fatbin of
 tests/fixtures/kernels.cu with the runtime and through the Proteus ABI (with a
 runtime constant), and it launches through __proteus_launch_kernel, served by
-the hook — and an app that calls it. On the GPU: the nvcc-built twin
-(tests/fixtures/proteus_lib.cu), whose output must not change under kir."""
+the hook — and an app that calls it. The nvcc-built twin (tests/fixtures/
+proteus_lib.cu, its kernel registered by nvcc's code in the library's
+constructor) exits as the app does here, and on the GPU its output must not
+change under kir."""
 from __future__ import annotations
 
 import json
@@ -144,6 +146,59 @@ def test_kir_trace_with_the_jit_client(app, tmp_path, kir_cli, monkeypatch, host
     registered = [e for e in map(json.loads, (l for l in result.stdout.splitlines() if l.startswith('{"event"')))
                   if e["event"] == "register-kernel"]
     assert [e["kernel"] for e in registered] == [override.AXPY]
+
+
+# --- the nvcc-built twin: a real runtime, on the CPU and on the GPU --------------------
+
+COMMANDS = {
+    "run": (["run", "--jit-cache", "{tmp}/cache", "--"], {"KIR_TRACE": "json"}),
+    "record": (["record", "-o", "{tmp}/rec", "--"], {"KIR_TRACE": "text"}),
+    "trace": (["trace", "--json", "--"], {"KIR_HOOK_CLIENTS": str(LIB / "libkir_jit.so"),
+                                          "KIR_JIT_CACHE": "{tmp}/cache"}),
+}
+
+
+def run_command(kir_cli, monkeypatch, tmp_path, verb, app, *args):
+    options, env = COMMANDS[verb]
+    for name, value in env.items():
+        monkeypatch.setenv(name, value.replace("{tmp}", str(tmp_path)))
+    return kir_cli(*(o.replace("{tmp}", str(tmp_path)) for o in options), app, *args)
+
+
+@pytest.mark.parametrize("verb", sorted(COMMANDS))
+def test_an_nvcc_library_registering_before_the_hook_exits_as_the_app_does(built, kir_cli, monkeypatch, tmp_path,
+                                                                         verb):
+    """Without a GPU the app's first cudaMalloc fails (exit 1); under each command
+    it must still be the app's own exit, not the layer's abort (134)."""
+    app = built["proteus_lib_app"]
+    bare = subprocess.run([app], capture_output=True, text=True, timeout=120)
+    result = run_command(kir_cli, monkeypatch, tmp_path, verb, app)
+    assert "recursive_init_error" not in result.stderr, result.stderr
+    assert result.returncode == bare.returncode, result.stderr
+
+
+@pytest.mark.parametrize("verb", sorted(COMMANDS))
+def test_on_the_gpu_a_proteus_layout_library_under_two_clients(gpu, built, kir_cli, monkeypatch, tmp_path, verb):
+    """issue 21, item 17 on the H200: the tracer beside the JIT client or the
+    recorder, the app's launches through __proteus_launch_kernel: its output is
+    unchanged and each launch is seen."""
+    app = built["proteus_lib_app"]
+    bare = subprocess.run([app, "3"], capture_output=True, text=True, timeout=120)
+    assert bare.returncode == 0 and bare.stdout.startswith("checksum "), bare.stderr
+    result = run_command(kir_cli, monkeypatch, tmp_path, verb, app, "3")
+    assert "recursive_init_error" not in result.stderr, result.stderr[-3000:]
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert bare.stdout in result.stdout  # the app's checksum: bitwise the same
+    trace = result.stdout if verb == "trace" else result.stderr
+    if verb == "record":
+        traced = [l for l in trace.splitlines() if l.startswith("kir-trace launch")]
+        assert len(traced) == 3 and all("_Z5scaledPdi" in l for l in traced), trace[-3000:]
+        assert "kir: recorded 3 launches of 1 kernels" in result.stderr, result.stderr[-3000:]
+    else:
+        seen = launches(trace)
+        assert [(e["api"], e["kernel"]) for e in seen] == [("__proteus_launch_kernel", "_Z5scaledPdi")] * 3, trace
+    if verb == "run":
+        assert "kir: jit: 3 launches looked up" in result.stderr, result.stderr[-3000:]
 
 
 # --- an app a signal killed: said, with the shell's exit status ------------------------
