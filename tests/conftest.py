@@ -15,6 +15,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import build as fixture_build  # noqa: E402
 
+# The suite's settings, not its caller's: a KIR_* variable from a kir user's shell
+# (KIR_HOOK_LOG, KIR_RECORD_KERNELS, KIR_TRACE ...) would reach every program the
+# tests run under the hook. Only the suite's own knobs stay.
+SUITE_KNOBS = ("KIR_FUZZ_SECONDS", "KIR_FUZZ_RECORD_EXAMPLES")
+for _name in [n for n in os.environ if n.startswith("KIR_") and n not in SUITE_KNOBS]:
+    del os.environ[_name]
+
 
 @pytest.fixture(scope="session")
 def built() -> dict[str, Path]:
@@ -72,6 +79,37 @@ def run_kir(*args: str, cwd=None) -> Result:
 @pytest.fixture
 def kir_cli():
     return run_kir
+
+
+DECOY = r"""
+#include <stdio.h>
+#include <unistd.h>
+__attribute__((constructor)) static void decoy(void) {
+  fprintf(stderr, "decoy %s loaded: LD_LIBRARY_PATH came before the test's own stub\n", NAME);
+  _exit(86);
+}
+"""
+
+
+@pytest.fixture(scope="session")
+def decoy_libraries(tmp_path_factory) -> Path:
+    """Libraries named as the stub runtimes are (libcuda.so.1, libcudart.so,
+    libamdhip64.so) that exit 86 as they load."""
+    d = tmp_path_factory.mktemp("decoys")
+    (d / "decoy.c").write_text(DECOY)
+    for name in ("libcuda.so.1", "libcudart.so", "libamdhip64.so"):
+        subprocess.run(["gcc", "-shared", "-fPIC", f'-DNAME="{name}"', "decoy.c", f"-Wl,-soname,{name}",
+                        "-o", name], check=True, cwd=d)
+    return d
+
+
+@pytest.fixture
+def hostile_library_path(decoy_libraries, monkeypatch):
+    """LD_LIBRARY_PATH naming the decoys, as a GPU machine names the real driver's
+    directory: a program that looks for its stubs anywhere else first (DT_RUNPATH
+    rather than DT_RPATH, build.rpath) loads a decoy and exits 86. For tests whose
+    programs run with this process's environment (kir_cli)."""
+    monkeypatch.setenv("LD_LIBRARY_PATH", str(decoy_libraries))
 
 
 @pytest.fixture(scope="session")

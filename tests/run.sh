@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install everything the tests need (system packages, the oracles, kir itself)
-# and run the whole suite: Python, C++ under sanitizers, fuzzing, downstream CMake.
+# and run the whole suite: Python, C++ under sanitizers, fuzzing, downstream CMake
+# (`bash tests/run.sh tests/test_cache.py -x`: only what is named).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-system-deps.sh --tests
@@ -10,4 +11,4 @@ bash scripts/install-system-deps.sh --tests
 python -m pip uninstall -y -q kir >/dev/null 2>&1 || true
 python -m pip install -q cmake ninja
 python -m pip install -q ".[test]"
-python -m pytest tests "$@"
+python -m pytest "$@"  # the whole suite (pyproject: testpaths), or the files and options given

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 import kir
+from build import rpath  # tests/fixtures/build.py (conftest puts it on the path)
 from kir.app import hook_library
 
 HERE = Path(__file__).resolve().parent
@@ -40,7 +41,7 @@ def stub_runtime(tmp_path_factory) -> Path:
 def hip_program(directory: Path, stub: Path, name: str, source: str) -> Path:
     """A C program linked against the stub HIP runtime."""
     (directory / f"{name}.c").write_text(source)
-    gcc(directory / f"{name}.c", f"-L{stub}", "-lamdhip64", f"-Wl,-rpath,{stub}", "-o", directory / name)
+    gcc(directory / f"{name}.c", f"-L{stub}", "-lamdhip64", *rpath(stub), "-o", directory / name)
     return directory / name
 
 
@@ -147,7 +148,7 @@ int main(int argc, char** argv) {
 """
 
 
-def test_trace_descriptor_reused_by_the_app_gets_no_trace_lines(stub_runtime, tmp_path, kir_cli):
+def test_trace_descriptor_reused_by_the_app_gets_no_trace_lines(stub_runtime, tmp_path, kir_cli, hostile_library_path):
     app = hip_program(tmp_path, stub_runtime, "clobber", CLOBBER)
     data = tmp_path / "data.txt"
     result = kir_cli("trace", "--", app, data)
@@ -204,7 +205,7 @@ int main(int argc, char** argv) {
 """
 
 
-def test_trace_child_outliving_kir_is_not_killed_by_sigpipe(stub_runtime, tmp_path, kir_cli):
+def test_trace_child_outliving_kir_is_not_killed_by_sigpipe(stub_runtime, tmp_path, kir_cli, hostile_library_path):
     """kir trace ends with the app; a forked child (not exec'd: it keeps the trace
     pipe) that traces afterwards meets a pipe nobody reads: the write fails and
     the child runs on (SIGPIPE would kill it)."""

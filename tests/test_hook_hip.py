@@ -19,6 +19,9 @@ import kir
 from kir.hashing import kernel_hashes
 from kir.hook import ALLOCATION_KINDS
 
+# Every program here loads the stub runtime, never one LD_LIBRARY_PATH names (conftest).
+pytestmark = pytest.mark.usefixtures("hostile_library_path")
+
 
 @pytest.fixture(scope="module")
 def hip_app(built):

@@ -210,19 +210,26 @@ app = ctypes.CDLL(sys.argv[1])
 argv = (ctypes.c_char_p * 2)(b"app", sys.argv[2].encode())
 app.jit_main(2, argv)
 k = next(k for k in kir.hook.kernels() if k.name == sys.argv[3])
-print(json.dumps([[a.position, a.kind, a.type, a.by_value, a.count, a.count_type, a.count_position] for a in k.jit_args]))
+print("jit_args", json.dumps([[a.position, a.kind, a.type, a.by_value, a.count, a.count_type, a.count_position]
+                              for a in k.jit_args]))
 """
 
 
 def test_python_sees_the_jit_arguments(programs):
+    """The C library's printf output and Python's share one pipe, each buffered on
+    its own: without PYTHONUNBUFFERED (a new user's environment) the C lines come
+    out last, so the answer is found by its label, not by its place."""
     import json
     import os
     import sys
     d, fatbin = programs
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
     proc = subprocess.run([sys.executable, "-c", QUERY, str(d / "libjitapp.so"), str(fatbin), AXPY],
                           capture_output=True, text=True, timeout=60,
-                          env={**os.environ, "LD_PRELOAD": str(HOOK), "LD_LIBRARY_PATH": str(d)})
+                          env={**env, "LD_PRELOAD": str(HOOK), "LD_LIBRARY_PATH": str(d)})
     assert proc.returncode == 0, proc.stderr
     kinds = ("scalar", "array", "object")
-    got = json.loads(proc.stdout.splitlines()[-1])
+    answers = [l.split(" ", 1)[1] for l in proc.stdout.splitlines() if l.startswith("jit_args ")]
+    assert len(answers) == 1, proc.stdout
+    got = json.loads(answers[0])
     assert got == [[p, kinds[k], t, bool(v), c, ct, cp] for p, k, t, v, c, ct, cp in EXPECTED]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -469,20 +470,23 @@ int hipModuleLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsign
 def hip_rig(built, rig):
     if "hip_app" not in built:
         pytest.skip("clang-22 not installed: the HIP app cannot be built")
+    # hip_app finds its runtime in $ORIGIN/.hip_app.work (DT_RPATH, build.rpath): a copy
+    # of the app finds this one there, whatever LD_LIBRARY_PATH says.
     d = rig[0] / "hip"
-    d.mkdir(exist_ok=True)
+    (d / ".hip_app.work").mkdir(parents=True, exist_ok=True)
+    shutil.copy(built["hip_app"], d / "hip_app")
     (d / "stub.c").write_text(HIP_STUB)
     subprocess.run(["gcc", "-shared", "-fPIC", "-I", str(Path(__file__).parent / "fixtures"), "stub.c",
-                    "-Wl,-soname,libamdhip64.so", "-o", "libamdhip64.so"], check=True, cwd=d)
-    return d, built["hip_app"], rig[0]
+                    "-Wl,-soname,libamdhip64.so", "-o", ".hip_app.work/libamdhip64.so"], check=True, cwd=d)
+    return d, d / "hip_app", rig[0]
 
 
 def run_hip(hip_rig, **modes):
     d, app, clients = hip_rig
     proc = subprocess.run([app], capture_output=True, text=True, timeout=60,
-                          env={"PATH": "/usr/bin:/bin", "LD_PRELOAD": str(HOOK), "LD_LIBRARY_PATH": str(d),
-                               "KIR_HOOK_LOG": "1", "KIR_HOOK_CLIENTS": ":".join(str(clients / f"lib{c}.so")
-                                                                                 for c in "ABC"), **modes})
+                          env={"PATH": "/usr/bin:/bin", "LD_PRELOAD": str(HOOK), "KIR_HOOK_LOG": "1",
+                               "KIR_HOOK_CLIENTS": ":".join(str(clients / f"lib{c}.so") for c in "ABC"),
+                               **modes})
     return proc
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 import kir
+from build import rpath  # tests/fixtures/build.py (conftest puts it on the path)
 
 HOOK = Path(kir.__file__).parent / "lib" / "libkir_hook.so"
 
@@ -180,14 +181,17 @@ int main(int argc, char** argv) {
 """
 
 
-def test_a_function_the_layer_never_saw_looked_up_is_named_by_the_driver(tmp_path, built, kir_cli):
+def test_a_function_the_layer_never_saw_looked_up_is_named_by_the_driver(tmp_path, built, kir_cli,
+                                                                         hostile_library_path):
     (tmp_path / "stub.c").write_text(UNSEEN_DRIVER)
     (tmp_path / "prog.c").write_text(UNSEEN_PROGRAM)
     subprocess.run(["gcc", "-shared", "-fPIC", "stub.c", "-Wl,-soname,libcuda.so.1", "-o", "libcuda.so.1"],
                    check=True, cwd=tmp_path)
-    # dlopen() finds the stub through the program's run path (under `env`, the trace would
-    # go to stderr: the tracing client in `env` keeps the trace pipe from the programs it runs)
-    subprocess.run(["gcc", "prog.c", "-ldl", f"-Wl,-rpath,{tmp_path}", "-o", "prog"], check=True, cwd=tmp_path)
+    # dlopen() finds the stub through the program's DT_RPATH, ahead of LD_LIBRARY_PATH (on
+    # the H200 the real driver's directory: it got the stub's calls and the app died, 139).
+    # Not `env LD_LIBRARY_PATH=...`: the tracing client in `env` keeps the trace pipe from
+    # the programs it runs, so the trace would go to stderr.
+    subprocess.run(["gcc", "prog.c", "-ldl", *rpath(tmp_path), "-o", "prog"], check=True, cwd=tmp_path)
     result, events = trace_events(kir_cli, tmp_path / "prog", built["kernels_sm90.cubin"])
     assert result.returncode == 0, result.stderr
     launches = [e for e in events if e["event"] == "launch"]

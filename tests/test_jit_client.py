@@ -21,6 +21,7 @@ from kir.hashing import jit_key, kernel_hashes
 from kir.jit.client import client_environment
 
 import test_hook_override as override
+from build import rpath  # tests/fixtures/build.py
 
 JIT_CLIENT = Path(kir.__file__).parent / "lib" / "libkir_jit.so"
 F32 = 11  # kir_arg_type
@@ -51,7 +52,7 @@ def rig(built, tmp_path_factory):
     def cc(*args):
         subprocess.run(["gcc", "-Wall", *map(str, args)], check=True, cwd=d)
 
-    cc("app.c", f"-L{d}", "-l:libcudart.so", "-l:libcuda.so.1", "-ldl", f"-Wl,-rpath,{d}", "-o", "app")
+    cc("app.c", f"-L{d}", "-l:libcudart.so", "-l:libcuda.so.1", "-ldl", *rpath(d), "-o", "app")
     fatbin, cubin = built["kernels.fatbin"], built["kernels_sm90.cubin"]
     hashes, _ = kernel_hashes(kir.open(fatbin))
     static = next(h.static.hex for h in hashes
@@ -126,7 +127,7 @@ def test_a_kernel_without_runtime_constants_is_not_looked_up_unless_all(rig, tmp
     plain = APP.replace("reg(h, &axpy_stub", "if (0) reg(h, &axpy_stub")
     (d / "plain.c").write_text(plain.replace("AXPY", override.AXPY))
     subprocess.run(["gcc", "-Wall", "plain.c", f"-L{d}", "-l:libcudart.so", "-l:libcuda.so.1", "-ldl",
-                    f"-Wl,-rpath,{d}", "-o", "plain"], check=True, cwd=d)
+                    *rpath(d), "-o", "plain"], check=True, cwd=d)
     env = {"PATH": "/usr/bin:/bin", "LD_PRELOAD": str(override.HOOK), "KIR_HOOK_CLIENTS": str(JIT_CLIENT),
            "KIR_HOOK_ARCH": "sm_90", **client_environment(cache, stats=tmp_path / "s.json")}
     for extra, hits in (({}, 0), ({"KIR_JIT_ALL": "1"}, 2)):
@@ -135,7 +136,7 @@ def test_a_kernel_without_runtime_constants_is_not_looked_up_unless_all(rig, tmp
         assert stats["hits"] == hits, (extra, stats)
 
 
-def test_kir_run(rig, tmp_path, kir_cli):
+def test_kir_run(rig, tmp_path, kir_cli, hostile_library_path):
     d, fatbin, cubin, static = rig
     cache = tmp_path / "cache"
     Cache(cache).store(key_for(static, 2.5), cubin.read_bytes(), "cubin", "sm_90")
@@ -175,7 +176,7 @@ def test_a_repeated_launch_reuses_its_key_only_while_every_input_is_unchanged(ri
     assert source != APP
     (d / f"alternate_{changes}.c").write_text(source.replace("AXPY", override.AXPY))
     subprocess.run(["gcc", "-Wall", f"alternate_{changes}.c", f"-L{d}", "-l:libcudart.so", "-l:libcuda.so.1",
-                    "-ldl", f"-Wl,-rpath,{d}", "-o", f"alternate_{changes}"], check=True, cwd=d)
+                    "-ldl", *rpath(d), "-o", f"alternate_{changes}"], check=True, cwd=d)
     cache = tmp_path / "cache"
     grid = {"grid": (4, 1, 1)}.get(changes)
     key = jit_key(static, "sm_90", [(1, F32, struct.pack("<f", 2.5))], grid=grid, shared_bytes=16,

@@ -142,10 +142,20 @@ std::string describe(const char* noun, const void* handle) { return std::string(
 
 Layer& Layer::get() {
   static Layer* layer = new Layer();  // never destroyed: the app may call in during exit
+  if (!layer->clients_loaded_.load(std::memory_order_acquire)) layer->load_clients();
   return *layer;
 }
 
-Layer::Layer() { load_clients_from_environment(); }
+void Layer::load_clients() {
+  static thread_local bool loading = false;  // this thread is loading them: entered again from a dlopen
+  if (loading) return;
+  std::lock_guard<std::mutex> lock(clients_loading_);
+  if (clients_loaded_.load(std::memory_order_relaxed)) return;  // another thread loaded them meanwhile
+  loading = true;
+  load_clients_from_environment();
+  loading = false;
+  clients_loaded_.store(true, std::memory_order_release);
+}
 
 void Layer::load_clients_from_environment() {
   const char* list = setting("KIR_HOOK_CLIENTS");  // nullptr in a setuid process: no clients

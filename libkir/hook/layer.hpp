@@ -229,7 +229,14 @@ class Layer {
   void stats(kir_hook_stats& out) const;
 
  private:
-  Layer();
+  Layer() = default;
+  /// Load the clients KIR_HOOK_CLIENTS names, once; get() calls it after the
+  /// layer exists, never inside the static's initialization: loading a client
+  /// (dlopen) can run this library's own constructors — when the layer is first
+  /// entered before them, from an earlier library's constructor — and the
+  /// tracing client's (trace_client.cpp) enters the layer again. The loading
+  /// thread goes on with the layer as it is; another thread waits for the clients.
+  void load_clients();
   void load_clients_from_environment();
   int install_allocator(const kir_hook_allocator* allocator);  // under clients_mutex_
   KernelRecord* kernel_for(const void* stub);
@@ -265,6 +272,8 @@ class Layer {
   std::mutex clients_mutex_;  // between clients being added
   std::array<kir_hook_client, kMaxClients> clients_{};
   std::atomic<size_t> client_count_{0};
+  std::mutex clients_loading_;  // held while the KIR_HOOK_CLIENTS clients load
+  std::atomic<bool> clients_loaded_{false};
   kir_hook_allocator allocator_{};
   std::atomic<bool> has_allocator_{false};
   std::atomic<bool> has_override_{false};

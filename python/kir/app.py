@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
 
@@ -49,6 +50,14 @@ def run_app_process(command: list[str], env: dict[str, str], pass_fds=()) -> sub
     return proc
 
 
+def finish(app: subprocess.Popen, prefix: str = "kir") -> int:
+    """The finished app's exit status as a shell reports it; when a signal killed
+    it, one line on stderr says which ("kir: the app was killed by SIGABRT")."""
+    if app.returncode < 0:
+        print(f"{prefix}: the app was killed by {signal_name(-app.returncode)}", file=sys.stderr)
+    return exit_status(app.returncode)
+
+
 def exit_status(returncode: int) -> int:
     """A Popen return code as a shell reports it: 128 + N for signal N."""
     return returncode if returncode >= 0 else 128 - returncode
@@ -62,5 +71,5 @@ def signal_name(number: int) -> str:
         return f"signal {number}"
 
 
-__all__ = ["exit_status", "hook_library", "hooked_environment", "library", "run_app", "run_app_process",
+__all__ = ["exit_status", "finish", "hook_library", "hooked_environment", "library", "run_app", "run_app_process",
            "signal_name"]

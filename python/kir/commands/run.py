@@ -7,7 +7,7 @@ key, the `kir jit compile` command that fills it. The compile options given here
 must be those the entries were compiled with: they are part of the key. The
 app's output and exit status pass through; one summary line follows on stderr
 (hits, misses, launches substituted, time added per launch), and --stats FILE
-writes it as JSON. Everything from the app's path on (or after `--`) is the
+writes it as JSON; when a signal killed the app, the line names the signal. Everything from the app's path on (or after `--`) is the
 app's command line, never read by kir."""
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 from kir import jit
-from kir.app import exit_status, hooked_environment, library, run_app_process
+from kir.app import finish, hooked_environment, library, run_app_process
 from kir.commands.app import add_program_argument, command_of
 from kir.errors import OptionError
 from kir.jit.client import client_environment
@@ -72,8 +72,9 @@ def run(args) -> int:
     finally:
         os.unlink(stats_path)
     if stats is None:
-        print("kir: jit: the client wrote no counters (the app was killed, or never loaded the hook)",
-              file=sys.stderr)
+        if app.returncode >= 0:  # killed: finish() says so
+            print("kir: jit: the client wrote no counters (the app never loaded the hook, or ended without "
+                  "running its exit handlers)", file=sys.stderr)
     else:
         errors = f", {stats['errors']} errors (refused or unreadable: see above)" if stats.get("errors") else ""
         print(f"kir: jit: {stats['launches']} launches looked up in {stats['cache']}: {stats['hits']} hits, "
@@ -81,7 +82,7 @@ def run(args) -> int:
               f"{stats['added_ns_per_launch']:.0f} ns added per launch{errors}", file=sys.stderr)
         if args.stats:
             Path(args.stats).write_text(json.dumps(stats, indent=1) + "\n")
-    return exit_status(app.returncode)
+    return finish(app, "kir: jit")
 
 
 def read_stats(path: Path) -> dict | None:

@@ -20,8 +20,9 @@ import sys
 import threading
 
 from kir.recorder import check_kernel_regex
+from kir.app import finish, run_app_process
 from kir.commands.app import (add_kernel_argument, add_program_argument, command_of, hook_library,
-                              hooked_environment, run_app, warn_if_static_runtime)
+                              hooked_environment, warn_if_static_runtime)
 
 __all__ = ["add_arguments", "run", "hook_library", "warn_if_static_runtime"]
 
@@ -56,11 +57,11 @@ def run(args) -> int:
     reader = threading.Thread(target=copy_lines, args=(read_fd, app_done), daemon=True)
     reader.start()
     try:
-        status = run_app(command, env, pass_fds=(write_fd,))
+        app = run_app_process(command, env, pass_fds=(write_fd,))
     finally:
         app_done.set()  # the app's exit ends the trace, not the pipe's end: a child may keep it open
         reader.join()
-    return status
+    return finish(app)
 
 
 def trace_to_file(command: list[str], env: dict[str, str], path: str) -> int:
@@ -69,7 +70,7 @@ def trace_to_file(command: list[str], env: dict[str, str], path: str) -> int:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND | os.O_CLOEXEC, 0o644)
     st = os.fstat(fd)
     env["KIR_TRACE_FD"] = f"{fd}:{st.st_dev}:{st.st_ino}"
-    return run_app(command, env, pass_fds=(fd,))  # closes fd once the app has it
+    return finish(run_app_process(command, env, pass_fds=(fd,)))  # closes fd once the app has it
 
 
 def copy_lines(fd: int, app_done: threading.Event) -> None:
