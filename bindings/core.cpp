@@ -21,6 +21,7 @@
 #include "kir/cuda/cubin.hpp"
 #include "kir/cuda/ptx.hpp"
 #include "kir/support/demangle.hpp"
+#include "kir/support/kernel_pattern.hpp"
 #include "kir/hash/hash.hpp"
 #include "kir/hash/kernel_code.hpp"
 #include "kir/hash/proteus.hpp"
@@ -231,6 +232,21 @@ void bind_device_code(nb::module_& m) {
         "The kernel's static hash under the policy (None without IR or an image digest).");
 
   m.def("demangle", &kir::demangle, "name"_a, "Itanium C++ demangling.");
+  nb::class_<kir::KernelPattern>(m, "KernelPattern",
+      "A kernel-name pattern (`--kernel REGEX`; kir/support/kernel_pattern.hpp): kir's dialect and "
+      "engine (no recursion, no backtracking), the rule the hook's clients use in the app.")
+      .def("__init__", [](kir::KernelPattern* self, std::string_view pattern) {
+        new (self) kir::KernelPattern(value_or_raise(kir::KernelPattern::create(pattern)));
+      }, "pattern"_a, "KirError naming the construct and its offset when kir refuses `pattern`.")
+      .def_prop_ro("pattern", &kir::KernelPattern::pattern)
+      .def_prop_ro("program_size", &kir::KernelPattern::program_size,
+                   "The compiled NFA's instructions (at most kir::KernelPattern::kMaxProgram).")
+      .def("search", &kir::KernelPattern::search, "text"_a, "Whether `text` contains a match.")
+      .def("selects", nb::overload_cast<std::string_view>(&kir::KernelPattern::selects, nb::const_), "name"_a,
+           "Whether the mangled name `name`, or its demangled name, contains a match.")
+      .def("selects", nb::overload_cast<std::string_view, std::string_view>(&kir::KernelPattern::selects,
+                                                                             nb::const_),
+           "name"_a, "demangled"_a, "The same, with demangle(name) at hand.");
   m.def("fatbin_flag_names", &kir::fatbin_flag_names, "flags"_a,
         "Names of the set bits of a fatbin entry's flags.");
   m.def("parse_cubin", [](nb::bytes data) {

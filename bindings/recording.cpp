@@ -19,7 +19,6 @@
 #include "kir/record/reachability.hpp"
 #include "kir/record/record_builder.hpp"
 #include "kir/support/compression.hpp"
-#include "kir/support/kernel_regex.hpp"
 #include "kir/support/msgpack.hpp"
 
 namespace nb = nanobind;
@@ -232,13 +231,6 @@ void bind_recording(nb::module_& m) {
   "zstd data that must decode to exactly raw_size bytes (KirError otherwise). raw_size is "
   "refused before anything is allocated when it exceeds max_size (default 1 GiB) or differs "
   "from the frame header's content size.");
-  m.def("check_kernel_regex", [](const std::string& pattern) -> nb::object {
-    kir::Expected<std::regex> re = kir::kernel_regex(pattern);
-    if (re) return nb::none();
-    return nb::str(re.error().message().c_str());
-  }, "pattern"_a,
-  "None when the recorder can use `pattern` (KIR_RECORD_KERNELS: ECMAScript, as std::regex "
-  "compiles it), else why not.");
 }
 
 }  // namespace kir_bindings

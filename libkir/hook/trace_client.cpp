@@ -10,11 +10,10 @@
 // descriptor that is not the pipe named (the app's own file in a program the
 // app ran) is never written: lines go to stderr.
 //
-// KIR_TRACE_KERNELS=REGEX (`kir trace --kernels`) keeps only the kernel
-// registrations and launches whose mangled or demangled name matches, in the
-// recorder's dialect (kir/support/kernel_regex.hpp: std::regex ECMAScript, the
-// CLI checks it with the same function); a pattern std::regex refuses, or a
-// name it gives up on, is said once and that kernel is left out.
+// KIR_TRACE_KERNELS=REGEX (`kir trace --kernel`) keeps only the kernel
+// registrations and launches the pattern selects (kir/support/kernel_pattern.hpp:
+// kir's own matcher, mangled or demangled name, as every kir command); a pattern
+// it refuses is said once and no kernel is traced.
 //
 // Argument values: where the kernel's signature is known — the parameter list
 // of its demangled name, when it has as many parameters as the cubin's
@@ -37,8 +36,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
-#include <optional>
-#include <regex>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -47,7 +44,7 @@
 #include "kir/model.hpp"
 #include "kir/support/demangle.hpp"
 #include "kir/support/json.hpp"
-#include "kir/support/kernel_regex.hpp"
+#include "kir/support/kernel_pattern.hpp"
 #include "kir/hooks.h"
 #include "settings.hpp"
 
@@ -60,27 +57,13 @@ bool json = false;
 
 // KIR_TRACE_KERNELS: the compiled pattern (set once, at start), whether it was
 // refused, and each kernel's verdict, decided once per kernel (launches are
-// frequent; the regex runs at registration or first launch). The views stay
+// frequent; the pattern runs at registration or first launch). The views stay
 // valid for the process's life (kir/hooks.h), so their address is the key; a
 // kernel registered again at the same host stub is a new view.
-std::optional<std::regex>* kernel_pattern = nullptr;
+const kir::KernelPattern* kernel_pattern = nullptr;
 bool pattern_refused = false;
 std::mutex* verdict_mutex = nullptr;
 std::unordered_map<const kir_hook_kernel*, bool>* verdicts = nullptr;
-
-void line(const std::string& text);
-
-bool name_matches(const std::string& name) {
-  for (const std::string& text : {name, kir::demangle(name)}) {
-    kir::Expected<bool> found = kir::kernel_regex_search(text, **kernel_pattern);
-    if (!found) {
-      std::fprintf(stderr, "kir-trace: error: --kernels: %s\n", found.error().message().c_str());
-      return false;
-    }
-    if (*found) return true;
-  }
-  return false;
-}
 
 /// Whether KIR_TRACE_KERNELS lets `kernel` (NULL: an unregistered launch, kept
 /// only without a pattern) through.
@@ -90,7 +73,7 @@ bool selected(const kir_hook_kernel* kernel) {
   if (!kernel) return false;
   std::lock_guard<std::mutex> lock(*verdict_mutex);
   auto [it, first] = verdicts->try_emplace(kernel, false);
-  if (first) it->second = name_matches(kernel->name ? kernel->name : "");
+  if (first) it->second = kernel_pattern->selects(kernel->name ? kernel->name : "");
   return it->second;
 }
 
@@ -394,9 +377,9 @@ __attribute__((constructor)) void start_tracing() {
   struct stat st;
   to_pipe = out && fstat(fileno(out), &st) == 0 && S_ISFIFO(st.st_mode);
   if (const char* pattern = kir::hook::setting("KIR_TRACE_KERNELS"); pattern && *pattern) {
-    kir::Expected<std::regex> compiled = kir::kernel_regex(pattern);
+    kir::Expected<kir::KernelPattern> compiled = kir::KernelPattern::create(pattern);
     if (compiled) {  // never freed: launches may come from threads that outlive exit-time destructors
-      kernel_pattern = new std::optional<std::regex>(std::move(*compiled));
+      kernel_pattern = new kir::KernelPattern(std::move(*compiled));
       verdict_mutex = new std::mutex;
       verdicts = new std::unordered_map<const kir_hook_kernel*, bool>;
     } else {

@@ -14,7 +14,6 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <regex>
 #include <set>
 #include <string>
 #include <system_error>
@@ -31,7 +30,7 @@
 #include "kir/record/format.hpp"
 #include "kir/record/reachability.hpp"
 #include "kir/record/record_builder.hpp"
-#include "kir/support/kernel_regex.hpp"
+#include "kir/support/kernel_pattern.hpp"
 #include "../hook/settings.hpp"
 #include "snapshot.hpp"
 #include "va_allocator.hpp"
@@ -74,7 +73,7 @@ bool rank_selected(int64_t rank) {
 
 struct Settings {
   std::string directory;
-  std::optional<std::regex> kernels;
+  std::optional<KernelPattern> kernels;
   bool kernels_invalid = false;  // KIR_RECORD_KERNELS did not compile: select nothing
   uint64_t max_per_kernel = 4, skip = 0;
   bool reachable = false, use_va = true, verbose = false;
@@ -90,7 +89,7 @@ struct Settings {
     s.directory = dir && *dir ? dir : "kir-records";
     if (const char* re = kir::hook::setting("KIR_RECORD_KERNELS"); re && *re) {
       // The CLI checked it with the same function; set by hand, a bad one records nothing (never throws).
-      if (auto compiled = kernel_regex(re)) s.kernels = std::move(*compiled);
+      if (auto compiled = KernelPattern::create(re)) s.kernels = std::move(*compiled);
       else {
         say(std::string("error: KIR_RECORD_KERNELS '") + re + "': " + compiled.error().message() +
             "; recording nothing");
@@ -218,7 +217,7 @@ class Recorder {
   std::mutex selection_mutex_;
   struct KernelState {
     uint64_t launches = 0, recorded = 0;
-    bool matches = false;  // by --kernels
+    bool matches = false;  // by --kernel
   };
   std::unordered_map<const void*, KernelState> kernels_;
   std::set<std::pair<uint64_t, uint64_t>> seen_;                   // launch identities recorded
@@ -303,16 +302,7 @@ bool Recorder::selected(const kir_hook_launch& l, uint64_t& ordinal) {
 
 bool Recorder::name_selected(const std::string& name) const {
   if (settings_.kernels_invalid) return false;
-  if (!settings_.kernels) return true;
-  for (const std::string& text : {name, demangle(name)}) {
-    Expected<bool> found = kernel_regex_search(text, *settings_.kernels);
-    if (!found) {  // std::regex gave up on this name: say so, do not record it
-      say("error: --kernels: " + found.error().message());
-      return false;
-    }
-    if (*found) return true;
-  }
-  return false;
+  return !settings_.kernels || settings_.kernels->selects(name);
 }
 
 void Recorder::summarize() {

@@ -218,6 +218,38 @@ def kernel_static_hash(code: DeviceCode, kernel: str) -> Hash128 | None:
 def demangle(name: str) -> str:
     """Itanium C++ demangling."""
 
+class KernelPattern:
+    """
+    A kernel-name pattern (`--kernel REGEX`; kir/support/kernel_pattern.hpp): kir's dialect and engine (no recursion, no backtracking), the rule the hook's clients use in the app.
+    """
+
+    def __init__(self, pattern: str) -> None:
+        """
+        KirError naming the construct and its offset when kir refuses `pattern`.
+        """
+
+    @property
+    def pattern(self) -> str: ...
+
+    @property
+    def program_size(self) -> int:
+        """
+        The compiled NFA's instructions (at most kir::KernelPattern::kMaxProgram).
+        """
+
+    def search(self, text: str) -> bool:
+        """Whether `text` contains a match."""
+
+    @overload
+    def selects(self, name: str) -> bool:
+        """
+        Whether the mangled name `name`, or its demangled name, contains a match.
+        """
+
+    @overload
+    def selects(self, name: str, demangled: str) -> bool:
+        """The same, with demangle(name) at hand."""
+
 def fatbin_flag_names(flags: int) -> list[str]:
     """Names of the set bits of a fatbin entry's flags."""
 
@@ -802,11 +834,6 @@ def measure_msgpack(data: bytes, max_values: int, max_depth: int, origin: int = 
 def zstd_decompress(data: bytes, raw_size: int, max_size: int = 1073741824) -> bytes:
     """
     zstd data that must decode to exactly raw_size bytes (KirError otherwise). raw_size is refused before anything is allocated when it exceeds max_size (default 1 GiB) or differs from the frame header's content size.
-    """
-
-def check_kernel_regex(pattern: str) -> object:
-    """
-    None when the recorder can use `pattern` (KIR_RECORD_KERNELS: ECMAScript, as std::regex compiles it), else why not.
     """
 
 class Cache:

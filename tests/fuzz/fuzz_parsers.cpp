@@ -24,6 +24,7 @@
 #include "kir/object/archive.hpp"
 #include "kir/object/elf.hpp"
 #include "kir/support/compression.hpp"
+#include "kir/support/kernel_pattern.hpp"
 #include "kir/support/msgpack.hpp"
 
 namespace {
@@ -141,5 +142,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   discover_from_file_bytes(bytes);
   discover_from_memory(data, size);
   open_as_binary(data, size);
+  // The input as a --kernel pattern (kir/support/kernel_pattern.hpp), matched against itself.
+  std::string_view text(reinterpret_cast<const char*>(data), size);
+  if (kir::Expected<kir::KernelPattern> pattern = kir::KernelPattern::create(text)) (void)pattern->search(text);
   return 0;
 }
