@@ -220,12 +220,12 @@ def test_trace_child_outliving_kir_is_not_killed_by_sigpipe(stub_runtime, tmp_pa
     assert alive.read_text() == "alive\n"
 
 
-# --- --kernels: one regex dialect ---------------------------------------------------
+# --- --kernel: one pattern dialect (tests/test_kernel_pattern.py: every command) -------------
 
 def test_trace_kernels_lookbehind_is_refused_before_the_app_runs(kir_cli):
     result = kir_cli("trace", "--kernels", "(?<=x)y", "--", "sh", "-c", "echo ran")
     assert result.returncode == 2 and "ran" not in result.stdout
-    assert result.stderr.startswith("kir: error: --kernels '(?<=x)y': not a valid ECMAScript regular "), result.stderr
+    assert result.stderr.startswith("kir: error: --kernel '(?<=x)y': not a kir pattern: lookbehind "), result.stderr
 
 
 def test_record_kernels_lookbehind_is_refused_before_the_app_runs(tmp_path, kir_cli):
@@ -233,21 +233,24 @@ def test_record_kernels_lookbehind_is_refused_before_the_app_runs(tmp_path, kir_
     result = kir_cli("record", "-o", tmp_path / "rec", "--kernels", "(?<=x)y", "--",
                      "sh", "-c", f"touch {marker}")
     assert result.returncode == 2, result.stderr
-    assert result.stderr.startswith("kir: error: --kernels '(?<=x)y': not a valid ECMAScript regular "
-                                    "expression (std::regex: "), result.stderr
-    assert "Traceback" not in result.stderr and not marker.exists()
+    assert result.stderr == ("kir: error: --kernel '(?<=x)y': not a kir pattern: lookbehind (?<= at offset 0: "
+                             "not supported\n"), result.stderr
+    assert not marker.exists()
 
 
-def test_record_kernels_accepts_what_std_regex_accepts():
+def test_record_kernels_accepts_the_common_dialect():
     from kir import _core
-    assert _core.check_kernel_regex(r"^_Z\d+axpy|saxpy$") is None
-    assert _core.check_kernel_regex("(?:gemm)+") is None  # ECMAScript has non-capturing groups
-    assert "std::regex" in _core.check_kernel_regex("(")
-    assert "std::regex" in _core.check_kernel_regex("(?P<n>x)")  # Python's named group: not ECMAScript
+    pattern = _core.KernelPattern(r"^_Z\d+axpy|saxpy$")
+    assert pattern.selects("_Z4axpyv") and pattern.search("saxpy") and not pattern.search("saxpy2")
+    assert _core.KernelPattern("(?:gemm)+").search("sgemm")
+    with pytest.raises(kir.KirError, match=r"named group \(\?P< at offset 0"):  # Python's only
+        _core.KernelPattern("(?P<n>x)")
+    with pytest.raises(kir.KirError, match="^not a kir pattern: "):
+        _core.KernelPattern("(")
 
 
 def test_recorder_with_an_invalid_kernels_setting_records_nothing_and_does_not_abort(stub_runtime, tmp_path):
-    """KIR_RECORD_KERNELS set by hand to what std::regex refuses: the recorder says so
+    """KIR_RECORD_KERNELS set by hand to what kir refuses: the recorder says so
     once and records nothing; the app runs to its end (it aborted with exit 134)."""
     app = hip_program(tmp_path, stub_runtime, "alloc", "int hipMalloc(void**, unsigned long);\n"
                       "int main(void) { void* p; return hipMalloc(&p, 64); }\n")
@@ -273,7 +276,7 @@ def assert_usage_error(result, *needles):
 @pytest.mark.parametrize("verb", ["trace", "record"])
 def test_kernels_unbalanced_parenthesis_is_exit_2(verb, tmp_path, kir_cli):
     extra = ["-o", tmp_path / "rec"] if verb == "record" else []
-    assert_usage_error(kir_cli(verb, *extra, "--kernels", "(", "--", "true"), "--kernels '('")
+    assert_usage_error(kir_cli(verb, *extra, "--kernels", "(", "--", "true"), "--kernel '('")
 
 
 def test_hash_kernel_unbalanced_parenthesis_is_exit_2(built, kir_cli):

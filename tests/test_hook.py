@@ -114,9 +114,10 @@ def test_kernel_filter_and_text_format(built, kir_cli):
 
 
 def test_kernel_filter_matches_the_name_in_the_recorders_dialect(built, kir_cli):
-    # The tracing client filters (std::regex ECMAScript, as the recorder), on the kernel's
-    # names, not on the line: '^' anchors at the demangled name's start; a POSIX class is
-    # ECMAScript's (Python's re would read '[[:alpha:]]' as a set of ':alph' then ']').
+    # The tracing client filters (kir's matcher, as the recorder and every command:
+    # kir.kernel_pattern), on the kernel's names, not on the line: '^' anchors at the demangled
+    # name's start; a POSIX class is POSIX's and RE2's (Python's re would read '[[:alpha:]]' as
+    # a set of ':alph' then ']').
     for pattern in ("^with_struct\\(", "^[[:alpha:]]+_struct"):
         events_ = events(trace(kir_cli, built, "--json", "--kernels", pattern))
         kernels = {e["kernel"] for e in events_ if e["event"] in ("launch", "register-kernel")}

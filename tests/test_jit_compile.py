@@ -538,7 +538,7 @@ def test_text_output(app, tmp_path):
 BAD = [
     (["--kernel", "nosuchkernel"], r"no kernel with IR in .* matches .*_Z5daxpydPKdPdi"),
     (["--kernel", "daxpy"], r"matches 2 kernels: _Z13daxpy_strideddPKdPdi, _Z5daxpydPKdPdi"),
-    (["--kernel", "([", ], r"not a kernel name, nor a valid regular expression"),
+    (["--kernel", "([", ], r"--kernel '\(\[': not a kir pattern: \[ at offset 1: missing \]"),
     (["--kernel", DAXPY, "--arg", "1:f64"], r"--arg '1:f64': expected POS:TYPE:VALUE"),
     (["--kernel", DAXPY, "--arg", "one:f64:2.5"], r"position 'one' is not an integer"),
     (["--kernel", DAXPY, "--arg", "0:f64:2.5"], r"position 0 is not in 1\.\."),

@@ -748,7 +748,7 @@ def test_record_defaults(tmp_path, kir_cli):
 
 
 @pytest.mark.parametrize("option", [["--va-size", "12Q"], ["--va-base", "xyz"], ["--ranks", "1,a"],
-                                    ["--kernels", "("], ["--no-va", "--va-size", "1G"],
+                                    ["--kernel", "("], ["--no-va", "--va-size", "1G"],
                                     ["--max-per-kernel", "-1"]])
 def test_record_rejects_bad_options_before_running(tmp_path, kir_cli, option):
     marker = tmp_path / "ran"

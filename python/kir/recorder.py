@@ -8,18 +8,9 @@ import re
 from pathlib import Path
 
 from kir.errors import OptionError
+from kir.kernel_pattern import kernel_pattern
 
 SUFFIXES = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
-
-
-def check_kernel_regex(pattern: str, option: str = "--kernels") -> None:
-    """An OptionError unless `pattern` is a kernel-name pattern the hook's clients
-    accept: ECMAScript as std::regex compiles it (kir/support/kernel_regex.hpp),
-    checked with the very function the recorder and the tracing client use."""
-    from kir import _core
-    problem = _core.check_kernel_regex(pattern)
-    if problem is not None:
-        raise OptionError(f"{option} {pattern!r}: {problem}")
 
 
 def recorder_environment(directory: Path | str, *, kernels: str | None = None, max_per_kernel: int = 4,
@@ -31,7 +22,7 @@ def recorder_environment(directory: Path | str, *, kernels: str | None = None, m
            "KIR_RECORD_MAX_PER_KERNEL": str(non_negative(max_per_kernel, "--max-per-kernel")),
            "KIR_RECORD_SKIP": str(non_negative(skip, "--skip"))}
     if kernels:
-        check_kernel_regex(kernels)
+        kernel_pattern(kernels)  # compiled as the recorder will (kir.kernel_pattern): refused before the app runs
         env["KIR_RECORD_KERNELS"] = kernels
     if ranks is not None and ranks != "":
         env["KIR_RECORD_RANKS"] = ",".join(str(r) for r in rank_list(ranks))
@@ -93,5 +84,5 @@ def byte_count(value) -> int:
     return int(match.group(1)) * SUFFIXES[match.group(2)]
 
 
-__all__ = ["byte_count", "check_kernel_regex", "hex_address", "non_negative", "rank_list",
+__all__ = ["byte_count", "hex_address", "non_negative", "rank_list",
            "recorder_environment", "SUFFIXES"]

@@ -25,10 +25,10 @@ difference, 1 differences, 2 bad input. `--json` prints one `kir.diff/1` object
 from __future__ import annotations
 
 import hashlib
-import re
 import sys
 
 from kir.errors import KirError, OptionError
+from kir.kernel_pattern import HELP as KERNEL_HELP, kernel_pattern
 
 SCHEMA = "kir.diff/1"
 #: What a change can be, in the order printed.
@@ -39,8 +39,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("a", metavar="A", help="the binary before")
     parser.add_argument("b", metavar="B", help="the binary after")
     parser.add_argument("--arch", metavar="LIST", help="only images for these targets, e.g. sm_90,gfx90a")
-    parser.add_argument("--kernel", metavar="REGEX",
-                        help="only kernels whose mangled or demangled name matches (Python re, searched)")
+    parser.add_argument("--kernel", metavar="REGEX", help=f"only kernels whose {KERNEL_HELP}")
     parser.add_argument("--scan", action="store_true", help="also find containers by magic")
     parser.add_argument("--unchanged", action="store_true", help="also list the kernels that did not change")
     parser.add_argument("--json", action="store_true", help=f"print one JSON object ({SCHEMA})")
@@ -67,7 +66,7 @@ def kernels_of(path: str, archs, pattern, scan: bool, progress=None) -> tuple[di
         if h.image not in by_name:
             by_name[h.image] = {k.name: k for k in image.kernels}  # decoded by kernel_hashes
         kernel = by_name[h.image][h.kernel]
-        if pattern is not None and not (pattern.search(kernel.name) or pattern.search(kernel.demangled)):
+        if pattern is not None and not pattern.selects(kernel.name, kernel.demangled):
             continue
         key = (h.target, str(h.image_kind), h.kernel)
         if key in out:  # the same kernel in a second image of the same target: the first one counts
@@ -196,10 +195,7 @@ def run(args) -> int:
     import kir
     from kir.report import parse_arch_filter
     archs = parse_arch_filter(args.arch)
-    try:
-        pattern = re.compile(args.kernel) if args.kernel else None
-    except re.error as error:
-        raise OptionError(f"--kernel {args.kernel!r}: {error}") from None
+    pattern = kernel_pattern(args.kernel) if args.kernel else None
     from kir.progress import Progress
     with Progress("decoding A, image") as progress:
         a, errors_a = kernels_of(args.a, archs, pattern, args.scan, progress.callback)

@@ -9,12 +9,12 @@ those targets. An option of the other form (`--grid` with a BINARY, `--kernel`
 with `--jit-key`) is a usage error, exit 2, never silently ignored."""
 from __future__ import annotations
 
-import re
 import struct
 import sys
 
 from kir.commands import inputs
 from kir.errors import OptionError
+from kir.kernel_pattern import HELP as KERNEL_HELP, kernel_pattern
 
 PACK = {"i8": "<b", "i16": "<h", "i32": "<i", "i64": "<q", "u8": "<B", "u16": "<H", "u32": "<I",
         "u64": "<Q", "f32": "<f", "f64": "<d", "ptr": "<Q", "bool": "<?"}
@@ -24,7 +24,7 @@ SCHEMA = "kir.hash/1"  # each --json line (docs/schemas/hash.schema.json)
 
 def add_arguments(parser) -> None:
     inputs.add_arguments(parser, nargs="*", help="binaries whose kernels to hash")  # none with --jit-key & co.
-    parser.add_argument("--kernel", metavar="REGEX", help="only kernels whose mangled name matches")
+    parser.add_argument("--kernel", metavar="REGEX", help=f"only kernels whose {KERNEL_HELP}")
     parser.add_argument("--json", action="store_true", help="print JSON lines, one per kernel")
     parser.add_argument("--proteus", action="store_true",
                         help="print Proteus's current 64-bit hash (decimal) instead, for kernels "
@@ -91,10 +91,7 @@ def run(args) -> int:
     from kir.errors import KirError
     from kir.report import parse_arch_filter, processor
     archs = parse_arch_filter(args.arch)
-    try:
-        pattern = re.compile(args.kernel) if args.kernel else None
-    except re.error as error:
-        raise OptionError(f"--kernel {args.kernel!r}: {error}") from None
+    pattern = kernel_pattern(args.kernel) if args.kernel else None
     from kir.progress import Progress
     many = len(args.binaries) > 1 or args.recursive
     status = 0
@@ -126,7 +123,7 @@ def run(args) -> int:
 
 def kernel_hashes_of(binary, args, pattern, progress=None):
     from kir.hashing import kernel_hashes
-    return kernel_hashes(binary, not args.llvm_before_20, pattern.search if pattern else None, progress=progress)
+    return kernel_hashes(binary, not args.llvm_before_20, pattern.selects if pattern else None, progress=progress)
 
 
 def print_hashes(hashes, args, path: str) -> None:

@@ -22,6 +22,7 @@ import kir
 from kir.binary import Binary
 from kir.commands import inputs
 from kir.errors import KirError, OptionError
+from kir.kernel_pattern import HELP as KERNEL_HELP, kernel_pattern
 from kir.model import ImageKind
 from kir.progress import Progress
 from kir.progress import add_argument as add_progress_argument
@@ -40,9 +41,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--kernels", action="store_true",
                         help="also list each image's kernels and parameter layout "
                              "(decompresses images, in parallel)")
-    parser.add_argument("--kernel", metavar="REGEX",
-                        help="only kernels whose mangled or demangled name matches (Python re, searched); "
-                             "implies --kernels")
+    parser.add_argument("--kernel", metavar="REGEX", help=f"only kernels whose {KERNEL_HELP}; implies --kernels")
     parser.add_argument("--arch", metavar="LIST",
                         help="only images for these targets, e.g. sm_90,sm_80,gfx90a")
     parser.add_argument("--kind", metavar="LIST",
@@ -67,13 +66,8 @@ def run(args, out: TextIOBase = sys.stdout) -> int:
         raise OptionError(f"-j/--threads {args.threads}: expected 0 (all cores) or a positive number")
     args.kernel_filter = None
     if args.kernel is not None:
-        import re
-        try:
-            pattern = re.compile(args.kernel)
-        except re.error as error:
-            raise OptionError(f"--kernel {args.kernel!r}: {error}") from None
         args.kernels = True
-        args.kernel_filter = lambda name, demangled: bool(pattern.search(name) or pattern.search(demangled))
+        args.kernel_filter = kernel_pattern(args.kernel).selects  # (name, demangled) -> bool
     if args.threads and not args.kernels:
         raise OptionError("-j/--threads: only with --kernels (or --kernel): nothing else is decoded")
     many = len(args.binaries) > 1 or args.recursive

@@ -6,10 +6,10 @@ kernel-object cache under its JIT key (--cache, when this kir has kir.cache)."""
 from __future__ import annotations
 
 import json
-import re
 import sys
 
 from kir.errors import KirError, OptionError
+from kir.kernel_pattern import kernel_pattern
 
 
 SCHEMA = "kir.jit-compile/1"  # `kir jit compile --json`
@@ -167,17 +167,10 @@ def find_kernel(path: str, pattern: str, arch: str) -> FoundKernel:
     names = sorted({h.kernel for h, _ in with_ir})
     matched = [n for n in names if n == pattern]
     if not matched:
-        try:
-            regex = re.compile(pattern)
-        except re.error as error:
-            raise OptionError(f"--kernel {pattern!r}: not a kernel name, nor a valid regular "
-                              f"expression ({error})") from None
-        from kir import demangle
-        matched = [n for n in names if regex.search(n) or regex.search(demangle(n))]
+        regex = kernel_pattern(pattern)  # not a kernel name: a pattern (kir.kernel_pattern)
+        matched = [n for n in names if regex.selects(n)]
     if not matched:
-        from kir import demangle
-        plain = sorted(n for n in without_ir if n == pattern or re.search(re.escape(pattern), n)
-                       or pattern in demangle(n))
+        plain = sorted(n for n in without_ir if n == pattern or regex.selects(n))
         if plain:
             raise OptionError(f"--kernel {pattern!r}: {', '.join(plain)} has no LLVM IR in {path} "
                               "(build it with the Proteus pass, or embed its bitcode)")

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from kir.app import exit_status, hooked_environment, library, run_app_process, signal_name
 from kir.commands.app import add_kernel_argument, add_program_argument, command_of, warn_if_static_runtime
+from kir.kernel_pattern import HELP as KERNEL_HELP
 from kir.record import RECORD_SUFFIX, Record, RecordError, check_output_directory
 from kir.recorder import recorder_environment
 
@@ -20,8 +21,7 @@ from kir.recorder import recorder_environment
 def add_arguments(parser) -> None:
     parser.add_argument("-o", "--output", default="kir-records", metavar="DIR",
                         help="the recording directory (default: kir-records)")
-    add_kernel_argument(parser, "only kernels whose mangled or demangled name matches (an ECMAScript "
-                                "regular expression, as the recorder's std::regex reads it)")
+    add_kernel_argument(parser, f"only launches of kernels whose {KERNEL_HELP}")
     parser.add_argument("--max-per-kernel", type=int, default=4, metavar="N",
                         help="record at most N launches of each kernel (default 4; 0: no limit)")
     parser.add_argument("--skip", type=int, default=0, metavar="N",

@@ -19,10 +19,10 @@ import select
 import sys
 import threading
 
-from kir.recorder import check_kernel_regex
 from kir.app import finish, run_app_process
 from kir.commands.app import (add_kernel_argument, add_program_argument, command_of, hook_library,
                               hooked_environment, warn_if_static_runtime)
+from kir.kernel_pattern import HELP as KERNEL_HELP, kernel_pattern
 
 __all__ = ["add_arguments", "run", "hook_library", "warn_if_static_runtime"]
 
@@ -32,9 +32,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("-o", "--output", metavar="FILE",
                         help="write the trace to FILE (replaced) instead of kir's stdout, apart from "
                              "the app's own output")
-    add_kernel_argument(parser, "only kernel registrations and launches whose mangled or demangled name "
-                                "matches (an ECMAScript regular expression, as std::regex reads it: the "
-                                "hook's tracing client filters, with the recorder's dialect)")
+    add_kernel_argument(parser, f"only registrations and launches of kernels whose {KERNEL_HELP} (the hook's "
+                                "tracing client filters in the app)")
     add_program_argument(parser)
 
 
@@ -43,7 +42,7 @@ def run(args) -> int:
     warn_if_static_runtime(command[0])
     env = hooked_environment()
     if args.kernel:
-        check_kernel_regex(args.kernel)  # the tracing client's own dialect, as the recorder's
+        kernel_pattern(args.kernel)  # refused here, before the app runs, as the tracing client would
         env["KIR_TRACE_KERNELS"] = args.kernel
     env["KIR_TRACE"] = "json" if args.json else "text"
     if args.output:
