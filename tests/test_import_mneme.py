@@ -18,6 +18,7 @@ import pytest
 import xxhash
 
 import build as fixture_build
+import damage
 import kir._core as core
 from kir.record import Record, Recording
 
@@ -381,6 +382,16 @@ def test_ir_without_the_kernel(recording, tmp_path, kir_cli):
     doc["KernelName"] = "_Z7missingv"
     path.write_text(json.dumps(doc))
     fails(kir_cli, src, tmp_path / "kir", "does not define the kernel _Z7missingv")
+
+
+def test_ir_that_crashes_llvm_is_an_error(kernel_ir, tmp_path, kir_cli):
+    """RecordedIR_*.bc a mutant of the real module (tests/damage.py) that crashes
+    llvmlite's LLVM: kir reads it in its worker, exit 2 with one line naming the file
+    (issue 21 §9)."""
+    crasher = damage.first_crasher(damage.mutants(kernel_ir, 21, 200), tmp_path)
+    write_recording(tmp_path / "mneme", crasher)
+    error = fails(kir_cli, tmp_path / "mneme", tmp_path / "kir", "RecordedIR_", " crashed (SIG", "reading this module")
+    assert error.startswith("kir: error: ") and error.count("\n") == 1, error
 
 
 def test_annotated_blob_warns(recording, tmp_path, kir_cli):
