@@ -18,6 +18,7 @@ from pathlib import Path
 import msgpack
 import pytest
 
+import damage
 import kir
 from kir import _core
 from kir.errors import KirError
@@ -48,16 +49,7 @@ SEED = Path(__file__).parent / "fuzz" / "seeds" / "bitcode_wrapper_offset0_size0
 
 def object_with_llvmbc(tmp_path: Path, section: bytes) -> Path:
     """A real ELF object (clang-22) with `section` as its .llvmbc (llvm-objcopy-22)."""
-    for tool in ("clang-22", "llvm-objcopy-22"):
-        if shutil.which(tool) is None:
-            pytest.skip(f"{tool} is not installed")
-    (tmp_path / "e.c").write_text("int x;\n")
-    subprocess.run(["clang-22", "-c", tmp_path / "e.c", "-o", tmp_path / "e.o"], check=True)
-    (tmp_path / "section.bin").write_bytes(section)
-    out = tmp_path / "wrapped.o"
-    subprocess.run(["llvm-objcopy-22", f"--add-section=.llvmbc={tmp_path / 'section.bin'}",
-                    tmp_path / "e.o", out], check=True)
-    return out
+    return damage.object_with_section(tmp_path, ".llvmbc", section)
 
 
 def test_bitcode_wrapper_offset0_size0_does_not_loop(tmp_path):

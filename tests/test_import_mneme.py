@@ -8,16 +8,20 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
 import struct
 import subprocess
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 import xxhash
+from hypothesis import strategies as st
 
 import build as fixture_build
+import damage
 import kir._core as core
 from kir.record import Record, Recording
 
@@ -156,14 +160,16 @@ def run_affine(n: int, mul: int, add: int, bias: int, seed: int, counter: int):
     return ints(inp), ints(out_before), ints(out_after), u64(counter), u64(counter + n)
 
 
-def write_recording(folder: Path, ir: bytes, static: int = 15941914485064662553) -> list[Launch]:
-    """Two instances of `affine` (grid/block differ): the first with a diff epilogue
-    (Mneme's default), the second with a bytes epilogue (--epilogue-format bytes)."""
+def write_recording(folder: Path, ir: bytes, static: int = 15941914485064662553,
+                    sizes: tuple[int, int] = (300_000, 5000)) -> list[Launch]:
+    """Two instances of `affine` (grid/block differ, `sizes` elements): the first with a
+    diff epilogue (Mneme's default), the second with a bytes epilogue
+    (--epilogue-format bytes)."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / f"RecordedIR_{static}.bc").write_bytes(ir)  # StoreModuleBytes
     in_addr, out_addr = VA_BASE, VA_BASE + 2 * PAGE
     launches, instances = [], {}
-    for k, (n, block, epilogue_format) in enumerate([(300_000, 256, "diff"), (5000, 128, "bytes")]):
+    for k, (n, block, epilogue_format) in enumerate([(sizes[0], 256, "diff"), (sizes[1], 128, "bytes")]):
         grid = (math.ceil(n / block), 1, 1)
         block = (block, 1, 1)
         inp, out0, out1, c0, c1 = run_affine(n, 3, -7, 11, seed=k, counter=100 * k)
@@ -383,6 +389,16 @@ def test_ir_without_the_kernel(recording, tmp_path, kir_cli):
     fails(kir_cli, src, tmp_path / "kir", "does not define the kernel _Z7missingv")
 
 
+def test_ir_that_crashes_llvm_is_an_error(kernel_ir, tmp_path, kir_cli):
+    """RecordedIR_*.bc a mutant of the real module (tests/damage.py) that crashes
+    llvmlite's LLVM: kir reads it in its worker, exit 2 with one line naming the file
+    (issue 21 §9)."""
+    crasher = damage.first_crasher(damage.mutants(kernel_ir, 21, 200), tmp_path)
+    write_recording(tmp_path / "mneme", crasher)
+    error = fails(kir_cli, tmp_path / "mneme", tmp_path / "kir", "RecordedIR_", " crashed (SIG", "reading this module")
+    assert error.startswith("kir: error: ") and error.count("\n") == 1, error
+
+
 def test_annotated_blob_warns(recording, tmp_path, kir_cli):
     """A blob annotated with a tolerance (mneme::annotate) converts, with a warning:
     kir records carry no per-buffer tolerance."""
@@ -419,3 +435,70 @@ def test_json_output(recording, tmp_path, kir_cli):
     assert sorted(r["mneme_dynamic_hash"] for r in doc["records"]) == sorted(str(x.dynamic) for x in launches)
     assert all(r["mneme_static_hash"] == 15941914485064662553 and Path(r["record"]).is_file() and r["regions"] == 3
                for r in doc["records"])
+
+
+# --- fuzzing the reader (issue 21 §18) -------------------------------------------------
+
+FUZZ_EXAMPLES = int(os.environ.get("KIR_FUZZ_MNEME_EXAMPLES", "300"))
+
+MUTATION = st.one_of(
+    st.tuples(st.just("set"), st.integers(0, 1 << 16), st.binary(min_size=1, max_size=8)),
+    st.tuples(st.just("insert"), st.integers(0, 1 << 16), st.binary(min_size=1, max_size=16)),
+    st.tuples(st.just("delete"), st.integers(0, 1 << 16), st.integers(1, 64)),
+    st.tuples(st.just("truncate"), st.integers(0, 1 << 16), st.just(b"")),
+    # a length, count, size or address field (Mneme's are u64s): set to an extreme
+    st.tuples(st.just("u64"), st.integers(0, 1 << 16),
+              st.sampled_from([0, 1, 7, 0xFFFF, 0xFFFFFFFF, 1 << 40, (1 << 63) - 1, (1 << 64) - 1])),
+)
+
+
+def mutate(data: bytes, mutations) -> bytes:
+    out = bytearray(data)
+    for op, at, value in mutations:
+        at = at % (len(out) + 1)
+        if op == "set":
+            out[at:at + len(value)] = value
+        elif op == "insert":
+            out[at:at] = value
+        elif op == "delete":
+            del out[at:at + value]
+        elif op == "u64":
+            out[at:at + 8] = value.to_bytes(8, "little")
+        else:
+            del out[at:]
+    return bytes(out)
+
+
+def test_damaged_recordings_raise_only_mneme_errors(kernel_ir, tmp_path):
+    """A small recording (both epilogue formats), one of its files — the JSON, a
+    prologue, a diff or a bytes epilogue — mutated at random (fixed seed, a bounded
+    number of examples; KIR_FUZZ_MNEME_EXAMPLES raises it), then checked as `kir
+    import-mneme --check` does: a conversion or a KirError naming the file, never
+    another exception."""
+    from hypothesis import HealthCheck, given, settings
+
+    from kir.errors import KirError
+    from kir.mneme import convert
+    source = tmp_path / "mneme"
+    write_recording(source, kernel_ir, sizes=(600, 40))
+    files = sorted(p.name for p in source.iterdir() if not p.name.endswith(".bc"))
+    assert len(files) == 5 and len(convert(source, tmp_path / "out", write=False)) == 2
+    outcomes = {"read": 0, "refused": 0}
+
+    @settings(max_examples=FUZZ_EXAMPLES, derandomize=True, deadline=None, database=None,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+    @given(target=st.sampled_from(files), mutations=st.lists(MUTATION, min_size=1, max_size=6))
+    def damaged(target, mutations):
+        with tempfile.TemporaryDirectory() as scratch:
+            copy = Path(scratch) / "mneme"
+            shutil.copytree(source, copy)
+            (copy / target).write_bytes(mutate((source / target).read_bytes(), mutations))
+            try:
+                convert(copy, Path(scratch) / "out", write=False)
+                outcomes["read"] += 1
+            except KirError as error:
+                assert str(copy) in str(error), error  # names the file
+                outcomes["refused"] += 1
+
+    damaged()
+    assert outcomes["refused"] > FUZZ_EXAMPLES // 2 and outcomes["read"] > 0, outcomes

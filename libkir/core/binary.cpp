@@ -154,7 +154,7 @@ class BinaryReader {
         Expected<ContainerSite> site =
             discover_bitcode_section(s.data, s.name == ".llvmbc" ? llvm_command(*elf) : "");
         if (!site) return site.error().within(member_prefix(member) + section);
-        site->size = s.size;
+        site->size = s.data.size();
         place(*site, member, section, FoundBy::section);
       }
       if (!st) return st;
@@ -251,7 +251,7 @@ class BinaryReader {
 
   Status read_wrappers(const ElfFile& elf, const std::string& member, const char* section) {
     const ElfSection* seg = elf.section_by_name(section);
-    if (!seg || seg->type == elf::SHT_NOBITS) return {};
+    if (!seg) return {};
     std::string prefix = member_prefix(member) + section;
     return discover::read_wrappers(elf, *seg, member, prefix, [&](FatbinWrapper& wrapper) {
       return link_wrapper(elf, wrapper, prefix + ": wrapper at file offset " + hex(wrapper.file_offset));

@@ -11,7 +11,8 @@ exits 2; anything else is a bug and shows its traceback.
     ├── PlanError            a record cannot be replayed as asked
     ├── ReplayError          the driver refused a step of a replay
     │   └── NoDeviceError    no CUDA driver or device to replay on
-    └── DistributedError     Dask is missing, or a cluster cannot be started or reached
+    ├── DistributedError     Dask is missing, or a cluster cannot be started or reached
+    └── LLVMCrashError       LLVM died on IR from the input (in kir's worker process: kir/_irworker.py)
 
 A missing optional dependency is a KirError made by `missing_extra`, naming the
 extra that installs it: pip install '<distribution>[replay]', with the name the
@@ -53,6 +54,11 @@ class DistributedError(KirError):
     """Dask is not installed, or the cluster cannot be started or reached (kir.distribute)."""
 
 
+class LLVMCrashError(KirError):
+    """LLVM crashed, ended or hung on IR from the input, in kir's worker process
+    (kir/_irworker.py): the message says how, with LLVM's own line."""
+
+
 #: The distribution's name when no installed metadata names it (run from a source tree).
 DISTRIBUTION = "kir-kernel-ir"
 
@@ -83,5 +89,5 @@ def missing_extra(module: str, extra: str, needed_by: str, error: BaseException 
     return cls(f"{needed_by}: {module} is not installed: {install_hint(extra)}{detail}")
 
 
-__all__ = ["DISTRIBUTION", "DistributedError", "KirError", "MnemeError", "NoDeviceError", "OptionError", "PlanError", "RecordError",
+__all__ = ["DISTRIBUTION", "DistributedError", "KirError", "LLVMCrashError", "MnemeError", "NoDeviceError", "OptionError", "PlanError", "RecordError",
            "ReplayError", "distribution_name", "install_hint", "missing_extra"]

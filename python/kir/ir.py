@@ -12,13 +12,21 @@ Proteus, each kernel's signature (parameter types, store sizes, and the size of
 by-value / by-reference pointees — what a recorder needs to copy arguments), and
 globals with their sizes. llvmlite's LLVM may be older than the producer's: a
 module it cannot read is reported (`IrModule.error`), never raised.
+
+Bitcode is input: llvmlite's LLVM aborts or segfaults on some damaged modules.
+So modules are read in kir's LLVM worker process (kir/_irworker.py), and this
+process parses a module (`parse_bitcode`, for its text) only after the worker
+read those bytes whole; a module that crashed the worker is an unreadable module
+like any other.
 """
 from __future__ import annotations
 
+import hashlib
 import re
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 from kir.binary import Binary, Image
+from kir.errors import KirError
 from kir.model import CODE_IMAGES, ImageKind
 
 KERNEL_CALLING_CONVENTIONS = ("ptx_kernel", "amdgpu_kernel", "spir_kernel")
@@ -83,23 +91,104 @@ class IrModule:
 
     def text(self) -> str:
         """The module as LLVM assembly (.ll)."""
-        import llvmlite.binding as llvm
-        return str(llvm.parse_bitcode(self.bitcode))
+        return str(parse_bitcode(self.bitcode))
 
 
 def read_module(bitcode: bytes, index: int = 0, source: str = "", image: int = -1,
                 embedded: str = "", for_kernel: str = "") -> IrModule:
-    """Read one bitcode module with llvmlite; a failure is recorded in `.error`."""
-    import llvmlite.binding as llvm
+    """Read one bitcode module (in kir's LLVM worker: `read_modules`); a failure is
+    recorded in `.error`."""
+    return read_modules([IrModule(index=index, source=source, image=image, embedded=embedded,
+                                  for_kernel=for_kernel, bitcode=bitcode)])[0]
 
-    module = IrModule(index=index, source=source, image=image, embedded=embedded,
-                      for_kernel=for_kernel, bitcode=bitcode)
+
+def read_modules(modules: list[IrModule]) -> list[IrModule]:
+    """Fill in each module's triple, data layout, functions and globals from its
+    bitcode, or its `.error`: read in kir's LLVM worker process (kir/_irworker.py),
+    so that a module that crashes LLVM is an error, never the end of kir. Bytes
+    already read in this process are not read again."""
+    for m, found in zip(modules, _answers([m.bitcode for m in modules])):
+        m.error = found.get("error", "")
+        if not m.error:
+            m.triple, m.data_layout = found["triple"], found["data_layout"]
+            m.functions = [IrFunction(**{**f, "params": [IrParam(**p) for p in f["params"]]})
+                           for f in found["functions"]]
+            m.globals = [IrGlobal(**g) for g in found["globals"]]
+    return modules
+
+
+def parse_bitcode(bitcode: bytes, what: str = "this module"):
+    """The llvmlite module of `bitcode`, parsed in this process only once the
+    worker has read the same bytes whole (`read_modules`); a module it could not read
+    (or that crashed it) raises KirError with the reason, naming it `what`."""
+    import llvmlite.binding as llvm
+    found = _answers([bitcode])[0]
+    if found.get("error"):
+        raise KirError(found["error"].replace("this module", what, 1))
+    return llvm.parse_bitcode(bitcode)
+
+
+def _answers(bitcodes: list[bytes]) -> list[dict]:
+    """`analyse` of each module: remembered, or read by the worker (kir/_irworker.py)."""
+    keys = [_digest(b) for b in bitcodes]
+    todo = {k: b for k, b in zip(keys, bitcodes) if k not in _READ}
+    known = {k: _READ[k] for k in keys if k in _READ}
+    if todo:
+        from kir._irworker import map_each
+        waiting, rest = list(todo), list(todo.values())
+        while rest:  # all in one request; after a module that killed the worker, the rest in another
+            answers, died = map_each("kir.ir:analyse", rest, [READ_SECONDS + len(b) / (1 << 20) for b in rest])
+            if died:
+                answers.append(("ok", {"error": f"{died} reading this module"}))
+            known.update((key, answer) for key, (_, answer) in zip(waiting, answers))
+            waiting, rest = waiting[len(answers):], rest[len(answers):]
+        if len(_READ) + len(todo) > _READ_MAX:
+            _READ.clear()
+        _READ.update((k, known[k]) for k in todo)
+    return [known[k] for k in keys]
+
+
+#: Seconds a worker may take to read a module, plus one per MiB of it.
+READ_SECONDS = 60
+#: What the worker answered for each module read in this process, by BLAKE2b of its bytes
+#: (a hash no input can collide with a module that was read), at most _READ_MAX.
+_READ: dict[bytes, dict] = {}
+_READ_MAX = 4096
+
+
+def _digest(bitcode: bytes) -> bytes:
+    return hashlib.blake2b(bitcode, digest_size=32).digest()
+
+
+def analyse(bitcode: bytes) -> dict:
+    """What `read_modules` fills in, as a dict (or {"error": why}): run in kir's
+    LLVM worker (kir/_irworker.py). The module is parsed, verified, printed and its
+    names read: what kir does with it later has then been done once here. Any
+    exception (a name that is not UTF-8, ...) is the module's error."""
+    import llvmlite.binding as llvm
+    version = ".".join(map(str, llvm.llvm_version_info))
     try:
         parsed = llvm.parse_bitcode(bitcode)
     except Exception as error:  # llvmlite raises RuntimeError with LLVM's message
-        module.error = f"llvmlite (LLVM {'.'.join(map(str, llvm.llvm_version_info))}) " \
-                       f"cannot read this module: {str(error).strip()}"
-        return module
+        return {"error": f"llvmlite (LLVM {version}) cannot read this module: {_one_line(error)}"}
+    try:
+        parsed.verify()
+    except Exception as error:
+        return {"error": f"llvmlite (LLVM {version}) read this module, but it is not valid IR: {_one_line(error)}"}
+    try:
+        module = _analysed(parsed, llvm)
+    except Exception as error:
+        return {"error": f"llvmlite (LLVM {version}) cannot read this module: {_one_line(error)}"}
+    return {"triple": module.triple, "data_layout": module.data_layout,
+            "functions": [asdict(f) for f in module.functions], "globals": [asdict(g) for g in module.globals]}
+
+
+def _one_line(error: Exception) -> str:
+    return " ".join(str(error).split())[:500] or type(error).__name__
+
+
+def _analysed(parsed, llvm) -> IrModule:
+    module = IrModule(index=0, source="", image=-1)
     module.triple = parsed.triple
     module.data_layout = parsed.data_layout
     layout = llvm.create_target_data(parsed.data_layout) if parsed.data_layout else None
@@ -193,17 +282,17 @@ def _jit_annotations(text: str) -> dict[str, list[int]]:
 
 
 def ir_modules(binary: Binary) -> list[IrModule]:
-    """Every IR module of a binary, read: bitcode images and IR embedded in device code."""
+    """Every IR module of a binary, read (by kir's LLVM worker, `read_modules`):
+    bitcode images and IR embedded in device code."""
     modules: list[IrModule] = []
     for image in binary.images:
         if image.kind is ImageKind.bitcode:
-            modules.append(read_module(image.read(), len(modules), _where(image), image.index))
+            modules.append(IrModule(len(modules), _where(image), image.index, bitcode=image.read()))
         elif image.kind in (ImageKind.cubin, ImageKind.code_object) and not image.obfuscated:
             for embedded in image.code.ir:
-                modules.append(read_module(embedded.bitcode, len(modules),
-                                           f"{_where(image)}: {embedded.name}", image.index,
-                                           embedded.name, embedded.kernel))
-    return modules
+                modules.append(IrModule(len(modules), f"{_where(image)}: {embedded.name}", image.index,
+                                        embedded.name, embedded.kernel, embedded.bitcode))
+    return read_modules(modules)
 
 
 def _where(image: Image) -> str:
@@ -235,5 +324,5 @@ def kernel_ir(binary: Binary, modules: list[IrModule]) -> dict[tuple[int, str], 
     return links
 
 
-__all__ = ["ir_modules", "IrFunction", "IrGlobal", "IrModule", "IrParam", "KERNEL_CALLING_CONVENTIONS",
-           "kernel_ir", "read_module"]
+__all__ = ["analyse", "ir_modules", "IrFunction", "IrGlobal", "IrModule", "IrParam", "KERNEL_CALLING_CONVENTIONS",
+           "kernel_ir", "parse_bitcode", "read_module", "read_modules"]

@@ -43,12 +43,16 @@ CUDA_MODULE_PREFIX = "_jit_bitcode_"
 
 def jit_kernels(code: _core.DeviceCode) -> set[str]:
     """The kernels of a device image the Proteus pass registered as JIT kernels."""
-    from kir.ir import read_module
     names = {m.kernel for m in code.ir if m.kernel}
-    for embedded in code.ir:
-        module = read_module(embedded.bitcode)
+    for module in _read_ir([code]):
         names |= {f.name for f in module.kernels if f.jit and not f.is_declaration}
     return names & {k.name for k in code.kernels}
+
+
+def _read_ir(codes: list[_core.DeviceCode]):
+    """The IR embedded in these images, read (kir.ir: one child process for all)."""
+    from kir.ir import IrModule, read_modules
+    return read_modules([IrModule(0, "", -1, bitcode=m.bitcode) for code in codes for m in code.ir])
 
 
 def registration_order(binary: Binary) -> dict[str, int]:
@@ -75,13 +79,13 @@ def proteus_static_hashes(binary: Binary, llvm20_or_newer: bool = True,
     if pending:
         binary.load_code(pending)  # in parallel; images decoded already are kept as they are
     order = registration_order(binary)
+    # A unit's relocatable piece of an RDC build is never loaded: Proteus hashes
+    # the kernel through the linked image.
+    hashed = [(image, code) for image in images if (code := _code(image)) is not None and code.ir
+              and image.container.section != RELOCATABLE_SECTION]
+    _read_ir([code for _, code in hashed])  # all at once: jit_kernels below finds them read
     out: dict[tuple[int, str], int] = {}
-    for image in images:
-        code = _code(image)
-        # A unit's relocatable piece of an RDC build is never loaded: Proteus hashes
-        # the kernel through the linked image.
-        if code is None or not code.ir or image.container.section == RELOCATABLE_SECTION:
-            continue
+    for image, code in hashed:
         if image.kind == "code-object":
             try:
                 module = _core.proteus_hip_module_hash(code, llvm20_or_newer)

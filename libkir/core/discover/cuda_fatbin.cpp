@@ -125,11 +125,13 @@ Status read_wrappers(const ElfFile& elf, const ElfSection& seg, const std::strin
                      const std::string& where, const std::function<Status(FatbinWrapper&)>& each) {
   bool hip = seg.name == ".hipFatBinSegment";
   uint32_t magic = hip ? kHipWrapperMagic : kFatbinWrapperMagic;
+  // A section without bytes in the file has no wrappers, whatever its header's size says.
+  if (seg.type == elf::SHT_NOBITS || seg.type == elf::SHT_NULL) return {};
   std::vector<ElfRelocation> relocs;
   std::vector<ElfSymbol> symbols;
   if (elf.type() == elf::ET_REL)
     if (Status s = load_relocations(elf, seg, relocs, symbols); !s) return s.error().within(where);
-  for (uint64_t off = 0; off + kWrapperSize <= seg.size; off += kWrapperSize) {
+  for (uint64_t off = 0; seg.data.contains(off, kWrapperSize); off += kWrapperSize) {
     ByteView w = seg.data.sub(off, kWrapperSize);
     if (w.read<uint64_t>(0) == 0) continue;  // padding
     Expected<WrapperFields> f = read_wrapper(w, magic);

@@ -84,9 +84,9 @@ std::optional<ContainerSite> discover_object_bundle(const ElfFile& elf) {
       site.file_offset = s.data.origin();
       site.format = ContainerFormat::object_bundle;
     }
-    BundleEntry e{std::string(s.name.substr(kOffloadBundleMagic.size())), 0, s.size, s.data};
+    BundleEntry e{std::string(s.name.substr(kOffloadBundleMagic.size())), 0, s.data.size(), s.data};
     site.images.push_back(image_from_bundle(e, uint32_t(site.images.size()), true));
-    site.size += s.size;
+    site.size += s.data.size();
   }
   if (site.images.empty()) return std::nullopt;
   return site;

@@ -208,7 +208,7 @@ def write_ir(binary: Binary, out: OutputDirectory, base: str) -> None:
         out.write(stem + ".bc", m.bitcode, {"ir_module": m.index, "kind": "bitcode", "target": m.triple or ""})
         if m.error:
             out.progress.clear()
-            print(f"kir: module #{m.index}: {m.error}", file=sys.stderr)
+            print(f"kir: warning: {binary.path}: IR module #{m.index} ({m.source}): {m.error}", file=sys.stderr)
             continue
         out.write(stem + ".ll", m.text().encode(), {"ir_module": m.index, "kind": "llvm-ir", "target": m.triple or ""})
 

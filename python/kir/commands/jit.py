@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import sys
 
-from kir.errors import KirError, OptionError
+from kir.errors import KirError, LLVMCrashError, OptionError
 from kir.kernel_pattern import kernel_pattern
 
 
@@ -102,8 +102,11 @@ def compile_command(args) -> int:
     if args.cache:
         _cache_support()
     found = find_kernel(args.binary, args.kernel, args.arch)
-    compiled = jit.compile(found.module, found.kernel, args.arch, spec, options,
-                           static_hash=found.static_hash)
+    try:
+        compiled = jit.compile(found.module, found.kernel, args.arch, spec, options,
+                               static_hash=found.static_hash)
+    except LLVMCrashError as error:
+        raise LLVMCrashError(f"{args.binary}: {found.source}: {error}") from None
     key = None
     if args.output:
         with open(args.output, "wb") as f:
@@ -176,6 +179,9 @@ def find_kernel(path: str, pattern: str, arch: str) -> FoundKernel:
                               "(build it with the Proteus pass, or embed its bitcode)")
         listing = ", ".join(names) if names else "none"
         extra = f"; {len(errors)} image(s) could not be read: {errors[0]}" if errors else ""
+        unreadable = [m for m in modules if m.error]
+        if unreadable:
+            extra += f"; {len(unreadable)} IR module(s) could not be read: {_named(unreadable[0])}"
         raise OptionError(f"--kernel {pattern!r}: no kernel with IR in {path} matches "
                           f"(kernels with IR: {listing}){extra}")
     if len(matched) > 1:
@@ -187,22 +193,34 @@ def find_kernel(path: str, pattern: str, arch: str) -> FoundKernel:
     # docs/hashing.md): an image of that arch, IR embedded in it first.
     choices.sort(key=lambda c: (c[0].target != arch, c[0].code_kind is not CodeKind.ir, c[0].image))
     h, bitcode = choices[0]
+    for m in modules:
+        if m.error and m.bitcode in bitcode:
+            raise KirError(f"{path}: {_named(m)}")
     return FoundKernel(kernel, _link(bitcode, kernel), h.static_hash, h.source, h.target)
 
 
-def _link(bitcode: list[bytes], kernel: str):
+def _named(module) -> str:
+    return f"IR module #{module.index} ({module.source}): {module.error}"
+
+
+def _link(bitcode: list[bytes], kernel: str) -> bytes:
+    """The kernel's modules linked into one (bitcode), in kir's LLVM worker."""
     if len(bitcode) == 1:
         return bitcode[0]
-    import llvmlite.binding as llvm
+    from kir import _irworker
     try:
-        parsed = [llvm.parse_bitcode(b) for b in bitcode]
-        first = parsed[0]
-        for other in parsed[1:]:
-            first.link_in(other)
-    except RuntimeError as error:
+        return _irworker.call("kir.commands.jit:_linked", bitcode)
+    except (KirError, RuntimeError) as error:
         raise KirError(f"the IR modules of {kernel} cannot be read or linked by llvmlite: "
                        f"{str(error).strip()}") from None
-    return first
+
+
+def _linked(bitcode: list[bytes]) -> bytes:
+    from kir.ir import parse_bitcode
+    first, *others = [parse_bitcode(b) for b in bitcode]
+    for other in others:
+        first.link_in(other)
+    return first.as_bitcode()
 
 
 def print_summary(c, found: FoundKernel, output: str | None, cache: str | None, key: str | None) -> None:

@@ -19,7 +19,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from collections.abc import Mapping
 
-from kir.errors import KirError, OptionError
+from kir.errors import KirError, LLVMCrashError, OptionError
 from kir.jit import codegen, pipeline, transform
 from kir.jit.codegen import Resources
 from kir.jit.transform import TransformReport
@@ -176,26 +176,16 @@ class CompiledKernel:
 
 
 def _read(module):
-    """(llvmlite module, bitcode bytes or None)."""
+    """The llvmlite module of bitcode or IR text (bytes or str)."""
     import llvmlite.binding as llvm
-    if isinstance(module, (bytes, bytearray, memoryview)):
-        data = bytes(module)
-        try:
-            if data[:2] == b"BC" or data[:4] == b"\xde\xc0\x17\x0b":
-                return llvm.parse_bitcode(data), data
-            return llvm.parse_assembly(data.decode()), None
-        except (RuntimeError, UnicodeDecodeError) as error:
-            raise KirError(f"llvmlite (LLVM {'.'.join(map(str, llvm.llvm_version_info))}) cannot read "
-                           f"the module: {str(error).strip()}") from None
-    if isinstance(module, str):
-        try:
-            return llvm.parse_assembly(module), None
-        except RuntimeError as error:
-            raise KirError(f"llvmlite cannot parse the module text: {str(error).strip()}") from None
-    if isinstance(module, llvm.ModuleRef):
-        return module, None
-    raise OptionError(f"module: expected LLVM bitcode (bytes), IR text or an llvmlite module, not "
-                      f"{type(module).__name__}")
+    if _is_bitcode(module):
+        from kir.ir import parse_bitcode
+        return parse_bitcode(module, "the module")
+    try:
+        return llvm.parse_assembly(module.decode() if isinstance(module, bytes) else module)
+    except (RuntimeError, UnicodeDecodeError) as error:
+        raise KirError(f"llvmlite (LLVM {'.'.join(map(str, llvm.llvm_version_info))}) cannot read "
+                       f"the module: {str(error).strip()}") from None
 
 
 def _ptx_from_ir(module, kernel: str) -> int | None:
@@ -218,17 +208,46 @@ def compile(module, kernel: str, arch: str = "sm_90", specialize=None, options=N
     dict of its fields. static_hash: the kernel's static hash (kir.hashing) for
     the JIT key; computed from the bitcode when `module` is one module's bitcode
     (the hash `kir hash` gives a kernel whose IR is that one module)."""
-    started = time.perf_counter()
-    import llvmlite.binding as llvm
     arch = codegen.check_arch(arch)
     spec = Specialization.coerce(specialize)
     opts = Options.coerce(options)
     if not isinstance(kernel, str) or not kernel:
         raise OptionError(f"kernel {kernel!r}: expected the kernel's (mangled) name")
-    parsed, bitcode = _read(module)
-    if static_hash is None and bitcode is not None:
+    given_bitcode = isinstance(module, (bytes, bytearray, memoryview)) and _is_bitcode(bytes(module))
+    module = _portable(module)
+    if static_hash is None and given_bitcode:
         from kir import _core
-        static_hash = _core.static_hash(kernel, "ir", [bitcode]).hex
+        static_hash = _core.static_hash(kernel, "ir", [module]).hex
+    from kir import _irworker
+    try:  # LLVM may end the process on IR it cannot compile: kir's worker runs it (kir/_irworker.py)
+        return _irworker.call("kir.jit:_compile", module, kernel, arch, spec, opts, static_hash)
+    except LLVMCrashError as died:
+        raise LLVMCrashError(f"{died} compiling {kernel} for {arch}") from None
+
+
+def _portable(module):
+    """`module` as what reaches the worker: bitcode or text (bytes or str); an
+    llvmlite module as its bitcode."""
+    if isinstance(module, (bytes, bytearray, memoryview)):
+        return bytes(module)
+    if isinstance(module, str):
+        return module
+    import llvmlite.binding as llvm
+    if isinstance(module, llvm.ModuleRef):
+        return module.as_bitcode()
+    raise OptionError(f"module: expected LLVM bitcode (bytes), IR text or an llvmlite module, not "
+                      f"{type(module).__name__}")
+
+
+def _is_bitcode(data) -> bool:
+    return isinstance(data, bytes) and (data[:2] == b"BC" or data[:4] == b"\xde\xc0\x17\x0b")
+
+
+def _compile(module, kernel: str, arch: str, spec: Specialization, opts: Options,
+             static_hash: str | None) -> CompiledKernel:
+    """`compile`, in kir's LLVM worker."""
+    started = time.perf_counter()
+    parsed = _read(module)
     if parsed.triple and not parsed.triple.startswith("nvptx"):
         raise OptionError(f"the module is for {parsed.triple}: kir.jit compiles NVPTX modules")
     timings = {}

@@ -1,19 +1,23 @@
-"""LLVM IR to PTX, with llvmlite: the code `kir replay --code ir` loads. A module
-that calls libdevice (`__nv_*`) is linked with the toolkit's libdevice."""
+"""LLVM IR to PTX, with llvmlite (in kir's LLVM worker, kir/_irworker.py): the code
+`kir replay --code ir` loads. A module that calls libdevice (`__nv_*`) is linked
+with the toolkit's libdevice."""
 from __future__ import annotations
 
 import os
 from functools import lru_cache
 from pathlib import Path
 
-from kir.errors import PlanError
+from kir.errors import LLVMCrashError, PlanError
 
 NVPTX_TRIPLE = "nvptx64-nvidia-cuda"
 
 
 def libdevice_calls(bitcode: bytes) -> list[str]:
     """The libdevice functions (`__nv_*`) a module declares without defining."""
-    module = _parse_bitcode(bitcode)
+    from kir.ir import read_module
+    module = read_module(bitcode)  # in kir's LLVM worker
+    if module.error:
+        raise PlanError(module.error.replace("this module", "the record's IR", 1))
     return sorted(f.name for f in module.functions if f.is_declaration and f.name.startswith("__nv_"))
 
 
@@ -31,7 +35,16 @@ def find_libdevice(calls=()) -> Path:
 def compile_ir(bitcode: bytes, arch: str = "sm_90", libdevice: Path | None = None, opt: int = 3) -> str:
     """PTX for an LLVM bitcode module: triple set to NVPTX if it has none, libdevice
     linked in (its functions internalized, so unused ones are dropped), the O`opt`
-    pipeline run, then code generation for `arch`. Cached: it is CPU work."""
+    pipeline run, then code generation for `arch`. Cached: it is CPU work. Run in
+    kir's LLVM worker (kir/_irworker.py): IR LLVM cannot compile may end the process."""
+    from kir import _irworker
+    try:
+        return _irworker.call("kir.replay.compiler:_compile_ir", bitcode, arch, libdevice, opt)
+    except LLVMCrashError as died:
+        raise PlanError(f"{died} compiling the record's IR for {arch}") from None
+
+
+def _compile_ir(bitcode: bytes, arch: str, libdevice: Path | None, opt: int) -> str:
     import llvmlite.binding as llvm
     llvm.initialize_all_targets()
     llvm.initialize_all_asmprinters()
@@ -49,12 +62,12 @@ def compile_ir(bitcode: bytes, arch: str = "sm_90", libdevice: Path | None = Non
 
 
 def _parse_bitcode(bitcode: bytes):
-    import llvmlite.binding as llvm
+    from kir.errors import KirError
+    from kir.ir import parse_bitcode
     try:
-        return llvm.parse_bitcode(bitcode)
-    except Exception as error:  # llvmlite raises RuntimeError with LLVM's message
-        raise PlanError(f"llvmlite (LLVM {'.'.join(map(str, llvm.llvm_version_info))}) cannot read "
-                        f"the record's IR: {str(error).strip()}") from None
+        return parse_bitcode(bitcode, "the record's IR")
+    except KirError as error:
+        raise PlanError(str(error)) from None
 
 
 def _link_libdevice(module, path: Path) -> None:
