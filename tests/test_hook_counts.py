@@ -20,6 +20,11 @@ from kir.hashing import jit_key, kernel_hashes
 from kir.jit.client import client_environment
 
 import test_hook_override as override
+from build import rpath  # tests/fixtures/build.py (conftest puts it on the path)
+
+# The stub runtimes are found whatever LD_LIBRARY_PATH says (a GPU machine names the
+# real driver's directory there): the programs carry DT_RPATH (issue 21, item 16).
+pytestmark = pytest.mark.usefixtures("hostile_library_path")
 import test_jit_client
 
 JIT_CLIENT = Path(kir.__file__).parent / "lib" / "libkir_jit.so"
@@ -83,7 +88,7 @@ def counts_rig(built, tmp_path_factory):
         subprocess.run(["gcc", "-O2", "-Wall", *map(str, args)], check=True, cwd=d)
 
     cc(f"-I{override.INCLUDE}", f"-DTHREADS={THREADS}", f"-DPER_THREAD={PER_THREAD}", f"-DMAIN={MAIN}", "app.c",
-       f"-L{d}", "-l:libcudart.so", "-l:libcuda.so.1", "-ldl", "-lpthread", f"-Wl,-rpath,{d}", "-o", "app")
+       f"-L{d}", "-l:libcudart.so", "-l:libcuda.so.1", "-ldl", "-lpthread", *rpath(d), "-o", "app")
     cc("-shared", "-fPIC", f"-I{override.INCLUDE}", "listener.c", "-o", "liblistener.so")
     return d, built["kernels.fatbin"], built["kernels_sm90.cubin"]
 

@@ -22,6 +22,7 @@ from kir import _core
 from kir.record import JitArg, Record
 
 from test_hook_override import STUB_RUNTIME
+from build import rpath  # tests/fixtures/build.py (conftest puts it on the path)
 
 HOOK = Path(kir.__file__).parent / "lib" / "libkir_hook.so"
 INCLUDE = Path(kir.__file__).parent / "include"
@@ -125,7 +126,7 @@ def programs(built, tmp_path_factory):
     cc("-shared", "-fPIC", "rt.c", "-Wl,-soname,libcudart.so", "-o", "libcudart.so")
     cc("-shared", "-fPIC", "proteus.c", "-o", "libproteus.so")
     flags = [f"-D{k}={v}" for k, v in defines.items()] + [f"-I{INCLUDE}", "app.c", f"-L{d}", "-l:libcudart.so",
-                                                          "-ldl", f"-Wl,-rpath,{d}"]
+                                                          "-ldl", *rpath(d)]
     cc(*flags, "-DWEAK=", "-l:libproteus.so", "-o", "with_proteus")
     # Without Proteus the ABI is the hook's alone (weak references, bound to the preload).
     cc(*flags, "-DWEAK=__attribute__((weak))", "-o", "without_proteus")

@@ -19,6 +19,11 @@ from pathlib import Path
 import pytest
 
 import kir
+from build import rpath  # tests/fixtures/build.py (conftest puts it on the path)
+
+# The stub runtimes are found whatever LD_LIBRARY_PATH says (a GPU machine names the
+# real driver's directory there): the programs carry DT_RPATH (issue 21, item 16).
+pytestmark = pytest.mark.usefixtures("hostile_library_path")
 
 HOOK = Path(kir.__file__).parent / "lib" / "libkir_hook.so"
 INCLUDE = Path(kir.__file__).parent / "include"
@@ -294,7 +299,7 @@ int __proteus_launch_kernel(const void* f, dim3 g, dim3 b, void** args, size_t s
 }
 """)
     cc("-shared", "-fPIC", "proteus.c", "-o", "libproteus.so")
-    cc("app.c", f"-L{d}", "-l:libcudart.so", "-l:libcuda.so.1", "-ldl", f"-Wl,-rpath,{d}", "-o", "app")
+    cc("app.c", f"-L{d}", "-l:libcudart.so", "-l:libcuda.so.1", "-ldl", *rpath(d), "-o", "app")
     for name, claim, v3, report in (("A", 1, 0, 1), ("B", 1, 0, 0), ("C", 0, 1, 0)):
         cc("-shared", "-fPIC", f"-I{INCLUDE}", f'-DNAME="{name}"', f"-DCLAIM={claim}", f"-DV3={v3}",
            f"-DREPORT={report}", "client.c", "-o", f"lib{name}.so")

@@ -86,7 +86,7 @@ def probe(tmp_path_factory):
     cc("-shared", "-fPIC", "base.c", "-o", "libbase.so")
     cc("-shared", "-fPIC", "next.c", "-o", "libnext.so", "-ldl")
     cc("-shared", "-fPIC", "stub.c", "-Wl,-soname,libcuda.so.1", "-o", "libcuda.so.1")
-    cc("prog.c", "-Wl,--no-as-needed", f"-L{d}", "-lnext", "-lbase", "-ldl", f"-Wl,-rpath,{d}", "-o", "prog")
+    cc("prog.c", "-Wl,--no-as-needed", f"-L{d}", "-lnext", "-lbase", "-ldl", *rpath(d), "-o", "prog")
     return d
 
 

@@ -26,6 +26,7 @@ import pytest
 
 import kir
 import test_hook_override as override
+from build import rpath  # tests/fixtures/build.py (conftest puts it on the path)
 
 LENGTH = 100_000
 LONG = f"_Z{LENGTH}" + "k" * LENGTH + "Pf"  # not demangled: libstdc++ refuses names past 1024 characters
@@ -99,7 +100,7 @@ def long_name_app(built, tmp_path_factory):
     (d / "app.c").write_text(APP.replace("AXPY", override.AXPY).replace("NESTED", NESTED).replace("LENGTH", str(LENGTH)))
     # --no-as-needed: the app calls no driver function, the recorder dlopens the (stub) driver by name.
     subprocess.run(["gcc", "-Wall", "app.c", f"-L{d}", "-l:libcudart.so", "-Wl,--no-as-needed", "-l:libcuda.so.1", "-pthread",
-                    f"-Wl,-rpath,{d}", "-o", "app"], check=True, cwd=d)
+                    *rpath(d), "-o", "app"], check=True, cwd=d)
     return d / "app", built["kernels.fatbin"]
 
 
@@ -119,7 +120,8 @@ def test_the_names_are_as_long_as_they_say():
 
 
 @pytest.mark.parametrize("pattern,kernels", SELECTIONS)
-def test_trace_matches_100k_names_on_a_256k_thread_stack(long_name_app, kir_cli, tmp_path, pattern, kernels):
+def test_trace_matches_100k_names_on_a_256k_thread_stack(long_name_app, hostile_library_path, kir_cli, tmp_path,
+                                                         pattern, kernels):
     app, fatbin = long_name_app
     # -o: lines longer than a pipe's atomic write would interleave with the app's on one stdout.
     result = kir_cli("trace", "--json", "-o", tmp_path / "trace", "--kernel", pattern, "--", app, fatbin)
@@ -129,7 +131,8 @@ def test_trace_matches_100k_names_on_a_256k_thread_stack(long_name_app, kir_cli,
 
 
 @pytest.mark.parametrize("pattern,kernels", SELECTIONS)
-def test_record_selects_by_100k_names_on_a_256k_thread_stack(long_name_app, kir_cli, tmp_path, pattern, kernels):
+def test_record_selects_by_100k_names_on_a_256k_thread_stack(long_name_app, hostile_library_path, kir_cli, tmp_path,
+                                                         pattern, kernels):
     app, fatbin = long_name_app
     result = kir_cli("record", "-o", tmp_path, "--kernel", pattern, "--", app, fatbin)
     assert result.returncode == 0, result.stderr[-2000:]

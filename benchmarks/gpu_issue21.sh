@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Issue 21's GPU runs on the lent H200 (benchmarks/RESULTS.md, runs AA-): items 1, 2, 7
+# and 17 as a user meets them, plus the GPU tests of the code the issue changed.
+# Two device calls on one warm machine: `bash benchmarks/gpu_issue21.sh items` (kir built
+# and installed, then items 1, 2, 7, 16 and 17), then `... rest` (the other GPU tests), carrying .whl (pyelftools,
+# xxhash, jsonschema and its needs), .debs (libzstd-dev, liblz4-dev, libxxhash-dev)
+# and build/test-fixtures (the clang-22 fixtures, built here with this checkout's
+# sources so that their cache key matches).
+set -uo pipefail
+OUT=${OUT:-/tmp/kir-gpu}
+mkdir -p "$OUT"
+part=${1:?items or rest}
+export PYTHONPATH=/tmp/site CMAKE_PREFIX_PATH=/tmp/deps/usr CPATH=/tmp/deps/usr/include \
+  LIBRARY_PATH=/tmp/deps/usr/lib/x86_64-linux-gnu
+run() {  # one named group of tests, its log under $OUT
+  local name=$1; shift
+  python3 -m pytest -p no:cacheprovider -rs -v "$@" 2>&1 | tail -60 | tee "$OUT/$name.log"
+}
+if [ "$part" = items ]; then
+{
+python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl
+for d in .debs/*.deb; do dpkg -x "$d" /tmp/deps; done
+# The -dev packages' libzstd.so/liblz4.so point at runtimes not carried: the system's.
+for l in zstd lz4; do ln -sf "$(ls /usr/lib/x86_64-linux-gnu/lib$l.so.1)" /tmp/deps/usr/lib/x86_64-linux-gnu/lib$l.so; done
+# The -dev packages' libraries are found at link time (LIBRARY_PATH) and the shared ones
+# at run time from the system: no LD_LIBRARY_PATH, which would outrank the tests' stub
+# runtimes found through RUNPATH (issue 21, item 16).
+rm -rf build/cp*
+python3 -m pip install --no-build-isolation --no-deps -q . 2>&1 | tail -3
+python3 -c "import kir; print('kir', kir.__version__)"
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+echo "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
+} 2>&1 | tee "$OUT/setup.log"
+# Item 1: a cache entry (and a whole cache) planted by uid 65534 is refused on the GPU.
+run item1 tests/test_jit_gpu.py tests/test_cache_trust.py
+# Items 2 and 7: a guard-page app with its own SIGSEGV handler, a real crash, ~4000 app
+# threads under RLIMIT_NPROC, all under `kir record` on the GPU.
+run items2-7 tests/test_record_faults.py tests/test_record_crash.py tests/test_record_faults_cpu.py
+# Item 17: a library that registers from its constructor (the Proteus layout) under two
+# clients; item 16: stub-runtime tests with the machine's LD_LIBRARY_PATH (if any) kept.
+run item17 tests/test_hook_early.py tests/test_hook_static.py tests/test_hook_jit_args.py
+exit 0
+fi
+# What the issue's other items changed underneath: whole-region reads (item 6), the
+# kernel-name patterns (item 3), the rest of the GPU tests.
+run gpu-rest tests/test_record_gpu.py tests/test_replay_variants.py tests/test_tune_gpu.py tests/test_gpu.py \
+  tests/test_hook_gpu.py tests/test_hash_agreement.py tests/test_kernel_pattern.py
