@@ -137,6 +137,20 @@ def test_jit_compile_of_ir_llvm_cannot_compile_is_an_error(module):
     assert any("LLVM ERROR" in e for e in ended), ended
 
 
+@pytest.mark.parametrize("seed", sorted((SEEDS / "bitcode").glob("*.bc")), ids=lambda p: p.stem)
+def test_bitcode_fuzzing_findings_do_not_crash_kir(seed, tmp_path):
+    """What the bitcode fuzzing found, kept as seeds (tests/fuzz/seeds/bitcode: an
+    assertion in LLVM's bitcode reader; `LLVM ERROR` in the NVPTX back end on a
+    module that reads and verifies): `kir inspect --ir` lists the module, kir.jit
+    raises a KirError, and this process lives on."""
+    from kir import jit
+    binary = damage.object_with_section(tmp_path, ".llvmbc", seed.read_bytes())
+    proc = kir_run("inspect", "--ir", binary)
+    assert proc.returncode == 0 and proc.stderr == "" and "-- module #0" in proc.stdout, proc.stderr[-2000:]
+    with pytest.raises(kir.KirError, match=r"llvmlite \(LLVM [\d.]+\) "):
+        jit.compile(seed.read_bytes(), "_Z6affinePiPKi6Affinexi", "sm_90", options={"kind": "ptx"})
+
+
 def test_names_that_are_not_utf8_are_an_unreadable_module(tmp_path):
     """A function named by bytes that are not UTF-8 (valid LLVM IR): llvmlite cannot
     give the name as text; the module is unreadable, no traceback."""
