@@ -3,7 +3,7 @@
 # and 17 as a user meets them, plus the GPU tests of the code the issue changed.
 # Two device calls on one warm machine: `bash benchmarks/gpu_issue21.sh items` (kir built
 # and installed, then items 1, 2, 7, 16 and 17), then `... rest` (the other GPU tests), carrying .whl (pyelftools,
-# xxhash, jsonschema and its needs), .debs (libzstd-dev, liblz4-dev, libxxhash-dev)
+# xxhash, jsonschema and its needs, optuna and its needs), .debs (libzstd-dev, liblz4-dev, libxxhash-dev)
 # and build/test-fixtures (the clang-22 fixtures, built here with this checkout's
 # sources so that their cache key matches).
 set -uo pipefail
@@ -44,4 +44,5 @@ fi
 # What the issue's other items changed underneath: whole-region reads (item 6), the
 # kernel-name patterns (item 3), the rest of the GPU tests.
 run gpu-rest tests/test_record_gpu.py tests/test_replay_variants.py tests/test_tune_gpu.py tests/test_gpu.py \
-  tests/test_hook_gpu.py tests/test_hash_agreement.py tests/test_kernel_pattern.py
+  tests/test_hook_gpu.py tests/test_hash_agreement.py tests/test_kernel_pattern.py tests/test_hook_override.py \
+  tests/test_hook_counts.py tests/test_jit_client.py
