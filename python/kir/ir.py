@@ -14,10 +14,10 @@ globals with their sizes. llvmlite's LLVM may be older than the producer's: a
 module it cannot read is reported (`IrModule.error`), never raised.
 
 Bitcode is input: llvmlite's LLVM aborts or segfaults on some damaged modules.
-So modules are read in kir's LLVM worker process (kir/_irworker.py), and this
-process parses a module (`parse_bitcode`, for its text) only after the worker
-read those bytes whole; a module that crashed the worker is an unreadable module
-like any other.
+So modules are read in kir's LLVM worker process (kir/_irworker.py), which also
+prints them (`IrModule.text`) after it read them whole (`parse_bitcode`); a
+module that crashed the worker is an unreadable module like any other. kir's own
+process parses no input IR.
 """
 from __future__ import annotations
 
@@ -90,8 +90,9 @@ class IrModule:
         return next((f for f in self.functions if f.name == name), None)
 
     def text(self) -> str:
-        """The module as LLVM assembly (.ll)."""
-        return str(parse_bitcode(self.bitcode))
+        """The module as LLVM assembly (.ll), printed by kir's LLVM worker."""
+        from kir._irworker import call
+        return call("kir.ir:_text", self.bitcode)
 
 
 def read_module(bitcode: bytes, index: int = 0, source: str = "", image: int = -1,
@@ -118,14 +119,31 @@ def read_modules(modules: list[IrModule]) -> list[IrModule]:
 
 
 def parse_bitcode(bitcode: bytes, what: str = "this module"):
-    """The llvmlite module of `bitcode`, parsed in this process only once the
-    worker has read the same bytes whole (`read_modules`); a module it could not read
-    (or that crashed it) raises KirError with the reason, naming it `what`."""
+    """The llvmlite module of `bitcode`, parsed only once the worker has read the
+    same bytes whole (`read_modules`); a module it could not read (or that crashed
+    it) raises KirError with the reason, naming it `what`. Called in the worker
+    (kir.jit, the replay compiler): kir's own process parses no input IR."""
     import llvmlite.binding as llvm
     found = _answers([bitcode])[0]
     if found.get("error"):
         raise KirError(found["error"].replace("this module", what, 1))
     return llvm.parse_bitcode(bitcode)
+
+
+def texts(modules: list[IrModule]) -> list[str]:
+    """Each module's text (`IrModule.text`), all printed in one request to the worker."""
+    from kir._irworker import map_each
+    answers, died = map_each("kir.ir:_text", [m.bitcode for m in modules], [None] * len(modules))
+    if died:
+        raise died
+    for status, value in answers:
+        if status == "raise":
+            raise value
+    return [value for _, value in answers]
+
+
+def _text(bitcode: bytes) -> str:
+    return str(parse_bitcode(bitcode))
 
 
 def _answers(bitcodes: list[bytes]) -> list[dict]:
@@ -325,4 +343,4 @@ def kernel_ir(binary: Binary, modules: list[IrModule]) -> dict[tuple[int, str], 
 
 
 __all__ = ["analyse", "ir_modules", "IrFunction", "IrGlobal", "IrModule", "IrParam", "KERNEL_CALLING_CONVENTIONS",
-           "kernel_ir", "parse_bitcode", "read_module", "read_modules"]
+           "kernel_ir", "parse_bitcode", "read_module", "read_modules", "texts"]

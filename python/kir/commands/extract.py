@@ -202,7 +202,9 @@ def write_ir(binary: Binary, out: OutputDirectory, base: str) -> None:
     for image in binary.images:  # embedded IR lives in device code: decode it
         if image.kind in (ImageKind.cubin, ImageKind.code_object) and not image.obfuscated:
             image.code
-    for m in ir.ir_modules(binary):
+    modules = ir.ir_modules(binary)
+    text = dict(zip((m.index for m in modules if not m.error), ir.texts([m for m in modules if not m.error])))
+    for m in modules:
         arch = safe_component(m.triple.split("-", 1)[0] if m.triple else "unknown")
         stem = f"{base}.ir{m.index + 1}.{arch}"
         out.write(stem + ".bc", m.bitcode, {"ir_module": m.index, "kind": "bitcode", "target": m.triple or ""})
@@ -210,7 +212,7 @@ def write_ir(binary: Binary, out: OutputDirectory, base: str) -> None:
             out.progress.clear()
             print(f"kir: warning: {binary.path}: IR module #{m.index} ({m.source}): {m.error}", file=sys.stderr)
             continue
-        out.write(stem + ".ll", m.text().encode(), {"ir_module": m.index, "kind": "llvm-ir", "target": m.triple or ""})
+        out.write(stem + ".ll", text[m.index].encode(), {"ir_module": m.index, "kind": "llvm-ir", "target": m.triple or ""})
 
 
 __all__ = ["add_arguments", "COUNTER", "extract", "folder_name", "OutputDirectory", "run", "safe_component",
