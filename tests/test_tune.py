@@ -332,3 +332,19 @@ def test_trial_process_reports_what_stopped_it(recording):
             pytest.skip("a GPU is present: tests/test_tune_gpu.py covers it")
         assert result["status"] == "error" and "device" in result["error"].lower(), result
         assert process.proc is None and first.poll() is not None  # ended: the next trial gets a fresh one
+
+
+def test_trial_process_never_imports_a_kir_from_the_current_directory(recording, tmp_path, monkeypatch):
+    """The trial child ran `python -m kir.tune.trial`, which puts the current directory
+    first on sys.path: a `kir/` planted there ran in the child (issue 21)."""
+    from kir.tune.trial import TrialProcess
+    planted = tmp_path / "kir"
+    planted.mkdir()
+    marker = tmp_path / "planted-ran"
+    (planted / "__init__.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    monkeypatch.chdir(tmp_path)
+    path = str(next((recording / "records").glob("*.kirrec")))
+    with TrialProcess() as process:
+        result = process.run(path + ".absent", Space.preset("standard").recorded())
+    assert result["status"] == "error" and ".absent" in result["error"], result
+    assert not marker.exists()

@@ -9,7 +9,7 @@ the same from a child process, a Dask worker or a test's executor:
     registers, spill_stores, spill_loads, shared_bytes, local_bytes, code_size
     compile_seconds, jit_key (the variant's own key), arch, error, mismatches
 
-`TrialProcess` runs trials in a child process (`python -m kir.tune.trial`) that
+`TrialProcess` runs trials in a child process (`CHILD`: kir.tune.trial's main) that
 keeps one Replayer per record — memory mapped once, compiled code cached by JIT
 key — and is started again after a trial that failed on the device: a kernel that
 faults (an illegal address from a launch configuration the kernel does not
@@ -26,6 +26,12 @@ import sys
 from kir.errors import KirError, OptionError, PlanError, RecordError
 
 __all__ = ["RESULT_KEYS", "TrialProcess", "evaluate", "result_of"]
+
+#: The child's start: not `python -m kir.tune.trial`, which puts the current directory
+#: first on the import path (a `kir/` folder there would be imported instead of kir;
+#: issue 21), as kir._irworker starts its worker.
+CHILD = ("import sys\nif sys.path[:1] == ['']: del sys.path[0]\n"
+         "from kir.tune.trial import main\nsys.exit(main(sys.argv[1:]))\n")
 
 RESULT_KEYS = ("status", "median_ms", "times_ms", "verified", "mismatches", "registers", "spill_stores",
                "spill_loads", "shared_bytes", "local_bytes", "code_size", "code_kind", "compile_seconds", "jit_key",
@@ -100,7 +106,7 @@ class TrialProcess:
         self.device, self.proc = device, None
 
     def _start(self) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-m", "kir.tune.trial", str(self.device)],
+        self.proc = subprocess.Popen([sys.executable, "-c", CHILD, str(self.device)],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
 
     def run(self, path: str, point: dict) -> dict:
