@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import argparse
 import random
-import shutil
-import struct
 import sys
 import tempfile
 import time
@@ -58,44 +56,13 @@ def mutate(data: bytes, rng: random.Random) -> bytes:
 
 
 def records_seed(directory: Path) -> tuple[list[Path], callable]:
-    """A recording like tests/test_fuzz_records.py's: code, PTX, IR, two allocations
-    over several chunks, a global, flags."""
-    from kir import _core
-    from kir.record import Record, Recording
-    cs, base = 4096, 0x7F00_0000_0000
-    static = _core.static_hash("_Z1kPfi", "cubin", [b"\x7fELF-image"])
-    b = _core.RecordBuilder(str(directory), cs)
-    b.set_process(4321, 0)
-    b.set_device("NVIDIA H200", "sm_90", 0)
-    b.set_kernel("_Z1kPfi", "k(float*, int)", static, [0, 8], [8, 4])
-    b.set_image("cubin", "sm_90", b"\x7fELF-image")
-    b.set_ptx("sm_90", b".version 8.0\n.target sm_90\n")
-    b.set_ir(b"BC\xc0\xde-module")
-    b.set_launch("cuLaunchKernel", static, (3, 2, 1), (64, 4, 2), 1024, 0xABCD, [struct.pack("<Q", base), b"\x05\0\0\0"], 1)
-    b.set_va_range(base, 1 << 34)
-    for i, size in enumerate((3 * cs + 5, 100)):
-        region = b.add_allocation(base + i * (1 << 20), size, "device", True)
-        b.snapshot(region, False, bytes((j * 7 + i) & 0xFF for j in range(size)))
-        b.snapshot(region, True, bytes((j * 13 + i) & 0xFF for j in range(size)))
-    g = b.add_global("table", 0xDEAD0000, 256)
-    b.snapshot(g, False, bytes(range(256)))
-    b.snapshot(g, True, bytes(reversed(range(256))))
-    b.add_flag("host-pointer", "argument 3")
-    record = Path(b.write())
-
-    def read(_: Path) -> None:
-        r = Record.load(record)
-        r.check()
-        for region in r.regions:
-            if region.snapshotted:
-                r.prologue(region)
-                r.epilogue(region)
-                r.changed_ranges(region)
-        for which in ("image", "ptx", "ir"):
-            if getattr(r.kernel, which) is not None:
-                r.code(which)
-    read(record)
-    return [record, *sorted(Recording(directory).chunk_paths)], read
+    """The recording of tests/test_fuzz_records.py (write_recording), read as the test
+    reads it (read_everything)."""
+    sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "fixtures")]
+    from test_fuzz_records import read_everything, write_recording
+    record, chunks = write_recording(directory)
+    read_everything(record)
+    return [record, *chunks], lambda _: read_everything(record)
 
 
 def mneme_seed(directory: Path) -> tuple[list[Path], callable]:

@@ -34,9 +34,16 @@ EXAMPLES = int(os.environ.get("KIR_FUZZ_RECORD_EXAMPLES", "300"))
 
 @pytest.fixture(scope="module")
 def recording(tmp_path_factory) -> tuple[Path, Path, list[Path]]:
-    """(directory, record file, chunk files) of one record with code, PTX, IR, two
-    allocations spanning several chunks, a global and flags."""
+    """(directory, record file, chunk files) of write_recording's recording."""
     directory = tmp_path_factory.mktemp("fuzz-recording")
+    path, chunks = write_recording(directory)
+    read_everything(path)  # the undamaged recording reads whole
+    return directory, path, chunks
+
+
+def write_recording(directory: Path) -> tuple[Path, list[Path]]:
+    """(record file, chunk files) of one record with code, PTX, IR, two allocations
+    spanning several chunks, a global and flags (also benchmarks/fuzz_python.py's seed)."""
     static = _core.static_hash("_Z1kPfi", "cubin", [b"\x7fELF-image"])
     b = _core.RecordBuilder(str(directory), CS)
     b.set_process(4321, 0)
@@ -58,8 +65,7 @@ def recording(tmp_path_factory) -> tuple[Path, Path, list[Path]]:
     b.add_flag("host-pointer", "argument 3")
     path = Path(b.write())
     chunks = sorted(Recording(directory).chunk_paths)
-    read_everything(path)  # the undamaged recording reads whole
-    return directory, path, chunks
+    return path, chunks
 
 
 def read_everything(path: Path) -> None:
