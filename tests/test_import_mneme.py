@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 import build as fixture_build
 import damage
+from test_fuzz_records import mutate  # the records' fuzzer's mutations, with its u64 op
 import kir._core as core
 from kir.record import Record, Recording
 
@@ -452,23 +453,6 @@ MUTATION = st.one_of(
 )
 
 
-def mutate(data: bytes, mutations) -> bytes:
-    out = bytearray(data)
-    for op, at, value in mutations:
-        at = at % (len(out) + 1)
-        if op == "set":
-            out[at:at + len(value)] = value
-        elif op == "insert":
-            out[at:at] = value
-        elif op == "delete":
-            del out[at:at + value]
-        elif op == "u64":
-            out[at:at + 8] = value.to_bytes(8, "little")
-        else:
-            del out[at:]
-    return bytes(out)
-
-
 def test_damaged_recordings_raise_only_mneme_errors(kernel_ir, tmp_path):
     """A small recording (both epilogue formats), one of its files — the JSON, a
     prologue, a diff or a bytes epilogue — mutated at random (fixed seed, a bounded
@@ -492,7 +476,7 @@ def test_damaged_recordings_raise_only_mneme_errors(kernel_ir, tmp_path):
         with tempfile.TemporaryDirectory() as scratch:
             copy = Path(scratch) / "mneme"
             shutil.copytree(source, copy)
-            (copy / target).write_bytes(mutate((source / target).read_bytes(), mutations))
+            (copy / target).write_bytes(mutate((source / target).read_bytes(), mutations, []))
             try:
                 convert(copy, Path(scratch) / "out", write=False)
                 outcomes["read"] += 1
