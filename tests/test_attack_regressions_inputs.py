@@ -116,12 +116,8 @@ def test_mneme_files_are_regular_and_capped(tmp_path):
     src = tmp_path / "mneme"
     src.mkdir()
     database = src / "1.json"
-    os.mkfifo(database)
-    one_line_error(kir_limited("import-mneme", src, "-o", tmp_path / "out"), f"{database}: not a regular file (fifo)")
-    database.unlink()
-    database.symlink_to("/dev/zero")
-    one_line_error(kir_limited("import-mneme", src, "-o", tmp_path / "out"),
-                   f"{database}: not a regular file (character device)")
+    database.touch()
+    refuses_fifo_and_dev_zero(database, "import-mneme", src, "-o", tmp_path / "out")
     database.unlink()
     with open(database, "wb") as f:
         f.truncate(8 << 30)
@@ -134,14 +130,18 @@ def test_a_mneme_snapshot_that_is_a_fifo_or_dev_zero_is_refused(recording, tmp_p
     """A real recording (test_import_mneme's generator) whose snapshot is a FIFO, then
     a link to /dev/zero."""
     src, launches = recording
-    path = src / getattr(launches[0], which)
+    refuses_fifo_and_dev_zero(src / getattr(launches[0], which), "import-mneme", src, "-o", tmp_path / "out")
+
+
+def refuses_fifo_and_dev_zero(path, *command):
+    """`kir COMMAND` with the file at `path` replaced by a FIFO, then by a link to
+    /dev/zero: one line naming the file and what it is, each time."""
     path.unlink()
     os.mkfifo(path)
-    one_line_error(kir_limited("import-mneme", src, "-o", tmp_path / "out"), f"{path}: not a regular file (fifo)")
+    one_line_error(kir_limited(*command), f"{path}: not a regular file (fifo)")
     path.unlink()
     path.symlink_to("/dev/zero")
-    one_line_error(kir_limited("import-mneme", src, "-o", tmp_path / "out"),
-                   f"{path}: not a regular file (character device)")
+    one_line_error(kir_limited(*command), f"{path}: not a regular file (character device)")
 
 
 def test_a_binary_found_by_walking_that_turns_into_a_fifo_is_skipped(tmp_path):
