@@ -5,7 +5,7 @@
 A C++ program (cache_latency.cpp) built against the installed kir package: the
 in-memory hit of kir_cache_lookup (the launch path's repeated lookup; target
 <= 100 ns), a fresh handle's first (disk) lookup, a miss, and a store. CODE
-defaults to the test fixture kernels_sm90.cubin (tests/fixtures/build.py); DIR
+defaults to the test fixture kernels_sm90.cubin (tests/support/build.py); DIR
 to a temporary directory on the machine's /tmp.
 """
 from __future__ import annotations
@@ -25,7 +25,7 @@ FIXTURE = HERE.parent / "build" / "test-fixtures"
 def default_code() -> Path:
     found = sorted(FIXTURE.rglob("kernels_sm90.cubin"))
     if not found:
-        raise SystemExit(f"no kernels_sm90.cubin under {FIXTURE}: run `python tests/fixtures/build.py "
+        raise SystemExit(f"no kernels_sm90.cubin under {FIXTURE}: run `python tests/support/build.py "
                          f"{FIXTURE}` or pass --code")
     return found[0]
 

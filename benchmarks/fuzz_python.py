@@ -9,7 +9,7 @@ Families and their seeds, made here from real writers:
 - records: a recording by kir's C++ writer (kir._core.RecordBuilder), its record
   file or a chunk file mutated, then read as `kir records` / `kir replay --plan`
   read it (kir.record: load, check, prologue/epilogue/changed ranges, code);
-- mneme: a small Mneme recording (the Mneme writer of tests/test_import_mneme.py),
+- mneme: a small Mneme recording (the Mneme writer of tests/support/mneme_writer.py),
   its JSON, a prologue, a diff or a bytes epilogue mutated, then read by kir.mneme
   (read_database, read_snapshot, read_epilogue);
 - bitcode: mutants of a real module read by kir's LLVM worker (kir.ir.read_modules,
@@ -56,10 +56,10 @@ def mutate(data: bytes, rng: random.Random) -> bytes:
 
 
 def records_seed(directory: Path) -> tuple[list[Path], callable]:
-    """The recording of tests/test_fuzz_records.py (write_recording), read as the test
+    """The recording of tests/support/record_fuzz.py (write_recording), read as the test
     reads it (read_everything)."""
-    sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "fixtures")]
-    from test_fuzz_records import read_everything, write_recording
+    sys.path[:0] = [str(ROOT / "tests" / "support")]
+    from record_fuzz import read_everything, write_recording
     record, chunks = write_recording(directory)
     read_everything(record)
     return [record, *chunks], lambda _: read_everything(record)
@@ -67,8 +67,8 @@ def records_seed(directory: Path) -> tuple[list[Path], callable]:
 
 def mneme_seed(directory: Path) -> tuple[list[Path], callable]:
     """A small Mneme recording (two instances: a diff and a bytes epilogue)."""
-    sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "fixtures")]
-    import test_import_mneme as writer
+    sys.path[:0] = [str(ROOT / "tests" / "support")]
+    import mneme_writer as writer
     from kir import mneme
     writer.write_recording(directory, b"BC\xc0\xde", sizes=(600, 40))
     files = sorted(p for p in directory.iterdir() if not p.name.endswith(".bc"))

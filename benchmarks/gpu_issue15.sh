@@ -35,9 +35,9 @@ case "$part" in
     python3 benchmarks/record_replay.py --only a2 --threads 1,4,16 --writeback 1,0
     python3 benchmarks/record_replay.py --only c ;;
   tests-a)
-    python3 -m pytest -q -p no:cacheprovider -rs tests/test_hook_gpu.py tests/test_jit_gpu.py tests/test_record_gpu.py \
-      tests/test_hash_agreement.py tests/test_gpu.py tests/test_record_rdc.py tests/test_hook_rdc.py 2>&1 | tail -30 ;;
+    python3 -m pytest -q -p no:cacheprovider -rs tests/hook/test_hook_gpu.py tests/jit/test_jit_gpu.py tests/record/test_record_gpu.py \
+      tests/core/test_hash_agreement.py tests/core/test_gpu.py tests/record/test_record_rdc.py tests/hook/test_hook_rdc.py 2>&1 | tail -30 ;;
   tests-b)
-    python3 -m pytest -q -p no:cacheprovider -rs tests/test_hook_unload.py tests/test_replay_all.py \
-      tests/test_hook_static.py tests/test_replay_variants.py tests/test_tune_gpu.py 2>&1 | tail -30 ;;
+    python3 -m pytest -q -p no:cacheprovider -rs tests/hook/test_hook_unload.py tests/replay/test_replay_all.py \
+      tests/hook/test_hook_static.py tests/replay/test_replay_variants.py tests/tune/test_tune_gpu.py 2>&1 | tail -30 ;;
 esac 2>&1 | tee "$OUT/$part.log"

@@ -32,17 +32,17 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 echo "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
 } 2>&1 | tee "$OUT/setup.log"
 # Item 1: a cache entry (and a whole cache) planted by uid 65534 is refused on the GPU.
-run item1 tests/test_jit_gpu.py tests/test_cache_trust.py
+run item1 tests/jit/test_jit_gpu.py tests/core/test_cache_trust.py
 # Items 2 and 7: a guard-page app with its own SIGSEGV handler, a real crash, ~4000 app
 # threads under RLIMIT_NPROC, all under `kir record` on the GPU.
-run items2-7 tests/test_record_faults.py tests/test_record_crash.py tests/test_record_faults_cpu.py
+run items2-7 tests/record/test_record_faults.py tests/record/test_record_crash.py tests/record/test_record_faults_cpu.py
 # Item 17: a library that registers from its constructor (the Proteus layout) under two
 # clients; item 16: stub-runtime tests with the machine's LD_LIBRARY_PATH (if any) kept.
-run item17 tests/test_hook_early.py tests/test_hook_static.py tests/test_hook_jit_args.py
+run item17 tests/hook/test_hook_early.py tests/hook/test_hook_static.py tests/hook/test_hook_jit_args.py
 exit 0
 fi
 # What the other items changed underneath: whole-region reads (item 6), the
 # kernel-name patterns (item 3), the rest of the GPU tests.
-run gpu-rest tests/test_record_gpu.py tests/test_replay_variants.py tests/test_tune_gpu.py tests/test_gpu.py \
-  tests/test_hook_gpu.py tests/test_hash_agreement.py tests/test_kernel_pattern.py tests/test_hook_override.py \
-  tests/test_hook_counts.py tests/test_jit_client.py
+run gpu-rest tests/record/test_record_gpu.py tests/replay/test_replay_variants.py tests/tune/test_tune_gpu.py tests/core/test_gpu.py \
+  tests/hook/test_hook_gpu.py tests/core/test_hash_agreement.py tests/hook/test_kernel_pattern.py tests/hook/test_hook_override.py \
+  tests/hook/test_hook_counts.py tests/jit/test_jit_client.py

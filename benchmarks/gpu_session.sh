@@ -16,8 +16,8 @@ export CMAKE_PREFIX_PATH=/tmp/deps/usr CPATH=/tmp/deps/usr/include \
 python3 -m pip install --no-build-isolation --no-deps -q . 2>&1 | tail -3
 {
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-  python3 -m pytest tests/test_gpu.py tests/test_hook_gpu.py tests/test_record_gpu.py \
-    tests/test_hash_agreement.py tests/test_hook_unload.py -v -rs \
+  python3 -m pytest tests/core/test_gpu.py tests/hook/test_hook_gpu.py tests/record/test_record_gpu.py \
+    tests/core/test_hash_agreement.py tests/hook/test_hook_unload.py -v -rs \
     -p no:cacheprovider 2>&1 | tail -90
   python3 benchmarks/hook_overhead.py --pairs 7 --launches 100000
   python3 benchmarks/record_replay.py ${KIR_BENCH_QUICK:+--quick}

@@ -25,7 +25,7 @@ import kir
 from kir.jit.client import client_environment
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "tests" / "fixtures"))
+sys.path.insert(0, str(HERE.parent / "tests" / "support"))
 import build as fixture_build  # noqa: E402
 from common import pin_to  # noqa: E402
 

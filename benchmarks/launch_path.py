@@ -1,6 +1,6 @@
 """Where the hook layer's nanoseconds per launch go (issue 15), measured without a
 GPU: a C app launches one kernel N times through `cudaLaunchKernel` of a stub
-CUDA runtime and driver that return at once (tests/test_hook_override.py's stubs,
+CUDA runtime and driver that return at once (tests/support/stub_cuda.py's stubs,
 their printing compiled out), so the time per launch is the launch path's alone,
 with nothing of the driver's or the GPU's. Each configuration adds one stage;
 the differences between neighbours are the stages' costs:
@@ -39,11 +39,10 @@ from kir.hashing import jit_key, kernel_hashes
 from kir.jit.client import client_environment
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "tests" / "fixtures"))
-sys.path.insert(0, str(HERE.parent / "tests"))
+sys.path.insert(0, str(HERE.parent / "tests" / "support"))
 import build as fixture_build  # noqa: E402
-import test_hook_override as override  # noqa: E402
-import test_jit_client  # noqa: E402
+import jit_rig  # noqa: E402
+import stub_cuda as override  # noqa: E402
 
 HOOK = Path(kir.__file__).parent / "lib" / "libkir_hook.so"
 JIT_CLIENT = Path(kir.__file__).parent / "lib" / "libkir_jit.so"
@@ -94,7 +93,7 @@ def build(work: Path, fatbin: Path) -> None:
         subprocess.run(["gcc", "-O2", "-w", *map(str, args)], check=True, cwd=work)
 
     # The stub's cuCtxGetCurrent asks getenv at each call (tests switch it): not here.
-    override.build_stub_libraries(work, test_jit_client.DRIVER.replace('getenv("STUB_NO_CONTEXT")', "0"),
+    override.build_stub_libraries(work, jit_rig.DRIVER.replace('getenv("STUB_NO_CONTEXT")', "0"),
                                   quiet=True, optimize=True)
     (work / "app.c").write_text(APP.replace("AXPY", override.AXPY))
     (work / "client.c").write_text(CLIENT)

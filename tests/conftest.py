@@ -10,10 +10,12 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(Path(__file__).resolve().parent / "fixtures"))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+# The shared rigs (tests/support: build.py, the reference implementations, the stub
+# runtimes' rigs ...) import by their plain names; no test module imports another.
+sys.path.insert(0, str(Path(__file__).resolve().parent / "support"))
 
 import build as fixture_build  # noqa: E402
+from running import run_kir  # noqa: E402
 
 # The suite's settings, not its caller's: a KIR_* variable from a kir user's shell
 # (KIR_HOOK_LOG, KIR_RECORD_KERNELS, KIR_TRACE ...) would reach every program the
@@ -25,7 +27,7 @@ for _name in [n for n in os.environ if n.startswith("KIR_") and n not in SUITE_K
 
 @pytest.fixture(scope="session")
 def built() -> dict[str, Path]:
-    """Every fixture binary (tests/fixtures/build.py), built once and cached under build/."""
+    """Every fixture binary (tests/support/build.py), built once and cached under build/."""
     return fixture_build.build_all(ROOT / "build" / "test-fixtures")
 
 
@@ -46,34 +48,6 @@ def find_cuobjdump() -> str:
 @pytest.fixture(scope="session")
 def cuobjdump() -> str:
     return find_cuobjdump()
-
-
-class Result:
-    def __init__(self, proc: subprocess.CompletedProcess) -> None:
-        self.returncode = proc.returncode
-        self.stdout = proc.stdout
-        self.stderr = proc.stderr
-
-
-def native_test_program(target: str) -> Path:
-    """One of tests/cpp's programs (its CMake target), built in Release with the
-    C++ tests under build/native-crash; the test skips without cmake and ninja."""
-    if not shutil.which("cmake") or not shutil.which("ninja"):
-        pytest.skip("cmake and ninja build the test program")
-    build = ROOT / "build" / "native-crash"
-    for step in (["cmake", "-S", ROOT, "-B", build, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
-                  "-DKIR_BUILD_TESTS=ON"],
-                 ["cmake", "--build", build, "--target", target]):
-        proc = subprocess.run([str(s) for s in step], capture_output=True, text=True)
-        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return build / "tests" / "cpp" / target
-
-
-def run_kir(*args: str, cwd=None) -> Result:
-    """Run the installed `kir` CLI as a user would (a fresh process)."""
-    proc = subprocess.run([sys.executable, "-m", "kir", *map(str, args)], capture_output=True,
-                          text=True, cwd=cwd, timeout=300)
-    return Result(proc)
 
 
 @pytest.fixture

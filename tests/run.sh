@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install everything the tests need (system packages, the oracles, kir itself)
 # and run the whole suite: Python, C++ under sanitizers, fuzzing, downstream CMake
-# (`bash tests/run.sh tests/test_cache.py -x`: only what is named).
+# (`bash tests/run.sh tests/core/test_cache.py -x`: only what is named).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-system-deps.sh --tests

@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 
 import kir
-from build import rpath  # tests/fixtures/build.py (conftest puts it on the path)
+from build import rpath  # tests/support/build.py (conftest puts it on the path)
 from kir.app import hook_library
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1]
 STUB = HERE / "fixtures" / "hip_stub_runtime.c"
 
 
@@ -220,7 +220,7 @@ def test_trace_child_outliving_kir_is_not_killed_by_sigpipe(stub_runtime, tmp_pa
     assert alive.read_text() == "alive\n"
 
 
-# --- --kernel: one pattern dialect (tests/test_kernel_pattern.py: every command) -------------
+# --- --kernel: one pattern dialect (tests/hook/test_kernel_pattern.py: every command) -------------
 
 def test_trace_kernels_lookbehind_is_refused_before_the_app_runs(kir_cli):
     result = kir_cli("trace", "--kernels", "(?<=x)y", "--", "sh", "-c", "echo ran")

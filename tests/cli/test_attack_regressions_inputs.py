@@ -23,8 +23,8 @@ import pytest
 from kir import _core, hashing
 from kir.errors import KirError, OptionError
 from kir.record import RECORD_HEADER, Record, RecordError
-from test_attack_regressions import BASE, CS, TIMEOUT, builder, expect_exit_2, record_with, rewrite_meta
-from test_import_mneme import kernel_ir, recording  # noqa: F401 - fixtures: a real Mneme recording
+from attack import BASE, CS, TIMEOUT, builder, expect_exit_2, record_with, rewrite_meta
+from mneme_writer import kernel_ir, recording  # noqa: F401 - fixtures: a real Mneme recording
 
 LIMIT = 3 << 30  # the address space a kir process gets where the old code read without end
 

@@ -1,6 +1,6 @@
 """`kir cache ls|show|rm|verify DIR` (python/kir/commands/cache.py) as a user runs it,
 on entries of a real cubin and PTX: listings agree with the files (read back by the
-independent reader, tests/cache_reference.py), `show -o` gives back the code, `rm`
+independent reader, tests/support/cache_reference.py), `show -o` gives back the code, `rm`
 removes, `verify` exits 1 on damage and names the byte offset, bad input exits 2
 with a message and no traceback."""
 from __future__ import annotations

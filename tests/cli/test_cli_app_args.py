@@ -2,8 +2,8 @@
 parses no option after the app's path, nor after `--`), `kir trace -o FILE`
 keeps the trace apart from the app's output, and launches print each argument
 as its type says. No GPU needed: the CUDA runtime finds no driver, launches
-made with cudaLaunchKernel still reach the hook (as in tests/test_hook.py).
-The app (tests/cli_apps/trace_args.cu) prints its argv, one line per argument."""
+made with cudaLaunchKernel still reach the hook (as in tests/hook/test_hook.py).
+The app (tests/fixtures/cli_apps/trace_args.cu) prints its argv, one line per argument."""
 from __future__ import annotations
 
 import json
@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy
 import pytest
 
-APPS = Path(__file__).resolve().parent / "cli_apps"
+APPS = Path(__file__).resolve().parents[1] / "fixtures" / "cli_apps"
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""`kir diff A B` on two nvcc builds of tests/cli_apps/diff_kernels.cu (the
+"""`kir diff A B` on two nvcc builds of tests/fixtures/cli_apps/diff_kernels.cu (the
 second with -DVARIANT: one kernel's body changed, one's parameters changed, one
 removed, one added, one the same). Oracles: cuobjdump -res-usage (registers,
 shared memory per kernel and architecture) and cuobjdump -sass (whether a
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-APPS = Path(__file__).resolve().parent / "cli_apps"
+APPS = Path(__file__).resolve().parents[1] / "fixtures" / "cli_apps"
 ARCHS = ["-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90,code=[sm_90,compute_90]"]
 
 

@@ -17,7 +17,7 @@ import pytest
 import kir
 
 KIR = [sys.executable, "-m", "kir"]
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def cuobjdump_targets(cuobjdump, path) -> set[str]:
@@ -44,7 +44,7 @@ def test_version(kir_cli):
     major = re.search(r"project\(kir VERSION (\d+)\.", (ROOT / "CMakeLists.txt").read_text()).group(1)
     assert lines[1] == f"libkir {kir.__version__} (C ABI {major})"
     # the hook API: what kir/hooks.h says
-    header = (Path(__file__).resolve().parent.parent / "libkir" / "include" / "kir" / "hooks.h").read_text()
+    header = (Path(__file__).resolve().parents[2] / "libkir" / "include" / "kir" / "hooks.h").read_text()
     api = re.search(r"#define KIR_HOOK_API_VERSION (\d+)", header).group(1)
     assert lines[2] == f"hook API {api}"
 

@@ -1,5 +1,5 @@
 """`kir hash`: kernel static hashes of real binaries, recomputed independently
-(tests/hash_reference.py over bytes from cuobjdump or the fixture's own files)."""
+(tests/support/hash_reference.py over bytes from cuobjdump or the fixture's own files)."""
 from __future__ import annotations
 
 import json

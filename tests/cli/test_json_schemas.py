@@ -11,8 +11,8 @@ import pytest
 jsonschema = pytest.importorskip("jsonschema")
 from referencing import Registry, Resource  # noqa: E402 (jsonschema's own dependency)
 
-SCHEMAS = Path(__file__).resolve().parent.parent / "docs" / "schemas"
-APPS = Path(__file__).resolve().parent / "cli_apps"
+SCHEMAS = Path(__file__).resolve().parents[2] / "docs" / "schemas"
+APPS = Path(__file__).resolve().parents[1] / "fixtures" / "cli_apps"
 
 
 def load(name: str) -> dict:

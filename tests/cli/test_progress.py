@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from test_import_mneme import kernel_ir, write_recording  # noqa: F401  (the kernel_ir fixture)
-from test_replay_all import KERNELS, make_record
-from test_replay_variants import saxpy, write_record  # noqa: F401  (the saxpy fixture)
+from mneme_writer import kernel_ir, write_recording  # noqa: F401  (the kernel_ir fixture)
+from replay_records import KERNELS, make_record
+from saxpy_record import saxpy, write_record  # noqa: F401  (the saxpy fixture)
 
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1] / "support"  # the rigs a child imports
 ERASE = "\r\x1b[K"
 
 
@@ -124,7 +124,7 @@ def test_import_mneme(tmp_path, kernel_ir):  # noqa: F811
 
 
 def test_tune(tmp_path, saxpy):  # noqa: F811
-    """kir tune counts trials (over a stand-in executor: tests/tune_fakes.py)."""
+    """kir tune counts trials (over a stand-in executor: tests/support/tune_fakes.py)."""
     pytest.importorskip("optuna")
     write_record(tmp_path / "rec", saxpy)
     status, screen, out = on_terminal("tune", tmp_path / "rec", "--trials", "5", "--seed", "1", "--executor",

@@ -4,7 +4,7 @@ named after its bug: bitcode that crashed llvmlite's LLVM (SIGABRT, SIGSEGV,
 compile` and `import-mneme` (§9; kir now does its LLVM work in a worker process,
 kir/_irworker.py), names that are not UTF-8 (§9), and a `.nvFatBinSegment` of
 type SHT_NULL that segfaulted `kir inspect` (§10). The damaged inputs are made
-at test time from real ones (tests/damage.py): a module clang-22 built, mutated
+at test time from real ones (tests/support/damage.py): a module clang-22 built, mutated
 with fixed seeds; an nvcc object with 4 bytes changed."""
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ import kir
 import damage
 import build as fixture_build
 
-SEEDS = Path(__file__).parent / "fuzz" / "seeds"
+SEEDS = Path(__file__).parents[1] / "native" / "fuzz" / "seeds"
 #: Mutants of the module in the damaged object (about 1 in 12 crashes LLVM 22).
 MUTANTS = int(os.environ.get("KIR_FUZZ_BITCODE_MUTANTS", "200"))
 
@@ -43,7 +43,7 @@ def expect_one_line_exit_2(proc: subprocess.CompletedProcess, *phrases: str) -> 
 
 @pytest.fixture(scope="module")
 def module(built) -> bytes:
-    """affine's device module, by clang-22 -emit-llvm (tests/fixtures/build.py)."""
+    """affine's device module, by clang-22 -emit-llvm (tests/support/build.py)."""
     if "mneme_affine.bc" not in built:
         pytest.skip("clang-22 is not installed")
     return built["mneme_affine.bc"].read_bytes()
@@ -62,6 +62,7 @@ def crasher(module, tmp_path_factory) -> bytes:
     return damage.first_crasher(damage.mutants(module, 21, MUTANTS), tmp_path_factory.mktemp("crasher"))
 
 
+@pytest.mark.slow  # a fuzz loop
 def test_damaged_bitcode_does_not_crash_inspect_ir(damaged):
     """Every module is listed, readable or not; those that crash LLVM say how (the
     signal, LLVM's assertion); kir's own process lives: exit 0, nothing on stderr."""
@@ -76,6 +77,7 @@ def test_damaged_bitcode_does_not_crash_inspect_ir(damaged):
     assert len(report["ir_modules"]) == len(mutated)
 
 
+@pytest.mark.slow  # a fuzz loop
 def test_damaged_bitcode_does_not_crash_extract_ir(damaged, tmp_path):
     """Each module's bitcode is written; its text when LLVM read it, else one
     warning line naming the file and the module."""
@@ -90,12 +92,14 @@ def test_damaged_bitcode_does_not_crash_extract_ir(damaged, tmp_path):
     assert any(" crashed (SIG" in w for w in warnings)
 
 
+@pytest.mark.slow  # a fuzz loop
 def test_damaged_bitcode_jit_compile_names_the_file_and_module(damaged):
     binary, _ = damaged
     expect_one_line_exit_2(kir_run("jit", "compile", binary, "--kernel", "affine"),
                            f"no kernel with IR in {binary} matches", "IR module(s) could not be read: IR module #")
 
 
+@pytest.mark.slow  # a fuzz loop
 def test_proteus_ir_that_crashes_llvm_is_an_error_of_jit_compile(crasher, tmp_path):
     """The IR embedded as the Proteus pass embeds it (proteus_layout.py) is the
     crasher: `kir hash` and `kir jit compile` name the file and the module, exit 2."""
@@ -103,10 +107,10 @@ def test_proteus_ir_that_crashes_llvm_is_an_error_of_jit_compile(crasher, tmp_pa
         if shutil.which(tool) is None:
             pytest.skip(f"{tool} is not installed")
     (tmp_path / "dev.bc").write_bytes(crasher)
-    layout = fixture_build.HERE / "proteus_layout.py"
+    layout = fixture_build.LAYOUT
     subprocess.run([sys.executable, layout, "cuda-source", tmp_path / "dev.bc", tmp_path / "jit.cuh", "--no-main"],
                    check=True)
-    # A mutable array, as tests/test_jit_compile.py's app: clang places a const one where kir does not look.
+    # A mutable array, as tests/jit/test_jit_compile.py's app: clang places a const one where kir does not look.
     (tmp_path / "jit.cuh").write_text((tmp_path / "jit.cuh").read_text().replace("__device__ const ", "__device__ "))
     (tmp_path / "app.cu").write_text(f'#include "{fixture_build.HERE / "mneme_affine.cu"}"\nint main() {{ return 0; }}\n')
     app = tmp_path / "app"
@@ -139,7 +143,7 @@ def test_jit_compile_of_ir_llvm_cannot_compile_is_an_error(module):
 
 @pytest.mark.parametrize("seed", sorted((SEEDS / "bitcode").glob("*.bc")), ids=lambda p: p.stem)
 def test_bitcode_fuzzing_findings_do_not_crash_kir(seed, tmp_path):
-    """What the bitcode fuzzing found, kept as seeds (tests/fuzz/seeds/bitcode: an
+    """What the bitcode fuzzing found, kept as seeds (tests/native/fuzz/seeds/bitcode: an
     assertion in LLVM's bitcode reader; `LLVM ERROR` in the NVPTX back end on a
     module that reads and verifies): `kir inspect --ir` lists the module, kir.jit
     raises a KirError, and this process lives on."""
@@ -166,6 +170,7 @@ def test_names_that_are_not_utf8_are_an_unreadable_module(tmp_path):
     assert proc.returncode == 0 and proc.stderr.count("\n") == 1 and "utf-8" in proc.stderr, proc.stderr
 
 
+@pytest.mark.slow  # a fuzz loop
 def test_bitcode_fuzz_through_the_worker(module):
     """The fuzz loop of the bitcode reader (issue 21 §18): MUTANTS mutants of a real
     module (seed 18) read in one request to kir's worker — every module answered
@@ -201,7 +206,7 @@ def test_sht_null_fatbin_segment_is_no_segfault(built, tmp_path):
 
 
 def test_sht_null_fatbin_segment_seed_is_the_attack_input():
-    """The fuzz seed (tests/fuzz/seeds, run by tests/test_native.py's fuzz targets)
+    """The fuzz seed (tests/native/fuzz/seeds, run by tests/native/test_native.py's fuzz targets)
     is an nvcc object with a .nvFatBinSegment of type SHT_NULL, and kir reads it."""
     from elftools.elf.elffile import ELFFile
     seed = SEEDS / "nvcc_sht_null_fatbin_segment.bin"

@@ -1,6 +1,6 @@
 """The kernel-object cache (kir.cache, docs/cache.md) on a real cubin and PTX built
 by nvcc at test time: the round trip through disk and memory, the file layout
-against an independent reader (tests/cache_reference.py, PyPI xxhash), damaged
+against an independent reader (tests/support/cache_reference.py, PyPI xxhash), damaged
 entries (flipped byte, truncation, wrong magic, another key's file, bad fields
 under a valid checksum, a symlink, a FIFO) reported with their byte offset and
 answered as misses, and LRU eviction by last use."""
@@ -41,7 +41,7 @@ def jit_key(kernel: str, code: bytes, value: float) -> str:
 
 
 def meta_for(kernel: str) -> dict[str, str]:
-    return {"producer": "tests/test_cache.py", "producer.version": kir.__version__, "kernel": kernel,
+    return {"producer": "tests/core/test_cache.py", "producer.version": kir.__version__, "kernel": kernel,
             "key.arg.1": "f64:2.5", "compile.opt": "O3", "resource.registers": "32", "note": "ünïcödé ✓"}
 
 
@@ -281,5 +281,5 @@ def test_remove(tmp_path, cubin):
 
 
 def kir_cache(*args):
-    from conftest import run_kir
+    from running import run_kir
     return run_kir("cache", *map(str, args))

@@ -18,7 +18,7 @@ import cache_reference as ref
 from cache_worker import KEYS, WRITERS, code_of, meta_of
 from kir.cache import Cache
 
-WORKER = Path(__file__).resolve().parent / "cache_worker.py"
+WORKER = Path(__file__).resolve().parents[1] / "support" / "cache_worker.py"
 
 
 @pytest.mark.parametrize("bounded", [False, True], ids=["unbounded", "evicting"])

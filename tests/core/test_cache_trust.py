@@ -9,7 +9,7 @@ shard that is a symbolic link is refused, and eviction never deletes through one
 
 The tests run as root, as the attack did: "another user" is uid 65534 (nobody),
 made the owner with os.chown. The JIT client runs a real app (the stub runtime rig
-of tests/test_jit_client.py) whose launch the planted entry would otherwise claim."""
+of tests/jit/test_jit_client.py) whose launch the planted entry would otherwise claim."""
 from __future__ import annotations
 
 import grp
@@ -24,8 +24,8 @@ import pytest
 from kir.cache import Cache, encode_entry
 from kir.errors import KirError
 
-from test_jit_client import key_for, rig, run_app, stub_lines  # noqa: F401  (rig: the fixture)
-from test_replay_variants import saxpy, write_record  # noqa: F401  (saxpy: the fixture)
+from jit_rig import key_for, rig, run_app, stub_lines  # noqa: F401  (rig: the fixture)
+from saxpy_record import saxpy, write_record  # noqa: F401  (saxpy: the fixture)
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="chown to another user needs root")
 
@@ -48,7 +48,7 @@ def mode(path: Path) -> int:
 
 
 def kir_cache(*args):
-    from conftest import run_kir
+    from running import run_kir
     return run_kir("cache", *map(str, args))
 
 
@@ -284,7 +284,7 @@ def test_replay_and_tune_refuse_a_cache_directory_another_user_owns(tmp_path, sa
     """`kir replay --plan --jit-cache DIR` and `kir tune --jit-cache DIR` go through the
     same core (kir.cache.Cache): a DIR that uid 65534 created first is refused, exit 2
     with the reason, nothing written into it."""
-    from test_tune import cli
+    from tune_fakes import cli
     write_record(tmp_path / "rec", saxpy)
     (record,) = sorted((tmp_path / "rec" / "records").glob("*.kirrec"))
     planted = tmp_path / "planted"

@@ -1,6 +1,6 @@
 """The canonical hashes: the C++ core (through the bindings) against committed
 golden vectors and against an independent Python implementation of the
-encoding (tests/hash_reference.py, with the PyPI xxhash package as XXH3)."""
+encoding (tests/support/hash_reference.py, with the PyPI xxhash package as XXH3)."""
 from __future__ import annotations
 
 import json
@@ -15,7 +15,7 @@ from kir import _core
 
 import hash_reference as ref
 
-VECTORS = json.loads((Path(__file__).resolve().parent / "golden" / "hash_vectors.json").read_text())
+VECTORS = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "golden" / "hash_vectors.json").read_text())
 TYPES = {name: getattr(_core.ArgType, name) for name in ref.ARG_TYPES}
 
 

@@ -6,7 +6,6 @@ import hashlib
 import json
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,6 @@ import pytest
 import kir
 from kir import ir
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "fixtures"))
 from proteus_layout import fnv1a64  # noqa: E402
 
 

@@ -17,9 +17,9 @@ import pytest
 import kir
 from kir import _core, errors
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "python" / "kir"
-GOLDEN = Path(__file__).resolve().parent / "golden" / "inspect_table"
+GOLDEN = Path(__file__).resolve().parents[1] / "fixtures" / "golden" / "inspect_table"
 CLI_MODULES = {"cli.py", "__main__.py"}  # the CLI: kir/cli.py, `python -m kir`, kir/commands/*
 
 
@@ -105,7 +105,7 @@ def golden_cases():
 
 @pytest.mark.parametrize("case", golden_cases(), ids=lambda c: f"{c['fixture']} {' '.join(c['args'])}")
 def test_python_table_prints_what_the_cpp_table_printed(built, kir_cli, case):
-    """tests/golden/inspect_table holds the tables the C++ renderer printed, captured
+    """tests/fixtures/golden/inspect_table holds the tables the C++ renderer printed, captured
     before it was removed: the Python renderer must print them byte for byte."""
     path = built[case["fixture"]]
     if str(_core.xxh3_128(path.read_bytes())) != case["fixture_xxh3"]:

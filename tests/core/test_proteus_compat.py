@@ -1,5 +1,5 @@
 """`kir hash --proteus` reproduces what Proteus's runtime computes, kernel by kernel,
-checked against tests/proteus_reference.py (written from Proteus's sources) on the
+checked against tests/support/proteus_reference.py (written from Proteus's sources) on the
 Proteus-layout fixtures: non-RDC CUDA and HIP, CUDA and HIP relocatable device code.
 The inputs of the reference come from the fixtures' own files (the modules they
 embedded, the code objects they built) and, for the CUDA registration order, from

@@ -16,7 +16,7 @@ from elftools.elf.elffile import ELFFile
 
 import kir
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CACHE = ROOT / "build" / "third-party"
 WHEELS = {  # pinned: the facts below are about these exact files
     "libcufft.so.12": "nvidia-cufft==12.5.0.14",

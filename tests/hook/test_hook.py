@@ -163,7 +163,7 @@ def test_client_loaded_from_the_environment(built, tmp_path):
 
 
 def test_static_runtime_is_not_warned_about(built, kir_cli):
-    """x86-64: the hook meets a static runtime at the driver (tests/test_hook_static.py)."""
+    """x86-64: the hook meets a static runtime at the driver (tests/hook/test_hook_static.py)."""
     result = kir_cli("trace", "--", built["app"])
     assert "statically" not in result.stderr
 

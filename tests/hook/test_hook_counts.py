@@ -19,13 +19,13 @@ from kir.cache import Cache
 from kir.hashing import jit_key, kernel_hashes
 from kir.jit.client import client_environment
 
-import test_hook_override as override
-from build import rpath  # tests/fixtures/build.py (conftest puts it on the path)
+import stub_cuda as override
+from build import rpath  # tests/support/build.py (conftest puts it on the path)
 
 # The stub runtimes are found whatever LD_LIBRARY_PATH says (a GPU machine names the
 # real driver's directory there): the programs carry DT_RPATH (issue 21, item 16).
 pytestmark = pytest.mark.usefixtures("hostile_library_path")
-import test_jit_client
+import jit_rig
 
 JIT_CLIENT = Path(kir.__file__).parent / "lib" / "libkir_jit.so"
 THREADS, PER_THREAD, MAIN = 8, 1000, 500
@@ -80,7 +80,7 @@ const kir_hook_client* kir_hook_client_entry(void) {
 @pytest.fixture(scope="module")
 def counts_rig(built, tmp_path_factory):
     d = tmp_path_factory.mktemp("counts")
-    override.build_stub_libraries(d, test_jit_client.DRIVER, quiet=True, optimize=True)
+    override.build_stub_libraries(d, jit_rig.DRIVER, quiet=True, optimize=True)
     (d / "app.c").write_text(APP.replace("AXPY", override.AXPY))
     (d / "listener.c").write_text(LISTENER)
 

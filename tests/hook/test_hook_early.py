@@ -11,8 +11,8 @@ initialized: `terminate called after throwing an instance of
 '__gnu_cxx::recursive_init_error'` (exit 134) on the H200, under the three
 commands below, with a Proteus-layout binary.
 
-Without a GPU: the stub runtime and driver of tests/test_hook_override.py (the
-driver with a device, tests/test_jit_client.py's), a C library in the Proteus
+Without a GPU: the stub runtime and driver of tests/hook/test_hook_override.py (the
+driver with a device, tests/jit/test_jit_client.py's), a C library in the Proteus
 layout — its module constructor registers the real fatbin of
 tests/fixtures/kernels.cu with the runtime and through the Proteus ABI (with a
 runtime constant), and it launches through __proteus_launch_kernel, served by
@@ -29,10 +29,10 @@ from pathlib import Path
 import pytest
 
 import kir
-from build import rpath  # tests/fixtures/build.py (conftest puts it on the path)
+from build import rpath  # tests/support/build.py (conftest puts it on the path)
 
-import test_hook_override as override
-from test_jit_client import DRIVER
+import stub_cuda as override
+from jit_rig import DRIVER
 
 LIB = Path(kir.__file__).parent / "lib"
 

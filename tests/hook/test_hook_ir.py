@@ -4,7 +4,7 @@ the process, and kir_binary_kernel_ir_count / kir_binary_kernel_ir offline (kir.
 The oracle is kir.ir (python/kir/ir.py: every module embedded in a binary's
 device images, as `kir extract` writes them) on the same clang/nvcc-built
 fixtures that carry the Proteus pass's `_jit_bitcode_*` globals
-(tests/fixtures/proteus_layout.py). No GPU: the apps register their fatbins with
+(tests/support/proteus_layout.py). No GPU: the apps register their fatbins with
 the shared CUDA runtime, where a client reads the layer's registry."""
 from __future__ import annotations
 

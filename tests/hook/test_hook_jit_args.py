@@ -21,8 +21,8 @@ import kir
 from kir import _core
 from kir.record import JitArg, Record
 
-from test_hook_override import STUB_RUNTIME
-from build import rpath  # tests/fixtures/build.py (conftest puts it on the path)
+from stub_cuda import STUB_RUNTIME
+from build import rpath  # tests/support/build.py (conftest puts it on the path)
 
 HOOK = Path(kir.__file__).parent / "lib" / "libkir_hook.so"
 INCLUDE = Path(kir.__file__).parent / "include"

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 import kir
-from build import rpath  # tests/fixtures/build.py (conftest puts it on the path)
+from build import rpath  # tests/support/build.py (conftest puts it on the path)
 
 HOOK = Path(kir.__file__).parent / "lib" / "libkir_hook.so"
 

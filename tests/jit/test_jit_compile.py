@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import build as fixture_build
-from conftest import run_kir
+from running import run_kir
 
 SOURCE = r"""
 #include <cstdio>
@@ -109,7 +109,7 @@ def app(tmp_path_factory) -> dict:
     work = tmp_path_factory.mktemp("jit_app")
     source = work / "jit_daxpy.cu"
     source.write_text(SOURCE)
-    layout = fixture_build.HERE / "proteus_layout.py"
+    layout = fixture_build.LAYOUT
     _run([*fixture_build.CLANG_CUDA, "--cuda-device-only", "-emit-llvm", "-c", source, "-o", work / "dev0.bc"])
     _run([sys.executable, layout, "mark-jit", work / "dev0.bc", work / "dev.bc", "--all"])
     _run([sys.executable, layout, "cuda-source", work / "dev.bc", work / "jit.cu"])

@@ -1,6 +1,6 @@
 """The JIT key and the launch identity (docs/hashing.md, v2): the C API (kir_jit_key,
 kir_launch_identity, through the bindings) against committed golden vectors and
-against the independent reference (tests/hash_reference.py, PyPI xxhash); arrays and
+against the independent reference (tests/support/hash_reference.py, PyPI xxhash); arrays and
 objects read from memory; the errors a JIT client gets; injectivity and domain
 separation of the encodings."""
 from __future__ import annotations
@@ -18,7 +18,7 @@ from kir.hashing import ARRAY, OBJECT, SCALAR, JitArg
 
 import hash_reference as ref
 
-VECTORS = json.loads((Path(__file__).resolve().parent / "golden" / "hash_vectors.json").read_text())
+VECTORS = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "golden" / "hash_vectors.json").read_text())
 STATIC = ref.static_hash("_Z4axpyfPKfPfi", "ir", [b"BC\xc0\xde" + bytes(64)])
 F32, F64, I32, I64, U64, PTR, BYTES = 11, 12, 3, 4, 8, 13, 14
 BASE = 0x7F00_0000_0000

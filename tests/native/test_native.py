@@ -14,31 +14,16 @@ from pathlib import Path
 import pytest
 
 import kir
+from native_build import downstream_expected, run
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 FUZZ_SECONDS = int(os.environ.get("KIR_FUZZ_SECONDS", "60"))
 FUZZ_SEEDS = (1, 2, 3)  # seed 3 found an out-of-bounds read through a bad program header
 FUZZ_INPUTS = ("kernels.fatbin", "kernels_dc.o", "librdc.a", "app_compress_speed", "hip_ccob_v3.o", "hip_rdc.o",
                "omp_sm90.o", "embed_bitcode.o", "embedded_bundle", "proteus_hip.o", "two_modules.o", "libhip.so")
 
-
-def run(*args, **kwargs) -> subprocess.CompletedProcess:
-    proc = subprocess.run([str(a) for a in args], capture_output=True, text=True, **kwargs)
-    assert proc.returncode == 0, f"{' '.join(map(str, args))}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    return proc
-
-
-def downstream_expected(app) -> list[str]:
-    """What tests/downstream's program prints for `app`, from kir's Python API: a line
-    per image, a line per kernel of each cubin and PTX image (the oracle of the
-    downstream tests here and in tests/test_wheel.py)."""
-    import kir
-    expected = []
-    for image in kir.open(app).images:
-        expected.append(f"image {image.index} {image.entry.kind} {image.arch} {image.size}")
-        if image.kind in ("cubin", "ptx"):
-            expected += [f"kernel {image.index} {k.name} {len(k.params)} {k.param_bytes}" for k in image.kernels]
-    return expected
+# Sanitizer, libFuzzer and install builds of the whole core: `pytest -m "not slow"` leaves them out.
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
@@ -57,9 +42,9 @@ def test_unit_tests_under_sanitizers(sanitized_build):
 
 def test_fuzz_parsers_under_sanitizers(sanitized_build, built):
     seeds = [built[n] for n in FUZZ_INPUTS]
-    seeds += sorted((ROOT / "tests" / "fuzz" / "seeds").glob("*.bin"))  # fixed inputs that once hung or crashed
+    seeds += sorted((ROOT / "tests" / "native" / "fuzz" / "seeds").glob("*.bin"))  # fixed inputs that once hung or crashed
     for seed in FUZZ_SEEDS:
-        proc = run(sanitized_build / "tests" / "cpp" / "kir_fuzz_parsers",
+        proc = run(sanitized_build / "tests" / "native" / "cpp" / "kir_fuzz_parsers",
                    f"-seconds={FUZZ_SECONDS / len(FUZZ_SEEDS):.0f}", f"-seed={seed}", *seeds,
                    env={**os.environ, "ASAN_OPTIONS": "detect_leaks=1:abort_on_error=1"})
         assert "no failures" in proc.stdout
@@ -67,7 +52,7 @@ def test_fuzz_parsers_under_sanitizers(sanitized_build, built):
 
 def cache_entry_seeds(built, directory: Path) -> list[Path]:
     """Entry files of a real cubin and PTX (written by the cache at test time), and the
-    fixed ones under tests/fuzz/seeds/cache."""
+    fixed ones under tests/native/fuzz/seeds/cache."""
     from kir import _core
     from kir.cache import Cache
     cache = Cache(directory / "cache")
@@ -76,17 +61,17 @@ def cache_entry_seeds(built, directory: Path) -> list[Path]:
     ptx = next(i for i in kir.open(built["app_compress_none"]).images if i.kind == "ptx").read()
     cache.store("cd" * 16, ptx, "ptx", "sm_90", {"producer": "tests", "compile.opt": "O3"})
     entries = sorted(p for p in (directory / "cache").rglob("*") if p.is_file() and len(p.name) == 32)
-    return entries + sorted((ROOT / "tests" / "fuzz" / "seeds" / "cache").glob("*.kce"))
+    return entries + sorted((ROOT / "tests" / "native" / "fuzz" / "seeds" / "cache").glob("*.kce"))
 
 
 def test_fuzz_cache_entry_under_sanitizers(sanitized_build, built, tmp_path):
-    """The cache entry parser and read path (tests/fuzz/fuzz_cache_entry.cpp): mutated
+    """The cache entry parser and read path (tests/native/fuzz/fuzz_cache_entry.cpp): mutated
     entries, with their checksum as found and made right, parse to an entry that encodes
     back to the same bytes or to an error that names its offset."""
     seeds = cache_entry_seeds(built, tmp_path)
     assert len(seeds) >= 4
     for seed in FUZZ_SEEDS:
-        proc = run(sanitized_build / "tests" / "cpp" / "kir_fuzz_cache_entry",
+        proc = run(sanitized_build / "tests" / "native" / "cpp" / "kir_fuzz_cache_entry",
                    f"-seconds={max(1, FUZZ_SECONDS // 4 // len(FUZZ_SEEDS))}", f"-seed={seed}", *seeds,
                    env={**os.environ, "ASAN_OPTIONS": "detect_leaks=1:abort_on_error=1"})
         assert "no failures" in proc.stdout
@@ -122,7 +107,7 @@ def test_libfuzzer_cache_entry_with_fixed_seeds(built, tmp_path):
     for seed in cache_entry_seeds(built, tmp_path):
         shutil.copy(seed, corpus / seed.name)
     for seed in FUZZ_SEEDS:
-        proc = run(build / "tests" / "cpp" / "kir_fuzz_cache_entry", corpus, f"-seed={seed}",
+        proc = run(build / "tests" / "native" / "cpp" / "kir_fuzz_cache_entry", corpus, f"-seed={seed}",
                    f"-max_total_time={max(1, FUZZ_SECONDS // 4 // len(FUZZ_SEEDS))}", "-rss_limit_mb=4096",
                    "-print_final_stats=1", env={**os.environ, "ASAN_OPTIONS": "detect_leaks=1:abort_on_error=1"})
         assert "stat::number_of_executed_units" in proc.stderr, proc.stderr[-2000:]
@@ -140,10 +125,10 @@ def test_libfuzzer_build_with_clang22_fuzzes_with_fixed_seeds(built, tmp_path):
     for name in FUZZ_INPUTS:
         if name in built:
             shutil.copy(built[name], corpus / name)
-    for seed in (ROOT / "tests" / "fuzz" / "seeds").glob("*.bin"):  # fixed inputs that once hung or crashed
+    for seed in (ROOT / "tests" / "native" / "fuzz" / "seeds").glob("*.bin"):  # fixed inputs that once hung or crashed
         shutil.copy(seed, corpus / seed.name)
     for seed in FUZZ_SEEDS:
-        proc = run(build / "tests" / "cpp" / "kir_fuzz_parsers", corpus, f"-seed={seed}",
+        proc = run(build / "tests" / "native" / "cpp" / "kir_fuzz_parsers", corpus, f"-seed={seed}",
                    f"-max_total_time={max(1, FUZZ_SECONDS // len(FUZZ_SEEDS))}", "-rss_limit_mb=4096",
                    "-print_final_stats=1", env={**os.environ, "ASAN_OPTIONS": "detect_leaks=1:abort_on_error=1"})
         assert "stat::number_of_executed_units" in proc.stderr, proc.stderr[-2000:]
@@ -180,7 +165,7 @@ def kir_package(request) -> str:
 @pytest.fixture(scope="module")
 def downstream(kir_package, tmp_path_factory) -> Path:
     build = tmp_path_factory.mktemp("downstream")
-    run("cmake", "-S", ROOT / "tests" / "downstream", "-B", build, "-G", "Ninja", kir_package)
+    run("cmake", "-S", ROOT / "tests" / "packaging" / "downstream", "-B", build, "-G", "Ninja", kir_package)
     run("cmake", "--build", build)
     return build
 
@@ -238,17 +223,17 @@ def test_hook_layer_under_thread_sanitizer(built, tmp_path):
 
 
 def tsan_program(target: str) -> Path:
-    """One of tests/cpp's programs built with ThreadSanitizer (build/native-tsan)."""
+    """One of tests/native/cpp's programs built with ThreadSanitizer (build/native-tsan)."""
     build = ROOT / "build" / "native-tsan"
     run("cmake", "-S", ROOT, "-B", build, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=RelWithDebInfo",
         "-DKIR_SANITIZE_THREAD=ON", "-DKIR_BUILD_TESTS=ON")
     run("cmake", "--build", build, "--target", target)
-    return build / "tests" / "cpp" / target
+    return build / "tests" / "native" / "cpp" / target
 
 
 def test_cache_under_thread_sanitizer():
     """The cache's in-memory table (lock-free readers, a writer growing it) and its C ABI
-    from 4 reader threads while a fifth stores (tests/cpp/cache_test.cpp), under
+    from 4 reader threads while a fifth stores (tests/native/cpp/cache_test.cpp), under
     ThreadSanitizer: no data race reported."""
     proc = subprocess.run([tsan_program("kir_cache_test")], capture_output=True, text=True,
                           env={**os.environ, "TSAN_OPTIONS": "exitcode=66 halt_on_error=1"})
@@ -260,7 +245,7 @@ def test_cache_under_thread_sanitizer():
 def test_recorder_snapshot_pipeline_under_thread_sanitizer(tmp_path, mode):
     """The recorder's copy pipeline (libkir/recorder/snapshot.cpp: staging buffers
     refilled while a pool of writer threads stores chunks, RecordBuilder's chunk
-    lists filled from several threads; tests/cpp/snapshot_test.cpp with its
+    lists filled from several threads; tests/native/cpp/snapshot_test.cpp with its
     host-memory driver), 4 writers, under ThreadSanitizer: no data race reported,
     whether the record is written or a copy or a store fails."""
     proc = subprocess.run([tsan_program("kir_snapshot_test"), tmp_path / "rec", "4", "3", "65536",
@@ -274,10 +259,10 @@ def test_recorder_snapshot_pipeline_under_thread_sanitizer(tmp_path, mode):
 def test_recorder_allocations_from_several_threads_under_thread_sanitizer(built, tmp_path):
     """The recorder (libkir_record.so) and the hook built with ThreadSanitizer,
     serving cuMemAlloc/cuMemFree from 8 threads of rec_faults over the host-memory
-    driver (tests/test_record_faults_cpu.py) while its VA range cannot be reserved
+    driver (tests/record/test_record_faults_cpu.py) while its VA range cannot be reserved
     (a size no address space holds), so every allocation falls back: no data race
     reported (the warning flag, issue 21 item 15), and the warning said once."""
-    from test_record_faults_cpu import stub_environment
+    from faults_rig import stub_environment
     build = ROOT / "build" / "native-tsan"
     run("cmake", "-S", ROOT, "-B", build, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=RelWithDebInfo",
         "-DKIR_SANITIZE_THREAD=ON")

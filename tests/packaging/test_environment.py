@@ -15,7 +15,7 @@ import pytest
 
 import build as fixture_build
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PLAIN_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
@@ -61,6 +61,6 @@ def test_the_callers_kir_settings_do_not_reach_the_tests(tmp_path):
     KIR_RECORD_KERNELS among the defaults. The suite drops them (conftest)."""
     caller = {**os.environ, "KIR_RECORD_KERNELS": "zzz", "KIR_RECORD_REACHABLE": "1", "KIR_HOOK_LOG": "1"}
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           f"{ROOT / 'tests' / 'test_record_reader.py'}::test_record_defaults"],
+                           f"{ROOT / 'tests' / 'record' / 'test_record_reader.py'}::test_record_defaults"],
                           env=caller, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:]

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from test_replay_all import make_record
+from replay_records import make_record
 
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1] / "support"  # the rigs a child imports
 
 
 def installed_distribution() -> str:
@@ -83,5 +83,5 @@ def test_the_distribution_name_falls_back_to_kir(monkeypatch):
     monkeypatch.setattr(metadata, "packages_distributions", lambda: {})
     assert errors.install_hint("replay") == f"pip install '{errors.DISTRIBUTION}[replay]'"
     import re
-    pyproject = (Path(__file__).resolve().parent.parent / "pyproject.toml").read_text()
+    pyproject = (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text()
     assert re.search(r'^name = "([^"]+)"', pyproject, re.M)[1] == errors.DISTRIBUTION

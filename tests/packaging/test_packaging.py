@@ -20,7 +20,7 @@ from elftools.elf.elffile import ELFFile
 
 import kir
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DISTRIBUTION = "kir-kernel-ir"
 PACKAGE = Path(kir.__file__).resolve().parent
 LIBDIR = PACKAGE / "lib"
@@ -71,7 +71,7 @@ def test_every_install_hint_names_this_distribution_and_an_existing_extra():
         for match in HINT.finditer(text):
             hints.append((path.relative_to(ROOT), match.group(1), match.group(2)))
     # kir's messages build their hint at run time (kir.errors.missing_extra: the name
-    # the installed metadata gives; tests/test_optional_dependencies.py triggers each)
+    # the installed metadata gives; tests/packaging/test_optional_dependencies.py triggers each)
     from kir.errors import DISTRIBUTION as FALLBACK, install_hint
     assert FALLBACK == DISTRIBUTION
     for extra in ("distributed", "replay", "jit", "tune"):

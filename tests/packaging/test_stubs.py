@@ -8,7 +8,7 @@ from pathlib import Path
 
 import kir
 
-STUB = Path(__file__).resolve().parent.parent / "python" / "kir" / "_core.pyi"
+STUB = Path(__file__).resolve().parents[2] / "python" / "kir" / "_core.pyi"
 
 
 def test_core_stub_is_current(tmp_path):

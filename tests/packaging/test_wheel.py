@@ -18,11 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from test_native import run
+from native_build import run
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DISTRIBUTION = "kir_kernel_ir"
 VERSION = "0.1.0"
+# A release build of the wheel, auditwheel and a downstream CMake build: `pytest -m "not slow"` leaves it out.
+pytestmark = pytest.mark.slow
 
 
 class Wheel:
@@ -146,15 +148,15 @@ def test_installed_wheel_runs_on_its_vendored_libraries(installed, built):
 
 @pytest.mark.parametrize("target", ["list_kernels", "list_kernels_static"])
 def test_downstream_project_against_the_installed_wheel(installed, built, tmp_path, target):
-    """tests/downstream configured with the installed wheel's kir.cmake_dir()
+    """tests/packaging/downstream configured with the installed wheel's kir.cmake_dir()
     builds and runs (kir::kir on the wheel's libkir.so and its vendored
     libraries; kir::kir_static with this machine's compression libraries)."""
     cmake_dir = run(installed / "bin" / "python", "-c", "import kir; print(kir.cmake_dir())", cwd=installed).stdout.strip()
     build = tmp_path / "downstream"
-    run("cmake", "-S", ROOT / "tests" / "downstream", "-B", build, "-G", "Ninja", f"-Dkir_DIR={cmake_dir}")
+    run("cmake", "-S", ROOT / "tests" / "packaging" / "downstream", "-B", build, "-G", "Ninja", f"-Dkir_DIR={cmake_dir}")
     run("cmake", "--build", build, "--target", target)
     out = run(build / target, built["app"]).stdout.splitlines()
     import kir
-    from test_native import downstream_expected
+    from native_build import downstream_expected
     expected = downstream_expected(built["app"]) + [f"read {kir.open(built['app']).images[0].size}"]
     assert out == expected

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from test_record_gpu import app_path, read_meta, replay
+from record_gpu_rig import app_path, read_meta, replay
 
 MODES = {"in-flight": signal.SIGSEGV, "segv": signal.SIGSEGV, "abort": signal.SIGABRT, "fpe": signal.SIGFPE, "bus": signal.SIGBUS,
          "ill": signal.SIGILL, "terminate": signal.SIGABRT}

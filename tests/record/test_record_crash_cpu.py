@@ -1,6 +1,6 @@
 """The recorder's crash flush without a GPU (docs/recording.md, Crashes).
 
-tests/cpp/crash_flush_test.cpp writes records as libkir_record.so does — one
+tests/native/cpp/crash_flush_test.cpp writes records as libkir_record.so does — one
 before the crash, one on a writer thread that is still storing when the crash
 comes, one still being built (the launch in flight) — through the same
 component (libkir/recorder/crash_flush.cpp), then dies as its MODE says. The
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import native_test_program, run_kir
+from running import native_test_program, run_kir
 from kir.record import Record, Recording
 
 SIGNALS = {"segv": signal.SIGSEGV, "bus": signal.SIGBUS, "fpe": signal.SIGFPE, "ill": signal.SIGILL,

@@ -1,6 +1,6 @@
 """Recording never kills the app it sits in (issue 21, items 2 and 7), on a real
 GPU (skipped, visibly, without one): rec_faults (tests/fixtures/record_apps/faults.c)
-with the real CUDA driver, as tests/test_record_faults_cpu.py runs it over the
+with the real CUDA driver, as tests/record/test_record_faults_cpu.py runs it over the
 host-memory one. An app with guard pages and a SIGSEGV handler of its own runs
 to the end under `kir record` (its handler installed before the first CUDA call
 or after it); a fault it does not handle, or a stack overflow on a thread that
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from test_record_faults_cpu import (assert_axpy_records, assert_whole_despite_the_limit, kir_record,  # noqa: F401
+from faults_rig import (assert_axpy_records, assert_whole_despite_the_limit, kir_record,  # noqa: F401
                                     summary_line, thread_limit)
 
 

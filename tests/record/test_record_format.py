@@ -14,7 +14,7 @@ import pytest
 
 from kir import _core, record
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 FORMAT = _core.record_format()
 HEADERS = {"record_header": "Record file (`.kirrec`)", "chunk_header": "Chunk file (`.kirc`)"}
 

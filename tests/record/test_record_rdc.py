@@ -15,9 +15,9 @@ import json
 
 import pytest
 
-from conftest import run_kir
+from running import run_kir
 
-from test_record_gpu import app_path, assert_replays, binary_kernels, record
+from record_gpu_rig import app_path, assert_replays, binary_kernels, record
 
 driver = pytest.importorskip("cuda.bindings.driver", reason="cuda-bindings not installed")
 pytest.importorskip("msgpack", reason="msgpack not installed (the record reader needs it)")

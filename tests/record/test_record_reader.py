@@ -760,7 +760,7 @@ def test_record_rejects_bad_options_before_running(tmp_path, kir_cli, option):
 
 def test_record_app_passes_the_recorder_settings(tmp_path, capfd):
     """kir.record.record_app: the Python twin of `kir record` (the recorder itself
-    needs a GPU: tests/test_record_gpu.py)."""
+    needs a GPU: tests/record/test_record_gpu.py)."""
     from kir.record import record_app
     script = "echo $KIR_RECORD_DIR $KIR_RECORD_RANKS $KIR_RECORD_KERNELS $KIR_RECORD_VA_BASE $PMI_RANK; exit 3"
     status, recording = record_app(["sh", "-c", script], tmp_path / "rec", ranks=[0, 2], kernels="axpy",

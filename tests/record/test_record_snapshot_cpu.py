@@ -1,5 +1,5 @@
 """The recorder's device-to-record copy (libkir/recorder/snapshot.cpp) without a
-GPU: tests/cpp/snapshot_test.cpp drives the real Snapshotter with a driver whose
+GPU: tests/native/cpp/snapshot_test.cpp drives the real Snapshotter with a driver whose
 device memory is host memory (each asynchronous copy made by a thread of its
 own), so the pipeline — two staging buffers refilled while a pool of
 writer threads stores the previous batches' chunks (issue 15) — is checked here
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import native_test_program
+from running import native_test_program
 from kir.record import Recording
 
 

@@ -3,7 +3,7 @@ Dask (kir.distribute), without a GPU: records written by the C++ writer
 (kir._core.RecordBuilder) for kernels of a real nvcc-built cubin, planned
 (`--plan`: every chunk read, hashes recomputed) in this process and on a
 LocalCluster of CPU worker processes; the table, the JSON, the exit codes; a
-damaged record; an executor standing in for the GPU launch (tests/replay_fakes.py)
+damaged record; an executor standing in for the GPU launch (tests/support/replay_fakes.py)
 that fails one record, changes the times, or kills its worker process; workers
 started with their own CUDA_VISIBLE_DEVICES; joining a running scheduler; and
 that `kir replay --all` without --workers never imports Dask. On a GPU: the
@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import socket
-import struct
 import subprocess
 import sys
 import time
@@ -24,40 +22,11 @@ from pathlib import Path
 import pytest
 
 import kir
-from kir import _core
 from kir.record import RECORD_HEADER, Record
 
-import hash_reference as ref
+from replay_records import KERNELS, make_record
 
-TESTS = Path(__file__).resolve().parent
-BASE = 0x7F00_0000_0000
-CS = 4096
-# Kernels of kernels_sm90.cubin (tests/fixtures/kernels.cu), one record each.
-KERNELS = ["_Z4axpyfPKfPfi", "_Z7boundedPf", "_Z9clusteredPf", "_Z9no_paramsv"]
-
-
-def make_record(directory: Path, cubin: Path, name: str, grid=(4, 1, 1), block=(128, 1, 1), seed: int = 0) -> Record:
-    """A record of kernel `name` from the real cubin, hashed as the hook hashes a
-    launch (tests/hash_reference.py), with one 8 KiB allocation its first pointer
-    argument points to."""
-    image = cubin.read_bytes()
-    [kernel] = [k for i in kir.open(cubin).images for k in i.kernels if k.name == name]
-    args = [(BASE if p.size == 8 else seed).to_bytes(p.size, "little") for p in kernel.params]
-    static = _core.static_hash(name, "cubin", [image])
-    identity = ref.launch_identity(str(static), "sm_90", args, list(grid), list(block), 0)
-    b = _core.RecordBuilder(str(directory), CS)
-    b.set_device("NVIDIA H200", "sm_90", 0)
-    b.set_kernel(name, kir.demangle(name), static, [p.offset for p in kernel.params], [p.size for p in kernel.params])
-    b.set_image("cubin", "sm_90", image)
-    b.set_launch("cudaLaunchKernel", _core.Hash128.from_hex(identity), grid, block, 0, 0, args, 0)
-    b.set_va_range(BASE, 1 << 30)
-    before = random.Random(f"{name}{grid}{block}{seed}").randbytes(8192)  # chunks of its own
-    region = b.add_allocation(BASE, len(before), "device", True)
-    b.snapshot(region, False, before)
-    b.snapshot(region, True, before[::-1])
-    return Record.load(b.write())
-
-
+TESTS = Path(__file__).resolve().parents[1] / "support"  # the rigs a child imports
 @pytest.fixture
 def recording(tmp_path, built) -> Path:
     """Five records (four kernels, axpy twice with another grid) in tmp_path/rec."""
@@ -348,7 +317,7 @@ def test_gpu_workers_see_their_own_device():
     from kir.distribute import _device_lists
     assert _device_lists(3, ["0", "1"]) == ["0,1", "1,0", "0,1"]
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": "3,5", "DASK_DISTRIBUTED__DIAGNOSTICS__NVML": "False",
-           "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])}
+           "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.run([sys.executable, "-c", GPU_WORKERS], capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.splitlines()[-1])

@@ -16,67 +16,12 @@ import subprocess
 import pytest
 
 import kir._core as core
-from conftest import run_kir
+from running import run_kir
 from kir import hashing
 from kir.errors import OptionError, PlanError
 from kir.jit import Options
 from kir.record import Record
 from kir.replay import Variant, compile_variant, plan, resolve, variant_jit_key
-
-SAXPY = "_Z5saxpyfPKfPfi"
-N = 4096
-A = 2.5
-X, Y = 0x7F0000000000, 0x7F0000200000
-F32 = hashing._type("f32")
-
-
-@pytest.fixture(scope="module")
-def saxpy(built):
-    """The rec_clang_ir binary's saxpy: its IR, sm_90 cubin and static hash, as `kir
-    jit compile` finds them (kir.commands.jit.find_kernel)."""
-    if "rec_clang_ir" not in built:
-        pytest.skip("rec_clang_ir is not built here (it needs clang-22)")
-    from kir.binary import Binary
-    from kir.commands.jit import find_kernel
-    found = find_kernel(str(built["rec_clang_ir"]), SAXPY, "sm_90")
-    binary = Binary.open(built["rec_clang_ir"])
-    image = next(i for i in binary.images if str(i.kind).endswith("cubin") and i.target == "sm_90"
-                 and any(k.name == SAXPY for k in i.kernels))
-    return {"ir": found.module, "static": found.static_hash, "cubin": image.read()}
-
-
-def write_record(directory, saxpy, *, image=True, jit_args=True, array=False) -> Record:
-    """saxpy(2.5, x, y, N) at grid 16 block 256, as the hook writes it: the
-    prologue x, y and the epilogue y = fmaf(a, x, y) (computed here in float64,
-    exact for these values)."""
-    b = core.RecordBuilder(str(directory))
-    b.set_process(1234, -1)
-    b.set_device("NVIDIA H200", "sm_90", 0)
-    b.set_kernel(SAXPY, "saxpy(float, float const*, float*, int)", core.Hash128.from_hex(saxpy["static"]),
-                 [0, 8, 16, 24], [4, 8, 8, 4])
-    if image:
-        b.set_image("cubin", "sm_90", saxpy["cubin"])
-    b.set_ir(saxpy["ir"])
-    annotated = []
-    if jit_args:
-        annotated.append((1, "scalar", F32, False, 0, 0, 0))
-    if array:  # x as an array of N floats read through its pointer (count: argument 4, an i32)
-        annotated.append((2, "array", F32, False, 0, hashing._type("i32"), 4))
-    if annotated:
-        b.set_jit_args(annotated)
-    args = [struct.pack("<f", A), X.to_bytes(8, "little"), Y.to_bytes(8, "little"), struct.pack("<i", N)]
-    grid, block = (16, 1, 1), (256, 1, 1)
-    identity = hashing.launch_identity(saxpy["static"], "sm_90", args, grid=grid, block=block)
-    b.set_launch("cudaLaunchKernel", core.Hash128.from_hex(identity), grid, block, 0, 0, args, 0)
-    b.set_va_range(0x7F0000000000, 1 << 30)
-    x = [float(i % 7) * 0.5 for i in range(N)]
-    y = [float(i % 100) * 0.25 for i in range(N)]
-    for address, before, after in ((X, x, x), (Y, y, [A * u + v for u, v in zip(x, y)])):
-        region = b.add_allocation(address, 4 * N, "device", True)
-        b.snapshot(region, False, struct.pack(f"<{N}f", *before))
-        b.snapshot(region, True, struct.pack(f"<{N}f", *after))
-    return Record.load(b.write())
-
 
 @pytest.fixture
 def record(tmp_path, saxpy):
@@ -189,9 +134,10 @@ def test_jit_args_needs_annotations(tmp_path, saxpy):
 
 
 # The reference JIT client itself, without a GPU: the stub runtime and driver of
-# tests/test_jit_client.py, whose app launches axpy(2.5, x, y, 64) with 16 bytes of
+# tests/jit/test_jit_client.py, whose app launches axpy(2.5, x, y, 64) with 16 bytes of
 # dynamic shared memory and `a` registered as a runtime constant (Proteus ABI).
-from test_jit_client import rig, run_app  # noqa: E402,F401 - the rig is a fixture
+from jit_rig import rig, run_app  # noqa: E402,F401 - the rig is a fixture
+from saxpy_record import A, F32, N, SAXPY, X, Y, saxpy, write_record  # noqa: F401  (saxpy: fixture)
 
 AXPY = "_Z4axpyfPKfPfi"
 

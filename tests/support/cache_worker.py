@@ -1,4 +1,4 @@
-"""A process of tests/test_cache_concurrency.py: `write DIR ID ROUNDS MAX_BYTES CODE` stores
+"""A process of tests/core/test_cache_concurrency.py: `write DIR ID ROUNDS MAX_BYTES CODE` stores
 every key of the shared key set (in an order of its own) ROUNDS times; `read DIR SECONDS
 CODE` looks them up from fresh handles until time runs out and checks each answer. Each
 writer's entry for a key differs (its id, a length of its own), so a torn or mixed entry
@@ -24,7 +24,7 @@ def code_of(base: bytes, key: str, writer: int) -> bytes:
 
 
 def meta_of(key: str, writer: int) -> dict[str, str]:
-    return {"producer": "tests/cache_worker.py", "writer": str(writer), "key.inputs": key}
+    return {"producer": "tests/support/cache_worker.py", "writer": str(writer), "key.inputs": key}
 
 
 def write(directory: str, writer: int, rounds: int, max_bytes: int, base: bytes) -> dict:

@@ -1,5 +1,5 @@
 """Executors for `kir replay --all --executor replay_fakes:NAME` in tests without a GPU
-(tests/test_replay_all.py). Each one reads the record for real — the plan job of
+(tests/replay/test_replay_all.py). Each one reads the record for real — the plan job of
 kir.replay.batch (every chunk checked, the hashes recomputed) — and stands in only
 for the GPU launch. What they do is steered by environment variables, which Dask's
 local worker processes inherit:

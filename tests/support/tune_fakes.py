@@ -1,5 +1,5 @@
 """Trial executors for `kir tune --executor tune_fakes:NAME` in tests without a GPU
-(tests/test_tune.py). Each reads the record for real and resolves the trial's
+(tests/tune/test_tune.py). Each reads the record for real and resolves the trial's
 variant against it (kir.replay.variant.resolve: every option checked against the
 record) and stands in only for the GPU launch, with a time from `model` — which
 the tests compute again, independently, to check what the tuner reports.
@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import math
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 
 def model(point: dict, recorded_threads: int) -> tuple[str, float]:
@@ -60,3 +63,12 @@ def compiled(path: str, point: dict) -> dict:
         result.update(registers=code.resources.registers, code_size=len(code.code), code_kind=code.kind,
                       compile_seconds=code.compile_seconds, jit_key=jit_key(record, variant, "sm_90"))
     return result
+
+
+def cli(*args, env: dict | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
+    """The installed `kir` CLI in a fresh process that can import these executors."""
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parent),
+                                                                os.environ.get("PYTHONPATH", "")]),
+                   **(env or {})}
+    return subprocess.run([sys.executable, "-m", "kir", *map(str, args)], capture_output=True, text=True,
+                          env=environment, timeout=timeout)

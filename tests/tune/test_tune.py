@@ -1,19 +1,17 @@
 """`kir tune` (kir.tune, issue 13 §2) without a GPU: the search space (presets,
 files, the launch candidates), the search with Optuna over a stand-in for the
-GPU launch (tests/tune_fakes.py: the record read and every variant resolved for
+GPU launch (tests/support/tune_fakes.py: the record read and every variant resolved for
 real, the time from a model the tests evaluate again), the report, the hand-off
 to the JIT client — stored under the key the reference JIT client computes and
-hit by it (the stub runtime of tests/test_jit_client.py) — and the fan-out over
-Dask workers sharing an Optuna journal. tests/test_tune_gpu.py tunes real
+hit by it (the stub runtime of tests/jit/test_jit_client.py) — and the fan-out over
+Dask workers sharing an Optuna journal. tests/tune/test_tune_gpu.py tunes real
 recordings on the H200."""
 from __future__ import annotations
 
 import json
 import math
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -27,17 +25,12 @@ from kir.record import Record
 from kir.replay import Variant, variant_jit_key
 from kir.tune import Client, Space
 from kir.tune.space import Point, block_candidates, derived_grid
-from test_replay_variants import saxpy, write_record  # noqa: F401  (the saxpy fixture)
+from saxpy_record import saxpy, write_record  # noqa: F401  (the saxpy fixture)
 import tune_fakes
 
-TESTS = Path(__file__).parent
+from tune_fakes import cli
 
-
-def cli(*args, env: dict | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
-    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]),
-                   **(env or {})}
-    return subprocess.run([sys.executable, "-m", "kir", *map(str, args)], capture_output=True, text=True,
-                          env=environment, timeout=timeout)
+TESTS = Path(__file__).resolve().parents[1]
 
 
 # --- the space -------------------------------------------------------------------------
@@ -236,7 +229,7 @@ def test_a_damaged_record_exits_2_before_any_trial(recording, tmp_path):
 
 def axpy_ir(tmp_path) -> bytes:
     """The stub app's kernel (axpy) as clang-22's device IR, to tune from."""
-    from build import CLANG, CLANG_CUDA  # tests/fixtures/build.py (conftest puts it on the path)
+    from build import CLANG, CLANG_CUDA  # tests/support/build.py (conftest puts it on the path)
     if shutil.which(CLANG) is None:
         pytest.skip("clang-22 is not installed")
     out = tmp_path / "axpy.bc"
@@ -250,8 +243,9 @@ def test_the_jit_client_runs_the_tuned_code(rig, tmp_path):  # noqa: F811
     times), and run the app under the JIT client with the cache: the launch is a hit,
     and the code it runs is the tuned trial's (the entry's metadata names it)."""
     import struct
-    from test_jit_client import run_app
-    from test_replay_variants import AXPY, F32
+    from jit_rig import run_app
+    from saxpy_record import F32
+    from stub_cuda import AXPY
     d, fatbin, cubin, static = rig
     b = core.RecordBuilder(str(tmp_path / "rec"))
     b.set_process(1, -1)
@@ -278,7 +272,7 @@ def test_the_jit_client_runs_the_tuned_code(rig, tmp_path):  # noqa: F811
     assert entry.meta["tuned.by"] == "kir tune" and entry.meta["tuned.trial"] == str(r["handoff"]["trial"])
 
 
-from test_jit_client import rig  # noqa: E402,F401  (the stub runtime and driver)
+from jit_rig import rig  # noqa: E402,F401  (the stub runtime and driver)
 
 
 # --- across Dask workers -------------------------------------------------------------------
@@ -329,7 +323,7 @@ def test_trial_process_reports_what_stopped_it(recording):
         assert first is not None and first.poll() is None  # kept
         result = process.run(path, recorded)
         if result["status"] == "ok":
-            pytest.skip("a GPU is present: tests/test_tune_gpu.py covers it")
+            pytest.skip("a GPU is present: tests/tune/test_tune_gpu.py covers it")
         assert result["status"] == "error" and "device" in result["error"].lower(), result
         assert process.proc is None and first.poll() is not None  # ended: the next trial gets a fresh one
 

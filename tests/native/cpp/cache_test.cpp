@@ -2,7 +2,7 @@
 // callers compiled with an older (smaller) kir_cache_entry, errors through
 // kir_last_error, and the in-memory layer read by several threads while another
 // stores (the table grows under them). Run by ctest, under ASan+UBSan in
-// tests/test_native.py.
+// tests/native/test_native.py.
 #include <sys/stat.h>
 #include <unistd.h>
 

@@ -1,4 +1,4 @@
-// Counts every operator new of the unit-test process (tests/cpp/unit_tests.cpp
+// Counts every operator new of the unit-test process (tests/native/cpp/unit_tests.cpp
 // checks that the JIT key's hot path allocates nothing). A separate translation
 // unit, so no allocation in the tests is inlined against these definitions.
 #include <atomic>

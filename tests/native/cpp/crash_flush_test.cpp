@@ -1,7 +1,7 @@
 // The recorder's crash flush (libkir/recorder/crash_flush.hpp) without a GPU:
 // records are written as libkir_record.so writes them — the writer thread
 // bracketed by writer_begin()/writer_end() — and the process then dies of a
-// signal (tests/test_record_crash_cpu.py runs it and reads the recording).
+// signal (tests/record/test_record_crash_cpu.py runs it and reads the recording).
 //
 //   kir_crash_flush_test DIR MODE
 //

@@ -1,7 +1,7 @@
 // The recorder's device-to-record copy (libkir/recorder/snapshot.cpp) without a
 // GPU: a Driver whose "device" is host memory (its copies are memcpy, from a
 // thread of their own when asynchronous, as a stream runs apart from the host),
-// so tests/test_record_snapshot_cpu.py can check the pipeline itself — staging
+// so tests/record/test_record_snapshot_cpu.py can check the pipeline itself — staging
 // buffers reused while writer threads store the previous batch's chunks — against
 // bytes it computes again, and its failures.
 //
