@@ -18,7 +18,7 @@ from kir.errors import KirError
 
 #: verb -> (its module under kir.commands, help). A module is imported only for the
 #: verb that runs (issue 15: `kir inspect` must not import llvmlite, cuda-bindings or
-#: the record and replay modules; tests/test_startup.py checks it).
+#: the record and replay modules; tests/cli/test_startup.py checks it).
 COMMANDS = {
     "inspect": ("inspect", "show the device code a binary holds"),
     "extract": ("extract", "write each device image to a directory"),

@@ -20,7 +20,7 @@ from pathlib import Path
 
 LIBRARY = Path(__file__).resolve().parent / "lib" / "libkir_hook.so"
 # KIR_ALLOC_* -> kir/model.hpp's AllocationKind names (the layer's trace and the
-# recorder's records print those; tests/test_hook_hip.py checks they agree).
+# recorder's records print those; tests/hook/test_hook_hip.py checks they agree).
 ALLOCATION_KINDS = {1: "device", 2: "managed", 3: "host-pinned"}
 
 

@@ -27,7 +27,7 @@ units' relocatable fatbins in `__nv_relfatbin` in that same input order. So the
 module ids are ordered by the first `__nv_relfatbin` container (file order)
 whose images define them; modules no such container names keep their order in
 the image (symbol order). The device link order — the order of the `_jit_bitcode_*`
-symbols in the linked cubin — can differ (tests/fixtures/build.py,
+symbols in the linked cubin — can differ (tests/support/build.py,
 proteus_cuda_rdc) and is not what Proteus uses.
 """
 from __future__ import annotations

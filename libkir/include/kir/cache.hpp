@@ -5,7 +5,7 @@
 // key, code kind, arch and metadata, closed by an XXH3-128 checksum over every
 // byte before it. encode_entry writes that layout, parse_entry reads it with
 // every size bounded by the bytes present (it never reads out of bounds, for
-// any input: tests/fuzz/fuzz_cache_entry.cpp).
+// any input: tests/native/fuzz/fuzz_cache_entry.cpp).
 #pragma once
 
 #include <sys/stat.h>
