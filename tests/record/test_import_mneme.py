@@ -12,6 +12,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import strategies as st
 
 import damage
@@ -20,10 +21,6 @@ import kir._core as core
 from kir.record import Record, Recording
 from mneme_writer import (GLOBAL_ADDR, KERNEL, PAGE, VA_BASE, VA_SIZE, Blob, Meta, bytes_snapshot, ints,  # noqa: F401
                           kernel_ir, recording, u64, write_recording)  # (kernel_ir, recording: fixtures)
-
-# --- the generator: Mneme's writers, in Python ---------------------------------------
-
-# --- a recording of the affine kernel ------------------------------------------------
 
 # --- conversion ----------------------------------------------------------------------
 

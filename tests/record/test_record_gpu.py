@@ -31,9 +31,6 @@ from record_gpu_rig import (NVCC_APPS, POOL_FLAGS, UNFLAGGED, Recorded, app_path
 driver = pytest.importorskip("cuda.bindings.driver", reason="cuda-bindings not installed")
 msgpack = pytest.importorskip("msgpack", reason="msgpack not installed (the record reader needs it)")
 
-# --- helpers -------------------------------------------------------------------------------------
-
-
 # --- recordings, one per app and module ----------------------------------------------------------
 
 
