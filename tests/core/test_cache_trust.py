@@ -9,7 +9,7 @@ shard that is a symbolic link is refused, and eviction never deletes through one
 
 The tests run as root, as the attack did: "another user" is uid 65534 (nobody),
 made the owner with os.chown. The JIT client runs a real app (the stub runtime rig
-of tests/jit/test_jit_client.py) whose launch the planted entry would otherwise claim."""
+of tests/support/jit_rig.py) whose launch the planted entry would otherwise claim."""
 from __future__ import annotations
 
 import grp

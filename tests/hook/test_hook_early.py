@@ -11,8 +11,8 @@ initialized: `terminate called after throwing an instance of
 '__gnu_cxx::recursive_init_error'` (exit 134) on the H200, under the three
 commands below, with a Proteus-layout binary.
 
-Without a GPU: the stub runtime and driver of tests/hook/test_hook_override.py (the
-driver with a device, tests/jit/test_jit_client.py's), a C library in the Proteus
+Without a GPU: the stub runtime and driver of tests/support/stub_cuda.py (the
+driver with a device, tests/support/jit_rig.py's), a C library in the Proteus
 layout — its module constructor registers the real fatbin of
 tests/fixtures/kernels.cu with the runtime and through the Proteus ABI (with a
 runtime constant), and it launches through __proteus_launch_kernel, served by

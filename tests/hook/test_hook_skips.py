@@ -1,7 +1,7 @@
 """Hook API 5: kir_hook_client.launch_skips — the layer computes a launch event's
 launch identity (a hash over every argument) and looks its kernel up only when
 some client reads them (issue 15: nothing runs that the clients present do not
-need). Without a GPU: the stub runtime and driver of tests/hook/test_hook_override.py,
+need). Without a GPU: the stub runtime and driver of tests/support/stub_cuda.py,
 clients written here that print what their launch events carry; an API 4 client
 (a struct that stops before launch_skips) still gets everything."""
 from __future__ import annotations

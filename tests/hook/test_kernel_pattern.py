@@ -11,7 +11,7 @@ The app below registers and launches, on a thread with a 256 KiB stack, a kernel
 whose mangled name is 100,000 characters long, one whose demangled name is (139,261
 characters from a 101-character mangled name: nested templates, each level named
 twice through a substitution), and the short AXPY, through the stub CUDA runtime and
-driver of tests/hook/test_hook_override.py. The stub driver has every function the
+driver of tests/support/stub_cuda.py. The stub driver has every function the
 recorder loads, each failing, so that `kir record` starts and selects launches as on
 a GPU, and then cannot copy anything.
 """

@@ -1,5 +1,5 @@
 """The reference JIT client (libkir_jit.so, `kir run`), without a GPU: the stub
-runtime and driver of tests/hook/test_hook_override.py, and the app there with its
+runtime and driver of tests/support/stub_cuda.py, and the app there with its
 kernel's first argument (`float a`) registered as a runtime constant through the
 Proteus ABI, as the Proteus pass does. A cache entry stored under the JIT key
 that `kir.hashing.jit_key` gives for a=2.5 — the key `kir jit compile` files its

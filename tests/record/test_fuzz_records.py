@@ -19,10 +19,10 @@ import pytest
 from kir import _core
 from kir.errors import KirError
 from kir.record import FORMAT
+from record_fuzz import mutate, read_everything, write_recording
 
 hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
-from record_fuzz import mutate, read_everything, write_recording
 
 pytestmark = pytest.mark.skipif(not hasattr(_core, "RecordBuilder"),
                                 reason="kir._core.RecordBuilder is not in this build")

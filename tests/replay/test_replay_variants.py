@@ -22,6 +22,8 @@ from kir.errors import OptionError, PlanError
 from kir.jit import Options
 from kir.record import Record
 from kir.replay import Variant, compile_variant, plan, resolve, variant_jit_key
+from saxpy_record import A, F32, N, SAXPY, X, Y, saxpy, write_record  # noqa: F401  (saxpy: fixture)
+
 
 @pytest.fixture
 def record(tmp_path, saxpy):
@@ -137,7 +139,6 @@ def test_jit_args_needs_annotations(tmp_path, saxpy):
 # tests/jit/test_jit_client.py, whose app launches axpy(2.5, x, y, 64) with 16 bytes of
 # dynamic shared memory and `a` registered as a runtime constant (Proteus ABI).
 from jit_rig import rig, run_app  # noqa: E402,F401 - the rig is a fixture
-from saxpy_record import A, F32, N, SAXPY, X, Y, saxpy, write_record  # noqa: F401  (saxpy: fixture)
 
 AXPY = "_Z4axpyfPKfPfi"
 

@@ -3,7 +3,7 @@ files, the launch candidates), the search with Optuna over a stand-in for the
 GPU launch (tests/support/tune_fakes.py: the record read and every variant resolved for
 real, the time from a model the tests evaluate again), the report, the hand-off
 to the JIT client — stored under the key the reference JIT client computes and
-hit by it (the stub runtime of tests/jit/test_jit_client.py) — and the fan-out over
+hit by it (the stub runtime of tests/support/jit_rig.py) — and the fan-out over
 Dask workers sharing an Optuna journal. tests/tune/test_tune_gpu.py tunes real
 recordings on the H200."""
 from __future__ import annotations
