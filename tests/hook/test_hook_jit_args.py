@@ -21,7 +21,7 @@ import kir
 from kir import _core
 from kir.record import JitArg, Record
 
-from stub_cuda import STUB_RUNTIME
+from stub_cuda import STUBS
 from build import rpath  # tests/support/build.py (conftest puts it on the path)
 
 HOOK = Path(kir.__file__).parent / "lib" / "libkir_hook.so"
@@ -114,7 +114,6 @@ int main(int argc, char** argv) {
 @pytest.fixture(scope="module")
 def programs(built, tmp_path_factory):
     d = tmp_path_factory.mktemp("jitargs")
-    (d / "rt.c").write_text(STUB_RUNTIME)
     (d / "proteus.c").write_text(PROTEUS)
     defines = {"FLOAT": FLOAT, "STATIC_ARRAY": STATIC_ARRAY, "DOUBLE": DOUBLE, "ARRAY": ARRAY, "INT32": INT32,
                "INT64": INT64, "OBJECT": OBJECT, "BOOL": BOOL}
@@ -123,7 +122,7 @@ def programs(built, tmp_path_factory):
     def cc(*args):
         subprocess.run(["gcc", "-Wall", *map(str, args)], check=True, cwd=d)
 
-    cc("-shared", "-fPIC", "rt.c", "-Wl,-soname,libcudart.so", "-o", "libcudart.so")
+    cc("-shared", "-fPIC", STUBS / "runtime.c", "-Wl,-soname,libcudart.so", "-o", "libcudart.so")
     cc("-shared", "-fPIC", "proteus.c", "-o", "libproteus.so")
     flags = [f"-D{k}={v}" for k, v in defines.items()] + [f"-I{INCLUDE}", "app.c", f"-L{d}", "-l:libcudart.so",
                                                           "-ldl", *rpath(d)]
