@@ -55,14 +55,7 @@ def kir_cli():
     return run_kir
 
 
-DECOY = r"""
-#include <stdio.h>
-#include <unistd.h>
-__attribute__((constructor)) static void decoy(void) {
-  fprintf(stderr, "decoy %s loaded: LD_LIBRARY_PATH came before the test's own stub\n", NAME);
-  _exit(86);
-}
-"""
+DECOY = fixture_build.source("stub_cuda/decoy.c")
 
 
 @pytest.fixture(scope="session")

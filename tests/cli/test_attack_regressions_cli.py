@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import kir
-from build import rpath  # tests/support/build.py (conftest puts it on the path)
+from build import rpath, source  # tests/support/build.py (conftest puts it on the path)
 from kir.app import hook_library
 
 HERE = Path(__file__).resolve().parents[1]
@@ -47,35 +47,9 @@ def hip_program(directory: Path, stub: Path, name: str, source: str) -> Path:
 
 # --- settings and clients from the environment in setuid processes ------------------
 
-SETUID_PROGRAM = r"""
-#include <dlfcn.h>
-#include <stdio.h>
-#include <unistd.h>
-/* Loads the hook as a preload would (the loader refuses LD_PRELOAD paths with a
-   slash in a setuid program: dlopen reaches the same constructors), then calls
-   the layer so it starts and reads KIR_HOOK_CLIENTS. */
-int main(int argc, char** argv) {
-  (void)argc;
-  void* hook = dlopen(argv[1], RTLD_NOW | RTLD_GLOBAL);
-  if (!hook) { fprintf(stderr, "dlopen: %s\n", dlerror()); return 1; }
-  unsigned long (*count)(void) = (unsigned long (*)(void))dlsym(hook, "kir_hook_kernel_count");
-  if (!count) return 1;
-  count();
-  printf("euid=%d uid=%d\n", (int)geteuid(), (int)getuid());
-  return 0;
-}
-"""
+SETUID_PROGRAM = source("cli/attack_regressions_cli_setuid_program.c")
 
-CLIENT = r"""
-#include <fcntl.h>
-#include <unistd.h>
-/* A hook client whose constructor leaves a mark: it must never run in a setuid process. */
-__attribute__((constructor)) static void mark(void) {
-  int fd = open(MARK, O_WRONLY | O_CREAT, 0600);
-  if (fd >= 0) close(fd);
-}
-const void* kir_hook_client_entry(void) { return 0; }
-"""
+CLIENT = source("cli/attack_regressions_cli_client.c")
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root and setpriv")
@@ -118,34 +92,7 @@ def test_setuid_process_ignores_hook_clients_and_kir_settings():
 
 # --- the trace descriptor -----------------------------------------------------------
 
-CLOBBER = r"""
-#include <fcntl.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
-int hipMalloc(void** p, size_t n);
-int hipFree(void* p);
-/* Closes the descriptor number `kir trace` passed (KIR_TRACE_FD) and puts its own
-   data file there, allocates and frees (trace events), then writes its data. */
-int main(int argc, char** argv) {
-  (void)argc;
-  int n = atoi(getenv("KIR_TRACE_FD"));
-  close(n);
-  int fd = open(argv[1], O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  if (fd != n && dup2(fd, n) != n) return 1;
-  if (fd != n) close(fd);
-  void* p = 0;
-  for (int i = 0; i < 3; ++i) {
-    if (hipMalloc(&p, 4096) != 0) return 1;
-    hipFree(p);
-  }
-  const char data[] = "the app's own data\n";
-  if (write(n, data, strlen(data)) != (ssize_t)strlen(data)) return 1;
-  printf("wrote fd %d\n", n);
-  return 0;
-}
-"""
+CLOBBER = source("cli/attack_regressions_cli_clobber.c")
 
 
 def test_trace_descriptor_reused_by_the_app_gets_no_trace_lines(stub_runtime, tmp_path, kir_cli, hostile_library_path):
@@ -180,29 +127,7 @@ def test_trace_does_not_wait_for_a_background_child(tmp_path):
     assert elapsed < 4, f"kir trace took {elapsed:.1f} s"
 
 
-OUTLIVES = r"""
-#include <fcntl.h>
-#include <stdio.h>
-#include <string.h>
-#include <unistd.h>
-int hipMalloc(void** p, size_t n);
-int hipFree(void* p);
-/* Forks a child that allocates (a trace line) after the app, and so `kir trace`,
-   has ended, then says it is alive in argv[1]. */
-int main(int argc, char** argv) {
-  (void)argc;
-  if (fork() == 0) {
-    sleep(1);
-    void* p = 0;
-    for (int i = 0; i < 3; ++i) if (hipMalloc(&p, 64) == 0) hipFree(p);
-    int fd = open(argv[1], O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (write(fd, "alive\n", 6) != 6) return 1;
-    close(fd);
-    return 0;
-  }
-  return 0;
-}
-"""
+OUTLIVES = source("cli/attack_regressions_cli_outlives.c")
 
 
 def test_trace_child_outliving_kir_is_not_killed_by_sigpipe(stub_runtime, tmp_path, kir_cli, hostile_library_path):

@@ -16,6 +16,7 @@ import kir
 from kir.hashing import kernel_hashes
 
 import hash_reference as ref
+from build import source  # tests/support/build.py: a source under tests/fixtures
 
 
 def trace(kir_cli, built, *args, threads=0):
@@ -125,26 +126,7 @@ def test_kernel_filter_matches_the_name_in_the_recorders_dialect(built, kir_cli)
         assert any(e["event"] == "launch" for e in events_)
 
 
-CLIENT = r"""
-#include <stdio.h>
-#include <stdlib.h>
-#include <kir/hooks.h>
-static int kernels, launches;
-static void on_kernel(void* u, const kir_hook_kernel* k) { (void)u; (void)k; ++kernels; }
-/* launches come from the app's threads at once: count atomically */
-static void on_launch(void* u, const kir_hook_launch* l) {
-  (void)u;
-  if (l->kernel) __atomic_fetch_add(&launches, 1, __ATOMIC_RELAXED);
-}
-static void report(void) {
-  FILE* f = fopen(getenv("CLIENT_REPORT"), "w");
-  fprintf(f, "%d %d\n", kernels, launches);
-  fclose(f);
-}
-static kir_hook_client client = {sizeof(kir_hook_client), KIR_HOOK_API_VERSION, 0,
-                                 0, on_kernel, 0, 0, 0, on_launch, 0};
-const kir_hook_client* kir_hook_client_entry(void) { atexit(report); return &client; }
-"""
+CLIENT = source("hook/hook_client.c")
 
 
 def test_client_loaded_from_the_environment(built, tmp_path):

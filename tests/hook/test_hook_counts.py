@@ -20,7 +20,7 @@ from kir.hashing import jit_key, kernel_hashes
 from kir.jit.client import client_environment
 
 import stub_cuda as override
-from build import rpath  # tests/support/build.py (conftest puts it on the path)
+from build import rpath, source  # tests/support/build.py (conftest puts it on the path)
 
 # The stub runtimes are found whatever LD_LIBRARY_PATH says (a GPU machine names the
 # real driver's directory there): the programs carry DT_RPATH (issue 21, item 16).
@@ -31,50 +31,9 @@ JIT_CLIENT = Path(kir.__file__).parent / "lib" / "libkir_jit.so"
 THREADS, PER_THREAD, MAIN = 8, 1000, 500
 TOTAL = 2 * THREADS * PER_THREAD + MAIN
 
-APP = override.APP_PRELUDE + r"""
-#include <pthread.h>
-#include <dlfcn.h>
-#include "kir/hooks.h"
-static void launch(long n) {
-  float a = 2.5f; const float* x = 0; float* y = 0; int count = 64;
-  void* args[] = {&a, &x, &y, &count};
-  dim3 g = {4, 1, 1}, b = {32, 1, 1};
-  for (long i = 0; i < n; ++i)
-    if (cudaLaunchKernel(&axpy_stub, g, b, args, 16, (void*)0x5) != 0) exit(3);
-}
-static void* worker(void* unused) { (void)unused; launch(PER_THREAD); return 0; }
-int main(int argc, char** argv) {
-  (void)argc;
-  struct { int magic, version; const void* data; void* filename; } wrapper = {0x466243b1, 1, slurp(argv[1]), 0};
-  void** h = __cudaRegisterFatBinary(&wrapper);
-  __cudaRegisterFunction(h, &axpy_stub, (char*)"AXPY", "AXPY", -1, 0, 0, 0, 0, 0);
-  for (int wave = 0; wave < 2; ++wave) {  /* the second wave's threads take the first's blocks */
-    pthread_t t[THREADS];
-    for (int i = 0; i < THREADS; ++i) pthread_create(&t[i], 0, worker, 0);
-    for (int i = 0; i < THREADS; ++i) pthread_join(t[i], 0);
-  }
-  launch(MAIN);
-  void (*get)(kir_hook_stats*) = (void (*)(kir_hook_stats*))dlsym(RTLD_DEFAULT, "kir_hook_get_stats");
-  kir_hook_stats s = {0};
-  s.struct_size = sizeof s;
-  get(&s);
-  dprintf(1, "counts launches=%llu substituted=%llu handled=%llu\n", (unsigned long long)s.launches,
-          (unsigned long long)s.substituted, (unsigned long long)s.handled);
-  return 0;
-}
-"""
+APP = source("hook/hook_counts_app.c")
 
-LISTENER = r"""
-#include "kir/hooks.h"
-static void begin(void* u, const kir_hook_launch* l) { (void)u; (void)l; }
-static kir_hook_client c;
-const kir_hook_client* kir_hook_client_entry(void) {
-  c.struct_size = sizeof c;
-  c.api_version = KIR_HOOK_API_VERSION;
-  c.launch_begin = begin;
-  return &c;
-}
-"""
+LISTENER = source("hook/hook_counts_listener.c")
 
 
 @pytest.fixture(scope="module")

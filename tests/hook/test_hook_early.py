@@ -29,60 +29,16 @@ from pathlib import Path
 import pytest
 
 import kir
-from build import rpath  # tests/support/build.py (conftest puts it on the path)
+from build import rpath, source  # tests/support/build.py (conftest puts it on the path)
 
 import stub_cuda as override
 from jit_rig import DRIVER
 
 LIB = Path(kir.__file__).parent / "lib"
 
-LIBRARY = override.STUB_COMMON + r"""
-#include <stdint.h>
-void** __cudaRegisterFatBinary(void*);
-void __cudaRegisterFatBinaryEnd(void**);
-void __cudaRegisterFunction(void**, const char*, char*, const char*, int, void*, void*, void*, void*, int*);
-int cudaLaunchKernel(const void*, dim3, dim3, void**, size_t, void*);
-/* The Proteus ABI. No Proteus runtime here: the preloaded hook serves it (weak:
-   absent without the hook, and the library launches through the runtime). */
-__attribute__((weak)) void __proteus_register_fatbinary(void*, void*, const char*);
-__attribute__((weak)) void __proteus_register_fatbinary_end(void*);
-__attribute__((weak)) void* __proteus_create_runtime_constant_info_scalar(int32_t, int32_t);
-__attribute__((weak)) void __proteus_register_function(void*, const void*, const char*, void**, int32_t);
-__attribute__((weak)) int __proteus_launch_kernel(const void*, dim3, dim3, void**, size_t, void*);
-/* The fatbin in the library's own image, as nvcc and clang put it. */
-__asm__(".section .rodata\n.balign 16\n.globl kernels_fatbin\n.hidden kernels_fatbin\nkernels_fatbin:\n"
-        ".incbin \"FATBIN\"\n.previous\n");
-extern const unsigned char kernels_fatbin[];
-static const struct { int magic, version; const void* data; void* filename; } wrapper = {0x466243b1, 1,
-                                                                                        kernels_fatbin, 0};
-static char axpy_stub;
-/* What the module constructor of a Proteus-pass build does: the runtime's
-   registration, each followed by Proteus's (ProteusPass.cpp). */
-__attribute__((constructor)) static void register_module(void) {
-  void** h = __cudaRegisterFatBinary((void*)&wrapper);
-  if (__proteus_register_fatbinary) __proteus_register_fatbinary(h, (void*)&wrapper, "proteus-lib-module");
-  __cudaRegisterFunction(h, &axpy_stub, (char*)"AXPY", "AXPY", -1, 0, 0, 0, 0, 0);
-  if (__proteus_register_function) {
-    void* infos[1] = {__proteus_create_runtime_constant_info_scalar(5 /* FLOAT */, 0)};
-    __proteus_register_function(h, &axpy_stub, "AXPY", infos, 1);
-  }
-  __cudaRegisterFatBinaryEnd(h);
-  if (__proteus_register_fatbinary_end) __proteus_register_fatbinary_end(h);
-}
-int launch_axpy(float a) {
-  const float* x = 0; float* y = 0; int n = 64;
-  void* args[] = {&a, &x, &y, &n};
-  dim3 g = {4, 1, 1}, b = {32, 1, 1};
-  return __proteus_launch_kernel ? __proteus_launch_kernel(&axpy_stub, g, b, args, 16, (void*)0x5)
-                                 : cudaLaunchKernel(&axpy_stub, g, b, args, 16, (void*)0x5);
-}
-"""
+LIBRARY = source("hook/hook_early_library.c")
 
-APP = r"""
-#include <stdio.h>
-int launch_axpy(float);
-int main(void) { int r = launch_axpy(2.5f); printf("app launched: %d\n", r); return r; }
-"""
+APP = source("hook/hook_early_app.c")
 
 
 @pytest.fixture(scope="module")

@@ -13,6 +13,7 @@ import pytest
 
 import kir
 from kir.hashing import kernel_hashes
+from build import source  # tests/support/build.py: a source under tests/fixtures
 
 driver = pytest.importorskip("cuda.bindings.driver", reason="cuda-bindings not installed")
 
@@ -64,40 +65,7 @@ def test_driver_api_app_under_the_hook(gpu, built, kir_cli):
     assert hex(allocs[0]["address"]) == params["args"][1]
 
 
-COMPLETION_CLIENT = r"""
-#include <dlfcn.h>
-#include <pthread.h>
-#include <stdatomic.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <unistd.h>
-#include <kir/hooks.h>
-static atomic_int begun, completed, kernel_done, other_thread, args_ok;
-static pthread_t app_thread;
-static int (*query)(void*);
-static void on_begin(void* u, const kir_hook_launch* l) { (void)u; (void)l; ++begun; }
-static void on_completed(void* u, const kir_hook_launch* l) {
-  (void)u;
-  ++completed;
-  if (!pthread_equal(pthread_self(), app_thread)) ++other_thread;
-  if (MODE == KIR_COMPLETION_SYNCHRONIZE && query(l->stream) == 0) ++kernel_done;
-  if (l->kernel && l->kernel->param_count == 4 && l->args && *(const int*)l->args[3] >= 0) ++args_ok;
-}
-static void report(void) {
-  for (int i = 0; i < 2000 && completed < begun; ++i) usleep(1000);  /* stream-ordered stragglers */
-  FILE* f = fopen(getenv(REPORT), "w");
-  fprintf(f, "%d %d %d %d %d\n", (int)begun, (int)completed, (int)kernel_done, (int)other_thread, (int)args_ok);
-  fclose(f);
-}
-static kir_hook_client client = {sizeof(kir_hook_client), KIR_HOOK_API_VERSION, 0, 0, 0, 0, 0, 0,
-                                 on_begin, on_completed, MODE};
-const kir_hook_client* kir_hook_client_entry(void) {
-  app_thread = pthread_self();
-  query = (int (*)(void*))dlsym(RTLD_DEFAULT, "cudaStreamQuery");
-  atexit(report);
-  return &client;
-}
-"""
+COMPLETION_CLIENT = source("hook/hook_gpu_completion_client.c")
 
 
 def test_launch_completion_synchronized_or_stream_ordered(gpu, built, tmp_path):

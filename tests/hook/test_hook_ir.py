@@ -17,33 +17,13 @@ import pytest
 
 import kir
 from kir.ir import ir_modules
+from build import source  # tests/support/build.py: a source under tests/fixtures
 
 HOOK = Path(kir.__file__).parent / "lib" / "libkir_hook.so"
 INCLUDE = Path(kir.__file__).parent / "include"
 LIBKIR = Path(kir.__file__).parent / "lib" / "libkir.so"
 
-CLIENT = r"""
-#include <stdio.h>
-#include <stdlib.h>
-#include <kir/hooks.h>
-/* At each registration: every IR module the kernel's code needs, written to
-   $IR_DIR/<kernel>.<i>.bc, and the count on stdout. */
-static void on_kernel(void* u, const kir_hook_kernel* k) {
-  (void)u;
-  size_t n = kir_hook_kernel_ir_count(k);
-  kir_bytes b;
-  printf("ir %s %zu %d\n", k->name, n, kir_hook_kernel_ir(k, n, &b));  /* past the last: 0 */
-  for (size_t i = 0; i < n; ++i) {
-    if (!kir_hook_kernel_ir(k, i, &b)) { printf("ir-missing %s %zu\n", k->name, i); continue; }
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s.%zu.bc", getenv("IR_DIR"), k->name, i);
-    FILE* f = fopen(path, "wb"); fwrite(b.data, 1, b.size, f); fclose(f);
-  }
-  fflush(stdout);
-}
-static kir_hook_client client = {sizeof(kir_hook_client), KIR_HOOK_API_VERSION, 0, 0, on_kernel};
-const kir_hook_client* kir_hook_client_entry(void) { return &client; }
-"""
+CLIENT = source("hook/hook_ir_client.c")
 
 
 @pytest.fixture(scope="module")

@@ -22,7 +22,7 @@ from kir import _core
 from kir.record import JitArg, Record
 
 from stub_cuda import STUBS
-from build import rpath  # tests/support/build.py (conftest puts it on the path)
+from build import rpath, source  # tests/support/build.py (conftest puts it on the path)
 
 HOOK = Path(kir.__file__).parent / "lib" / "libkir_hook.so"
 INCLUDE = Path(kir.__file__).parent / "include"
@@ -31,84 +31,9 @@ AXPY = "_Z4axpyfPKfPfi"
 # Proteus's RuntimeConstantType values.
 BOOL, INT8, INT32, INT64, FLOAT, DOUBLE, LONG_DOUBLE, PTR, STATIC_ARRAY, VECTOR, ARRAY, OBJECT = range(1, 13)
 
-PROTEUS = r"""
-#include <stdio.h>
-#include <stdlib.h>
-#include <stdbool.h>
-#include <stdint.h>
-/* A stand-in Proteus runtime: its objects carry a marker and what they were told. */
-typedef struct { int marker, type, pos; } info;
-static info* make(int type, int pos) { info* i = malloc(sizeof *i); i->marker = 0x9e05; i->type = type; i->pos = pos; return i; }
-void* __proteus_create_runtime_constant_info_scalar(int32_t t, int32_t p) { return make(t, p); }
-void* __proteus_create_runtime_constant_info_array_const_size(int32_t t, int32_t p, int32_t n, int32_t e) {
-  (void)n; (void)e; return make(t, p); }
-void* __proteus_create_runtime_constant_info_array_runconst_size(int32_t t, int32_t p, int32_t e, int32_t nt,
-                                                                 int32_t np) { (void)e; (void)nt; (void)np; return make(t, p); }
-void* __proteus_create_runtime_constant_info_object(int32_t t, int32_t p, int32_t s, bool v) {
-  (void)s; (void)v; return make(t, p); }
-void __proteus_register_function(void* h, const void* stub, const char* name, void** infos, int32_t n) {
-  (void)h; (void)stub;
-  printf("proteus registered %s", name);
-  for (int i = 0; i < n; ++i) {
-    info* x = infos[i];
-    printf(" %s:%d:%d", x->marker == 0x9e05 ? "ours" : "FOREIGN", x->type, x->pos);
-  }
-  printf("\n");
-}
-"""
+PROTEUS = source("hook/hook_jit_args_proteus.c")
 
-APP = r"""
-#define _GNU_SOURCE
-#include <dlfcn.h>
-#include <stdbool.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <kir/hooks.h>
-void** __cudaRegisterFatBinary(void*);
-void __cudaRegisterFunction(void**, const char*, char*, const char*, int, void*, void*, void*, void*, int*);
-/* WEAK: no Proteus to link; the preloaded hook provides them at run time. */
-WEAK void* __proteus_create_runtime_constant_info_scalar(int32_t, int32_t);
-WEAK void* __proteus_create_runtime_constant_info_array_const_size(int32_t, int32_t, int32_t, int32_t);
-WEAK void* __proteus_create_runtime_constant_info_array_runconst_size(int32_t, int32_t, int32_t, int32_t, int32_t);
-WEAK void* __proteus_create_runtime_constant_info_object(int32_t, int32_t, int32_t, bool);
-WEAK void __proteus_register_function(void*, const void*, const char*, void**, int32_t);
-static void* slurp(const char* path) {
-  FILE* f = fopen(path, "rb"); fseek(f, 0, SEEK_END); long n = ftell(f); fseek(f, 0, SEEK_SET);
-  void* p = malloc(n); if (fread(p, 1, n, f) != (size_t)n) exit(9); fclose(f); return p;
-}
-static char axpy_stub;
-int main(int argc, char** argv) {
-  (void)argc;
-  struct { int magic, version; const void* data; void* filename; } wrapper = {0x466243b1, 1, slurp(argv[1]), 0};
-  void** h = __cudaRegisterFatBinary(&wrapper);
-  __cudaRegisterFunction(h, &axpy_stub, (char*)"AXPY", "AXPY", -1, 0, 0, 0, 0, 0);
-  void* infos[] = {
-    __proteus_create_runtime_constant_info_scalar(FLOAT, 0),
-    __proteus_create_runtime_constant_info_array_const_size(STATIC_ARRAY, 1, 4, DOUBLE),
-    __proteus_create_runtime_constant_info_array_runconst_size(ARRAY, 2, INT32, INT64, 3),
-    __proteus_create_runtime_constant_info_object(OBJECT, 4, 24, true),
-    __proteus_create_runtime_constant_info_scalar(99, 5),  /* not a RuntimeConstantType */
-    __proteus_create_runtime_constant_info_scalar(BOOL, 6),
-  };
-  __proteus_register_function(h, &axpy_stub, "AXPY", infos, 6);
-  size_t (*count)(void) = (size_t (*)(void))dlsym(RTLD_DEFAULT, "kir_hook_kernel_count");
-  const kir_hook_kernel* (*at)(size_t) = (const kir_hook_kernel* (*)(size_t))dlsym(RTLD_DEFAULT, "kir_hook_kernel_at");
-  for (size_t i = 0; i < count(); ++i) {
-    const kir_hook_kernel* k = at(i);
-    uint32_t n = __atomic_load_n(&k->jit_arg_count, __ATOMIC_ACQUIRE);
-    for (uint32_t j = 0; j < n; ++j) {
-      const kir_jit_arg* a = &k->jit_args[j];
-      printf("jit %s %u %u %u %u %u %u %u\n", k->name, a->position, a->kind, a->type, a->by_value, a->count,
-             a->count_type, a->count_position);
-    }
-  }
-  kir_hook_stats st = {0}; st.struct_size = sizeof st;
-  ((void (*)(kir_hook_stats*))dlsym(RTLD_DEFAULT, "kir_hook_get_stats"))(&st);
-  printf("failures %llu\n", (unsigned long long)st.failures);
-  return 0;
-}
-"""
+APP = source("hook/hook_jit_args_app.c")
 
 
 @pytest.fixture(scope="module")

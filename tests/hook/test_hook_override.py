@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from stub_cuda import AXPY, HOOK, lines, rig, run  # noqa: F401  (rig: fixture)
+from build import source  # tests/support/build.py: a source under tests/fixtures
 
 # The stub runtimes are found whatever LD_LIBRARY_PATH says (a GPU machine names the
 # real driver's directory there): the programs carry DT_RPATH (issue 21, item 16).
@@ -150,26 +151,7 @@ def test_a_substitute_that_cannot_load_launches_the_original_and_is_logged(rig):
 
 # The suite's stub libamdhip64.so (tests/fixtures/hip_stub_runtime.c: launches fail
 # with 100, no device) plus the module API a substitute needs, printing what it gets.
-HIP_STUB = r"""
-#include "hip_stub_runtime.c"
-#include <stdio.h>
-#include <string.h>
-static int loads;
-static char module_marker, function_marker;
-static void report(void) { fprintf(stderr, "stub-hip hipModuleLoadData=%d\n", loads); }
-int hipGetDevice(int* d) { static int once; if (!once++) atexit(report); *d = 0; return 0; }
-int hipModuleLoadData(void** m, const void* image) {
-  ++loads; if (memcmp(image, "\x7f" "ELF", 4) != 0) return 200; *m = &module_marker; return 0; }
-int hipModuleGetFunction(void** f, void* m, const char* name) {
-  (void)m; printf("stub hipModuleGetFunction %s\n", name); *f = &function_marker; return 0; }
-int hipModuleLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
-                          unsigned sh, void* st, void** p, void** e) {
-  (void)gy; (void)gz; (void)by; (void)bz; (void)st; (void)p; (void)e;
-  printf("stub hipModuleLaunchKernel f=%s grid=%u block=%u shared=%u\n", f == &function_marker ? "loaded" : "handle",
-         gx, bx, sh);
-  return 0;
-}
-"""
+HIP_STUB = source("hook/hook_override_hip_stub.c")
 
 
 @pytest.fixture(scope="module")

@@ -23,49 +23,14 @@ import kir
 from kir import _core, replay
 from kir.errors import PlanError
 from kir.record import Record
+from build import source  # tests/support/build.py: a source under tests/fixtures
 
 HOOK = Path(kir.__file__).parent / "lib" / "libkir_hook.so"
 INCLUDE = Path(kir.__file__).parent / "include"
 TRANSFORM = "_Z13rdc_transformPKfPfi"
 SCALE = "_Z9rdc_scalePfif"
 
-CLIENT = r"""
-#include <stdio.h>
-#include <stdlib.h>
-#include <kir/hooks.h>
-/* Per kernel: "<name> units=N ptx=P" and each unit's PTX in $DUMP/<name>.<i>.ptx;
-   one index past the last must be refused. */
-static void on_kernel(void* user, const kir_hook_kernel* k) {
-  (void)user;
-  char path[4096];
-  size_t n = kir_hook_kernel_code_units(k);
-  kir_hook_code code;
-  int ptx = kir_hook_kernel_code(k, KIR_CODE_PTX, &code);
-  snprintf(path, sizeof path, "%s/%s.txt", getenv("DUMP"), k->name);
-  FILE* f = fopen(path, "w");
-  fprintf(f, "units=%zu ptx=%d past=%d", n, ptx, kir_hook_kernel_code_unit(k, n, &code));
-  for (size_t i = 0; i < n; ++i) {
-    if (!kir_hook_kernel_code_unit(k, i, &code)) {
-      fprintf(f, " unit%zu=none", i);
-      continue;
-    }
-    fprintf(f, " unit%zu=%s:%s", i, code.kind, code.arch);
-    snprintf(path, sizeof path, "%s/%s.%zu.ptx", getenv("DUMP"), k->name, i);
-    FILE* out = fopen(path, "wb");
-    fwrite(code.bytes, 1, code.size, out);
-    fclose(out);
-  }
-  fprintf(f, "\n");
-  fclose(f);
-}
-static kir_hook_client client;
-const kir_hook_client* kir_hook_client_entry(void) {
-  client.struct_size = sizeof client;
-  client.api_version = KIR_HOOK_API_VERSION;
-  client.kernel_registered = on_kernel;
-  return &client;
-}
-"""
+CLIENT = source("hook/hook_rdc_client.c")
 
 
 @pytest.fixture(scope="module")

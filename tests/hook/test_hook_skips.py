@@ -11,25 +11,9 @@ import subprocess
 import pytest
 
 from stub_cuda import AXPY, HOOK, INCLUDE, rig  # noqa: F401  (the stub runtime, driver and app)
+from build import source  # tests/support/build.py: a source under tests/fixtures
 
-CLIENT = r"""
-#include <stddef.h>
-#include <stdio.h>
-#include "kir/hooks.h"
-static void begin(void* u, const kir_hook_launch* l) {
-  (void)u;
-  printf(NAME " begin %s kernel=%s identity=%016llx%016llx\n", l->api, l->kernel ? l->kernel->name : "-",
-         (unsigned long long)l->launch_identity.high, (unsigned long long)l->launch_identity.low);
-}
-static kir_hook_client c;
-const kir_hook_client* kir_hook_client_entry(void) {
-  c.struct_size = API4 ? offsetof(kir_hook_client, launch_skips) : sizeof c;
-  c.api_version = API4 ? 4 : KIR_HOOK_API_VERSION;
-  c.launch_begin = begin;
-  if (!API4) c.launch_skips = SKIPS;
-  return &c;
-}
-"""
+CLIENT = source("hook/hook_skips_client.c")
 
 VARIANTS = {"none": ("0", 0), "identity": ("KIR_HOOK_SKIP_IDENTITY", 0), "kernel": ("KIR_HOOK_SKIP_KERNEL", 0),
             "old": ("0", 1)}

@@ -19,61 +19,14 @@ from pathlib import Path
 import pytest
 
 import kir
-from build import rpath  # tests/support/build.py (conftest puts it on the path)
+from build import rpath, source  # tests/support/build.py (conftest puts it on the path)
 
 HOOK = Path(kir.__file__).parent / "lib" / "libkir_hook.so"
 
 BASE = "int kir_probe(void) { return 1; }\nint cuMemFree_v2(void) { return 7; }\n"
-NEXT = r"""
-#define _GNU_SOURCE
-#include <dlfcn.h>
-int kir_probe(void) { return 2; }
-int next_probe(void) { int (*f)(void) = (int (*)(void))dlsym(RTLD_NEXT, "kir_probe"); return f ? f() : -1; }
-"""
-STUB_DRIVER = r"""
-#include <string.h>
-int cuLaunchKernel(void) { return 0; }
-int cuFoo(void) { return 0; }
-static int lookup(const char* s, void** pfn, int v);
-int cuGetProcAddress_v2(const char* s, void** pfn, int v, unsigned long long f, int* st) {
-  (void)f; if (st) *st = 0; return lookup(s, pfn, v); }
-int cuGetProcAddress(const char* s, void** pfn, int v, unsigned long long f) { (void)f; return lookup(s, pfn, v); }
-static int lookup(const char* s, void** pfn, int v) {
-  if (!strcmp(s, "cuLaunchKernel")) { *pfn = (void*)cuLaunchKernel; return 0; }
-  if (!strcmp(s, "cuFoo")) { *pfn = (void*)cuFoo; return 0; }
-  if (!strcmp(s, "cuGetProcAddress")) {
-    *pfn = v >= 12000 ? (void*)cuGetProcAddress_v2 : (void*)cuGetProcAddress; return 0; }
-  *pfn = 0; return 500;
-}
-"""
-PROGRAM = r"""
-#define _GNU_SOURCE
-#include <dlfcn.h>
-#include <stdio.h>
-int next_probe(void);
-typedef int (*gpa2)(const char*, void**, int, unsigned long long, int*);
-static const char* from(void* p) { Dl_info i; return p && dladdr(p, &i) ? i.dli_fname : "-"; }
-int main(void) {
-  printf("next-probe %d\n", next_probe());
-  void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);  /* as a static runtime does */
-  gpa2 g = (gpa2)dlsym(h, "cuGetProcAddress_v2");
-  printf("dlsym:cuGetProcAddress_v2 %s\n", from((void*)g));
-  void* p = 0; int st;
-  g("cuGetProcAddress", &p, 11030, 0, &st); printf("11030:cuGetProcAddress %s\n", from(p));
-  g("cuGetProcAddress", &p, 12000, 0, &st); printf("12000:cuGetProcAddress %s\n", from(p));
-  g("cuLaunchKernel", &p, 12000, 0, &st); printf("12000:cuLaunchKernel %s\n", from(p));
-  g("cuLaunchKernel", &p, 12000, 2, &st); printf("ptsz:cuLaunchKernel %s\n", from(p));
-  g("cuFoo", &p, 12000, 0, &st); printf("12000:cuFoo %s\n", from(p));
-  printf("dlsym:cuFoo %s\n", from(dlsym(h, "cuFoo")));
-  /* as cuFFT does: driver entry points looked up by handle, one at a time */
-  printf("dlsym:cuLaunchKernel %s\n", from(dlsym(h, "cuLaunchKernel")));
-  printf("dlsym:cuModuleLoadData %s\n", dlsym(h, "cuModuleLoadData") ? "found" : "none");
-  /* another library's function of the same name stays that library's */
-  void* base = dlopen("libbase.so", RTLD_NOW | RTLD_NOLOAD);
-  printf("base:cuMemFree_v2 %s\n", from(dlsym(base, "cuMemFree_v2")));
-  return 0;
-}
-"""
+NEXT = source("hook/hook_static_next.c")
+STUB_DRIVER = source("hook/hook_static_stub_driver.c")
+PROGRAM = source("hook/hook_static_program.c")
 
 
 @pytest.fixture(scope="module")
@@ -126,59 +79,8 @@ def test_every_other_dlsym_behaves_as_without_the_hook(probe):
 # A library that loads its module with cuModuleLoadData but obtains its functions in a way
 # the layer does not see (cuFFT, measured on the H200): the launch's CUfunction is named by
 # the driver (cuFuncGetModule, cuFuncGetName), once per unknown handle.
-UNSEEN_DRIVER = r"""
-#include <stdio.h>
-static int module_asks;
-int cuModuleLoadData(void** m, const void* image) { (void)image; *m = (void*)0x1000; return 0; }
-void stub_private_get_function(void** f) { *f = (void*)0x2000; }
-int cuFuncGetModule(void** m, const void* f) {
-  ++module_asks;
-  if (f != (void*)0x2000) return 400;  /* CUDA_ERROR_INVALID_HANDLE */
-  *m = (void*)0x1000; return 0;
-}
-int cuFuncGetName(const char** name, const void* f) {
-  if (f != (void*)0x2000) return 400;
-  *name = "_Z4axpyfPKfPfi"; return 0;
-}
-int cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
-                   unsigned shared, void* stream, void** params, void** extra) {
-  (void)f; (void)gx; (void)gy; (void)gz; (void)bx; (void)by; (void)bz; (void)shared; (void)stream;
-  (void)params; (void)extra; return 0;
-}
-int cuStreamSynchronize(void* s) { (void)s; return 0; }
-int cuLaunchHostFunc(void* s, void (*fn)(void*), void* d) { (void)s; fn(d); return 0; }
-int stub_module_asks(void) { return module_asks; }
-"""
-UNSEEN_PROGRAM = r"""
-#define _GNU_SOURCE
-#include <dlfcn.h>
-#include <stdio.h>
-#include <stdlib.h>
-typedef int (*load_t)(void**, const void*);
-typedef int (*launch_t)(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void*,
-                        void**, void**);
-int main(int argc, char** argv) {
-  (void)argc;
-  FILE* f = fopen(argv[1], "rb");
-  static char image[1 << 22];
-  size_t n = fread(image, 1, sizeof image, f);
-  fclose(f);
-  if (n == 0) return 3;
-  void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);  /* as cuFFT does */
-  load_t load = (load_t)dlsym(h, "cuModuleLoadData");
-  launch_t launch = (launch_t)dlsym(h, "cuLaunchKernel");
-  void (*get)(void**) = (void (*)(void**))dlsym(h, "stub_private_get_function");
-  void* module; void* fn;
-  load(&module, image);
-  get(&fn);
-  float a = 2.5f; void* x = (void*)0x10; void* y = (void*)0x20; int count = 256;
-  void* params[] = {&a, &x, &y, &count};
-  for (int i = 0; i < 2; ++i) launch(fn, 4, 1, 1, 64, 1, 1, 0, 0, params, 0);
-  for (int i = 0; i < 2; ++i) launch((void*)0x3000, 1, 1, 1, 1, 1, 1, 0, 0, params, 0);
-  printf("module-asks %d\n", ((int (*)(void))dlsym(h, "stub_module_asks"))());
-  return 0;
-}
-"""
+UNSEEN_DRIVER = source("hook/hook_static_unseen_driver.c")
+UNSEEN_PROGRAM = source("hook/hook_static_unseen_program.c")
 
 
 def test_a_function_the_layer_never_saw_looked_up_is_named_by_the_driver(tmp_path, built, kir_cli,

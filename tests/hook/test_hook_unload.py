@@ -27,6 +27,7 @@ import pytest
 import kir
 import kir.hook
 from kir.hashing import kernel_hashes
+from build import source  # tests/support/build.py: a source under tests/fixtures
 
 HOOK = Path(kir.__file__).parent / "lib" / "libkir_hook.so"
 INCLUDE = Path(kir.__file__).parent / "include"
@@ -113,35 +114,7 @@ def test_nothing_reads_an_unloaded_image(unload):
     assert [e["event"] for e in events(proc.stderr)].count("unregister-fatbin") == 2
 
 
-CLIENT = r"""
-#include <stddef.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <kir/hooks.h>
-static int kernels, unregistered;
-static void on_kernel(void* u, const kir_hook_kernel* k) { (void)u; (void)k; ++kernels; }
-static void on_unregistered(void* u, const void* fatbin, size_t n) { (void)u; (void)fatbin; unregistered += (int)n; }
-static void report(void) {
-  FILE* f = fopen(getenv("CLIENT_REPORT"), "w");
-  fprintf(f, "%d %d\n", kernels, unregistered);
-  fclose(f);
-}
-/* A v1 client's struct ends before fatbin_unregistered: what lies after it in
-   memory (here a bogus pointer) must never be called. */
-static struct { kir_hook_client c; void* after; } v1;
-static kir_hook_client v2;
-const kir_hook_client* kir_hook_client_entry(void) {
-  atexit(report);
-  kir_hook_client* c = V2 ? &v2 : &v1.c;
-  c->struct_size = V2 ? sizeof(kir_hook_client) : offsetof(kir_hook_client, fatbin_unregistered);
-  c->api_version = V2 ? KIR_HOOK_API_VERSION : 1;
-  c->kernel_registered = on_kernel;
-  if (V2) c->fatbin_unregistered = on_unregistered;
-  else memset(&v1.c.fatbin_unregistered, 0x5a, sizeof(void*) * 2);
-  return c;
-}
-"""
+CLIENT = source("hook/hook_unload_client.c")
 
 
 @pytest.mark.parametrize("version", [1, 2])

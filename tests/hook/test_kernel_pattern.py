@@ -26,7 +26,7 @@ import pytest
 
 import kir
 import stub_cuda as override
-from build import rpath  # tests/support/build.py (conftest puts it on the path)
+from build import rpath, source  # tests/support/build.py (conftest puts it on the path)
 
 LENGTH = 100_000
 LONG = f"_Z{LENGTH}" + "k" * LENGTH + "Pf"  # not demangled: libstdc++ refuses names past 1024 characters
@@ -45,43 +45,7 @@ def nested_name(levels: int) -> str:
 NESTED = nested_name(14)  # demangled: k(P<P<P<...int, int> >...> >), 139,261 characters
 KERNELS = [LONG, NESTED, override.AXPY]  # as the app registers and launches them
 
-APP = override.APP_PRELUDE + r"""
-#include <pthread.h>
-static char long_stub, nested_stub;
-static const char* fatbin;
-static void* work(void* unused) {
-  (void)unused;
-  struct { int magic, version; const void* data; void* filename; } wrapper = {0x466243b1, 1, slurp(fatbin), 0};
-  void** h = __cudaRegisterFatBinary(&wrapper);
-  size_t n = LENGTH;
-  char* name = malloc(n + 32);
-  size_t at = (size_t)sprintf(name, "_Z%zu", n);
-  memset(name + at, 'k', n);
-  strcpy(name + at + n, "Pf");
-  __cudaRegisterFunction(h, &long_stub, name, name, -1, 0, 0, 0, 0, 0);
-  __cudaRegisterFunction(h, &nested_stub, (char*)"NESTED", "NESTED", -1, 0, 0, 0, 0, 0);
-  __cudaRegisterFunction(h, &axpy_stub, (char*)"AXPY", "AXPY", -1, 0, 0, 0, 0, 0);
-  float a = 2.5f; const float* x = 0; float* y = 0; int count = 64;
-  void* args[] = {&a, &x, &y, &count};
-  dim3 g = {4, 1, 1}, b = {32, 1, 1};
-  int first = cudaLaunchKernel(&long_stub, g, b, args, 0, 0);
-  int second = cudaLaunchKernel(&nested_stub, g, b, args, 0, 0);
-  printf("app launched %d %d %d\n", first, second, cudaLaunchKernel(&axpy_stub, g, b, args, 0, 0));
-  return 0;
-}
-int main(int argc, char** argv) {
-  (void)argc;
-  fatbin = argv[1];
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setstacksize(&attr, 256 << 10);
-  pthread_t t;
-  if (pthread_create(&t, &attr, work, 0)) return 5;
-  pthread_join(t, 0);
-  printf("app done\n");
-  return 0;
-}
-"""
+APP = source("hook/kernel_pattern_app.c")
 
 # Every driver function libkir/recorder/driver.cpp loads that the stub driver lacks:
 # present, so the recorder starts; failing (CUDA_ERROR_NO_DEVICE), so nothing is copied.

@@ -18,70 +18,9 @@ import pytest
 
 import build as fixture_build
 from running import run_kir
+from build import source  # tests/support/build.py: a source under tests/fixtures
 
-SOURCE = r"""
-#include <cstdio>
-#include <vector>
-
-__global__ void daxpy(double a, const double* x, double* y, int n) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) y[i] = a * x[i] + y[i];
-}
-
-// A grid-stride loop: reads %ntid.x and %nctaid.x.
-__global__ void daxpy_strided(double a, const double* x, double* y, int n) {
-  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
-    y[i] = a * x[i] + y[i];
-}
-
-struct Scale { double factor; int offset; };
-__global__ void scaled(Scale s, const double* x, double* y, int n) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) y[i] = s.factor * x[i + s.offset];
-}
-
-__device__ double twice(double v) { return 2.0 * v; }
-__global__ void helper(double* y, int n) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) y[i] = twice(y[i]);
-}
-
-__global__ void sines(double scale, double* y) { y[threadIdx.x] = sin(scale * y[threadIdx.x]); }
-
-// 24 doubles live at once, 576 products: register pressure, spills under a cap.
-__global__ void pressure(const double* x, double* y) {
-  double a[24];
-#pragma unroll
-  for (int j = 0; j < 24; ++j) a[j] = x[threadIdx.x + j * 32];
-  double s = 0;
-#pragma unroll
-  for (int j = 0; j < 24; ++j)
-#pragma unroll
-    for (int k = 0; k < 24; ++k) s += a[j] * a[k] * (j + 1);
-  y[threadIdx.x] = s;
-}
-
-__device__ double bias = 0.25;
-__global__ void biased(double* y) { y[threadIdx.x] += bias; }
-
-__global__ void flags(bool negate, unsigned char k, float f, double* y) {
-  y[threadIdx.x] = (negate ? -1.0 : 1.0) * k * f;
-}
-
-int main() {
-  const int n = 1 << 10;
-  std::vector<double> x(n, 1.0), y(n, 2.0);
-  double *dx, *dy;
-  cudaMalloc(&dx, n * sizeof(double));
-  cudaMalloc(&dy, n * sizeof(double));
-  cudaMemcpy(dx, x.data(), n * sizeof(double), cudaMemcpyHostToDevice);
-  cudaMemcpy(dy, y.data(), n * sizeof(double), cudaMemcpyHostToDevice);
-  daxpy<<<(n + 255) / 256, 256>>>(2.5, dx, dy, n);
-  cudaMemcpy(y.data(), dy, n * sizeof(double), cudaMemcpyDeviceToHost);
-  std::printf("y[0] = %g\n", y[0]);
-  return y[0] == 4.5 ? 0 : 1;
-}
-"""
+SOURCE = source("jit/jit_compile_app.cu")
 
 DAXPY = "_Z5daxpydPKdPdi"
 STRIDED = "_Z13daxpy_strideddPKdPdi"

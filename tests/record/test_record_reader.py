@@ -22,6 +22,7 @@ from kir.record import CHUNK_HEADER, RECORD_HEADER, Record, RecordError, Recordi
 from kir import replay
 
 import hash_reference as ref
+from build import source  # tests/support/build.py: a source under tests/fixtures
 
 CS = 4096  # a small chunk size, so regions span several chunks
 AXPY = "_Z4axpyfPKfPfi"
@@ -646,15 +647,7 @@ def test_replay_without_a_gpu_says_so(tmp_path, built, kir_cli):
 
 # --- LLVM IR to PTX ------------------------------------------------------------------
 
-KERNEL_CU = """
-#define __global__ __attribute__((global))
-#define __device__ __attribute__((device))
-extern "C" __device__ float __nv_sinf(float);
-__global__ void scale(float a, float* x, int n) {
-  int i = __nvvm_read_ptx_sreg_ctaid_x() * __nvvm_read_ptx_sreg_ntid_x() + __nvvm_read_ptx_sreg_tid_x();
-  if (i < n) x[i] = SINE(a * x[i]);
-}
-"""
+KERNEL_CU = source("record/record_reader_kernel.cu")
 
 
 @pytest.fixture(scope="module")
