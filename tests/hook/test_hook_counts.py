@@ -19,13 +19,13 @@ from kir.cache import Cache
 from kir.hashing import jit_key, kernel_hashes
 from kir.jit.client import client_environment
 
+import jit_rig
 import stub_cuda as override
 from build import rpath, source  # tests/support/build.py (conftest puts it on the path)
 
 # The stub runtimes are found whatever LD_LIBRARY_PATH says (a GPU machine names the
 # real driver's directory there): the programs carry DT_RPATH (issue 21, item 16).
 pytestmark = pytest.mark.usefixtures("hostile_library_path")
-import jit_rig
 
 JIT_CLIENT = Path(kir.__file__).parent / "lib" / "libkir_jit.so"
 THREADS, PER_THREAD, MAIN = 8, 1000, 500
