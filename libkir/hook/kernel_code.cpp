@@ -1,26 +1,16 @@
-// The layer's services for clients that capture launches (a recorder): a
-// kernel's device code as bytes, the live allocations, and a client allocator
-// that serves device allocations in place of the runtime.
-#include <cstring>
+// A registered kernel's device code for clients (kernel_code.hpp): the bytes of
+// the image its launches use, the PTX that suits this device, a device-linked
+// registration's units, and the embedded IR.
+#include "kernel_code.hpp"
 
-#include "layer.hpp"
+#include "failure_log.hpp"
+#include "image_choice.hpp"
 #include "kir/hash/kernel_code.hpp"
+#include "kir/support/compression.hpp"
 
 namespace kir::hook {
 
 namespace {
-
-/// The PTX entry of `container` the driver would JIT on device `cc`: the
-/// newest not above it (the newest of all when cc is 0).
-const FatbinEntry* pick_ptx(const FatbinContainer& container, int cc) {
-  const FatbinEntry* best = nullptr;
-  for (const FatbinEntry& e : container.entries()) {
-    if (e.kind != uint16_t(FatbinEntryKind::ptx) || e.obfuscated()) continue;
-    if (cc && int(e.arch) > cc) continue;
-    if (!best || e.arch > best->arch) best = &e;
-  }
-  return best;
-}
 
 /// `entry`'s decoded bytes into `out`; a failure is reported against `handle`.
 bool decode_into(const FatbinEntry* entry, std::vector<uint8_t>& out, const void* handle) {
@@ -28,31 +18,23 @@ bool decode_into(const FatbinEntry* entry, std::vector<uint8_t>& out, const void
   Scratch scratch;
   Expected<ByteView> bytes = decode_image(*entry, scratch);
   if (!bytes) {
-    report_failure(describe("fatbin", handle), "kir_hook_kernel_code: sm_" + std::to_string(entry->arch) + " " +
-                                                   (entry->kind == uint16_t(FatbinEntryKind::ptx) ? "PTX" : "cubin") +
-                                                   ": " + bytes.error().message());
+    report_failure(Failure::code, describe("fatbin", handle),
+                   "kir_hook_kernel_code: sm_" + std::to_string(entry->arch) + " " +
+                       (entry->kind == uint16_t(FatbinEntryKind::ptx) ? "PTX" : "cubin") + ": " +
+                       bytes.error().message());
     return false;
   }
   out.assign(bytes->data(), bytes->data() + bytes->size());
   return true;
 }
 
-void fill(kir_hook_code& out, const std::vector<uint8_t>& bytes, const char* kind, const std::string& arch) {
+/// Fill the caller's kir_hook_code: exactly its four fields (kir/hooks.h: it is frozen).
+void fill(kir_hook_code& out, const std::vector<uint8_t>& bytes, ImageKind kind, const std::string& arch) {
   out.bytes = bytes.data();
   out.size = bytes.size();
-  out.kind = kind;
+  out.kind = name(kind);
   out.arch = arch.c_str();
 }
-
-}  // namespace
-
-FatbinRecord* Layer::live_fatbin_of(const kir_hook_kernel* kernel) {
-  if (!kernel || __atomic_load_n(&kernel->unloaded, __ATOMIC_ACQUIRE)) return nullptr;
-  KernelRecord* k = kernel_for(kernel->host_stub);
-  return k && &k->view == kernel ? k->fatbin : nullptr;  // not a stale view of an earlier load
-}
-
-namespace {
 
 /// The embedded modules kernel `name`'s static hash covers in `f`'s decoded code
 /// (kir/hash/kernel_code.hpp), as indices into its `ir`; empty when none.
@@ -62,17 +44,28 @@ std::vector<uint32_t> ir_modules(const FatbinRecord& f, const std::string& name)
   return k.kind == CodeKind::ir ? k.modules : std::vector<uint32_t>{};
 }
 
+/// `f`'s PTX for this device, decoded once (under its code lock).
+bool ready_ptx(FatbinRecord& f, const void* handle) {
+  if (!f.ptx_ready && !f.ptx_tried) {
+    f.ptx_tried = true;  // a failure is reported once
+    const FatbinEntry* ptx = pick_ptx(*f.container, device_compute_capability());
+    f.ptx_ready = decode_into(ptx, f.ptx_bytes, handle);
+    if (f.ptx_ready) f.ptx_arch = "sm_" + std::to_string(ptx->arch);
+  }
+  return f.ptx_ready;
+}
+
 }  // namespace
 
-size_t Layer::kernel_ir_count(const kir_hook_kernel* kernel) {
-  FatbinRecord* f = live_fatbin_of(kernel);
+size_t kernel_ir_count(Registry& registry, const kir_hook_kernel* kernel) {
+  FatbinRecord* f = registry.live_fatbin_of(kernel);
   if (!f) return 0;
   std::lock_guard<std::mutex> lock(f->code_mutex);
   return f->unloaded ? 0 : ir_modules(*f, kernel->name).size();
 }
 
-bool Layer::kernel_ir(const kir_hook_kernel* kernel, size_t index, kir_bytes& out) {
-  FatbinRecord* f = live_fatbin_of(kernel);
+bool kernel_ir(Registry& registry, const kir_hook_kernel* kernel, size_t index, kir_bytes& out) {
+  FatbinRecord* f = registry.live_fatbin_of(kernel);
   if (!f) return false;
   std::lock_guard<std::mutex> lock(f->code_mutex);
   if (f->unloaded) return false;
@@ -84,15 +77,15 @@ bool Layer::kernel_ir(const kir_hook_kernel* kernel, size_t index, kir_bytes& ou
   return true;
 }
 
-size_t Layer::kernel_code_units(const kir_hook_kernel* kernel) {
-  FatbinRecord* f = live_fatbin_of(kernel);
+size_t kernel_code_units(Registry& registry, const kir_hook_kernel* kernel) {
+  FatbinRecord* f = registry.live_fatbin_of(kernel);
   if (!f) return 0;
   std::lock_guard<std::mutex> lock(f->code_mutex);
   return f->unloaded ? 0 : f->units.size();
 }
 
-bool Layer::kernel_code_unit(const kir_hook_kernel* kernel, size_t index, kir_hook_code& out) {
-  FatbinRecord* f = live_fatbin_of(kernel);
+bool kernel_code_unit(Registry& registry, const kir_hook_kernel* kernel, size_t index, kir_hook_code& out) {
+  FatbinRecord* f = registry.live_fatbin_of(kernel);
   if (!f) return false;
   std::lock_guard<std::mutex> lock(f->code_mutex);
   if (f->unloaded || index >= f->units.size()) return false;
@@ -104,12 +97,12 @@ bool Layer::kernel_code_unit(const kir_hook_kernel* kernel, size_t index, kir_ho
     if (u.ready) u.arch = "sm_" + std::to_string(ptx->arch);
   }
   if (!u.ready) return false;
-  fill(out, u.ptx, name(ImageKind::ptx), u.arch);
+  fill(out, u.ptx, ImageKind::ptx, u.arch);
   return true;
 }
 
-bool Layer::kernel_code(const kir_hook_kernel* kernel, int which, kir_hook_code& out) {
-  FatbinRecord* f = live_fatbin_of(kernel);
+bool kernel_code(Registry& registry, const kir_hook_kernel* kernel, int which, kir_hook_code& out) {
+  FatbinRecord* f = registry.live_fatbin_of(kernel);
   if (!f || !f->code) return false;
   std::lock_guard<std::mutex> lock(f->code_mutex);
   if (f->unloaded) return false;  // unregistered since the lookup: its image may be gone
@@ -121,86 +114,12 @@ bool Layer::kernel_code(const kir_hook_kernel* kernel, int which, kir_hook_code&
   bool launched_is_ptx = f->code->kind == ImageKind::ptx;
   if (which == KIR_CODE_LAUNCHED || (which == KIR_CODE_PTX && launched_is_ptx)) {
     if (!f->launched_ready) return false;
-    fill(out, f->launched_bytes, name(f->code->kind), f->arch);
+    fill(out, f->launched_bytes, f->code->kind, f->arch);
     return true;
   }
-  if (which != KIR_CODE_PTX || !f->container) return false;
-  if (!f->ptx_ready && !f->ptx_tried) {
-    f->ptx_tried = true;
-    const FatbinEntry* ptx = pick_ptx(*f->container, device_compute_capability());
-    f->ptx_ready = decode_into(ptx, f->ptx_bytes, handle);
-    if (f->ptx_ready) f->ptx_arch = "sm_" + std::to_string(ptx->arch);
-  }
-  if (!f->ptx_ready) return false;
-  fill(out, f->ptx_bytes, name(ImageKind::ptx), f->ptx_arch);
-  return true;
-}
-
-void Layer::for_each_allocation(void (*visit)(void*, const kir_hook_allocation*), void* user) const {
-  std::shared_lock<std::shared_mutex> lock(allocations_mutex_);
-  for (const auto& [address, a] : allocations_) visit(user, &a);
-}
-
-int Layer::set_allocator(const kir_hook_allocator* allocator) {
-  std::lock_guard<std::mutex> lock(clients_mutex_);
-  return install_allocator(allocator);
-}
-
-int Layer::install_allocator(const kir_hook_allocator* allocator) {
-  if (!allocator || allocator->struct_size < sizeof(kir_hook_allocator) || !allocator->allocate ||
-      !allocator->release || has_allocator_.load())
-    return -1;
-  allocator_ = *allocator;
-  has_allocator_.store(true, std::memory_order_release);
-  return 0;
-}
-
-bool Layer::serve_allocation(uint64_t size, const void* stream, uint64_t& address) {
-  if (!has_allocator_.load(std::memory_order_acquire) || size == 0) return false;
-  if (allocator_.allocate(allocator_.user, size, stream, &address) != 0) return false;
-  allocated(address, size, KIR_ALLOC_DEVICE);
-  return true;
-}
-
-bool Layer::release_allocation(uint64_t address, const void* stream) {
-  if (!has_allocator_.load(std::memory_order_acquire) || address == 0) return false;
-  if (allocator_.release(allocator_.user, address, stream) != 1) return false;
-  freed(address);
+  if (which != KIR_CODE_PTX || !f->container || !ready_ptx(*f, handle)) return false;
+  fill(out, f->ptx_bytes, ImageKind::ptx, f->ptx_arch);
   return true;
 }
 
 }  // namespace kir::hook
-
-#define KIR_EXPORT __attribute__((visibility("default")))
-
-extern "C" {
-
-KIR_EXPORT int kir_hook_kernel_code(const kir_hook_kernel* kernel, int which, kir_hook_code* out) {
-  return out && kir::hook::Layer::get().kernel_code(kernel, which, *out) ? 1 : 0;
-}
-
-KIR_EXPORT size_t kir_hook_kernel_code_units(const kir_hook_kernel* kernel) {
-  return kir::hook::Layer::get().kernel_code_units(kernel);
-}
-
-KIR_EXPORT int kir_hook_kernel_code_unit(const kir_hook_kernel* kernel, size_t index, kir_hook_code* out) {
-  return out && kir::hook::Layer::get().kernel_code_unit(kernel, index, *out) ? 1 : 0;
-}
-
-KIR_EXPORT size_t kir_hook_kernel_ir_count(const kir_hook_kernel* kernel) {
-  return kir::hook::Layer::get().kernel_ir_count(kernel);
-}
-
-KIR_EXPORT int kir_hook_kernel_ir(const kir_hook_kernel* kernel, size_t index, kir_bytes* out) {
-  return out && kir::hook::Layer::get().kernel_ir(kernel, index, *out) ? 1 : 0;
-}
-
-KIR_EXPORT void kir_hook_for_each_allocation(void (*visit)(void*, const kir_hook_allocation*), void* user) {
-  if (visit) kir::hook::Layer::get().for_each_allocation(visit, user);
-}
-
-KIR_EXPORT int kir_hook_set_allocator(const kir_hook_allocator* allocator) {
-  return kir::hook::Layer::get().set_allocator(allocator);
-}
-
-}  // extern "C"

@@ -48,11 +48,11 @@
 #include "kir/hooks.h"
 #include "kir/kir.h"
 #include "kir/support/json.hpp"
-#include "../hook/settings.hpp"
+#include "kir_hook_internal/settings.hpp"
 // This library is dlopen()ed by the layer, and its per-thread state (ThreadState,
 // 8 KiB) is too large for the static TLS block: its counters use the default model.
 #define KIR_TLS_INITIAL_EXEC
-#include "../hook/thread_counters.hpp"
+#include "kir_hook_internal/thread_counters.hpp"
 
 #define KIR_JIT_EXPORT __attribute__((visibility("default")))
 

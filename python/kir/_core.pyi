@@ -9,7 +9,7 @@ import kir.model
 
 abi_version: int = 0
 
-hook_api_version: int = 5
+hook_api_version: int = 6
 
 def name_table(which: str) -> tuple:
     """
