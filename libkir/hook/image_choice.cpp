@@ -31,21 +31,34 @@ int suitability(const FatbinEntry& e, int cc) {
   return 0;
 }
 
+namespace {
+
+/// Whether `e` is an image the layer reads (a cubin or PTX, not obfuscated) for KIR_HOOK_ARCH=`want`.
+bool usable(const FatbinEntry& e, const char* want) {
+  bool cubin = e.kind == uint16_t(FatbinEntryKind::cubin), ptx = e.kind == uint16_t(FatbinEntryKind::ptx);
+  if ((!cubin && !ptx) || e.obfuscated()) return false;
+  return !want || "sm_" + std::to_string(e.arch) == want;
+}
+
+/// Without a device: whether `e` beats `best` (a cubin over PTX, then the highest architecture).
+bool better_without_device(const FatbinEntry& e, const FatbinEntry* best) {
+  bool cubin = e.kind == uint16_t(FatbinEntryKind::cubin);
+  return !best || (cubin && best->kind != uint16_t(FatbinEntryKind::cubin)) ||
+         (e.kind == best->kind && e.arch > best->arch);
+}
+
+}  // namespace
+
 const FatbinEntry* pick_image(const FatbinContainer& container, const char* want, int cc) {
   const FatbinEntry* best = nullptr;
   int best_fit = 0;
   for (const FatbinEntry& e : container.entries()) {
-    bool cubin = e.kind == uint16_t(FatbinEntryKind::cubin), ptx = e.kind == uint16_t(FatbinEntryKind::ptx);
-    if ((!cubin && !ptx) || e.obfuscated()) continue;
-    if (want && "sm_" + std::to_string(e.arch) != want) continue;
-    if (cc) {
-      int fit = suitability(e, cc);
-      if (fit > best_fit) best = &e, best_fit = fit;
-      continue;
+    if (!usable(e, want)) continue;
+    if (!cc) {
+      if (better_without_device(e, best)) best = &e;
+    } else if (int fit = suitability(e, cc); fit > best_fit) {
+      best = &e, best_fit = fit;
     }
-    bool better = !best || (cubin && best->kind != uint16_t(FatbinEntryKind::cubin)) ||
-                  (e.kind == best->kind && e.arch > best->arch);
-    if (better) best = &e;
   }
   return best || !cc ? best : pick_image(container, want, 0);
 }

@@ -34,7 +34,9 @@ class _Kernel(ctypes.Structure):
                 ("param_sizes", ctypes.POINTER(ctypes.c_uint32)), ("static_hash", _Hash128),
                 ("ir", ctypes.c_void_p), ("ir_size", ctypes.c_size_t), ("unloaded", ctypes.c_int),
                 # API 4
-                ("jit_arg_count", ctypes.c_uint32), ("jit_args", ctypes.c_void_p)]
+                ("jit_arg_count", ctypes.c_uint32), ("jit_args", ctypes.c_void_p),
+                # API 6
+                ("struct_size", ctypes.c_uint32)]
 
 
 class _JitArg(ctypes.Structure):  # kir_jit_arg (kir/kir.h)
@@ -45,12 +47,19 @@ class _JitArg(ctypes.Structure):  # kir_jit_arg (kir/kir.h)
 
 class _Global(ctypes.Structure):
     _fields_ = [("name", ctypes.c_char_p), ("host_address", ctypes.c_void_p), ("size", ctypes.c_size_t),
-                ("fatbin", ctypes.c_void_p), ("unloaded", ctypes.c_int)]
+                ("fatbin", ctypes.c_void_p), ("unloaded", ctypes.c_int),
+                # API 6
+                ("struct_size", ctypes.c_uint32)]
 
 
 class _Allocation(ctypes.Structure):
     _fields_ = [("address", ctypes.c_uint64), ("size", ctypes.c_uint64), ("kind", ctypes.c_int),
                 ("tag", ctypes.c_void_p)]
+
+
+# These mirror kir/hooks.h field for field (tests/test_hook_abi.py compares them
+# with the C compiler's offsetof and sizeof); docs/abi.md says which API added each.
+# (kir.hook_api_version is the API they are written for.)
 
 
 class _Stats(ctypes.Structure):
@@ -103,6 +112,7 @@ def _library() -> ctypes.CDLL | None:
             lib = ctypes.CDLL("libkir_hook.so", mode=os.RTLD_NOLOAD | ctypes.RTLD_GLOBAL)
         except OSError:
             return None
+    lib.kir_hook_api_version.restype = ctypes.c_uint32
     lib.kir_hook_kernel_count.restype = ctypes.c_size_t
     lib.kir_hook_kernel_at.restype = ctypes.POINTER(_Kernel)
     lib.kir_hook_kernel_at.argtypes = [ctypes.c_size_t]
@@ -121,6 +131,11 @@ def _library() -> ctypes.CDLL | None:
 def active() -> bool:
     """Whether the hook layer is loaded in this process."""
     return _library() is not None
+
+
+def api_version() -> int:
+    """The hook API of the layer loaded in this process (kir_hook_api_version())."""
+    return int(_require().kir_hook_api_version())
 
 
 def _require() -> ctypes.CDLL:
@@ -208,6 +223,6 @@ def stats() -> dict[str, int]:
     return {name: getattr(s, name) for name, _ in _Stats._fields_[1:]}
 
 
-__all__ = ["active", "Allocation", "ALLOCATION_KINDS", "find_allocation", "Global", "global_device_address",
-           "globals_", "Kernel", "kernels", "LIBRARY", "stats", "tag_allocation", "track_allocation",
+__all__ = ["active", "Allocation", "ALLOCATION_KINDS", "api_version", "find_allocation", "Global",
+           "global_device_address", "globals_", "Kernel", "kernels", "LIBRARY", "stats", "tag_allocation", "track_allocation",
            "untrack_allocation"]
