@@ -14,6 +14,8 @@
 #include <nanobind/stl/vector.h>
 #include <nanobind/stl/tuple.h>
 
+#include <cctype>
+#include <stdexcept>
 #include <unordered_map>
 
 #include "kir/binary.hpp"
@@ -27,6 +29,7 @@
 #include "kir/hash/proteus.hpp"
 #include "kir/model.hpp"
 #include "kir/hooks.h"
+#include "kir/cache.h"
 #include "kir/kir.h"
 #include "kir/object/elf.hpp"
 #include "records.hpp"
@@ -116,7 +119,8 @@ KIR_MODEL_ENUM_CASTER(kir::AllocationKind, kir::kAllocationKinds, kir::allocatio
 
 namespace {
 
-PyObject* kir_error_type = nullptr;  // kir.errors.KirError, kept for the process
+// kir.errors' exception class of each kir::ErrorCode (KirError's subclasses), kept for the process.
+PyObject* kir_error_types[kir::kErrorCodes] = {};
 
 [[noreturn]] void raise(const kir::Error& e) { kir_bindings::raise_kir_error(e); }
 
@@ -635,7 +639,7 @@ void bind_hash(nb::module_& m) {
             sizes.push_back(b ? uint32_t(b->size()) : 0);
           }
           if (param_sizes && param_sizes->size() != params.size())
-            raise(kir::Error("param_sizes must have one size per parameter"));
+            raise(kir::Error(kir::ErrorCode::invalid_argument, "param_sizes must have one size per parameter"));
           std::vector<kir_config_item> items;
           for (const auto& [key, value] : config) items.push_back({key.c_str(), value.c_str(), value.size()});
           std::vector<kir_jit_capture> caps;
@@ -672,7 +676,8 @@ void bind_hash(nb::module_& m) {
             return 1;
           };
           kir_hash128 out;
-          if (kir_jit_key(&in, &out) != 0) raise(kir::Error(kir_last_error()));
+          if (kir_jit_key(&in, &out) != 0)
+            raise(kir::Error(kir::ErrorCode(kir_last_error_code()), kir_last_error(), kir_last_error_offset()));
           return kir::Hash128{out.high, out.low}.hex();
         },
         "static_hash"_a, "arch"_a, "params"_a, "jit_args"_a, "memory"_a, "grid"_a, "block"_a,
@@ -705,7 +710,11 @@ void bind_hash(nb::module_& m) {
 namespace kir_bindings {
 
 void raise_kir_error(const kir::Error& e) {
-  PyErr_SetString(kir_error_type, e.message().c_str());
+  auto code = static_cast<uint32_t>(e.code());
+  nb::handle type = kir_error_types[code < kir::kErrorCodes ? code : uint32_t(kir::ErrorCode::internal)];
+  nb::object error = type(e.message());
+  if (std::optional<uint64_t> offset = e.offset()) error.attr("offset") = *offset;
+  PyErr_SetObject(type.ptr(), error.ptr());
   throw nb::python_error();
 }
 
@@ -717,8 +726,26 @@ NB_MODULE(_core, m) {
   // `kir --version`: the C ABI (libkir.so's SONAME major, CMake SOVERSION) and the hook API.
   m.attr("abi_version") = KIR_VERSION_MAJOR;
   m.attr("hook_api_version") = KIR_HOOK_API_VERSION;
-  nb::object error = nb::module_::import_("kir.errors").attr("KirError");
-  kir_error_type = error.inc_ref().ptr();
+  // docs/abi.md: the running libkir's ABI versions (kir.h, cache.h), and the ones it was built with.
+  m.attr("c_abi_version") = kir_abi_version();
+  m.attr("cache_abi_version") = kir_cache_abi_version();
+  m.attr("C_ABI_VERSION") = KIR_ABI_VERSION;
+  m.attr("CACHE_ABI_VERSION") = KIR_CACHE_ABI_VERSION;
+  // The error codes by name (kir/support/error.hpp): kir.errors.ErrorCode must agree.
+  nb::module_ errors = nb::module_::import_("kir.errors");
+  nb::object by_code = errors.attr("error_class");
+  nb::object enum_type = errors.attr("ErrorCode");
+  nb::dict codes;
+  for (uint32_t c = 0; c < kir::kErrorCodes; ++c) {
+    const char* name = kir::error_code_name(kir::ErrorCode(c));
+    codes[name] = c;
+    std::string upper(name);
+    for (char& ch : upper) ch = char(std::toupper(static_cast<unsigned char>(ch)));
+    if (!nb::hasattr(enum_type, upper.c_str()) || nb::cast<uint32_t>(enum_type.attr(upper.c_str())) != c)
+      throw std::runtime_error(std::string("kir.errors.ErrorCode disagrees with libkir on ") + upper);
+    kir_error_types[c] = by_code(c).inc_ref().ptr();
+  }
+  m.attr("error_codes") = codes;
   bind_model(m);
   bind_device_code(m);
   bind_fatbin(m);

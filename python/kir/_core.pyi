@@ -11,6 +11,16 @@ abi_version: int = 0
 
 hook_api_version: int = 6
 
+c_abi_version: int = 9
+
+cache_abi_version: int = 3
+
+C_ABI_VERSION: int = 9
+
+CACHE_ABI_VERSION: int = 3
+
+error_codes: dict = ...
+
 def name_table(which: str) -> tuple:
     """
     The names of one kir/model.hpp enum ('image', 'code', 'target', 'allocation'), in enum order.
@@ -873,7 +883,7 @@ def cache_encode_entry(key: str, code: bytes, kind: str, arch: str, meta: Sequen
 
 def cache_parse_entry(data: bytes) -> dict:
     """
-    Parse and check a cache entry file's bytes (KirError: what, at which byte offset).
+    Parse and check a cache entry file's bytes (a KirError subclass: what, with its .offset).
     """
 
 CACHE_FORMAT_VERSION: int = 1

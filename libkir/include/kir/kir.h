@@ -2,11 +2,19 @@
  *
  * Stable entry points for C, C++ and FFI users (Proteus, Mneme). Every
  * function that can fail returns a status (0 = success) or NULL, and leaves a
- * message in kir_last_error() for the calling thread.
+ * message in kir_last_error() for the calling thread, with its kind in
+ * kir_last_error_code() and, when it is about a byte of the input, that byte's
+ * offset in kir_last_error_offset().
  *
  * Structs that cross the ABI start with `struct_size`: the caller sets it to
  * sizeof(the struct it was compiled with) and kir fills only that much, so
  * older callers keep working when fields are added at the end.
+ *
+ * Versions (docs/abi.md): KIR_ABI_VERSION counts the additions to this header
+ * (functions, constants, appended fields; nothing is removed or changed); a
+ * caller compiled against ABI N runs with any libkir whose kir_abi_version()
+ * is N or more. docs/abi.md lists what each version added. KIR_VERSION_* is
+ * the library's release, libkir.so's SONAME its major.
  */
 #ifndef KIR_KIR_H
 #define KIR_KIR_H
@@ -27,6 +35,45 @@ const char* kir_version(void);
 
 /** Message of the calling thread's last failed call ("" if none). */
 const char* kir_last_error(void);
+
+/* ---- Since ABI 9: the ABI version, error codes ---------------------------- */
+
+/** This header's ABI version (docs/abi.md). */
+#define KIR_ABI_VERSION 9
+
+/** The ABI version of the libkir running (KIR_ABI_VERSION as it was built): a
+ *  caller compiled against a higher KIR_ABI_VERSION must not call what that
+ *  version added. */
+uint32_t kir_abi_version(void);
+
+/** kir_last_error_code(): what kind of failure the calling thread's last
+ *  failed call was (kir/support/error.hpp ErrorCode; Python's kir.errors
+ *  ErrorCode and the KirError subclass of each). Never renumbered. */
+#define KIR_ERROR_NONE 0                /* no failure yet */
+#define KIR_ERROR_BAD_MAGIC 1           /* not the format asked for (wrong or no magic) */
+#define KIR_ERROR_TRUNCATED 2           /* the data ends inside a structure that must be whole */
+#define KIR_ERROR_OUT_OF_BOUNDS 3       /* an offset, size, count or index points outside its buffer */
+#define KIR_ERROR_MALFORMED 4           /* a field holds a value the format does not allow */
+#define KIR_ERROR_UNSUPPORTED_VERSION 5 /* a format version this kir does not read */
+#define KIR_ERROR_UNSUPPORTED 6         /* valid, but not read by kir (ELF32, an unknown codec) */
+#define KIR_ERROR_CORRUPT 7             /* a checksum or hash does not match the bytes */
+#define KIR_ERROR_TOO_LARGE 8           /* over a limit kir enforces */
+#define KIR_ERROR_IO 9                  /* the system failed a read, write, open or map */
+#define KIR_ERROR_PERMISSION 10         /* refused by permissions or by kir's trust rules */
+#define KIR_ERROR_NOT_FOUND 11          /* no such file, group, image, kernel, entry */
+#define KIR_ERROR_INVALID_ARGUMENT 12   /* the caller's mistake: NULL, index out of range, struct_size */
+#define KIR_ERROR_INTERNAL 13           /* anything else (a driver's or a library's failure) */
+
+/** The calling thread's last failure: KIR_ERROR_* (KIR_ERROR_NONE if none). */
+int kir_last_error_code(void);
+
+/** kir_last_error_offset() when the failure is not about a byte of the input. */
+#define KIR_NO_OFFSET UINT64_MAX
+
+/** The byte offset the last failure is about (the offending field's, in the
+ *  file — for a compressed image, in the decompressed image; the message names
+ *  it too), or KIR_NO_OFFSET. */
+uint64_t kir_last_error_offset(void);
 
 typedef struct kir_binary kir_binary;
 
@@ -85,11 +132,11 @@ typedef struct kir_image_info {
   uint64_t stored_size;  /* bytes stored (compressed size when compressed) */
   uint64_t image_size;   /* bytes once decompressed */
   int32_t obfuscated;    /* 1 for obfuscated LTO-IR */
-  /* since 0.2: valid until kir_binary_close */
+  /* since ABI 2: valid until kir_binary_close */
   const char* kind_name; /* "cubin", "ptx", "lto-ir", "code-object", "bitcode", "host" ... */
   const char* target;    /* "sm_90", "gfx90a:xnack+", "" */
   const char* triple;    /* "nvptx64-nvidia-cuda", "amdgcn-amd-amdhsa-", "" */
-  /* appended after triple: kind_name and the target's family as numbers */
+  /* since ABI 4: kind_name and the target's family as numbers */
   uint32_t image_kind;   /* KIR_KIND_*, any container (kind_name is its name) */
   uint32_t target_kind;  /* KIR_TARGET_* */
 } kir_image_info;
@@ -267,12 +314,13 @@ typedef struct kir_jit_key_input {
      Needed for arrays and objects passed by pointer; may be NULL when there are none */
   int (*read_memory)(void* user, uint64_t address, void* out, size_t size);
   void* user;
-  /* appended after `user` (a smaller struct_size leaves them out: none, NULL): */
+  /* appended after `user` (a smaller struct_size leaves them out: none, NULL; ABI 6): */
   const kir_jit_capture* captures;       /* CAPTURE records, in this (client-fixed) order */
   size_t capture_count;
   const kir_dynamic_hash* prefix;        /* optional: a builder begun with kir_dynamic_hash_begin
                                             for this static hash and arch (then `static_hash` and
                                             `arch` are not read): saves re-encoding them */
+  /* since ABI 8: */
   const void* config_records;            /* optional: the CONFIG records already encoded by
                                             kir_jit_config_records (then `config` must be NULL
                                             and config_count 0): a client's fixed options,
