@@ -423,8 +423,8 @@ def _kernel_names(text: str) -> list[str]:
 
 
 def _byval_size(type_text: str, mod, layout) -> int | None:
-    from kir.ir import _pointee_size
-    return _pointee_size(type_text, mod, layout)
+    from kir.ir import pointee_size
+    return pointee_size(type_text, mod, layout)
 
 
 __all__ = ["BODY_SUFFIX", "constant_for", "describe", "KERNEL_CC", "Param", "parse_params", "specialize",
