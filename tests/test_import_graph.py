@@ -215,6 +215,36 @@ def test_a_cycle_and_a_private_import_are_found(tmp_path):
     assert "kir.sub" in g["kir.sub.c"].edges  # an enclosing package's name, asked for by name
 
 
+def namespace_crossings(package: Path = PACKAGE) -> list[str]:
+    """Calls in kir.commands that hand a verb's argparse namespace (`args`) to a
+    function of another command module. Only an options class (`...Options`) may
+    take it there (`ClusterOptions.from_args(args)`): it reads the namespace into
+    typed values, and those cross instead."""
+    modules = module_files(package)
+    found = []
+    for name, path in modules.items():
+        if not name.startswith("kir.commands.") or path.suffix == ".pyi":
+            continue
+        tree = ast.parse(path.read_text(), str(path))
+        foreign = {}  # local name -> the command module it comes from
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("kir.commands.") \
+                    and node.module != name:
+                foreign.update((alias.asname or alias.name, node.module) for alias in node.names)
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call) or not any(isinstance(a, ast.Name) and a.id == "args"
+                                                         for a in node.args + [k.value for k in node.keywords]):
+                continue
+            callee = node.func.value if isinstance(node.func, ast.Attribute) else node.func
+            if isinstance(callee, ast.Name) and callee.id in foreign and not callee.id.endswith("Options"):
+                found.append(f"{name}:{node.lineno} hands args to {foreign[callee.id]}.{ast.unparse(node.func)}")
+    return sorted(found)
+
+
+def test_the_namespace_stays_at_the_cli_edge():
+    assert namespace_crossings() == []
+
+
 if __name__ == "__main__":  # python tests/test_import_graph.py: the graph's report
     g = import_graph()
     print(f"{len(g)} modules, {sum(len(i.edges) for i in g.values())} edges")
@@ -222,3 +252,5 @@ if __name__ == "__main__":  # python tests/test_import_graph.py: the graph's rep
         print("cycle:", " <-> ".join(c))
     for p in private_imports(g):
         print("private:", p)
+    for n in namespace_crossings():
+        print("namespace:", n)
