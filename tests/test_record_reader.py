@@ -695,6 +695,9 @@ def test_ir_calling_libdevice_links_it(bitcode):
 
 def test_plan_with_ir(tmp_path, bitcode, kir_cli, monkeypatch):
     b = builder(tmp_path)
+    # the record's kernel is the IR's (kir.jit compiles that kernel of the module)
+    b.set_kernel("_Z5scalefPfi", "scale(float, float*, int)", _core.static_hash("_Z5scalefPfi", "cubin", [b"image"]),
+                 [0], [8])
     b.set_ir(bitcode["libdevice"])
     r = Record.load(b.write())
     p = replay.plan(r, "ir", "sm_90")
