@@ -11,14 +11,17 @@ Open a binary and walk what it holds::
 """
 from kir.errors import KirError
 from kir.binary import Binary, Container, Image, open
-from kir.model import AllocationKind, CodeKind, ImageKind, TargetKind
-from kir._core import (DeviceCode, DeviceGlobal, Kernel, KernelParam, __version__, demangle,
+from kir.model import AllocationKind, CodeKind, ImageKind, Param, TargetKind
+from kir._core import (DeviceCode, DeviceGlobal, Kernel, __version__, demangle,
                        parse_code_object, parse_cubin, parse_ptx)
 from kir._core import abi_version, hook_api_version  # libkir's C ABI (libkir.so.N), kir/hooks.h's API
 
+#: A kernel parameter's layout: kir.model.Param, the one type every kernel's `params` lists.
+KernelParam = Param
+
 __all__ = [
     "AllocationKind", "Binary", "CodeKind", "Container", "DeviceCode", "DeviceGlobal", "Image",
-    "ImageKind", "Kernel", "KernelParam", "KirError", "TargetKind", "__version__", "abi_version", "demangle",
+    "ImageKind", "Kernel", "KernelParam", "Param", "KirError", "TargetKind", "__version__", "abi_version", "demangle",
     "cmake_dir", "hook_api_version", "open",
 ]
 

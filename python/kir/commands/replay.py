@@ -17,6 +17,7 @@ import dataclasses
 import json
 import sys
 
+from kir.envelope import envelope
 from kir.errors import OptionError
 from kir.replay import CODE_KINDS, DTYPES, NORMS, Tolerance
 
@@ -148,13 +149,13 @@ def warn_about(p) -> None:
 def report(record, p, result, args) -> None:
     mismatches = [dataclasses.asdict(m) for m in result.mismatches]
     if args.json:
-        print(json.dumps({
-            "schema": SCHEMA, "format": SCHEMA, "record": str(record.path), "code": p.code.kind,
-            "static_hash": record.kernel.static_hash, "launch_identity": result.launch_identity,
-            "hashes_match": p.hashes_match, "variant": result.variant, "verified": result.verified,
-            "mismatches": mismatches, "times_ms": result.times_ms, "median_ms": result.median_ms,
-            "repeat": len(result.times_ms),
-            **({"variant_result": result.summary()} if result.description else {})}))
+        print(json.dumps(envelope(
+            SCHEMA, record=str(record.path), code=p.code.kind,
+            static_hash=record.kernel.static_hash, launch_identity=result.launch_identity,
+            hashes_match=p.hashes_match, variant=result.variant, verified=result.verified,
+            mismatches=mismatches, times_ms=result.times_ms, median_ms=result.median_ms,
+            repeat=len(result.times_ms),
+            **({"variant_result": result.summary()} if result.description else {}))))
         return
     print(f"{record.kernel.demangled}: {p.code.kind}, grid {','.join(map(str, result.grid))} "
           f"block {','.join(map(str, result.block))}{' (variant)' if result.variant else ''}: "

@@ -10,6 +10,7 @@ import json
 import sys
 import time
 
+from kir.envelope import envelope
 from kir.errors import KirError, OptionError
 from kir.progress import Progress
 from kir.record import RecordError, Recording
@@ -52,10 +53,10 @@ def run_all(args) -> int:
     summary = {**counts, "records": len(rows), "seconds": seconds,
                "records_per_minute": len(rows) / seconds * 60 if seconds > 0 else None}
     if args.json:
-        print(json.dumps({"schema": SCHEMA_ALL, "format": SCHEMA_ALL, "directory": str(recording.directory),
-                          "mode": "plan" if args.plan else "replay", "code": args.code,
-                          "repeat": args.repeat, "verify": args.verify, "cluster": where,
-                          "baseline": args.baseline, "records": rows, "summary": summary, "exit_status": status}))
+        print(json.dumps(envelope(SCHEMA_ALL, directory=str(recording.directory),
+                          mode="plan" if args.plan else "replay", code=args.code,
+                          repeat=args.repeat, verify=args.verify, cluster=where,
+                          baseline=args.baseline, records=rows, summary=summary, exit_status=status)))
     else:
         print_table(rows, summary, where)
     for row in rows:

@@ -9,6 +9,7 @@ import json
 import sys
 from pathlib import Path
 
+from kir.envelope import envelope
 from kir.errors import OptionError
 
 SCHEMA = "kir.tune/1"
@@ -108,9 +109,9 @@ def run(args) -> int:
             cluster.close()
     status = 1 if any(r.outcome.best() is None for r in results) else 0
     if args.json:
-        print(json.dumps({"schema": SCHEMA, "format": SCHEMA, "trials": args.trials, "storage": storage,
-                          "jit_cache": args.jit_cache, "store": args.store,
-                          "records": [r.to_json() for r in results], "exit_status": status}))
+        print(json.dumps(envelope(SCHEMA, trials=args.trials, storage=storage,
+                          jit_cache=args.jit_cache, store=args.store,
+                          records=[r.to_json() for r in results], exit_status=status)))
     else:
         for r in results:
             print_record(r, args.jit_cache)
