@@ -7,6 +7,8 @@ for readers written against them; `format` is deprecated there. Which commands d
 is decided here, from the tag, and nowhere else."""
 from __future__ import annotations
 
+from kir.errors import OptionError
+
 #: the schema families whose objects also carry the tag under the deprecated `format` key
 LEGACY_FORMAT_KEY = frozenset({"kir.records", "kir.replay", "kir.replay-all", "kir.tune", "kir.import-mneme",
                                "kir.cache"})
@@ -18,7 +20,7 @@ def envelope(schema: str, **fields) -> dict:
     if schema.split("/", 1)[0] in LEGACY_FORMAT_KEY:
         out["format"] = schema
     if "schema" in fields or ("format" in fields and "format" in out):
-        raise ValueError(f"{schema}: the fields hold a key the envelope writes (schema, format)")
+        raise OptionError(f"{schema}: the fields hold a key the envelope writes (schema, format)")
     out.update(fields)
     return out
 

@@ -13,6 +13,7 @@ import enum
 from dataclasses import dataclass
 
 from kir import _core
+from kir.errors import OptionError
 
 
 class _Names(str, enum.Enum):
@@ -89,14 +90,14 @@ ArgType = _ArgTypes("ArgType", [(name, value) for value, name, _, _ in _core.arg
 
 def arg_type(value) -> "ArgType | int":
     """An ArgType from a member, its value or its name; a number that is no ArgType
-    stays the number (kir_jit_key reports it); another name raises ValueError."""
+    stays the number (kir_jit_key reports it); another name raises OptionError (a ValueError)."""
     if isinstance(value, ArgType):
         return value
     if isinstance(value, str):
         try:
             return ArgType[value]
         except KeyError:
-            raise ValueError(f"{value!r} is not an argument type (one of "
+            raise OptionError(f"{value!r} is not an argument type (one of "
                              f"{', '.join(t.name for t in ArgType)})") from None
     number = int(getattr(value, "value", value))
     return ArgType(number) if number in ArgType._value2member_map_ else number
