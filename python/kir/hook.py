@@ -18,12 +18,13 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from kir.model import JitArg, Param
+from kir.model import AllocationKind, JitArg, Param
 
 LIBRARY = Path(__file__).resolve().parent / "lib" / "libkir_hook.so"
 # KIR_ALLOC_* -> kir/model.hpp's AllocationKind names (the layer's trace and the
 # recorder's records print those; tests/test_hook_hip.py checks they agree).
-ALLOCATION_KINDS = {1: "device", 2: "managed", 3: "host-pinned"}
+ALLOCATION_KINDS = {k.number: k.value for k in (AllocationKind.device, AllocationKind.managed,
+                                                AllocationKind.host_pinned)}
 
 
 class _Hash128(ctypes.Structure):
