@@ -281,3 +281,50 @@ def test_the_json_envelope():
     package = Path(kir.__file__).parent
     by_hand = [p.name for p in (package / "commands").glob("*.py") if '"schema": ' in p.read_text()]
     assert by_hand == []
+
+
+class Hash128(ctypes.Structure):  # kir_hash128
+    _fields_ = [("high", ctypes.c_uint64), ("low", ctypes.c_uint64)]
+
+
+class CacheEntry(ctypes.Structure):  # kir/cache.h kir_cache_entry
+    _fields_ = [("struct_size", ctypes.c_uint32), ("code", ctypes.c_char_p), ("code_size", ctypes.c_size_t),
+                ("code_kind", ctypes.c_char_p), ("arch", ctypes.c_char_p), ("meta", ctypes.c_void_p),
+                ("meta_count", ctypes.c_size_t), ("image_kind", ctypes.c_uint32)]
+
+
+def test_cache_entries_carry_their_kind_as_a_number(libkir, tmp_path):
+    """kir_cache_entry.image_kind: the entry's code kind as its KIR_KIND_* number, next to
+    the name (kept): given instead of the name to kir_cache_store, filled by lookups."""
+    libkir.kir_cache_open.restype = ctypes.c_void_p
+    libkir.kir_cache_open.argtypes = [ctypes.c_char_p, ctypes.c_void_p]
+    libkir.kir_cache_store.argtypes = [ctypes.c_void_p, Hash128, ctypes.POINTER(CacheEntry)]
+    libkir.kir_cache_lookup.argtypes = [ctypes.c_void_p, Hash128, ctypes.POINTER(CacheEntry)]
+    libkir.kir_cache_close.argtypes = [ctypes.c_void_p]
+    libkir.kir_last_error.restype = ctypes.c_char_p
+    directory = str(tmp_path / "cache").encode()
+    code = b".version 8.0\n.target sm_90\n\0"
+    cache = libkir.kir_cache_open(directory, None)
+    assert cache, libkir.kir_last_error()
+    try:
+        entry = CacheEntry(ctypes.sizeof(CacheEntry), code, len(code), None, b"sm_90", None, 0, ImageKind.ptx.number)
+        assert libkir.kir_cache_store(cache, Hash128(1, 2), ctypes.byref(entry)) == 0, libkir.kir_last_error()
+        entry.image_kind = ImageKind.bitcode.number  # not a kind a cache holds
+        assert libkir.kir_cache_store(cache, Hash128(1, 3), ctypes.byref(entry)) == -1
+        assert b"image_kind 6 is not a kind a cache holds" in libkir.kir_last_error()
+        older = CacheEntry(CacheEntry.image_kind.offset, code, len(code), None, b"sm_90", None, 0, 2)
+        assert libkir.kir_cache_store(cache, Hash128(1, 4), ctypes.byref(older)) == -1  # no number: a name needed
+        assert b"code_kind or arch is NULL" in libkir.kir_last_error()
+    finally:
+        libkir.kir_cache_close(cache)
+    cache = libkir.kir_cache_open(directory, None)  # read back from disk
+    try:
+        found = CacheEntry(struct_size=ctypes.sizeof(CacheEntry))
+        assert libkir.kir_cache_lookup(cache, Hash128(1, 2), ctypes.byref(found)) == 1
+        assert (found.code_kind, found.image_kind) == (b"ptx", ImageKind.ptx.number)
+        assert ctypes.string_at(found.code, found.code_size) == code
+        old = CacheEntry(struct_size=CacheEntry.image_kind.offset, image_kind=77)  # an older caller
+        assert libkir.kir_cache_lookup(cache, Hash128(1, 2), ctypes.byref(old)) == 1
+        assert old.code_kind == b"ptx" and old.image_kind == 77
+    finally:
+        libkir.kir_cache_close(cache)
