@@ -62,17 +62,6 @@ std::string llvm_command(const ElfFile& elf) {
 
 }  // namespace
 
-const char* container_format_name(ContainerFormat format) {
-  switch (format) {
-    case ContainerFormat::cuda_fatbin: return "cuda-fatbin";
-    case ContainerFormat::offload_bundle: return "offload-bundle";
-    case ContainerFormat::object_bundle: return "object-bundle";
-    case ContainerFormat::offload_binary: return "offload-binary";
-    case ContainerFormat::device_elf: return "device-elf";
-    default: return "bitcode-section";
-  }
-}
-
 Expected<ByteView> decode_image(const Image& image, Scratch& scratch) {
   if (image.fatbin) return decode_image(*image.fatbin, scratch);
   return image.stored;

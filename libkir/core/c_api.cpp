@@ -305,6 +305,16 @@ kir_hash128 kir_static_hash(const char* name, const char* code_kind, const kir_b
   return to_c(kir::static_hash(name ? name : "", code_kind ? code_kind : "", views(modules, count)));
 }
 
+kir_hash128 kir_static_hash_of_kind(const char* name, uint32_t code_kind, const kir_bytes* modules,
+                                    size_t count) {
+  if (code_kind >= kir::kCodeKinds) {
+    fail("code kind " + std::to_string(code_kind) + " is not a KIR_CODE_KIND_* value (0.." +
+         std::to_string(kir::kCodeKinds - 1) + ")");
+    return {0, 0};
+  }
+  return kir_static_hash(name, kir::name(static_cast<kir::CodeKind>(code_kind)), modules, count);
+}
+
 void kir_dynamic_hash_begin(kir_dynamic_hash* h, kir_hash128 static_hash, const char* arch) {
   new (h->opaque) kir::DynamicHash({static_hash.high, static_hash.low}, arch ? arch : "");
 }

@@ -159,6 +159,7 @@ void fill(Held& held, const EntryView& e) {
   held.key = e.key;
   held.entry.struct_size = sizeof(kir_cache_entry);
   held.entry.code_kind = put(e.kind);
+  held.entry.image_kind = code_kind_number(e.kind);
   held.entry.arch = put(e.arch);
   held.meta.reserve(e.meta.size());
   for (const auto& [k, v] : e.meta) {

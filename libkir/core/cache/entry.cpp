@@ -2,17 +2,14 @@
 #include <cstring>
 
 #include "kir/cache.hpp"
+#include "kir/model.hpp"
 
 namespace kir::cache {
 
 namespace {
 
-struct KindName {
-  uint32_t number;
-  const char* name;
-};
-// kir.h's KIR_KIND_* numbers of the kinds a cache holds.
-constexpr KindName kKinds[] = {{KIR_KIND_CUBIN, "cubin"}, {KIR_KIND_PTX, "ptx"}, {KIR_KIND_CODE_OBJECT, "code-object"}};
+// The kinds a cache holds; an entry stores its ImageKind value (kir.h's KIR_KIND_*).
+constexpr ImageKind kKinds[] = {ImageKind::cubin, ImageKind::ptx, ImageKind::code_object};
 
 void put32(std::vector<uint8_t>& b, size_t at, uint32_t v) {
   for (int i = 0; i < 4; ++i) b[at + i] = uint8_t(v >> (8 * i));
@@ -75,14 +72,14 @@ Error fail(ErrorCode code, uint64_t offset, const std::string& message) {
 }  // namespace
 
 uint32_t code_kind_number(std::string_view name) {
-  for (const KindName& k : kKinds)
-    if (name == k.name) return k.number;
+  for (ImageKind k : kKinds)
+    if (name == kir::name(k)) return static_cast<uint32_t>(k);
   return 0;
 }
 
 const char* code_kind_name(uint32_t number) {
-  for (const KindName& k : kKinds)
-    if (number == k.number) return k.name;
+  for (ImageKind k : kKinds)
+    if (number == static_cast<uint32_t>(k)) return kir::name(k);
   return nullptr;
 }
 

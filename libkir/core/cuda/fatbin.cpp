@@ -112,15 +112,6 @@ std::vector<std::string> fatbin_flag_names(uint64_t flags) {
   return names;
 }
 
-const char* compression_name(Compression c) {
-  switch (c) {
-    case Compression::none: return "none";
-    case Compression::lz4: return "lz4";
-    case Compression::zstd: return "zstd";
-    default: return "unknown";
-  }
-}
-
 Compression FatbinEntry::compression() const {
   if (compressed_size == 0) return Compression::none;
   if (flags & fatbin_flag::kZstd) return Compression::zstd;

@@ -60,7 +60,7 @@ Expected<ContainerSite> discover_bundle(ByteView at, DiscoverOptions options) {
     site.inflated = std::make_shared<const std::vector<uint8_t>>(std::move(*inflated));
     site.version = c->version;
     site.size = c->total_size;
-    site.compression = c->codec == BundleCodec::zstd ? "zstd" : "zlib";
+    site.compression = name(c->codec == BundleCodec::zstd ? Codec::zstd : Codec::zlib);
     table = ByteView(site.inflated->data(), site.inflated->size());
   }
   Expected<OffloadBundle> bundle = OffloadBundle::create(table);

@@ -87,7 +87,9 @@ void kir_binary_close(kir_binary* binary);
 /** Number of device images (entries of all containers, in file order). */
 size_t kir_binary_image_count(const kir_binary* binary);
 
-/** Image kinds (the fatbin entry kind). */
+/** Deprecated: a CUDA fatbin entry's raw kind, kir_image_info.kind. The same idea
+ *  as kir_image_info.image_kind (KIR_KIND_*), numbered otherwise and only for fatbin
+ *  entries; use image_kind. Kept, with these values, for the ABI. */
 #define KIR_IMAGE_PTX 1
 #define KIR_IMAGE_CUBIN 2
 #define KIR_IMAGE_OLD_CUBIN 4
@@ -114,6 +116,7 @@ size_t kir_binary_image_count(const kir_binary* binary);
 #define KIR_TARGET_AMDGPU 2
 #define KIR_TARGET_HOST 3
 
+/** kir_image_info.compression (kir/model.hpp Codec's first values). */
 #define KIR_COMPRESSION_NONE 0
 #define KIR_COMPRESSION_LZ4 1
 #define KIR_COMPRESSION_ZSTD 2
@@ -123,7 +126,8 @@ typedef struct kir_image_info {
   uint32_t struct_size;  /* in: sizeof(kir_image_info) */
   uint32_t container;    /* container index */
   uint32_t entry;        /* image index in its container */
-  uint16_t kind;         /* CUDA fatbin images: KIR_IMAGE_*; 0 for other containers */
+  uint16_t kind;         /* deprecated (use image_kind): CUDA fatbin images' raw entry kind,
+                            KIR_IMAGE_*; 0 for other containers. Kept for the ABI */
   uint16_t major, minor; /* CUDA: code version */
   uint32_t arch;         /* CUDA: SM number (75, 80, 90 ...); 0 otherwise */
   uint32_t compression;  /* KIR_COMPRESSION_* */
@@ -196,10 +200,23 @@ typedef struct kir_bytes {
 int64_t kir_binary_kernel_ir_count(const kir_binary* binary, size_t index, size_t kernel);
 int kir_binary_kernel_ir(const kir_binary* binary, size_t index, size_t kernel, size_t module, kir_bytes* out);
 
+/** Code kinds: what a static hash covers (kir/model.hpp CodeKind; the names are
+ *  "unknown", "ir", "cubin", "ptx", "code-object"). Values are never renumbered. */
+#define KIR_CODE_KIND_UNKNOWN 0
+#define KIR_CODE_KIND_IR 1
+#define KIR_CODE_KIND_CUBIN 2
+#define KIR_CODE_KIND_PTX 3
+#define KIR_CODE_KIND_CODE_OBJECT 4
+
 /** Static hash of kernel `name` (mangled) whose code is `modules` (IR modules in
- *  any order, or one device image) of `code_kind` ("ir", "cubin", "ptx", "code-object"). */
+ *  any order, or one device image) of `code_kind` ("ir", "cubin", "ptx", "code-object").
+ *  kir_static_hash_of_kind takes the code kind as a number. */
 kir_hash128 kir_static_hash(const char* name, const char* code_kind, const kir_bytes* modules,
                             size_t count);
+/** The same with `code_kind` a KIR_CODE_KIND_* value; a value that is none: {0, 0} with
+ *  kir_last_error set. */
+kir_hash128 kir_static_hash_of_kind(const char* name, uint32_t code_kind, const kir_bytes* modules,
+                                    size_t count);
 
 #ifdef __cplusplus
 #define KIR_ALIGN64 alignas(64)
@@ -213,7 +230,8 @@ typedef struct kir_dynamic_hash {
   KIR_ALIGN64 unsigned char opaque[1280];
 } kir_dynamic_hash;
 
-/** Argument types of kir_dynamic_hash_arg (the ARG record's type byte). */
+/** Argument types of kir_dynamic_hash_arg (the ARG record's type byte): kir/model.hpp
+ *  ArgType's values, whose names ("i8" ... "bf16", "bool") and sizes live there. */
 enum kir_arg_type {
   KIR_ARG_I8 = 1, KIR_ARG_I16, KIR_ARG_I32, KIR_ARG_I64, KIR_ARG_U8, KIR_ARG_U16, KIR_ARG_U32,
   KIR_ARG_U64, KIR_ARG_F16, KIR_ARG_BF16, KIR_ARG_F32, KIR_ARG_F64, KIR_ARG_PTR, KIR_ARG_BYTES,
@@ -223,6 +241,7 @@ enum kir_arg_type {
 /** A kernel's runtime-constant argument: one the JIT specializes on (Proteus:
  *  RuntimeConstantInfo, from __proteus_create_runtime_constant_info_* and
  *  __proteus_register_function; or from IR annotations). */
+/* kir_jit_arg_kind: kir/model.hpp JitArgKind's values ("scalar", "array", "object"). */
 enum kir_jit_arg_kind { KIR_JIT_SCALAR = 0, KIR_JIT_ARRAY = 1, KIR_JIT_OBJECT = 2 };
 typedef struct kir_jit_arg {
   uint32_t position;       /* 1-based kernel parameter position (the ARG record's) */

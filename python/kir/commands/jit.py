@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import sys
 
+from kir.envelope import envelope
 from kir.errors import KirError, LLVMCrashError, OptionError
 from kir.kernel_pattern import kernel_pattern
 
@@ -114,7 +115,7 @@ def compile_command(args) -> int:
     if args.cache:
         key = jit.store(compiled, args.cache)
     if args.json:
-        out = {"schema": SCHEMA, **compiled.summary()}
+        out = envelope(SCHEMA, **compiled.summary())
         out.update({"source": found.source, "output": args.output, "cache": args.cache, "key": key})
         print(json.dumps(out))
     else:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from kir.commands.replay_all import SCHEMA_ALL, ClusterOptions, run_all
 from kir.commands.replay_variant import (VariantOptions, add_variant_arguments, describe_result, plan_variant,
                                          print_variant_plan)
+from kir.envelope import envelope
 from kir.errors import OptionError
 from kir.replay import CODE_KINDS, DTYPES, NORMS, Tolerance
 
@@ -181,13 +182,13 @@ def warn_about(p) -> None:
 def report(record, p, result, opts: ReplayOptions) -> None:
     mismatches = [dataclasses.asdict(m) for m in result.mismatches]
     if opts.json:
-        print(json.dumps({
-            "schema": SCHEMA, "format": SCHEMA, "record": str(record.path), "code": p.code.kind,
-            "static_hash": record.kernel.static_hash, "launch_identity": result.launch_identity,
-            "hashes_match": p.hashes_match, "variant": result.variant, "verified": result.verified,
-            "mismatches": mismatches, "times_ms": result.times_ms, "median_ms": result.median_ms,
-            "repeat": len(result.times_ms),
-            **({"variant_result": result.summary()} if result.description else {})}))
+        print(json.dumps(envelope(
+            SCHEMA, record=str(record.path), code=p.code.kind,
+            static_hash=record.kernel.static_hash, launch_identity=result.launch_identity,
+            hashes_match=p.hashes_match, variant=result.variant, verified=result.verified,
+            mismatches=mismatches, times_ms=result.times_ms, median_ms=result.median_ms,
+            repeat=len(result.times_ms),
+            **({"variant_result": result.summary()} if result.description else {}))))
         return
     print(f"{record.kernel.demangled}: {p.code.kind}, grid {','.join(map(str, result.grid))} "
           f"block {','.join(map(str, result.block))}{' (variant)' if result.variant else ''}: "

@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from kir.envelope import envelope
 from kir.errors import KirError, OptionError
 from kir.progress import Progress
 from kir.record import RecordError, Recording
@@ -87,10 +88,10 @@ def run_all(opts: ReplayOptions) -> int:
     summary = {**counts, "records": len(rows), "seconds": seconds,
                "records_per_minute": len(rows) / seconds * 60 if seconds > 0 else None}
     if opts.json:
-        print(json.dumps({"schema": SCHEMA_ALL, "format": SCHEMA_ALL, "directory": str(recording.directory),
-                          "mode": "plan" if opts.plan else "replay", "code": opts.code,
-                          "repeat": opts.repeat, "verify": opts.verify, "cluster": where,
-                          "baseline": opts.baseline, "records": rows, "summary": summary, "exit_status": status}))
+        print(json.dumps(envelope(SCHEMA_ALL, directory=str(recording.directory),
+                          mode="plan" if opts.plan else "replay", code=opts.code,
+                          repeat=opts.repeat, verify=opts.verify, cluster=where,
+                          baseline=opts.baseline, records=rows, summary=summary, exit_status=status)))
     else:
         print_table(rows, summary, where)
     for row in rows:

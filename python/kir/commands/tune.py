@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kir.commands.replay_all import ClusterOptions
+from kir.envelope import envelope
 from kir.errors import OptionError
 
 SCHEMA = "kir.tune/1"
@@ -134,9 +135,9 @@ def run(args: argparse.Namespace) -> int:
             cluster.close()
     status = 1 if any(r.outcome.best() is None for r in results) else 0
     if opts.json:
-        print(json.dumps({"schema": SCHEMA, "format": SCHEMA, "trials": opts.trials, "storage": opts.storage,
-                          "jit_cache": opts.jit_cache, "store": opts.store,
-                          "records": [r.to_json() for r in results], "exit_status": status}))
+        print(json.dumps(envelope(SCHEMA, trials=opts.trials, storage=opts.storage,
+                          jit_cache=opts.jit_cache, store=opts.store,
+                          records=[r.to_json() for r in results], exit_status=status)))
     else:
         for r in results:
             print_record(r, opts.jit_cache)

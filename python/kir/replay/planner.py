@@ -219,7 +219,7 @@ def dynamic_hash(record: Record, grid, block) -> str:
     h = _core.DynamicHash(_core.HashDomain.dynamic_v1, _core.Hash128.from_hex(record.kernel.static_hash),
                           record_arch(record))
     for position, arg in enumerate(record.launch.args, start=1):
-        h.arg(position, _core.ArgType.bytes, arg)
+        h.arg(position, hashing.ArgType.bytes, arg)
     return h.grid(*grid).block(*block).finish().hex
 
 
