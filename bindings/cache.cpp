@@ -138,9 +138,8 @@ void bind_cache(nb::module_& m) {
     return nb::bytes(reinterpret_cast<const char*>(b->data()), b->size());
   }, "key"_a, "code"_a, "kind"_a, "arch"_a, "meta"_a, "The bytes of a cache entry file (docs/cache.md).");
   m.def("cache_parse_entry", [](nb::bytes data) {
-    kir::cache::ParseError error;
     kir::Expected<kir::cache::EntryView> e =
-        kir::cache::parse_entry(kir::ByteView(reinterpret_cast<const uint8_t*>(data.c_str()), data.size()), nullptr, &error);
+        kir::cache::parse_entry(kir::ByteView(reinterpret_cast<const uint8_t*>(data.c_str()), data.size()));
     if (!e) raise_kir_error(e.error());
     nb::dict d;
     d["key"] = e->key.hex();
@@ -151,7 +150,7 @@ void bind_cache(nb::module_& m) {
     d["meta"] = meta;
     d["code"] = nb::bytes(reinterpret_cast<const char*>(e->code.data()), e->code.size());
     return d;
-  }, "data"_a, "Parse and check a cache entry file's bytes (KirError: what, at which byte offset).");
+  }, "data"_a, "Parse and check a cache entry file's bytes (a KirError subclass: what, with its .offset).");
   m.attr("CACHE_FORMAT_VERSION") = kir::cache::kFormatVersion;
 }
 

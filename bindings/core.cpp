@@ -14,6 +14,8 @@
 #include <nanobind/stl/vector.h>
 #include <nanobind/stl/tuple.h>
 
+#include <cctype>
+#include <stdexcept>
 #include <unordered_map>
 
 #include "kir/binary.hpp"
@@ -27,6 +29,7 @@
 #include "kir/hash/proteus.hpp"
 #include "kir/model.hpp"
 #include "kir/hooks.h"
+#include "kir/cache.h"
 #include "kir/kir.h"
 #include "kir/object/elf.hpp"
 #include "records.hpp"
@@ -91,7 +94,60 @@ struct ModelEnumCaster {
   }
 };
 
+/// kir::ArgType <-> kir.model.ArgType, an IntEnum whose values are the ARG record's
+/// type byte (kir.h's KIR_ARG_*): its members, and when converting an int 1..15 or
+/// a name of the table ("f64", "bool").
+struct ArgTypeCaster {
+  static const ModelEnumClass* py() noexcept {
+    static ModelEnumClass slot;
+    return model_enum(slot, "ArgType");
+  }
+  static nb::handle cast_out(kir::ArgType v) noexcept {
+    const ModelEnumClass* e = py();
+    if (!e) return nb::handle();
+    unsigned i = static_cast<unsigned>(v);
+    if (!kir::is_arg_type(i)) return nb::int_(i).release();  // not a member: the number
+    return nb::handle(PyTuple_GetItem(e->members, Py_ssize_t(i - 1))).inc_ref();
+  }
+  static bool cast_in(nb::handle src, uint8_t flags, kir::ArgType& out) noexcept {
+    const bool convert = flags & uint8_t(nb::detail::cast_flags::convert);
+    if (PyUnicode_Check(src.ptr())) {
+      if (!convert) return false;
+      Py_ssize_t size = 0;
+      const char* text = PyUnicode_AsUTF8AndSize(src.ptr(), &size);
+      if (!text) return PyErr_Clear(), false;
+      std::optional<kir::ArgType> t = kir::arg_type_from_name(std::string_view(text, size_t(size)));
+      if (t) out = *t;
+      return t.has_value();
+    }
+    if (!PyLong_Check(src.ptr()) || PyBool_Check(src.ptr())) return false;
+    if (!convert) {
+      const ModelEnumClass* e = py();
+      if (!e) return PyErr_Clear(), false;
+      if (PyObject_IsInstance(src.ptr(), e->type) != 1) return PyErr_Clear(), false;
+    }
+    long value = PyLong_AsLong(src.ptr());
+    if (value == -1 && PyErr_Occurred()) return PyErr_Clear(), false;
+    if (value < 0 || !kir::is_arg_type(unsigned(value))) return false;
+    out = static_cast<kir::ArgType>(value);
+    return true;
+  }
+};
+
 }  // namespace kir_bindings
+
+namespace nanobind::detail {
+template <>
+struct type_caster<kir::ArgType> {
+  NB_TYPE_CASTER(kir::ArgType, const_name("kir.model.ArgType"))
+  bool from_python(handle src, uint8_t flags, cleanup_list*) noexcept {
+    return kir_bindings::ArgTypeCaster::cast_in(src, flags, value);
+  }
+  static handle from_cpp(kir::ArgType v, rv_policy, cleanup_list*) noexcept {
+    return kir_bindings::ArgTypeCaster::cast_out(v);
+  }
+};
+}  // namespace nanobind::detail
 
 #define KIR_MODEL_ENUM_CASTER(Enum, Count, FromName, Cls)                                  \
   namespace nanobind::detail {                                                             \
@@ -113,10 +169,15 @@ KIR_MODEL_ENUM_CASTER(kir::CodeKind, kir::kCodeKinds, kir::code_kind_from_name, 
 KIR_MODEL_ENUM_CASTER(kir::TargetKind, kir::kTargetKinds, kir::target_kind_from_name, "TargetKind")
 KIR_MODEL_ENUM_CASTER(kir::AllocationKind, kir::kAllocationKinds, kir::allocation_kind_from_name,
                       "AllocationKind")
+KIR_MODEL_ENUM_CASTER(kir::JitArgKind, kir::kJitArgKinds, kir::jit_arg_kind_from_name, "JitArgKind")
+KIR_MODEL_ENUM_CASTER(kir::ContainerFormat, kir::kContainerFormats, kir::container_format_from_name,
+                      "ContainerFormat")
+KIR_MODEL_ENUM_CASTER(kir::Codec, kir::kCodecs, kir::codec_from_name, "Codec")
 
 namespace {
 
-PyObject* kir_error_type = nullptr;  // kir.errors.KirError, kept for the process
+// kir.errors' exception class of each kir::ErrorCode (KirError's subclasses), kept for the process.
+PyObject* kir_error_types[kir::kErrorCodes] = {};
 
 [[noreturn]] void raise(const kir::Error& e) { kir_bindings::raise_kir_error(e); }
 
@@ -131,20 +192,16 @@ nb::bytes to_bytes(const std::vector<uint8_t>& v) {
 }
 
 void bind_device_code(nb::module_& m) {
-  nb::class_<kir::KernelParam>(m, "KernelParam", "One kernel parameter's place in the parameter buffer.")
-      .def_ro("ordinal", &kir::KernelParam::ordinal, "0-based position in the signature.")
-      .def_ro("offset", &kir::KernelParam::offset, "Byte offset in the parameter buffer.")
-      .def_ro("size", &kir::KernelParam::size, "Size in bytes.")
-      .def("__repr__", [](const kir::KernelParam& p) {
-        return "KernelParam(ordinal=" + std::to_string(p.ordinal) + ", offset=" +
-               std::to_string(p.offset) + ", size=" + std::to_string(p.size) + ")";
-      });
-
   nb::class_<kir::Kernel>(m, "Kernel", "A kernel (entry point) of a device image.")
       .def_ro("name", &kir::Kernel::name, "Mangled name.")
       .def_ro("demangled", &kir::Kernel::demangled,
               "Demangled C++ name (the name itself when not mangled).")
-      .def_ro("params", &kir::Kernel::params)
+      .def_prop_ro("params", [](const kir::Kernel& k) {
+        nb::object param = nb::module_::import_("kir.model").attr("Param");
+        nb::list out;
+        for (const kir::KernelParam& p : k.params) out.append(param(p.ordinal, p.offset, p.size));
+        return out;
+      }, "The parameters' layout (kir.model.Param).")
       .def_prop_ro("param_count", [](const kir::Kernel& k) { return k.params.size(); })
       .def_prop_ro("layout", [](const kir::Kernel& k) {
         std::string out;
@@ -276,10 +333,31 @@ void bind_model(nb::module_& m) {
     if (which == "code") return table(kir::CodeKind{}, kir::kCodeKinds);
     if (which == "target") return table(kir::TargetKind{}, kir::kTargetKinds);
     if (which == "allocation") return table(kir::AllocationKind{}, kir::kAllocationKinds);
+    if (which == "jit-arg") return table(kir::JitArgKind{}, kir::kJitArgKinds);
+    if (which == "container") return table(kir::ContainerFormat{}, kir::kContainerFormats);
+    if (which == "codec") return table(kir::Codec{}, kir::kCodecs);
+    if (which == "arg") {  // values 1..kArgTypes
+      nb::list out;
+      for (unsigned i = 1; i <= kir::kArgTypes; ++i) out.append(kir::name(static_cast<kir::ArgType>(i)));
+      return nb::tuple(out);
+    }
     throw nb::value_error(("no name table '" + std::string(which) +
-                           "': expected image, code, target or allocation").c_str());
+                           "': expected image, code, target, allocation, arg, jit-arg, container or "
+                           "codec").c_str());
   }, "which"_a,
-  "The names of one kir/model.hpp enum ('image', 'code', 'target', 'allocation'), in enum order.");
+  "The names of one kir/model.hpp enum ('image', 'code', 'target', 'allocation', 'arg', 'jit-arg', "
+  "'container', 'codec'), in enum order ('arg': ArgType's values 1, 2, ...).");
+  m.def("arg_types", [] {
+    nb::list out;
+    for (unsigned i = 1; i <= kir::kArgTypes; ++i) {
+      auto t = static_cast<kir::ArgType>(i);
+      const char* format = kir::struct_format(t);
+      out.append(nb::make_tuple(i, kir::name(t), kir::size_of(t),
+                                *format ? nb::object(nb::str(format)) : nb::none()));
+    }
+    return nb::tuple(out);
+  }, "Every ArgType as (value, name, size in bytes (0: no fixed size), little-endian struct "
+     "format or None), in value order.");
   m.def("target_kind_of", &kir::target_kind_of, "target"_a,
         "A target's family: 'sm_90' cuda, 'gfx90a:xnack+' amdgpu, '' none, else host.");
   m.def("code_kind_of", &kir::code_kind_of, "kind"_a,
@@ -309,7 +387,7 @@ void bind_fatbin(nb::module_& m) {
       .def_ro("obfuscation_key", &kir::FatbinEntry::obfuscation_key)
       .def_prop_ro("obfuscated", &kir::FatbinEntry::obfuscated)
       .def_prop_ro("compression", [](const kir::FatbinEntry& e) {
-        return kir::compression_name(e.compression());
+        return e.compression();
       }, "'none', 'lz4', 'zstd' or 'unknown'.")
       .def_prop_ro("identifier", [](const kir::FatbinEntry& e) { return std::string(e.identifier); })
       .def_prop_ro("options", [](const kir::FatbinEntry& e) {
@@ -344,7 +422,7 @@ void bind_fatbin(nb::module_& m) {
       .def_prop_ro("target_kind", &kir::Image::target_kind, "The target's family.")
       .def_ro("triple", &kir::Image::triple)
       .def_ro("id", &kir::Image::id, "Bundle entry id, or the fatbin entry's identifier.")
-      .def_prop_ro("compression", [](const kir::Image& i) { return kir::compression_name(i.compression); })
+      .def_ro("compression", &kir::Image::compression, "'none', 'lz4', 'zstd' or 'unknown'.")
       .def_ro("file_offset", &kir::Image::file_offset,
               "Offset of the stored bytes in the file (None when they are not in it as is).")
       .def_prop_ro("stored_size", [](const kir::Image& i) { return i.stored.size(); })
@@ -371,8 +449,9 @@ void bind_fatbin(nb::module_& m) {
       .def_ro("file_offset", &kir::ContainerSite::file_offset)
       .def_prop_ro("found_by", [](const kir::ContainerSite& c) { return kir::found_by_name(c.found_by); },
                    "'section', 'wrapper' or 'scan'.")
-      .def_prop_ro("format", [](const kir::ContainerSite& c) { return kir::container_format_name(c.format); },
-                   "'cuda-fatbin', 'offload-bundle' or 'object-bundle'.")
+      .def_ro("format", &kir::ContainerSite::format,
+              "'cuda-fatbin', 'offload-bundle', 'object-bundle', 'offload-binary', 'bitcode-section' "
+              "or 'device-elf'.")
       .def_ro("wrapper", &kir::ContainerSite::wrapper, "Index of the wrapper pointing here.")
       .def_ro("version", &kir::ContainerSite::version)
       .def_ro("size", &kir::ContainerSite::size, "Bytes in the file.")
@@ -518,14 +597,6 @@ void bind_hash(nb::module_& m) {
            nb::arg("other").none())
       .def("__hash__", [](const kir::Hash128& h) { return nb::hash(nb::str(h.hex().c_str())); });
 
-  nb::enum_<kir::ArgType>(m, "ArgType", "Argument value types of dynamic-hash ARG records.")
-      .value("i8", kir::ArgType::i8).value("i16", kir::ArgType::i16).value("i32", kir::ArgType::i32)
-      .value("i64", kir::ArgType::i64).value("u8", kir::ArgType::u8).value("u16", kir::ArgType::u16)
-      .value("u32", kir::ArgType::u32).value("u64", kir::ArgType::u64).value("f16", kir::ArgType::f16)
-      .value("bf16", kir::ArgType::bf16).value("f32", kir::ArgType::f32).value("f64", kir::ArgType::f64)
-      .value("ptr", kir::ArgType::ptr).value("bytes", kir::ArgType::bytes)
-      .value("bool", kir::ArgType::boolean);
-
   m.def("xxh3_128", [](nb::bytes data) {
     kir::ByteView v = view_of(data);
     nb::gil_scoped_release release;
@@ -600,29 +671,12 @@ void bind_hash(nb::module_& m) {
            "key"_a, "value"_a, nb::rv_policy::reference_internal)
       .def("finish", &kir::DynamicHash::finish);
 
-  nb::class_<kir_jit_arg>(m, "JitArg",
-                          "A kernel's runtime-constant argument (kir_jit_arg): position (1-based), kind "
-                          "(0 scalar, 1 array, 2 object), type (kir_arg_type), by_value, count (array "
-                          "elements or object bytes), count_position and count_type (arrays whose count "
-                          "another argument holds).")
-      .def("__init__", [](kir_jit_arg* a, uint32_t position, uint8_t kind, uint8_t type, uint32_t by_value,
-                          uint32_t count, uint32_t count_position, uint8_t count_type) {
-             new (a) kir_jit_arg{position, kind, type, uint8_t(by_value != 0), count_type, count, count_position};
-           }, "position"_a, "kind"_a, "type"_a, "by_value"_a = 0, "count"_a = 0, "count_position"_a = 0,
-           "count_type"_a = 0)
-      .def_rw("position", &kir_jit_arg::position)
-      .def_rw("kind", &kir_jit_arg::kind)
-      .def_rw("type", &kir_jit_arg::type)
-      .def_rw("by_value", &kir_jit_arg::by_value)
-      .def_rw("count", &kir_jit_arg::count)
-      .def_rw("count_position", &kir_jit_arg::count_position)
-      .def_rw("count_type", &kir_jit_arg::count_type);
-
   // kir_jit_key (the C API) from Python values: the launch's parameters as bytes,
   // device memory as {address: bytes} regions read through read_memory.
   m.def("jit_key_of_launch",
         [](const kir::Hash128& static_hash, const std::string& arch, const std::vector<std::optional<nb::bytes>>& params,
-           const std::vector<kir_jit_arg>& jit_args, const std::map<uint64_t, nb::bytes>& memory,
+           const std::vector<std::tuple<uint32_t, uint8_t, uint8_t, bool, uint32_t, uint8_t, uint32_t>>& arg_fields,
+           const std::map<uint64_t, nb::bytes>& memory,
            std::array<uint32_t, 3> grid, std::array<uint32_t, 3> block, bool specialize_grid, bool specialize_block,
            uint64_t shared_bytes, std::array<uint32_t, 2> bounds,
            const std::vector<std::pair<std::string, nb::bytes>>& config,
@@ -635,7 +689,10 @@ void bind_hash(nb::module_& m) {
             sizes.push_back(b ? uint32_t(b->size()) : 0);
           }
           if (param_sizes && param_sizes->size() != params.size())
-            raise(kir::Error("param_sizes must have one size per parameter"));
+            raise(kir::Error(kir::ErrorCode::invalid_argument, "param_sizes must have one size per parameter"));
+          std::vector<kir_jit_arg> jit_args;
+          for (const auto& [position, kind, type, by_value, count, count_type, count_position] : arg_fields)
+            jit_args.push_back({position, kind, type, uint8_t(by_value), count_type, count, count_position});
           std::vector<kir_config_item> items;
           for (const auto& [key, value] : config) items.push_back({key.c_str(), value.c_str(), value.size()});
           std::vector<kir_jit_capture> caps;
@@ -672,13 +729,15 @@ void bind_hash(nb::module_& m) {
             return 1;
           };
           kir_hash128 out;
-          if (kir_jit_key(&in, &out) != 0) raise(kir::Error(kir_last_error()));
+          if (kir_jit_key(&in, &out) != 0)
+            raise(kir::Error(kir::ErrorCode(kir_last_error_code()), kir_last_error(), kir_last_error_offset()));
           return kir::Hash128{out.high, out.low}.hex();
         },
         "static_hash"_a, "arch"_a, "params"_a, "jit_args"_a, "memory"_a, "grid"_a, "block"_a,
         "specialize_grid"_a, "specialize_block"_a, "shared_bytes"_a, "bounds"_a, "config"_a, "captures"_a,
         "param_sizes"_a = nb::none(),
-        "The JIT key through kir_jit_key (the C API): each JitArg read from `params` (the launch's "
+        "The JIT key through kir_jit_key (the C API): each runtime-constant argument, kir_jit_arg's "
+        "fields (position, kind, type, by_value, count, count_type, count_position), read from `params` (the launch's "
         "argument bytes) and, by pointer, from `memory` ({address: bytes}); KirError with "
         "kir_last_error() when kir_jit_key fails.");
   m.def("launch_identity_of",
@@ -705,7 +764,11 @@ void bind_hash(nb::module_& m) {
 namespace kir_bindings {
 
 void raise_kir_error(const kir::Error& e) {
-  PyErr_SetString(kir_error_type, e.message().c_str());
+  auto code = static_cast<uint32_t>(e.code());
+  nb::handle type = kir_error_types[code < kir::kErrorCodes ? code : uint32_t(kir::ErrorCode::internal)];
+  nb::object error = type(e.message());
+  if (std::optional<uint64_t> offset = e.offset()) error.attr("offset") = *offset;
+  PyErr_SetObject(type.ptr(), error.ptr());
   throw nb::python_error();
 }
 
@@ -717,8 +780,26 @@ NB_MODULE(_core, m) {
   // `kir --version`: the C ABI (libkir.so's SONAME major, CMake SOVERSION) and the hook API.
   m.attr("abi_version") = KIR_VERSION_MAJOR;
   m.attr("hook_api_version") = KIR_HOOK_API_VERSION;
-  nb::object error = nb::module_::import_("kir.errors").attr("KirError");
-  kir_error_type = error.inc_ref().ptr();
+  // docs/abi.md: the running libkir's ABI versions (kir.h, cache.h), and the ones it was built with.
+  m.attr("c_abi_version") = kir_abi_version();
+  m.attr("cache_abi_version") = kir_cache_abi_version();
+  m.attr("C_ABI_VERSION") = KIR_ABI_VERSION;
+  m.attr("CACHE_ABI_VERSION") = KIR_CACHE_ABI_VERSION;
+  // The error codes by name (kir/support/error.hpp): kir.errors.ErrorCode must agree.
+  nb::module_ errors = nb::module_::import_("kir.errors");
+  nb::object by_code = errors.attr("error_class");
+  nb::object enum_type = errors.attr("ErrorCode");
+  nb::dict codes;
+  for (uint32_t c = 0; c < kir::kErrorCodes; ++c) {
+    const char* name = kir::error_code_name(kir::ErrorCode(c));
+    codes[name] = c;
+    std::string upper(name);
+    for (char& ch : upper) ch = char(std::toupper(static_cast<unsigned char>(ch)));
+    if (!nb::hasattr(enum_type, upper.c_str()) || nb::cast<uint32_t>(enum_type.attr(upper.c_str())) != c)
+      throw std::runtime_error(std::string("kir.errors.ErrorCode disagrees with libkir on ") + upper);
+    kir_error_types[c] = by_code(c).inc_ref().ptr();
+  }
+  m.attr("error_codes") = codes;
   bind_model(m);
   bind_device_code(m);
   bind_fatbin(m);

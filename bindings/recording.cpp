@@ -214,14 +214,14 @@ void bind_recording(nb::module_& m) {
     // Checked before anything is allocated: a small hostile frame must not
     // make this process reserve gigabytes.
     if (raw_size > max_size)
-      raise_kir_error(kir::Error("the claimed size " + kir::hex(raw_size) + " is more than the cap " +
+      raise_kir_error(kir::Error(kir::ErrorCode::too_large, "the claimed size " + kir::hex(raw_size) + " is more than the cap " +
                                  kir::hex(max_size)));
     unsigned long long framed = ZSTD_getFrameContentSize(data.c_str(), data.size());
     if (framed == ZSTD_CONTENTSIZE_ERROR)
-      raise_kir_error(kir::Error("zstd data of " + kir::hex(data.size()) +
+      raise_kir_error(kir::Error(kir::ErrorCode::malformed, "zstd data of " + kir::hex(data.size()) +
                                  " bytes does not start with a valid frame"));
     if (framed != ZSTD_CONTENTSIZE_UNKNOWN && framed != raw_size)
-      raise_kir_error(kir::Error("zstd frame header says " + kir::hex(framed) + " bytes, the claimed size is " +
+      raise_kir_error(kir::Error(kir::ErrorCode::malformed, "zstd frame header says " + kir::hex(framed) + " bytes, the claimed size is " +
                                  kir::hex(raw_size)));
     kir::Scratch scratch;
     kir::Expected<kir::ByteView> out = kir::decompress_zstd(view(data), raw_size, scratch);

@@ -199,7 +199,7 @@ nb::list image_records(const kir::Binary& b) {
       d[key("arch")] = i.target;
       d[key("triple")] = i.triple;
       d[key("id")] = i.id;
-      d[key("compression")] = kir::compression_name(i.compression);
+      d[key("compression")] = kir::name(i.compression);
       d[key("size")] = i.size;
       d[key("stored_size")] = i.stored.size();
       d[key("file_offset")] = optional(i.file_offset);
@@ -237,7 +237,7 @@ nb::list image_rows(const kir::Binary& b) {
     for (const kir::Image& i : b.containers()[c].images) {
       nb::object version = nb::none();
       if (i.fatbin) version = nb::str((std::to_string(i.fatbin->major) + "." + std::to_string(i.fatbin->minor)).c_str());
-      rows.append(nb::make_tuple(index++, c, kir::name(i.kind), i.target, version, kir::compression_name(i.compression),
+      rows.append(nb::make_tuple(index++, c, kir::name(i.kind), i.target, version, kir::name(i.compression),
                                  i.stored.size(), i.size, i.id,
                                  i.fatbin && i.fatbin->obfuscated()));
     }
@@ -265,7 +265,7 @@ nb::list container_records(const kir::Binary& b) {
     d[key("member")] = site.member;
     d[key("section")] = site.section;
     d[key("file_offset")] = site.file_offset;
-    d[key("format")] = kir::container_format_name(site.format);
+    d[key("format")] = kir::name(site.format);
     d[key("size")] = site.size;
     d[key("version")] = site.version;
     d[key("compression")] = site.compression;

@@ -62,17 +62,6 @@ std::string llvm_command(const ElfFile& elf) {
 
 }  // namespace
 
-const char* container_format_name(ContainerFormat format) {
-  switch (format) {
-    case ContainerFormat::cuda_fatbin: return "cuda-fatbin";
-    case ContainerFormat::offload_bundle: return "offload-bundle";
-    case ContainerFormat::object_bundle: return "object-bundle";
-    case ContainerFormat::offload_binary: return "offload-binary";
-    case ContainerFormat::device_elf: return "device-elf";
-    default: return "bitcode-section";
-  }
-}
-
 Expected<ByteView> decode_image(const Image& image, Scratch& scratch) {
   if (image.fatbin) return decode_image(*image.fatbin, scratch);
   return image.stored;
@@ -105,7 +94,7 @@ class BinaryReader {
       out_.format_ = "offload-binary";
       return walk(bytes, "", "", discover_offload_binary, "offloading binary");
     }
-    if (!ElfFile::is_elf(bytes)) return Error(not_recognized(bytes));
+    if (!ElfFile::is_elf(bytes)) return Error(ErrorCode::bad_magic, not_recognized(bytes), bytes.origin(0));
     if (Expected<ContainerSite> site = discover_device_elf(bytes)) {  // a cubin or code object file
       out_.format_ = name(site->images.front().kind);
       add(std::move(*site));
@@ -282,7 +271,7 @@ class BinaryReader {
       return known;
     uint64_t local = target - elf.bytes().origin();
     if (target < elf.bytes().origin() || !elf.bytes().contains(local, 16))
-      return Error(where + " points to file offset " + hex(target) + ", outside the object");
+      return Error(ErrorCode::out_of_bounds, where + " points to file offset " + hex(target) + ", outside the object");
     const ElfSection* s = elf.section_at_offset(local);
     ByteView at = s ? s->data.from(local - s->offset) : elf.bytes().from(local);
     bool bundle = OffloadBundle::has_magic(at) || CompressedBundle::has_magic(at);
@@ -383,7 +372,7 @@ Expected<DeviceCode> Binary::device_code(uint32_t container, uint32_t image) con
 Expected<DeviceCode> Binary::device_code(uint32_t container, uint32_t image,
                                          Scratch& scratch, bool digest) const {
   if (container >= containers_.size() || image >= containers_[container].images.size())
-    return Error("no image " + std::to_string(container) + "/" + std::to_string(image));
+    return Error(ErrorCode::invalid_argument, "no image " + std::to_string(container) + "/" + std::to_string(image));
   const Image& i = containers_[container].images[image];
   CodeKind kind = code_kind_of(i.kind);
   if (kind == CodeKind::unknown || (i.fatbin && i.fatbin->obfuscated())) return DeviceCode{};
@@ -424,7 +413,7 @@ std::vector<Expected<DeviceCode>> Binary::device_code_of(
         try {
           out[i] = device_code(c, e, scratch, digests);
         } catch (const std::bad_alloc&) {  // this image, not the process
-          out[i] = Error("image " + std::to_string(i) + ": out of memory while decoding it");
+          out[i] = Error(ErrorCode::internal, "image " + std::to_string(i) + ": out of memory while decoding it");
           scratch = Scratch{};
         }
         if (c < containers_.size() && e < containers_[c].images.size() &&

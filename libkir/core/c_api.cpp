@@ -2,6 +2,7 @@
 #include "kir/kir.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -29,11 +30,55 @@ static_assert(KIR_TARGET_NONE == unsigned(TargetKind::none) && KIR_TARGET_CUDA =
               KIR_TARGET_AMDGPU == unsigned(TargetKind::amdgpu) && KIR_TARGET_HOST == unsigned(TargetKind::host) &&
               KIR_TARGET_HOST + 1 == kir::kTargetKinds);
 
-thread_local std::string last_error;
+// kir.h's error numbers are the core's ErrorCode values.
+using kir::ErrorCode;
+static_assert(KIR_ERROR_NONE == unsigned(ErrorCode::none) && KIR_ERROR_BAD_MAGIC == unsigned(ErrorCode::bad_magic) &&
+              KIR_ERROR_TRUNCATED == unsigned(ErrorCode::truncated) &&
+              KIR_ERROR_OUT_OF_BOUNDS == unsigned(ErrorCode::out_of_bounds) &&
+              KIR_ERROR_MALFORMED == unsigned(ErrorCode::malformed) &&
+              KIR_ERROR_UNSUPPORTED_VERSION == unsigned(ErrorCode::unsupported_version) &&
+              KIR_ERROR_UNSUPPORTED == unsigned(ErrorCode::unsupported) &&
+              KIR_ERROR_CORRUPT == unsigned(ErrorCode::corrupt) && KIR_ERROR_TOO_LARGE == unsigned(ErrorCode::too_large) &&
+              KIR_ERROR_IO == unsigned(ErrorCode::io) && KIR_ERROR_PERMISSION == unsigned(ErrorCode::permission) &&
+              KIR_ERROR_NOT_FOUND == unsigned(ErrorCode::not_found) &&
+              KIR_ERROR_INVALID_ARGUMENT == unsigned(ErrorCode::invalid_argument) &&
+              KIR_ERROR_INTERNAL == unsigned(ErrorCode::internal) && KIR_ERROR_INTERNAL + 1 == kir::kErrorCodes);
+static_assert(KIR_NO_OFFSET == kir::kNoOffset);
 
-int fail(const std::string& message) {
-  last_error = message;
+// Frozen layouts (docs/abi.md; LP64, the only data model kir builds for): a
+// field appended to a struct after its first version stays where it is, so a
+// caller's struct_size tells which fields it has.
+static_assert(sizeof(void*) == 8, "kir's C ABI is LP64");
+static_assert(offsetof(kir_image_info, obfuscated) == 64 && offsetof(kir_image_info, kind_name) == 72 &&
+                  offsetof(kir_image_info, target) == 80 && offsetof(kir_image_info, triple) == 88,
+              "kir_image_info: ABI 2's fields moved");
+static_assert(offsetof(kir_image_info, image_kind) == 96 && offsetof(kir_image_info, target_kind) == 100,
+              "kir_image_info: ABI 4's fields moved");
+static_assert(offsetof(kir_jit_key_input, user) == 144 && offsetof(kir_jit_key_input, captures) == 152 &&
+                  offsetof(kir_jit_key_input, capture_count) == 160 && offsetof(kir_jit_key_input, prefix) == 168,
+              "kir_jit_key_input: the fields after `user` moved");
+static_assert(offsetof(kir_jit_key_input, config_records) == 176 &&
+                  offsetof(kir_jit_key_input, config_records_size) == 184,
+              "kir_jit_key_input: ABI 8's fields moved");
+
+/// The calling thread's last failure (kir_last_error, _code, _offset).
+struct LastError {
+  std::string text;
+  ErrorCode code = ErrorCode::none;
+  uint64_t offset = kir::kNoOffset;
+};
+thread_local LastError last_error;
+
+int fail(const kir::Error& e) {
+  last_error.text = e.message();
+  last_error.code = e.code();
+  last_error.offset = e.raw_offset();
   return -1;
+}
+
+/// A failure of the call itself (a NULL handle, an index out of range).
+int fail(const std::string& message, ErrorCode code = ErrorCode::invalid_argument) {
+  return fail(kir::Error(code, message));
 }
 
 /// Copy `src` into the caller's struct, no more than the caller's struct_size.
@@ -47,7 +92,9 @@ void copy_out(const T& src, T* dst) {
 }  // namespace
 
 namespace kir::detail {
-// For the C ABI's other files (core/cache/c_api.cpp): set kir_last_error().
+// For the C ABI's other files (core/cache/c_api.cpp): set kir_last_error() and
+// its code and offset; -1.
+int set_last_error(const kir::Error& error) { return fail(error); }
 int set_last_error(const std::string& message) { return fail(message); }
 }  // namespace kir::detail
 
@@ -68,7 +115,7 @@ struct kir_binary {
     if (it != codes.end()) return &it->second;
     kir::Expected<kir::DeviceCode> c = binary.device_code(images[i].first, images[i].second);
     if (!c) {
-      fail(c.error().message());
+      fail(c.error());
       return nullptr;
     }
     return &codes.emplace(i, std::move(*c)).first->second;
@@ -82,16 +129,26 @@ struct kir_binary {
 
 extern "C" {
 
-const char* kir_version(void) { return "0.1.0"; }
+#define KIR_STRINGIFY_(x) #x
+#define KIR_STRINGIFY(x) KIR_STRINGIFY_(x)
+const char* kir_version(void) {
+  return KIR_STRINGIFY(KIR_VERSION_MAJOR) "." KIR_STRINGIFY(KIR_VERSION_MINOR) "." KIR_STRINGIFY(KIR_VERSION_PATCH);
+}
 
-const char* kir_last_error(void) { return last_error.c_str(); }
+const char* kir_last_error(void) { return last_error.text.c_str(); }
+
+uint32_t kir_abi_version(void) { return KIR_ABI_VERSION; }
+
+int kir_last_error_code(void) { return static_cast<int>(last_error.code); }
+
+uint64_t kir_last_error_offset(void) { return last_error.offset; }
 
 kir_binary* kir_binary_open(const char* path, unsigned flags) {
   if (!path) return fail("kir_binary_open: path is NULL"), nullptr;
   kir::BinaryOptions options;
   options.scan = (flags & KIR_OPEN_SCAN) != 0;
   kir::Expected<kir::Binary> b = kir::Binary::open(path, options);
-  if (!b) return fail(b.error().message()), nullptr;
+  if (!b) return fail(b.error()), nullptr;
   return new kir_binary(std::move(*b));
 }
 
@@ -143,7 +200,7 @@ int64_t kir_binary_read_image(const kir_binary* binary, size_t index, void* buff
   if (!check_image(binary, index)) return -1;
   kir::Scratch scratch;
   kir::Expected<kir::ByteView> bytes = kir::decode_image(binary->image(index), scratch);
-  if (!bytes) return fail(bytes.error().message());
+  if (!bytes) return fail(bytes.error());
   if (buffer) std::memcpy(buffer, bytes->data(), std::min<size_t>(capacity, bytes->size()));
   return static_cast<int64_t>(bytes->size());
 }
@@ -248,6 +305,16 @@ kir_hash128 kir_static_hash(const char* name, const char* code_kind, const kir_b
   return to_c(kir::static_hash(name ? name : "", code_kind ? code_kind : "", views(modules, count)));
 }
 
+kir_hash128 kir_static_hash_of_kind(const char* name, uint32_t code_kind, const kir_bytes* modules,
+                                    size_t count) {
+  if (code_kind >= kir::kCodeKinds) {
+    fail("code kind " + std::to_string(code_kind) + " is not a KIR_CODE_KIND_* value (0.." +
+         std::to_string(kir::kCodeKinds - 1) + ")");
+    return {0, 0};
+  }
+  return kir_static_hash(name, kir::name(static_cast<kir::CodeKind>(code_kind)), modules, count);
+}
+
 void kir_dynamic_hash_begin(kir_dynamic_hash* h, kir_hash128 static_hash, const char* arch) {
   new (h->opaque) kir::DynamicHash({static_hash.high, static_hash.low}, arch ? arch : "");
 }
@@ -274,7 +341,7 @@ void kir_dynamic_hash_capture(kir_dynamic_hash* h, const char* lambda, uint32_t 
 int kir_jit_key(const kir_jit_key_input* in, kir_hash128* out) {
   if (!in || !out) return fail("kir_jit_key: input or output is NULL");
   kir::Expected<kir::Hash128> key = kir::jit_key(*in);
-  if (!key) return fail("JIT key: " + key.error().message());
+  if (!key) return fail(key.error().within("JIT key"));
   *out = to_c(*key);
   return 0;
 }

@@ -49,7 +49,7 @@ extern "C" {
 KIR_EXPORT void** __cudaRegisterFatBinary(void* wrapper) {
   KIR_REAL(__cudaRegisterFatBinary, void** (*)(void*));
   void** handle = real___cudaRegisterFatBinary(wrapper);
-  layer().fatbin_registered(handle, wrapper);
+  layer().fatbin_registered(handle, wrapper, kir::hook::Vendor::cuda_runtime);
   return handle;
 }
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "interpose.hpp"
-#include "settings.hpp"
+#include "kir_hook_internal/settings.hpp"
 
 namespace {
 
@@ -105,14 +105,14 @@ extern "C" {
 KIR_EXPORT CUresult cuModuleLoadData(void** module, const void* image) {
   KIR_REAL(cuModuleLoadData, CUresult (*)(void**, const void*));
   CUresult r = real_cuModuleLoadData(module, image);
-  if (r == CUDA_SUCCESS && module && reporting()) layer().module_loaded(*module, image);
+  if (r == CUDA_SUCCESS && module && reporting()) layer().module_loaded(*module, image, kir::hook::Vendor::cuda_driver);
   return r;
 }
 
 KIR_EXPORT CUresult cuModuleLoadFatBinary(void** module, const void* fatbin) {
   KIR_REAL(cuModuleLoadFatBinary, CUresult (*)(void**, const void*));
   CUresult r = real_cuModuleLoadFatBinary(module, fatbin);
-  if (r == CUDA_SUCCESS && module && reporting()) layer().module_loaded(*module, fatbin);
+  if (r == CUDA_SUCCESS && module && reporting()) layer().module_loaded(*module, fatbin, kir::hook::Vendor::cuda_driver);
   return r;
 }
 
@@ -120,7 +120,7 @@ KIR_EXPORT CUresult cuModuleLoadDataEx(void** module, const void* image, unsigne
                                        void** values) {
   KIR_REAL(cuModuleLoadDataEx, CUresult (*)(void**, const void*, unsigned, void*, void**));
   CUresult r = real_cuModuleLoadDataEx(module, image, n, options, values);
-  if (r == CUDA_SUCCESS && module && reporting()) layer().module_loaded(*module, image);
+  if (r == CUDA_SUCCESS && module && reporting()) layer().module_loaded(*module, image, kir::hook::Vendor::cuda_driver);
   return r;
 }
 
@@ -131,7 +131,7 @@ KIR_EXPORT CUresult cuLibraryLoadData(void** library, const void* code, void* ji
            CUresult (*)(void**, const void*, void*, void**, unsigned, void*, void**, unsigned));
   CUresult r = real_cuLibraryLoadData(library, code, jit_options, jit_values, n_jit, library_options,
                                       library_values, n_library);
-  if (r == CUDA_SUCCESS && library && reporting()) layer().module_loaded(*library, code);
+  if (r == CUDA_SUCCESS && library && reporting()) layer().module_loaded(*library, code, kir::hook::Vendor::cuda_driver);
   return r;
 }
 

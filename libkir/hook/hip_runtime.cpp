@@ -45,7 +45,7 @@ extern "C" {
 KIR_EXPORT void** __hipRegisterFatBinary(const void* wrapper) {
   KIR_REAL(__hipRegisterFatBinary, void** (*)(const void*));
   void** handle = real___hipRegisterFatBinary(wrapper);
-  layer().hip_fatbin_registered(handle, wrapper);
+  layer().fatbin_registered(handle, wrapper, kir::hook::Vendor::hip);
   return handle;
 }
 

@@ -7,6 +7,7 @@
 
 #include <dlfcn.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -44,6 +45,25 @@ inline void* vendor_symbol(const char* name, const char* library) {
   return nullptr;
 }
 
+/// A driver (or HIP runtime) entry point, kept once found: a runtime may load
+/// its driver only at its first call, so a lookup that found nothing is retried.
+/// `libraries`: where to look (VendorTraits::libraries, NULL-terminated).
+struct DriverEntry {
+  const char* name;
+  const char* const* libraries;
+  std::atomic<void*> found{nullptr};
+  DriverEntry(const char* n, const char* const* l) : name(n), libraries(l) {}
+
+  template <class F>
+  F get() {
+    void* f = found.load(std::memory_order_acquire);
+    if (f) return reinterpret_cast<F>(f);
+    for (const char* const* lib = libraries; *lib && !f; ++lib) f = vendor_symbol(name, *lib);
+    if (f) found.store(f, std::memory_order_release);
+    return reinterpret_cast<F>(f);
+  }
+};
+
 /// The real `name`: vendor_symbol in one of `libraries`. Aborts, naming
 /// `runtime`, when none has it.
 inline void* find_real(const char* name, std::initializer_list<const char*> libraries, const char* runtime) {
@@ -70,6 +90,7 @@ inline kir_hook_launch launch_event(const char* api, const void* function, Dim3 
   l.outcome = KIR_LAUNCH_ORIGINAL;
   l.claimed_by = -1;
   l.substitute_id = {0, 0};
+  l.struct_size = sizeof l;
   return l;
 }
 

@@ -8,39 +8,25 @@
 #include <atomic>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <mutex>
 #include <string>
 #include <tuple>
 
 #include "interpose.hpp"
+#include "vendor.hpp"
 
 namespace kir::hook {
 
 namespace {
 
-/// A driver (or HIP runtime) entry point, kept once found: a runtime may load
-/// its driver only at its first call, so a lookup that found nothing is retried.
-struct Entry {
-  const char* name;
-  bool hip;
-  std::atomic<void*> found{nullptr};
-  Entry(const char* n, bool h) : name(n), hip(h) {}
-
-  template <class F>
-  F get() {
-    void* f = found.load(std::memory_order_acquire);
-    if (f) return reinterpret_cast<F>(f);
-    if (!hip) f = vendor_symbol(name, "libcuda.so.1");
-    else
-      for (const char* lib : {"libamdhip64.so.7", "libamdhip64.so.6", "libamdhip64.so"})
-        if ((f = vendor_symbol(name, lib))) break;
-    if (f) found.store(f, std::memory_order_release);
-    return reinterpret_cast<F>(f);
-  }
-};
-
-#define KIR_CUDA(var, type, name) static Entry var##_entry(name, false); const auto var = var##_entry.get<type>()
-#define KIR_HIP(var, type, name) static Entry var##_entry(name, true); const auto var = var##_entry.get<type>()
+/// The CUDA driver's entry point `var`, found once.
+#define KIR_CUDA(var, type, name)                                                      \
+  static DriverEntry var##_entry(name, traits(Vendor::cuda_driver).libraries); \
+  const auto var = var##_entry.get<type>()
+#define KIR_HIP(var, type, name)                                               \
+  static DriverEntry var##_entry(name, traits(Vendor::hip).libraries); \
+  const auto var = var##_entry.get<type>()
 
 constexpr int kNotFound = 500;  // CUDA_ERROR_NOT_FOUND / hipErrorNotFound
 
@@ -69,23 +55,8 @@ std::string describe_claim(const kir_hook_launch& launch, const Claim& claim) {
 }
 
 bool fail(const kir_hook_launch& launch, const Claim& claim, const std::string& why) {
-  report_failure(describe_claim(launch, claim), why + "; the original kernel is launched");
+  report_failure(Failure::substitute, describe_claim(launch, claim), why + "; the original kernel is launched");
   return false;
-}
-
-/// The current CUDA context; for a runtime-API launch, the runtime's primary
-/// context made current first when none is (cudaFree(NULL), as the runtime's
-/// own lazy initialization does).
-void* current_context(Vendor vendor) {
-  static Entry get_current("cuCtxGetCurrent", false);
-  void* ctx = nullptr;
-  auto get = get_current.get<int (*)(void**)>();
-  if (get && get(&ctx) == 0 && ctx) return ctx;
-  if (vendor != Vendor::cuda_runtime) return nullptr;
-  static const auto runtime_free = reinterpret_cast<int (*)(void*)>(dlsym(RTLD_DEFAULT, "cudaFree"));
-  if (runtime_free) runtime_free(nullptr);  // loads the driver and makes the primary context current
-  get = get_current.get<int (*)(void**)>();
-  return get && get(&ctx) == 0 ? ctx : nullptr;
 }
 
 /// The code's hash, the cache key of a claim without an id.
@@ -94,44 +65,60 @@ kir_hash128 code_identity(const kir_hook_substitute& s) {
   return {h.high, h.low};
 }
 
-void* load_code(const kir_hook_launch& launch, const Claim& claim, Vendor vendor) {
-  const kir_hook_substitute& s = claim.sub;
-  const char* entry = s.entry ? s.entry : launch.kernel ? launch.kernel->name : nullptr;
-  bool is_hip = vendor == Vendor::hip;
-  const void* where = nullptr;
-  if (is_hip) {
-    KIR_HIP(get_device, int (*)(int*), "hipGetDevice");
-    int device = 0;
-    if (!get_device || get_device(&device) != 0) return fail(launch, claim, "hipGetDevice failed"), nullptr;
-    where = reinterpret_cast<const void*>(uintptr_t(device) + 1);
-  } else if (!(where = current_context(vendor))) {
-    return fail(launch, claim, "no current CUDA context"), nullptr;
-  }
-  // This thread's recent loads first: no lock, no string, no check repeated (issue 15).
-  // A slot holds only code that loaded (so passed the checks below) under this id, for
-  // this context and entry; the cache's entries live as long as the process.
-  struct Recent {
+/// A claim's substitute code loaded earlier on this thread: no lock, no string,
+/// no check repeated (issue 15). A slot holds only code that loaded (so passed
+/// the checks of load_code) under this id, for this site and entry; the
+/// cache's entries live as long as the process.
+struct RecentLoads {
+  struct Slot {
     const void* where;
     uint64_t high, low;
     const char* entry;
     void* function;
   };
-  static thread_local Recent recent[8];
-  const bool named = s.id.high || s.id.low;
-  Recent* slot = named ? &recent[(s.id.low ^ reinterpret_cast<uintptr_t>(where)) & 7] : nullptr;
-  if (slot && slot->function && slot->where == where && slot->high == s.id.high && slot->low == s.id.low &&
-      slot->entry == entry)
-    return slot->function;
-  if (!entry || !*entry) return fail(launch, claim, "no entry named, and the launched kernel is unknown"), nullptr;
-  if (!s.code || !s.code_size) return fail(launch, claim, "code without bytes"), nullptr;
+  Slot slots[8];
+
+  static Slot* slot_for(const kir_hash128& id, const void* where) {
+    static thread_local RecentLoads recent;
+    if (!id.high && !id.low) return nullptr;  // an unnamed claim is keyed by its bytes' hash: never here
+    return &recent.slots[(id.low ^ reinterpret_cast<uintptr_t>(where)) & 7];
+  }
+  static bool holds(const Slot* s, const void* where, const kir_hash128& id, const char* entry) {
+    return s && s->function && s->where == where && s->high == id.high && s->low == id.low && s->entry == entry;
+  }
+};
+
+/// Why `s`'s code cannot be loaded for `launch` by runtime `t` ("" when it can).
+std::string unloadable(const kir_hook_substitute& s, const char* entry, const VendorTraits& t) {
+  if (!entry || !*entry) return "no entry named, and the launched kernel is unknown";
+  if (!s.code || !s.code_size) return "code without bytes";
   const char* kind = s.code_kind ? s.code_kind : "";
-  if (is_hip ? std::strcmp(kind, "code-object") != 0
-             : std::strcmp(kind, "cubin") != 0 && std::strcmp(kind, "ptx") != 0)
-    return fail(launch, claim,
-                std::string("code kind \"") + kind + "\" cannot be loaded by the " + (is_hip ? "HIP" : "CUDA") +
-                    " runtime (" + (is_hip ? "\"code-object\"" : "\"cubin\" or \"ptx\"") + ")"),
-           nullptr;
-  kir_hash128 id = named ? s.id : code_identity(s);
+  std::optional<ImageKind> k = image_kind_from_name(kind);
+  if (!k || !t.loads(*k))
+    return std::string("code kind \"") + kind + "\" cannot be loaded by the " + t.runtime + " runtime (" + t.loadable +
+           ")";
+  return "";
+}
+
+/// The image handed to the driver: PTX must be NUL-terminated, so it is copied into `text` when it is not.
+const void* loadable_image(const kir_hook_substitute& s, std::string& text) {
+  if (image_kind_from_name(s.code_kind) != ImageKind::ptx || static_cast<const char*>(s.code)[s.code_size - 1] == 0)
+    return s.code;
+  text.assign(static_cast<const char*>(s.code), s.code_size);
+  return text.c_str();
+}
+
+void* load_code(const kir_hook_launch& launch, const Claim& claim, Vendor vendor) {
+  const VendorTraits& t = traits(vendor);
+  const kir_hook_substitute& s = claim.sub;
+  const char* entry = s.entry ? s.entry : launch.kernel ? launch.kernel->name : nullptr;
+  std::string why;
+  const void* where = t.load_site(vendor, why);
+  if (!where) return fail(launch, claim, why), nullptr;
+  RecentLoads::Slot* slot = RecentLoads::slot_for(s.id, where);
+  if (RecentLoads::holds(slot, where, s.id, entry)) return slot->function;
+  if (!(why = unloadable(s, entry, t)).empty()) return fail(launch, claim, why), nullptr;
+  kir_hash128 id = slot ? s.id : code_identity(s);
   auto key = std::make_tuple(where, id.high, id.low, std::string(entry));
   ModuleCache& cache = module_cache();
   std::lock_guard<std::mutex> lock(cache.mutex);  // also: two threads never load the same code twice
@@ -140,61 +127,33 @@ void* load_code(const kir_hook_launch& launch, const Claim& claim, Vendor vendor
     if (slot) *slot = {where, id.high, id.low, entry, it->second};
     return it->second;
   }
-  std::string arch = s.arch && *s.arch ? std::string(" ") + s.arch : std::string();
-  // PTX must be NUL-terminated for the driver: copy it when it is not.
   std::string text;
-  const void* image = s.code;
-  if (std::strcmp(kind, "ptx") == 0 && static_cast<const char*>(s.code)[s.code_size - 1] != 0) {
-    text.assign(static_cast<const char*>(s.code), s.code_size);
-    image = text.c_str();
-  }
-  void* module = nullptr;
+  const void* image = loadable_image(s, text);
+  std::string what = std::string(s.code_kind) + (s.arch && *s.arch ? std::string(" ") + s.arch : std::string());
   void* function = nullptr;
-  int r;
-  if (is_hip) {
-    KIR_HIP(load, int (*)(void**, const void*), "hipModuleLoadData");
-    KIR_HIP(get, int (*)(void**, void*, const char*), "hipModuleGetFunction");
-    if (!load || !get) return fail(launch, claim, "the HIP runtime has no hipModuleLoadData"), nullptr;
-    if ((r = load(&module, image)) != 0)
-      return fail(launch, claim, std::string("hipModuleLoadData of its ") + kind + arch + " failed: error " +
-                                     std::to_string(r)),
-             nullptr;
-    if ((r = get(&function, module, entry)) != 0)
-      return fail(launch, claim, std::string("hipModuleGetFunction(\"") + entry + "\") failed: error " +
-                                     std::to_string(r)),
-             nullptr;
-  } else {
-    KIR_CUDA(load, int (*)(void**, const void*), "cuModuleLoadData");
-    KIR_CUDA(get, int (*)(void**, void*, const char*), "cuModuleGetFunction");
-    if (!load || !get) return fail(launch, claim, "the CUDA driver has no cuModuleLoadData"), nullptr;
-    if ((r = load(&module, image)) != 0)
-      return fail(launch, claim, std::string("cuModuleLoadData of its ") + kind + arch + " failed: error " +
-                                     std::to_string(r)),
-             nullptr;
-    if ((r = get(&function, module, entry)) != 0)
-      return fail(launch, claim, std::string("cuModuleGetFunction(\"") + entry + "\") failed: error " +
-                                     std::to_string(r)),
-             nullptr;
-  }
+  if (!t.load(image, entry, what, function, why)) return fail(launch, claim, why), nullptr;
   Layer::get().count_substitute_load();
   cache.functions.emplace(std::move(key), function);
   if (slot) *slot = {where, id.high, id.low, entry, function};
   return function;
 }
 
+/// How a failure line names a substitute handle of kir_hook_substitute.kind `kind`.
+const char* handle_name(int kind) {
+  return kind == KIR_SUBSTITUTE_HIP_FUNCTION ? "a hipFunction_t" : "a CUDA handle";
+}
+
 }  // namespace
 
 void* substitute_function(const kir_hook_launch& launch, const Claim& claim, Vendor vendor) {
   const kir_hook_substitute& s = claim.sub;
-  bool is_hip = vendor == Vendor::hip;
   switch (s.kind) {
     case KIR_SUBSTITUTE_FUNCTION:
     case KIR_SUBSTITUTE_KERNEL:  // cuLaunchKernel takes a CUkernel as a CUfunction (CUDA >= 12)
-      if (is_hip) return fail(launch, claim, "a CUDA handle for a HIP launch"), nullptr;
-      if (!s.function) return fail(launch, claim, "a NULL function"), nullptr;
-      return const_cast<void*>(s.function);
     case KIR_SUBSTITUTE_HIP_FUNCTION:
-      if (!is_hip) return fail(launch, claim, "a hipFunction_t for a CUDA launch"), nullptr;
+      if (!traits(vendor).own_handle(s.kind))
+        return fail(launch, claim, std::string(handle_name(s.kind)) + " for a " + traits(vendor).runtime + " launch"),
+               nullptr;
       if (!s.function) return fail(launch, claim, "a NULL function"), nullptr;
       return const_cast<void*>(s.function);
     case KIR_SUBSTITUTE_CODE:

@@ -79,7 +79,7 @@ void* describe(void* object, kir_jit_arg arg, int32_t pos, const char* call, boo
   std::lock_guard<std::mutex> lock(r.mutex);
   if (!object) object = &r.own.emplace_back();
   if (pos < 0 || !valid) {
-    kir::hook::report_failure(std::string(call) + "(position " + std::to_string(pos) + ")",
+    kir::hook::report_failure(kir::hook::Failure::jit_args, std::string(call) + "(position " + std::to_string(pos) + ")",
                               "a runtime constant kir cannot describe (negative position, or an unknown "
                               "RuntimeConstantType): not among the kernel's jit_args");
     return object;
@@ -100,7 +100,7 @@ extern "C" {
 
 KIR_EXPORT void __proteus_register_fatbinary(void* handle, void* wrapper, const char* module_id) {
   static const auto real = next<void (*)(void*, void*, const char*)>("__proteus_register_fatbinary");
-  layer().fatbin_registered(handle, wrapper);
+  layer().fatbin_registered(handle, wrapper, kir::hook::Vendor::cuda_runtime);
   if (real) real(handle, wrapper, module_id);
 }
 
@@ -111,7 +111,7 @@ KIR_EXPORT void __proteus_register_fatbinary_end(void* handle) {
 
 KIR_EXPORT void __proteus_register_linked_binary(void* wrapper, const char* module_id) {
   static const auto real = next<void (*)(void*, const char*)>("__proteus_register_linked_binary");
-  layer().fatbin_registered(wrapper, wrapper);
+  layer().fatbin_registered(wrapper, wrapper, kir::hook::Vendor::cuda_runtime);
   if (real) real(wrapper, module_id);
 }
 
@@ -192,7 +192,7 @@ KIR_EXPORT void __proteus_register_function(void* handle, const void* stub, cons
       }
     }
     if (args.size() != size_t(count))
-      kir::hook::report_failure("__proteus_register_function(\"" + std::string(name ? name : "") + "\")",
+      kir::hook::report_failure(kir::hook::Failure::jit_args, "__proteus_register_function(\"" + std::string(name ? name : "") + "\")",
                                 std::to_string(size_t(count) - args.size()) + " of its " + std::to_string(count) +
                                     " runtime constants were not described through "
                                     "__proteus_create_runtime_constant_info_* (or not in a form kir keeps)");

@@ -46,7 +46,7 @@
 #include "kir/support/json.hpp"
 #include "kir/support/kernel_pattern.hpp"
 #include "kir/hooks.h"
-#include "settings.hpp"
+#include "kir_hook_internal/settings.hpp"
 
 namespace {
 

@@ -47,12 +47,13 @@
 #include "kir/hash/jit_key.hpp"
 #include "kir/hooks.h"
 #include "kir/kir.h"
+#include "kir/model.hpp"
 #include "kir/support/json.hpp"
-#include "../hook/settings.hpp"
+#include "kir_hook_internal/settings.hpp"
 // This library is dlopen()ed by the layer, and its per-thread state (ThreadState,
 // 8 KiB) is too large for the static TLS block: its counters use the default model.
 #define KIR_TLS_INITIAL_EXEC
-#include "../hook/thread_counters.hpp"
+#include "kir_hook_internal/thread_counters.hpp"
 
 #define KIR_JIT_EXPORT __attribute__((visibility("default")))
 
@@ -84,9 +85,6 @@ struct KeyEqual {
   bool operator()(const kir_hash128& a, const kir_hash128& b) const { return a.high == b.high && a.low == b.low; }
 };
 
-const char* const kTypeNames[] = {"?", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64",
-                                  "f16", "bf16", "f32", "f64", "ptr", "bytes", "bool"};
-
 uint64_t now_ns() {
   timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
@@ -101,9 +99,9 @@ std::string hex(kir_hash128 h) {
 
 /// One scalar argument as `kir jit compile --arg` reads it (POS:TYPE:VALUE), or "".
 std::string arg_text(const kir_jit_arg& a, const void* value) {
-  if (a.kind != KIR_JIT_SCALAR || !value || a.type == 0 || a.type > 15) return "";
+  if (a.kind != KIR_JIT_SCALAR || !value || !kir::is_arg_type(a.type)) return "";
   char buf[96];
-  const char* t = kTypeNames[a.type];
+  const char* t = kir::name(static_cast<kir::ArgType>(a.type));
   auto as = [&](auto v) {
     std::memcpy(&v, value, sizeof v);
     return v;

@@ -31,7 +31,7 @@
 #include "kir/record/reachability.hpp"
 #include "kir/record/record_builder.hpp"
 #include "kir/support/kernel_pattern.hpp"
-#include "../hook/settings.hpp"
+#include "kir_hook_internal/settings.hpp"
 #include "snapshot.hpp"
 #include "va_allocator.hpp"
 

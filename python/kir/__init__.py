@@ -11,15 +11,20 @@ Open a binary and walk what it holds::
 """
 from kir.errors import KirError
 from kir.binary import Binary, Container, Image, open
-from kir.model import AllocationKind, CodeKind, ImageKind, TargetKind
-from kir._core import (DeviceCode, DeviceGlobal, Kernel, KernelParam, __version__, demangle,
+from kir.model import AllocationKind, CodeKind, ImageKind, Param, TargetKind
+from kir._core import (DeviceCode, DeviceGlobal, Kernel, __version__, demangle,
                        parse_code_object, parse_cubin, parse_ptx)
 from kir._core import abi_version, hook_api_version  # libkir's C ABI (libkir.so.N), kir/hooks.h's API
+# the running libkir's kir/kir.h and kir/cache.h ABI versions (docs/abi.md: what each added)
+from kir._core import c_abi_version, cache_abi_version
+
+#: A kernel parameter's layout: kir.model.Param, the one type every kernel's `params` lists.
+KernelParam = Param
 
 __all__ = [
     "AllocationKind", "Binary", "CodeKind", "Container", "DeviceCode", "DeviceGlobal", "Image",
-    "ImageKind", "Kernel", "KernelParam", "KirError", "TargetKind", "__version__", "abi_version", "demangle",
-    "cmake_dir", "hook_api_version", "open",
+    "ImageKind", "Kernel", "KernelParam", "Param", "KirError", "TargetKind", "__version__", "abi_version",
+    "demangle", "c_abi_version", "cache_abi_version", "cmake_dir", "hook_api_version", "open",
 ]
 
 

@@ -9,11 +9,26 @@ import kir.model
 
 abi_version: int = 0
 
-hook_api_version: int = 5
+hook_api_version: int = 6
+
+c_abi_version: int = 9
+
+cache_abi_version: int = 3
+
+C_ABI_VERSION: int = 9
+
+CACHE_ABI_VERSION: int = 3
+
+error_codes: dict = ...
 
 def name_table(which: str) -> tuple:
     """
-    The names of one kir/model.hpp enum ('image', 'code', 'target', 'allocation'), in enum order.
+    The names of one kir/model.hpp enum ('image', 'code', 'target', 'allocation', 'arg', 'jit-arg', 'container', 'codec'), in enum order ('arg': ArgType's values 1, 2, ...).
+    """
+
+def arg_types() -> tuple:
+    """
+    Every ArgType as (value, name, size in bytes (0: no fixed size), little-endian struct format or None), in value order.
     """
 
 def target_kind_of(target: str) -> kir.model.TargetKind:
@@ -25,23 +40,6 @@ def code_kind_of(kind: kir.model.ImageKind) -> kir.model.CodeKind:
     """
     The code kind of an image kind (cubin, ptx, code-object), else unknown.
     """
-
-class KernelParam:
-    """One kernel parameter's place in the parameter buffer."""
-
-    @property
-    def ordinal(self) -> int:
-        """0-based position in the signature."""
-
-    @property
-    def offset(self) -> int:
-        """Byte offset in the parameter buffer."""
-
-    @property
-    def size(self) -> int:
-        """Size in bytes."""
-
-    def __repr__(self) -> str: ...
 
 class Kernel:
     """A kernel (entry point) of a device image."""
@@ -55,7 +53,8 @@ class Kernel:
         """Demangled C++ name (the name itself when not mangled)."""
 
     @property
-    def params(self) -> list[KernelParam]: ...
+    def params(self) -> list:
+        """The parameters' layout (kir.model.Param)."""
 
     @property
     def param_count(self) -> int: ...
@@ -330,7 +329,7 @@ class FatbinEntry:
     def obfuscated(self) -> bool: ...
 
     @property
-    def compression(self) -> str:
+    def compression(self) -> kir.model.Codec:
         """'none', 'lz4', 'zstd' or 'unknown'."""
 
     @property
@@ -405,7 +404,8 @@ class Image:
         """Bundle entry id, or the fatbin entry's identifier."""
 
     @property
-    def compression(self) -> str: ...
+    def compression(self) -> kir.model.Codec:
+        """'none', 'lz4', 'zstd' or 'unknown'."""
 
     @property
     def file_offset(self) -> int | None:
@@ -451,8 +451,10 @@ class Container:
         """'section', 'wrapper' or 'scan'."""
 
     @property
-    def format(self) -> str:
-        """'cuda-fatbin', 'offload-bundle' or 'object-bundle'."""
+    def format(self) -> kir.model.ContainerFormat:
+        """
+        'cuda-fatbin', 'offload-bundle', 'object-bundle', 'offload-binary', 'bitcode-section' or 'device-elf'.
+        """
 
     @property
     def wrapper(self) -> int | None:
@@ -585,39 +587,6 @@ class Hash128:
 
     def __hash__(self) -> int: ...
 
-class ArgType(enum.Enum):
-    """Argument value types of dynamic-hash ARG records."""
-
-    i8 = 1
-
-    i16 = 2
-
-    i32 = 3
-
-    i64 = 4
-
-    u8 = 5
-
-    u16 = 6
-
-    u32 = 7
-
-    u64 = 8
-
-    f16 = 9
-
-    bf16 = 10
-
-    f32 = 11
-
-    f64 = 12
-
-    ptr = 13
-
-    bytes = 14
-
-    bool = 15
-
 def xxh3_128(data: bytes) -> Hash128:
     """XXH3-128 (seed 0) of bytes, by the system xxhash library."""
 
@@ -677,10 +646,10 @@ class DynamicHash:
     @overload
     def __init__(self, static_hash: Hash128, arch: str) -> None: ...
 
-    def arg(self, position: int, type: ArgType, value: bytes) -> DynamicHash:
+    def arg(self, position: int, type: kir.model.ArgType, value: bytes) -> DynamicHash:
         """An ARG record: 1-based position, type, value bytes (little-endian)."""
 
-    def capture(self, lambda_: str, slot: int, offset: int, type: ArgType, value: bytes) -> DynamicHash:
+    def capture(self, lambda_: str, slot: int, offset: int, type: kir.model.ArgType, value: bytes) -> DynamicHash:
         """A CAPTURE record: a lambda's captured runtime constant."""
 
     def specialize(self, flags: int) -> DynamicHash:
@@ -699,58 +668,9 @@ class DynamicHash:
 
     def finish(self) -> Hash128: ...
 
-class JitArg:
+def jit_key_of_launch(static_hash: Hash128, arch: str, params: Sequence[bytes | None], jit_args: Sequence[tuple[int, int, int, bool, int, int, int]], memory: Mapping[int, bytes], grid: Sequence[int], block: Sequence[int], specialize_grid: bool, specialize_block: bool, shared_bytes: int, bounds: Sequence[int], config: Sequence[tuple[str, bytes]], captures: Sequence[tuple[str, int, int, int, bytes]], param_sizes: Sequence[int] | None = None) -> str:
     """
-    A kernel's runtime-constant argument (kir_jit_arg): position (1-based), kind (0 scalar, 1 array, 2 object), type (kir_arg_type), by_value, count (array elements or object bytes), count_position and count_type (arrays whose count another argument holds).
-    """
-
-    def __init__(self, position: int, kind: int, type: int, by_value: int = 0, count: int = 0, count_position: int = 0, count_type: int = 0) -> None: ...
-
-    @property
-    def position(self) -> int: ...
-
-    @position.setter
-    def position(self, arg: int, /) -> None: ...
-
-    @property
-    def kind(self) -> int: ...
-
-    @kind.setter
-    def kind(self, arg: int, /) -> None: ...
-
-    @property
-    def type(self) -> int: ...
-
-    @type.setter
-    def type(self, arg: int, /) -> None: ...
-
-    @property
-    def by_value(self) -> int: ...
-
-    @by_value.setter
-    def by_value(self, arg: int, /) -> None: ...
-
-    @property
-    def count(self) -> int: ...
-
-    @count.setter
-    def count(self, arg: int, /) -> None: ...
-
-    @property
-    def count_position(self) -> int: ...
-
-    @count_position.setter
-    def count_position(self, arg: int, /) -> None: ...
-
-    @property
-    def count_type(self) -> int: ...
-
-    @count_type.setter
-    def count_type(self, arg: int, /) -> None: ...
-
-def jit_key_of_launch(static_hash: Hash128, arch: str, params: Sequence[bytes | None], jit_args: Sequence[JitArg], memory: Mapping[int, bytes], grid: Sequence[int], block: Sequence[int], specialize_grid: bool, specialize_block: bool, shared_bytes: int, bounds: Sequence[int], config: Sequence[tuple[str, bytes]], captures: Sequence[tuple[str, int, int, int, bytes]], param_sizes: Sequence[int] | None = None) -> str:
-    """
-    The JIT key through kir_jit_key (the C API): each JitArg read from `params` (the launch's argument bytes) and, by pointer, from `memory` ({address: bytes}); KirError with kir_last_error() when kir_jit_key fails.
+    The JIT key through kir_jit_key (the C API): each runtime-constant argument, kir_jit_arg's fields (position, kind, type, by_value, count, count_type, count_position), read from `params` (the launch's argument bytes) and, by pointer, from `memory` ({address: bytes}); KirError with kir_last_error() when kir_jit_key fails.
     """
 
 def launch_identity_of(static_hash: Hash128, arch: str, params: Sequence[bytes | None], grid: Sequence[int], block: Sequence[int], shared_bytes: int) -> str:
@@ -873,7 +793,7 @@ def cache_encode_entry(key: str, code: bytes, kind: str, arch: str, meta: Sequen
 
 def cache_parse_entry(data: bytes) -> dict:
     """
-    Parse and check a cache entry file's bytes (KirError: what, at which byte offset).
+    Parse and check a cache entry file's bytes (a KirError subclass: what, with its .offset).
     """
 
 CACHE_FORMAT_VERSION: int = 1

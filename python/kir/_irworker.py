@@ -6,8 +6,8 @@ end ends the process (`LLVM ERROR: ...`, exit 1) on IR it cannot compile — a
 module that reads and verifies can still name a symbol NVPTX cannot print
 (issue 21 §9). So everything kir does with LLVM to the IR of its input runs in
 a worker: reading modules (`kir.ir.analyse`: parsed, verified, printed, its
-names read), printing (`IrModule.text`), compiling (`kir.jit.compile`, the
-replay compiler), linking; it parses a module for any of these only after it read
+names read), printing (`IrModule.text`), compiling (`kir.jit.compile`, also for
+`kir replay --code ir`), linking; it parses a module for any of these only after it read
 those same bytes whole (`kir.ir.parse_bitcode`). kir's own process parses no
 input IR.
 

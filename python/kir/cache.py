@@ -24,9 +24,11 @@ from pathlib import Path
 
 from kir import _core
 from kir.errors import KirError, OptionError
+from kir.model import ImageKind
 
 FORMAT_VERSION = _core.CACHE_FORMAT_VERSION
-KINDS = ("cubin", "ptx", "code-object")
+#: the code kinds a cache entry holds (their ImageKind values are the entry's numbers, docs/cache.md)
+KINDS = tuple(k.value for k in (ImageKind.cubin, ImageKind.ptx, ImageKind.code_object))
 
 
 @dataclass(frozen=True)

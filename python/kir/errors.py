@@ -5,6 +5,10 @@ bytes) at which offset. The CLI prints a KirError as `kir: error: MESSAGE` and
 exits 2; anything else is a bug and shows its traceback.
 
     KirError                 a binary could not be read (raised by the core too)
+    ├── (one class per ErrorCode, raised by the core: BadMagicError, TruncatedError,
+    │    OutOfBoundsError, MalformedError, UnsupportedVersionError, UnsupportedError,
+    │    CorruptError, TooLargeError, KirIOError, PermissionRefusedError, NotFoundError,
+    │    InvalidArgumentError, InternalError: see ErrorCode)
     ├── OptionError          an option or argument value is invalid (also a ValueError)
     ├── RecordError          a record or chunk is missing, damaged or of an unknown version
     ├── MnemeError           a Mneme recording (kir import-mneme) is missing or malformed
@@ -14,14 +18,127 @@ exits 2; anything else is a bug and shows its traceback.
     ├── DistributedError     Dask is missing, or a cluster cannot be started or reached
     └── LLVMCrashError       LLVM died on IR from the input (in kir's worker process: kir/_irworker.py)
 
+Every KirError has `.code` (an ErrorCode; None for the classes the Python layers raise)
+and `.offset` (the byte offset the error is about, in the file or buffer read; None when
+unknown). The core's codes are kir.h's KIR_ERROR_* (docs/abi.md); `except KirError`
+catches them all.
+
 A missing optional dependency is a KirError made by `missing_extra`, naming the
 extra that installs it: pip install '<distribution>[replay]', with the name the
 distribution is installed under.
 """
 
+from __future__ import annotations
+
+import enum
+
+
+class ErrorCode(enum.IntEnum):
+    """What kind of failure an error from the core is: kir.h's KIR_ERROR_* numbers
+    (kir/support/error.hpp ErrorCode; checked when kir._core loads)."""
+    NONE = 0
+    BAD_MAGIC = 1            # not the format asked for: wrong or no magic
+    TRUNCATED = 2            # the data ends inside a structure that must be whole
+    OUT_OF_BOUNDS = 3        # an offset, size, count or index points outside its buffer
+    MALFORMED = 4            # a field holds a value the format does not allow
+    UNSUPPORTED_VERSION = 5  # a format version this kir does not read
+    UNSUPPORTED = 6          # valid, but not read by kir (ELF32, an unknown codec)
+    CORRUPT = 7              # a checksum or hash does not match the bytes
+    TOO_LARGE = 8            # over a limit kir enforces
+    IO = 9                   # the system failed a read, write, open or map
+    PERMISSION = 10          # refused by permissions or by kir's trust rules
+    NOT_FOUND = 11           # no such file, group, image, kernel, entry
+    INVALID_ARGUMENT = 12    # the caller's mistake
+    INTERNAL = 13            # anything else
+
 
 class KirError(Exception):
-    """Bad input: the message says what, where and at which byte offset."""
+    """Bad input: the message says what, where and at which byte offset. `.code`: the
+    ErrorCode (None when a Python layer raised it); `.offset`: the byte offset the
+    error is about, or None."""
+    code: ErrorCode | None = None
+    offset: int | None = None
+
+
+class BadMagicError(KirError):
+    """Not the format asked for: no magic, a wrong magic, an unrecognized file."""
+    code = ErrorCode.BAD_MAGIC
+
+
+class TruncatedError(KirError):
+    """The data ends inside a structure that must be whole (a header, a record)."""
+    code = ErrorCode.TRUNCATED
+
+
+class OutOfBoundsError(KirError):
+    """An offset, size, count or index in the data points outside its buffer."""
+    code = ErrorCode.OUT_OF_BOUNDS
+
+
+class MalformedError(KirError):
+    """A field holds a value the format does not allow."""
+    code = ErrorCode.MALFORMED
+
+
+class UnsupportedVersionError(KirError):
+    """A format version this kir does not read."""
+    code = ErrorCode.UNSUPPORTED_VERSION
+
+
+class UnsupportedError(KirError):
+    """Valid, but not something kir reads (ELF32, an unknown codec, obfuscated code)."""
+    code = ErrorCode.UNSUPPORTED
+
+
+class CorruptError(KirError):
+    """A checksum or hash does not match the bytes: damaged after it was written."""
+    code = ErrorCode.CORRUPT
+
+
+class TooLargeError(KirError):
+    """Over a limit kir enforces (a decompressed size, a count)."""
+    code = ErrorCode.TOO_LARGE
+
+
+class KirIOError(KirError):
+    """The operating system failed a read, write, open or map."""
+    code = ErrorCode.IO
+
+
+class PermissionRefusedError(KirError):
+    """Refused by the system's permissions or by kir's trust rules (a cache directory
+    or entry another user could write)."""
+    code = ErrorCode.PERMISSION
+
+
+class NotFoundError(KirError):
+    """No such file, group, image, kernel or entry."""
+    code = ErrorCode.NOT_FOUND
+
+
+class InvalidArgumentError(KirError):
+    """The caller's mistake: a NULL pointer, an index out of range, a bad value."""
+    code = ErrorCode.INVALID_ARGUMENT
+
+
+class InternalError(KirError):
+    """Anything else: a device driver's or a library's failure."""
+    code = ErrorCode.INTERNAL
+
+
+_BY_CODE: dict[ErrorCode, type[KirError]] = {cls.code: cls for cls in (
+    BadMagicError, TruncatedError, OutOfBoundsError, MalformedError, UnsupportedVersionError, UnsupportedError,
+    CorruptError, TooLargeError, KirIOError, PermissionRefusedError, NotFoundError, InvalidArgumentError,
+    InternalError)}
+
+
+def error_class(code: int) -> type[KirError]:
+    """The KirError subclass of ErrorCode `code` (KirError itself for NONE or a code this
+    package does not know)."""
+    try:
+        return _BY_CODE.get(ErrorCode(code), KirError)
+    except ValueError:
+        return KirError
 
 
 class OptionError(KirError, ValueError):
@@ -89,5 +206,8 @@ def missing_extra(module: str, extra: str, needed_by: str, error: BaseException 
     return cls(f"{needed_by}: {module} is not installed: {install_hint(extra)}{detail}")
 
 
-__all__ = ["DISTRIBUTION", "DistributedError", "KirError", "LLVMCrashError", "MnemeError", "NoDeviceError", "OptionError", "PlanError", "RecordError",
-           "ReplayError", "distribution_name", "install_hint", "missing_extra"]
+__all__ = ["DISTRIBUTION", "BadMagicError", "CorruptError", "DistributedError", "ErrorCode", "InternalError",
+           "InvalidArgumentError", "KirError", "KirIOError", "LLVMCrashError", "MalformedError", "MnemeError",
+           "NoDeviceError", "NotFoundError", "OptionError", "OutOfBoundsError", "PermissionRefusedError", "PlanError",
+           "RecordError", "ReplayError", "TooLargeError", "TruncatedError", "UnsupportedError",
+           "UnsupportedVersionError", "distribution_name", "error_class", "install_hint", "missing_extra"]

@@ -12,14 +12,12 @@ from dataclasses import dataclass
 from kir import _core
 from kir.binary import Binary
 from kir.errors import OptionError
-from kir.model import CODE_IMAGES, CodeKind, ImageKind
+from kir.model import CODE_IMAGES, ArgType, CodeKind, ImageKind, JitArg, JitArgKind, arg_type
 from kir.proteus import proteus_static_hashes
 
 Hash128 = _core.Hash128
 DynamicHash = _core.DynamicHash
 HashDomain = _core.HashDomain
-ArgType = _core.ArgType
-JitArg = _core.JitArg
 static_hash = _core.static_hash
 proteus_static_hash = _core.proteus_static_hash
 xxh3_128 = _core.xxh3_128
@@ -28,24 +26,21 @@ kernel_code = _core.kernel_code
 kernel_static_hash = _core.kernel_static_hash
 
 
-#: kir_jit_arg_kind
-SCALAR, ARRAY, OBJECT = 0, 1, 2
+#: kir_jit_arg_kind (kir.model.JitArgKind)
+SCALAR, ARRAY, OBJECT = JitArgKind.scalar, JitArgKind.array, JitArgKind.object
 #: SPECIALIZE flags
 SPECIALIZE_GRID, SPECIALIZE_BLOCK, SPECIALIZE_BOUNDS = 1, 2, 4
 
 
 def _type(value) -> int:
     """A kir_arg_type number from a number, an ArgType or its name ("f32")."""
-    if isinstance(value, str):
-        try:
-            value = getattr(ArgType, value)
-        except AttributeError:
-            raise OptionError(f"{value!r} is not an argument type (one of "
-                             f"{', '.join(t.name for t in ArgType)})") from None
-    number = int(value.value if isinstance(value, ArgType) else value)
-    if not 1 <= number <= 15:
-        raise OptionError(f"argument type {number} is not a kir_arg_type (1..15)")
-    return number
+    try:
+        kind = arg_type(value)
+    except ValueError as error:
+        raise OptionError(str(error)) from None
+    if not isinstance(kind, ArgType):
+        raise OptionError(f"argument type {kind} is not a kir_arg_type (1..{len(ArgType)})")
+    return int(kind)
 
 
 def _hex(static_hash) -> Hash128:
@@ -96,7 +91,7 @@ def jit_key(static_hash: str, arch: str, args, *, grid=None, block=None, shared_
         if params[p - 1] is not None:
             raise OptionError(f"argument position {p} given twice")
         params[p - 1] = bytes(value)
-        jit_args.append(JitArg(p, OBJECT, _type(kind), by_value=1, count=len(value)))
+        jit_args.append(JitArg(p, OBJECT, _type(kind), by_value=True, count=len(value)).c_fields())
     max_threads, min_blocks = bounds if bounds is not None else (0, 0)
     return _core.jit_key_of_launch(
         _hex(static_hash), arch, params, jit_args, {}, _dims(grid or (0, 0, 0), "grid"),
@@ -111,11 +106,12 @@ def jit_key_of_launch(static_hash: str, arch: str, params, jit_args, *, memory=N
                       config=(), captures=(), param_sizes=None) -> str:
     """The JIT key of a launch as a JIT client computes it (kir_jit_key): `params`
     the launch's argument bytes (one per parameter), `jit_args` the kernel's
-    runtime-constant arguments (JitArg), `memory` {address: bytes} the device memory
+    runtime-constant arguments (kir.model.JitArg), `memory` {address: bytes} the device memory
     arrays and objects passed by pointer are read from."""
     max_threads, min_blocks = bounds if bounds is not None else (0, 0)
     return _core.jit_key_of_launch(
-        _hex(static_hash), arch, [None if p is None else bytes(p) for p in params], list(jit_args),
+        _hex(static_hash), arch, [None if p is None else bytes(p) for p in params],
+        [a.c_fields() if isinstance(a, JitArg) else tuple(a) for a in jit_args],
         dict(memory or {}), _dims(grid, "grid"), _dims(block, "block"), specialize_grid, specialize_block,
         shared_bytes, (max_threads, min_blocks), _config(config), _captures(captures), param_sizes)
 

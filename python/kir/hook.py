@@ -18,10 +18,13 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from kir.model import AllocationKind, JitArg, Param
+
 LIBRARY = Path(__file__).resolve().parent / "lib" / "libkir_hook.so"
 # KIR_ALLOC_* -> kir/model.hpp's AllocationKind names (the layer's trace and the
 # recorder's records print those; tests/hook/test_hook_hip.py checks they agree).
-ALLOCATION_KINDS = {1: "device", 2: "managed", 3: "host-pinned"}
+ALLOCATION_KINDS = {k.number: k.value for k in (AllocationKind.device, AllocationKind.managed,
+                                                AllocationKind.host_pinned)}
 
 
 class _Hash128(ctypes.Structure):
@@ -34,7 +37,9 @@ class _Kernel(ctypes.Structure):
                 ("param_sizes", ctypes.POINTER(ctypes.c_uint32)), ("static_hash", _Hash128),
                 ("ir", ctypes.c_void_p), ("ir_size", ctypes.c_size_t), ("unloaded", ctypes.c_int),
                 # API 4
-                ("jit_arg_count", ctypes.c_uint32), ("jit_args", ctypes.c_void_p)]
+                ("jit_arg_count", ctypes.c_uint32), ("jit_args", ctypes.c_void_p),
+                # API 6
+                ("struct_size", ctypes.c_uint32)]
 
 
 class _JitArg(ctypes.Structure):  # kir_jit_arg (kir/kir.h)
@@ -45,12 +50,19 @@ class _JitArg(ctypes.Structure):  # kir_jit_arg (kir/kir.h)
 
 class _Global(ctypes.Structure):
     _fields_ = [("name", ctypes.c_char_p), ("host_address", ctypes.c_void_p), ("size", ctypes.c_size_t),
-                ("fatbin", ctypes.c_void_p), ("unloaded", ctypes.c_int)]
+                ("fatbin", ctypes.c_void_p), ("unloaded", ctypes.c_int),
+                # API 6
+                ("struct_size", ctypes.c_uint32)]
 
 
 class _Allocation(ctypes.Structure):
     _fields_ = [("address", ctypes.c_uint64), ("size", ctypes.c_uint64), ("kind", ctypes.c_int),
                 ("tag", ctypes.c_void_p)]
+
+
+# These mirror kir/hooks.h field for field (tests/test_hook_abi.py compares them
+# with the C compiler's offsetof and sizeof); docs/abi.md says which API added each.
+# (kir.hook_api_version is the API they are written for.)
 
 
 class _Stats(ctypes.Structure):
@@ -67,13 +79,20 @@ class Kernel:
     name: str                      # mangled
     host_stub: int                 # the host function (or CUfunction) it is launched by
     fatbin: int                    # the registration handle or module it came with
-    param_offsets: tuple[int, ...]
-    param_sizes: tuple[int, ...]
+    params: tuple[Param, ...]      # the parameters' layout (kir.model.Param)
     static_hash: str               # 32 hex digits, as `kir hash` prints it
     ir: bytes                      # bitcode the Proteus pass embedded for it (b"" when none)
     unloaded: bool = False         # its fatbin or module was unregistered since
     #: runtime-constant arguments captured from the Proteus ABI (kir_hook_kernel.jit_args), by position
-    jit_args: tuple = ()
+    jit_args: tuple[JitArg, ...] = ()
+
+    @property
+    def param_offsets(self) -> tuple[int, ...]:
+        return tuple(p.offset for p in self.params)
+
+    @property
+    def param_sizes(self) -> tuple[int, ...]:
+        return tuple(p.size for p in self.params)
 
 
 @dataclass(frozen=True)
@@ -103,6 +122,7 @@ def _library() -> ctypes.CDLL | None:
             lib = ctypes.CDLL("libkir_hook.so", mode=os.RTLD_NOLOAD | ctypes.RTLD_GLOBAL)
         except OSError:
             return None
+    lib.kir_hook_api_version.restype = ctypes.c_uint32
     lib.kir_hook_kernel_count.restype = ctypes.c_size_t
     lib.kir_hook_kernel_at.restype = ctypes.POINTER(_Kernel)
     lib.kir_hook_kernel_at.argtypes = [ctypes.c_size_t]
@@ -123,6 +143,11 @@ def active() -> bool:
     return _library() is not None
 
 
+def api_version() -> int:
+    """The hook API of the layer loaded in this process (kir_hook_api_version())."""
+    return int(_require().kir_hook_api_version())
+
+
 def _require() -> ctypes.CDLL:
     lib = _library()
     if lib is None:
@@ -139,22 +164,16 @@ def kernels() -> list[Kernel]:
         k = lib.kir_hook_kernel_at(i).contents
         n = k.param_count
         out.append(Kernel(k.name.decode(), k.host_stub or 0, k.fatbin or 0,
-                          tuple(k.param_offsets[j] for j in range(n)),
-                          tuple(k.param_sizes[j] for j in range(n)),
+                          tuple(Param(j, k.param_offsets[j], k.param_sizes[j]) for j in range(n)),
                           f"{k.static_hash.high:016x}{k.static_hash.low:016x}",
                           ctypes.string_at(k.ir, k.ir_size) if k.ir else b"", bool(k.unloaded),
                           _jit_args(k)))
     return out
 
 
-_JIT_KINDS = ("scalar", "array", "object")
-
-
-def _jit_args(k: _Kernel) -> tuple:
-    from kir.record import JitArg
+def _jit_args(k: _Kernel) -> tuple[JitArg, ...]:
     args = ctypes.cast(k.jit_args, ctypes.POINTER(_JitArg)) if k.jit_args else None
-    return tuple(JitArg(a.position, _JIT_KINDS[a.kind] if a.kind < 3 else "unknown", a.type, bool(a.by_value),
-                        a.count, a.count_type, a.count_position)
+    return tuple(JitArg(a.position, a.kind, a.type, bool(a.by_value), a.count, a.count_type, a.count_position)
                  for a in (args[i] for i in range(k.jit_arg_count if args else 0)))
 
 
@@ -208,6 +227,6 @@ def stats() -> dict[str, int]:
     return {name: getattr(s, name) for name, _ in _Stats._fields_[1:]}
 
 
-__all__ = ["active", "Allocation", "ALLOCATION_KINDS", "find_allocation", "Global", "global_device_address",
-           "globals_", "Kernel", "kernels", "LIBRARY", "stats", "tag_allocation", "track_allocation",
+__all__ = ["active", "Allocation", "ALLOCATION_KINDS", "api_version", "find_allocation", "Global",
+           "global_device_address", "globals_", "Kernel", "kernels", "LIBRARY", "stats", "tag_allocation", "track_allocation",
            "untrack_allocation"]

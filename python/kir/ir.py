@@ -122,7 +122,7 @@ def parse_bitcode(bitcode: bytes, what: str = "this module"):
     """The llvmlite module of `bitcode`, parsed only once the worker has read the
     same bytes whole (`read_modules`); a module it could not read (or that crashed
     it) raises KirError with the reason, naming it `what`. Called in the worker
-    (kir.jit, the replay compiler): kir's own process parses no input IR."""
+    (kir.jit, kir.ir.link_bitcode): kir's own process parses no input IR."""
     import llvmlite.binding as llvm
     found = _answers([bitcode])[0]
     if found.get("error"):
@@ -144,6 +144,20 @@ def texts(modules: list[IrModule]) -> list[str]:
 
 def _text(bitcode: bytes) -> str:
     return str(parse_bitcode(bitcode))
+
+
+def link_bitcode(bitcode: list[bytes]) -> bytes:
+    """The modules linked into one (bitcode), in kir's LLVM worker: a module it cannot
+    read or link raises KirError (or RuntimeError, llvmlite's)."""
+    from kir._irworker import call
+    return call("kir.ir:_linked", bitcode)
+
+
+def _linked(bitcode: list[bytes]) -> bytes:
+    first, *others = [parse_bitcode(b) for b in bitcode]
+    for other in others:
+        first.link_in(other)
+    return first.as_bitcode()
 
 
 def _answers(bitcodes: list[bytes]) -> list[dict]:
@@ -241,11 +255,14 @@ def _param(index: int, arg, parsed, layout) -> IrParam:
         match = _POINTEE.search(attribute.decode(errors="replace"))
         if match:
             param.pointee_kind, param.pointee_type = match[1], match["type"]
-            param.pointee_size = _pointee_size(match["type"], parsed, layout)
+            param.pointee_size = pointee_size(match["type"], parsed, layout)
     return param
 
 
-def _pointee_size(type_text: str, parsed, layout) -> int | None:
+def pointee_size(type_text: str, parsed, layout) -> int | None:
+    """The size in bytes of the type a byval / byref parameter attribute names
+    (`%struct.S`, `i32`, `double`, ...) in the llvmlite module `parsed` under the
+    target data `layout`; None when it cannot be told (opaque, unsized, no layout)."""
     if type_text.startswith("%"):
         try:
             return _size(layout, parsed.get_struct_type(type_text[1:].strip('"')))
@@ -343,4 +360,4 @@ def kernel_ir(binary: Binary, modules: list[IrModule]) -> dict[tuple[int, str], 
 
 
 __all__ = ["analyse", "ir_modules", "IrFunction", "IrGlobal", "IrModule", "IrParam", "KERNEL_CALLING_CONVENTIONS",
-           "kernel_ir", "parse_bitcode", "read_module", "read_modules", "texts"]
+           "kernel_ir", "link_bitcode", "parse_bitcode", "pointee_size", "read_module", "read_modules", "texts"]

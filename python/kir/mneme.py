@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kir import _core, hashing
-from kir.errors import MnemeError
+from kir.errors import KirError, MnemeError
 from kir.files import load_json, read_file
 
 DIFF_MAGIC = b"MNEME_DIFF_V1"  # MnemeSnapshot::DiffMagic
@@ -376,10 +376,9 @@ def kernel_code(kernel: Kernel) -> KernelCode:
     """The IR, kir's static hash over it (docs/hashing.md, code kind "ir"), the
     architecture it targets, and the kernel's parameter layout: the IR compiled to PTX
     (as `kir replay --code ir` does), whose `.param` list gives offsets and sizes."""
-    from kir.errors import PlanError
+    import kir.jit
     from kir.ir import read_module
     from kir.record import MAX_CHUNK_BYTES
-    from kir.replay.compiler import compile_ir, find_libdevice, libdevice_calls
 
     path = kernel.path.parent / kernel.modules[0]
     ir = _read_file(path, MAX_CHUNK_BYTES)  # the IR becomes a record's code chunk
@@ -393,11 +392,10 @@ def kernel_code(kernel: Kernel) -> KernelCode:
     match = re.search(r'"target-cpu"="(sm_\d+[af]?)"', module.text())
     arch = match.group(1) if match else "sm_90"
     try:
-        calls = libdevice_calls(ir)
-        ptx = compile_ir(ir, arch, find_libdevice(calls) if calls else None)
-    except PlanError as error:
+        ptx = kir.jit.compile(ir, kernel.name, arch, options={"kind": "ptx"}).code
+    except KirError as error:
         raise MnemeError(f"{path}: {error}") from None
-    ptx_kernel = next((k for k in _core.parse_ptx(ptx.encode()).kernels if k.name == kernel.name), None)
+    ptx_kernel = next((k for k in _core.parse_ptx(ptx).kernels if k.name == kernel.name), None)
     if ptx_kernel is None:
         raise MnemeError(f"{path}: the kernel {kernel.name} compiled to PTX has no entry of that name")
     params = ptx_kernel.params

@@ -35,8 +35,8 @@ from __future__ import annotations
 from kir import _core
 from kir.binary import Binary, Image
 from kir.errors import KirError
+from kir.model import CODE_IMAGES
 
-CODE_IMAGES = ("cubin", "ptx", "code-object")
 RELOCATABLE_SECTION = "__nv_relfatbin"  # one unit's relocatable device code (RDC)
 CUDA_MODULE_PREFIX = "_jit_bitcode_"
 

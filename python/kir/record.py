@@ -29,6 +29,7 @@ from pathlib import Path
 from kir import _core
 from kir.errors import KirError, RecordError
 from kir.files import open_regular, read_exactly
+from kir.model import JitArg, JitArgKind, Param
 
 __all__ = ["Code", "Device", "Flag", "JitArg", "Kernel", "Launch", "Param", "Process", "Record", "RecordError",
            "Recording", "Region", "Stats", "VaRange", "check_output_directory", "read_chunk", "read_record_body",
@@ -111,22 +112,7 @@ class Code:
     size: int
 
 
-@dataclass
-class Param:
-    offset: int
-    size: int
-
-
-@dataclass
-class JitArg:
-    """A runtime-constant argument the hook captured from the Proteus ABI (kir_jit_arg, kir/kir.h)."""
-    position: int           #: 1-based parameter position
-    kind: str               #: "scalar", "array" or "object"
-    type: int               #: kir_arg_type: the scalar's, an array's elements' (KIR_ARG_BYTES for objects)
-    by_value: bool          #: objects: passed by value; arrays: elements in the argument's own bytes
-    count: int              #: constant-size arrays: element count; objects: size in bytes
-    count_type: int         #: run-time-size arrays: kir_arg_type of the argument holding the count
-    count_position: int     #: run-time-size arrays: its 1-based position; 0 when `count` is constant
+# Param (a parameter's layout) and JitArg (a runtime-constant argument): kir.model's.
 
 
 @dataclass
@@ -427,15 +413,15 @@ def _code(fields: _Fields | None, kind: str = "") -> Code | None:
 def _kernel(f: _Fields) -> Kernel:
     return Kernel(name=f.get("name", str), demangled=f.get("demangled", str),
                   static_hash=f.hash("static_hash"),
-                  params=[Param(p.count("offset", MAX_PARAM_BYTES), p.count("size", MAX_PARAM_BYTES))
-                          for p in f.items("params")],
+                  params=[Param(i, p.count("offset", MAX_PARAM_BYTES), p.count("size", MAX_PARAM_BYTES))
+                          for i, p in enumerate(f.items("params"))],
                   image=_code(f.sub("image", optional=True)), ptx=_code(f.sub("ptx", optional=True)),
                   ir=_code(f.sub("ir", optional=True), kind="ir"),
                   ptx_units=[_code(u) for u in f.items("ptx_units")] if "ptx_units" in f.value else [],
                   jit_args=[_jit_arg(a) for a in f.items("jit_args")] if "jit_args" in f.value else [])
 
 
-_JIT_KINDS = ("scalar", "array", "object")
+_JIT_KINDS = tuple(JitArgKind)
 
 
 def _jit_arg(f: _Fields) -> JitArg:

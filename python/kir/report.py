@@ -11,6 +11,7 @@ from collections.abc import Iterable, Iterator
 
 from kir import _core
 from kir.binary import Binary, Image
+from kir.envelope import envelope
 from kir.errors import OptionError
 from kir.model import ImageKind
 
@@ -132,17 +133,17 @@ def build_report(binary: Binary, archs: set[str] | None, kinds: set[ImageKind] |
             r.update(code.records())
             for k in r["kernels"]:
                 k["ir_module"] = (links or {}).get((r["index"], k["name"]))
-    return {
-        "schema": SCHEMA,
-        "kir_version": _core.__version__,
-        "path": binary.path,
-        "format": binary.format,
-        "members": binary.members,
-        "containers": [containers[i] for i in used],
-        "images": records,
-        "errors": list(errors),
+    return envelope(
+        SCHEMA,
+        kir_version=_core.__version__,
+        path=binary.path,
+        format=binary.format,
+        members=binary.members,
+        containers=[containers[i] for i in used],
+        images=records,
+        errors=list(errors),
         **({"ir_modules": [ir_module_record(m) for m in modules]} if modules is not None else {}),
-    }
+    )
 
 
 def ir_module_record(m) -> dict[str, object]:

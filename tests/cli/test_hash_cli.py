@@ -77,6 +77,26 @@ def test_jit_key_from_the_command_line(kir_cli):
     assert result.stdout.strip() == expected
 
 
+def test_half_precision_arguments_hash_as_the_core_does(kir_cli):
+    """f16 and bf16 arguments (kir_arg_type 9 and 10): the command line packs them as
+    the core's ArgType says and the JIT key, the launch identity and format 1's hash
+    agree with the core's builder and the independent reference."""
+    from kir import _core, hashing
+    static = ref.static_hash("k", "ir", [b"m"])
+    half, bhalf = struct.pack("<e", 1.5), struct.pack("<H", 0x3FC0)  # 1.5 in IEEE half and in bfloat16
+    result = kir_cli("hash", "--jit-key", static, "--arch", "sm_90", "--arg", "1:f16:1.5", "--arg", "2:bf16:1.5")
+    assert result.returncode == 0, result.stderr
+    args = [(1, "f16", half), (2, "bf16", bhalf)]
+    assert result.stdout.strip() == ref.jit_key(static, "sm_90", args=args) == \
+        hashing.jit_key(static, "sm_90", [(1, hashing.ArgType.f16, half), (2, hashing.ArgType.bf16, bhalf)])
+    result = kir_cli("hash", "--dynamic", static, "--arch", "sm_90", "--arg", "1:f16:1.5", "--arg", "2:bf16:1.5")
+    assert result.returncode == 0, result.stderr
+    core = _core.DynamicHash(_core.HashDomain.dynamic_v1, _core.Hash128.from_hex(static), "sm_90")
+    assert result.stdout.strip() == core.arg(1, hashing.ArgType.f16, half).arg(2, hashing.ArgType.bf16, bhalf).finish().hex
+    result = kir_cli("hash", "--jit-key", static, "--arg", "1:f16:70000")  # past f16's range
+    assert result.returncode == 2 and "--arg '1:f16:70000'" in result.stderr
+
+
 def test_launch_identity_from_the_command_line(kir_cli):
     static = ref.static_hash("k", "ir", [b"m"])
     result = kir_cli("hash", "--launch-identity", static, "--arch", "sm_90", "--arg", "1:f32:2.5",

@@ -16,6 +16,7 @@ import pytest
 import cache_reference as ref
 import kir
 from kir import _core
+from kir.model import ArgType
 from kir.cache import Cache, encode_entry, parse_entry
 from kir.errors import KirError, OptionError
 
@@ -37,7 +38,7 @@ def jit_key(kernel: str, code: bytes, value: float) -> str:
     """A JIT key as the JIT client makes one: the kernel's static hash, the arch and a
     runtime-constant argument's value."""
     static = _core.static_hash(kernel, "cubin", [code])
-    return _core.DynamicHash(static, ARCH).arg(1, _core.ArgType.f64, struct.pack("<d", value)).finish().hex
+    return _core.DynamicHash(static, ARCH).arg(1, ArgType.f64, struct.pack("<d", value)).finish().hex
 
 
 def meta_for(kernel: str) -> dict[str, str]:

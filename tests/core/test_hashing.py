@@ -12,11 +12,12 @@ import xxhash
 from hypothesis import given, settings, strategies as st
 
 from kir import _core
+from kir.model import ArgType
 
 import hash_reference as ref
 
 VECTORS = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "golden" / "hash_vectors.json").read_text())
-TYPES = {name: getattr(_core.ArgType, name) for name in ref.ARG_TYPES}
+TYPES = {name: getattr(ArgType, name) for name in ref.ARG_TYPES}
 
 
 def core_dynamic(static_hex, arch, args=(), grid=None, block=None, bounds=None, config=()):

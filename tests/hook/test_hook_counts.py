@@ -1,5 +1,5 @@
 """The layer's and the JIT client's per-launch counters are per-thread blocks
-summed when read (libkir/hook/thread_counters.hpp, issue 15: no locked
+summed when read (libkir/hook/include/kir_hook_internal/thread_counters.hpp, issue 15: no locked
 instruction per launch). Without a GPU: the stub runtime and driver, an app that
 launches from waves of threads — the second wave reuses the blocks of the first,
 whose threads exited — and from its main thread, then reads kir_hook_get_stats.

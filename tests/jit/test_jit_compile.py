@@ -19,6 +19,7 @@ import pytest
 import build as fixture_build
 from running import run_kir
 from build import source  # tests/support/build.py: a source under tests/fixtures
+from kir.errors import KirError, OptionError
 
 SOURCE = source("jit/jit_compile_app.cu")
 
@@ -614,3 +615,158 @@ def test_llvm22_honours_attributes_not_annotations():
     ptx = emit_ptx(module, target_machine("sm_90", "", 3))
     first, second = ptx.index(".entry by_attribute"), ptx.index(".entry by_annotation")
     assert ".maxntid 96" in ptx[first:second] and ".maxntid" not in ptx[second:]
+
+
+# --- the transform's steps (kir.jit.transform), each on the app's IR ---------------------
+
+@pytest.fixture
+def module(app):
+    """A fresh llvmlite module of the app's device IR (built at -O0, as embedded)."""
+    return _llvm_parse(app["bitcode"])
+
+
+def test_kernel_names_are_the_ptx_kernels(module):
+    from kir.jit import transform
+    names = transform.kernel_names(str(module))
+    assert sorted(names) == sorted([DAXPY, STRIDED, SCALED, HELPER, SINES, PRESSURE, BIASED, FLAGS])
+    defined = [f.name for f in module.functions if not f.is_declaration]
+    assert names == [n for n in defined if n in names]  # in the module's order
+    assert "_Z5twiced" in defined and "_Z5twiced" not in names  # a device function
+
+
+def test_find_kernel(module):
+    from kir.jit import transform
+    kernels = transform.kernel_names(str(module))
+    assert transform.find_kernel(module, DAXPY, kernels).name == DAXPY
+    with pytest.raises(OptionError, match=r"defines no kernel 'nope' \(its kernels: _Z5daxpy"):
+        transform.find_kernel(module, "nope", kernels)
+    with pytest.raises(OptionError, match="_Z5twiced is a device function, not a kernel"):
+        transform.find_kernel(module, "_Z5twiced", kernels)
+
+
+def test_kernel_params_and_the_by_value_object_size(module):
+    from kir.jit import transform
+    daxpy = transform.kernel_params(module, module.get_function(DAXPY))
+    assert [p.type for p in daxpy] == [str(a.type) for a in module.get_function(DAXPY).arguments]
+    assert [p.index for p in daxpy] == [0, 1, 2, 3] and not any(p.byval_type for p in daxpy)
+    scaled = transform.kernel_params(module, module.get_function(SCALED))
+    s = scaled[0]
+    # (LLVM's one context renames the struct %struct.Scale.N in a module parsed again)
+    assert (s.type, s.byval_kind) == ("ptr", "byval") and re.fullmatch(r"%struct\.Scale(\.\d+)?", s.byval_type)
+    assert s.byval_size == 16  # struct Scale { double factor; int offset; }: 8 + 4, aligned to 8
+    assert s.text.startswith("ptr") and f"byval({s.byval_type})" in s.text and "%" not in s.text.split(")")[-1]
+
+
+def test_check_specialization(module):
+    from kir.jit import Specialization, transform
+    kernels = transform.kernel_names(str(module))
+    params = transform.kernel_params(module, module.get_function(DAXPY))
+    transform.check_specialization(DAXPY, params, Specialization(args=["4:i32:1"]), kernels, False)
+    with pytest.raises(OptionError, match=f"argument 5: {DAXPY} has 4 parameters"):
+        transform.check_specialization(DAXPY, params, Specialization(args=["5:i32:1"]), kernels, False)
+    with pytest.raises(OptionError, match="cannot be with other kernels kept"):
+        transform.check_specialization(DAXPY, params, Specialization(grid=(1, 1, 1)), kernels, True)
+    transform.check_specialization(DAXPY, params, Specialization(grid=(1, 1, 1)), [DAXPY], True)
+
+
+def test_wrapper_attributes(module):
+    from kir.jit import Specialization, transform
+    fn = module.get_function(DAXPY)
+    own = b" ".join(fn.attributes).decode()
+    assert "noinline" in own and "optnone" in own and '"target-cpu"="sm_90"' in own
+    tokens = transform.wrapper_attributes(fn, Specialization(bounds=(256, 2)), "sm_80", 80)
+    assert not {"noinline", "optnone", "alwaysinline"} & set(tokens)
+    assert '"target-cpu"="sm_80"' in tokens and '"nvvm.maxntid"="256"' in tokens and '"nvvm.minctasm"="2"' in tokens
+    features = next(t for t in tokens if t.startswith('"target-features"='))
+    assert "+sm_80" in features and "+ptx80" in features and "+sm_90" not in features
+    assert not any("nvvm." in t for t in transform.wrapper_attributes(fn, Specialization(), "sm_90", None))
+    assert '"nvvm.minctasm"' not in " ".join(transform.wrapper_attributes(fn, Specialization(bounds=(64, 0)),
+                                                                           "sm_90", None))
+
+
+def test_make_body(module):
+    import llvmlite.binding as llvm
+    from kir.jit import transform
+    body = transform.make_body(module, module.get_function(DAXPY), [STRIDED])
+    assert body == DAXPY + transform.BODY_SUFFIX
+    with pytest.raises(NameError):
+        module.get_function(DAXPY)
+    linkage = {f.name: f.linkage for f in module.functions if not f.is_declaration}
+    assert linkage[body] == linkage[HELPER] == linkage["_Z5twiced"] == llvm.Linkage.internal
+    assert linkage[STRIDED] == llvm.Linkage.external  # kept
+    assert all(f.linkage == llvm.Linkage.external for f in module.functions if f.is_declaration)
+
+
+def test_retarget_attribute_groups(module):
+    from kir.jit import transform
+    text = str(module)
+    groups = lambda t: [line for line in t.splitlines() if line.startswith("attributes #")]  # noqa: E731
+    before = " ".join(groups(text)).split()
+    report = transform.TransformReport()
+    after = groups(transform.retarget_attribute_groups(text, "sm_80", 81, report))
+    assert report.attributes_removed == before.count("noinline") + before.count("optnone") > 0
+    assert not {"noinline", "optnone"} & set(" ".join(after).split())
+    assert len(after) == len(groups(text))
+    cpus = re.findall(r'"target-cpu"="(\w+)"', "\n".join(after))
+    assert cpus and set(cpus) == {"sm_80"}
+    assert "+sm_90" not in "\n".join(after) and "+ptx81" in "\n".join(after)
+
+
+def retargeted(module) -> str:
+    from kir.jit import transform
+    return transform.retarget_attribute_groups(str(module), "sm_90", None, transform.TransformReport())
+
+
+def test_inline_body_and_demote_kernels(module):
+    from kir.jit import transform
+    kernels = transform.kernel_names(str(module))
+    body = transform.make_body(module, module.get_function(DAXPY), [])
+    # after retarget_attribute_groups: alwaysinline and -O0's noinline do not verify together
+    text = transform.inline_body(retargeted(module), body)
+    define = next(line for line in text.splitlines() if line.startswith("define") and f"@{body}(" in line)
+    assert "ptx_kernel" not in define and ") alwaysinline #" in define
+    others = [k for k in kernels if k != DAXPY]
+    assert transform.kernel_names(text) == others
+    demoted = transform.demote_kernels(text, others)
+    assert transform.kernel_names(demoted) == []
+    out = transform.parse_verified(demoted, DAXPY)  # still a valid module: no kernel left
+    assert not out.get_function(STRIDED).is_declaration
+
+
+def test_build_wrapper_and_add_definitions(module):
+    from kir.jit import ArgValue, Specialization, transform
+    params = transform.kernel_params(module, module.get_function(DAXPY))
+    args = [ArgValue.parse("1:f64:2.5"), ArgValue.parse("2:bytes:000000000000f03f")]
+    body = transform.make_body(module, module.get_function(DAXPY), [])
+    attributes = transform.wrapper_attributes(module.get_function(body), Specialization(), "sm_90", None)
+    wrapper, constants, replaced = transform.build_wrapper(DAXPY, body, params, args, attributes)
+    assert replaced == [1, 2] and len(constants) == 1
+    assert constants[0].startswith(f"@{DAXPY}.kir.arg2 = private unnamed_addr addrspace(1) constant [8 x i8]")
+    assert wrapper.startswith(f"define ptx_kernel void @{DAXPY}(double noundef %arg0, ptr noundef %arg1, ")
+    assert f"call void @{body}(double 0x4004000000000000, ptr addrspacecast (ptr addrspace(1) " in wrapper
+    assert "i32 noundef %arg3" in wrapper.split("\n")[0] and "i32 %arg3)" in wrapper
+    text = transform.inline_body(retargeted(module), body)
+    out = transform.parse_verified(transform.add_definitions(text, constants, wrapper), DAXPY)
+    assert transform.kernel_names(str(out))[-1] == DAXPY
+    assert f"{DAXPY}.kir.arg2" in [g.name for g in out.global_variables]
+
+
+def test_replace_dims(module):
+    from kir.jit import Specialization, transform
+    text = str(module)
+    reads = lambda t, which: len(re.findall(  # noqa: E731
+        rf"= (?:tail )?call [^\n]*@llvm\.nvvm\.read\.ptx\.sreg\.{which}\(\)", t))
+    assert reads(text, "ntid.x") > 0 and reads(text, "nctaid.x") > 0
+    report = transform.TransformReport()
+    out = transform.replace_dims(text, Specialization(block=(256, 2, 1)), report)
+    assert report.replaced_dims["ntid.x"] == reads(text, "ntid.x") and reads(out, "ntid.x") == 0
+    assert reads(out, "nctaid.x") == reads(text, "nctaid.x")  # the grid was not asked for
+    assert "= add i32 256, 0" in out and ("= add i32 2, 0" in out) == (reads(text, "ntid.y") > 0)
+    assert transform.replace_dims(text, Specialization(), transform.TransformReport()) == text
+    transform.parse_verified(out, DAXPY)
+
+
+def test_a_broken_edit_is_a_kir_error_naming_the_kernel():
+    from kir.jit import transform
+    with pytest.raises(KirError, match=f"the specialized module of {DAXPY} does not verify"):
+        transform.parse_verified("define void @f() {\n  ret i32 0\n}\n", DAXPY)

@@ -14,7 +14,7 @@ from hypothesis import given, settings, strategies as st
 
 from kir import _core, hashing
 from kir.errors import KirError, OptionError
-from kir.hashing import ARRAY, OBJECT, SCALAR, JitArg
+from kir.hashing import ARRAY, OBJECT, SCALAR, ArgType, JitArg
 
 import hash_reference as ref
 
@@ -80,8 +80,8 @@ def test_the_builder_class_agrees_with_kir_jit_key():
     """The C++ builder (kir::DynamicHash, what kir_dynamic_hash_* wrap) record by record
     equals kir_jit_key on the same launch."""
     h = _core.DynamicHash(_core.Hash128.from_hex(STATIC), "sm_90")
-    h.arg(1, _core.ArgType.f64, doubles(2.5)).arg(2, _core.ArgType.f64, doubles(1, 2, 3))
-    h.capture("L", 0, 8, _core.ArgType.i32, struct.pack("<i", 4))
+    h.arg(1, ArgType.f64, doubles(2.5)).arg(2, ArgType.f64, doubles(1, 2, 3))
+    h.capture("L", 0, 8, ArgType.i32, struct.pack("<i", 4))
     h.specialize(hashing.SPECIALIZE_BLOCK | hashing.SPECIALIZE_BOUNDS).block(128, 1, 1).bounds(128, 2)
     h.shared(512).config("opt-level", b"3")
     key = hashing.jit_key_of_launch(
@@ -213,7 +213,7 @@ def test_python_api_errors():
 def test_types_by_name_number_or_enum_agree():
     a = hashing.jit_key(STATIC, "sm_90", [(1, "f64", doubles(1))])
     assert a == hashing.jit_key(STATIC, "sm_90", [(1, F64, doubles(1))]) == \
-        hashing.jit_key(STATIC, "sm_90", [(1, _core.ArgType.f64, doubles(1))])
+        hashing.jit_key(STATIC, "sm_90", [(1, ArgType.f64, doubles(1))])
 
 
 # --- properties -----------------------------------------------------------------------

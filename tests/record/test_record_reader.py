@@ -20,6 +20,8 @@ import kir
 from kir import _core
 from kir.record import CHUNK_HEADER, RECORD_HEADER, Record, RecordError, Recording
 from kir import replay
+import kir.jit
+from kir.jit import libdevice
 
 import hash_reference as ref
 from build import source  # tests/support/build.py: a source under tests/fixtures
@@ -670,15 +672,15 @@ def bitcode(tmp_path_factory):
 
 @pytest.mark.parametrize("arch", ["sm_90", "sm_80"])
 def test_ir_compiles_to_ptx(bitcode, arch):
-    assert replay.libdevice_calls(bitcode["plain"]) == []
-    ptx = replay.compile_ir(bitcode["plain"], arch)
+    assert libdevice.calls_in(bitcode["plain"]) == []
+    ptx = kir.jit.compile(bitcode["plain"], "_Z5scalefPfi", arch, options={"kind": "ptx"}).ptx
     assert ".visible .entry _Z5scalefPfi(" in ptx and f".target {arch}" in ptx
 
 
 def test_ir_calling_libdevice_links_it(bitcode):
-    assert replay.libdevice_calls(bitcode["libdevice"]) == ["__nv_sinf"]
-    libdevice = replay.find_libdevice()  # skips nothing: the CUDA toolkit is on this machine
-    ptx = replay.compile_ir(bitcode["libdevice"], "sm_90", libdevice)
+    assert libdevice.calls_in(bitcode["libdevice"]) == ["__nv_sinf"]
+    libdevice.find()  # skips nothing: the CUDA toolkit is on this machine
+    ptx = kir.jit.compile(bitcode["libdevice"], "_Z5scalefPfi", "sm_90", options={"kind": "ptx"}).ptx
     assert ".visible .entry _Z5scalefPfi(" in ptx
     assert "__nv_sinf" not in ptx            # linked and inlined, not left as a call
     assert ".visible .func" not in ptx       # libdevice's unused functions were dropped
@@ -686,10 +688,13 @@ def test_ir_calling_libdevice_links_it(bitcode):
 
 def test_plan_with_ir(tmp_path, bitcode, kir_cli, monkeypatch):
     b = builder(tmp_path)
+    # the record's kernel is the IR's (kir.jit compiles that kernel of the module)
+    b.set_kernel("_Z5scalefPfi", "scale(float, float*, int)", _core.static_hash("_Z5scalefPfi", "cubin", [b"image"]),
+                 [0], [8])
     b.set_ir(bitcode["libdevice"])
     r = Record.load(b.write())
     p = replay.plan(r, "ir", "sm_90")
-    assert p.code.kind == "ir" and p.code.libdevice == replay.find_libdevice()
+    assert p.code.kind == "ir" and p.code.libdevice == libdevice.find()
     assert "linked with libdevice (1 functions: __nv_sinf)" in p.code.reason
     assert b".visible .entry _Z5scalefPfi(" in p.code_bytes()
     result = kir_cli("replay", "--plan", "--code", "ir", r.path)

@@ -131,7 +131,7 @@ Expected<DeviceCode> parse_code_object(ByteView bytes) {
   Expected<ElfFile> elf = ElfFile::create(bytes);
   if (!elf) return elf.error().within("code object");
   if (elf->machine() != elf::EM_AMDGPU)
-    return Error("code object: e_machine is " + std::to_string(elf->machine()) +
+    return Error(ErrorCode::bad_magic, "code object: e_machine is " + std::to_string(elf->machine()) +
                  ", expected 224 (EM_AMDGPU)");
   DeviceCode code;
   code.kind = ImageKind::code_object;

@@ -1,5 +1,6 @@
 // The cache's C ABI (kir/cache.h) over kir::cache::Cache.
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <string>
 
@@ -7,8 +8,14 @@
 #include "kir/cache.hpp"
 
 namespace kir::detail {
-int set_last_error(const std::string& message);  // core/c_api.cpp
+int set_last_error(const kir::Error& error);  // core/c_api.cpp
+int set_last_error(const std::string& message);
 }
+
+// Frozen layouts (docs/abi.md): appended fields stay where they are.
+static_assert(offsetof(kir_cache_options, max_bytes) == 8 && offsetof(kir_cache_options, flags) == 16,
+              "kir_cache_options moved");
+static_assert(offsetof(kir_cache_options, group) == 24, "kir_cache_options: cache ABI 2's group moved");
 
 using kir::detail::set_last_error;
 
@@ -29,6 +36,8 @@ bool check(const kir_cache* cache, const char* function) {
 
 extern "C" {
 
+uint32_t kir_cache_abi_version(void) { return KIR_CACHE_ABI_VERSION; }
+
 kir_cache* kir_cache_open(const char* directory, const kir_cache_options* options) {
   if (!directory) return set_last_error("kir_cache_open: directory is NULL"), nullptr;
   kir::cache::Options o;
@@ -42,7 +51,7 @@ kir_cache* kir_cache_open(const char* directory, const kir_cache_options* option
       o.group = in.group;
   }
   kir::Expected<std::unique_ptr<kir::cache::Cache>> c = kir::cache::Cache::open(directory, o);
-  if (!c) return set_last_error(c.error().message()), nullptr;
+  if (!c) return set_last_error(c.error()), nullptr;
   return new kir_cache{std::move(*c)};
 }
 
@@ -55,7 +64,7 @@ int kir_cache_lookup(kir_cache* cache, kir_hash128 key, kir_cache_entry* out) {
   const kir::cache::Held* h = cache->cache->hit_in_memory(k);  // the launch path: a probe, one atomic add
   if (__builtin_expect(!h, 0)) {
     kir::Expected<const kir::cache::Held*> found = cache->cache->lookup(k);  // disk
-    if (!found) return set_last_error(found.error().message());
+    if (!found) return set_last_error(found.error());
     h = *found;
     if (!h) return 0;
   }
@@ -77,6 +86,12 @@ int kir_cache_store(kir_cache* cache, kir_hash128 key, const kir_cache_entry* en
     return set_last_error("kir_cache_store: entry struct_size " + std::to_string(entry->struct_size) +
                           " is too small (" + std::to_string(sizeof e) + ")");
   if (!e.code && e.code_size) return set_last_error("kir_cache_store: code is NULL");
+  if (!e.code_kind && entry->struct_size >= offsetof(kir_cache_entry, image_kind) + sizeof(uint32_t)) {
+    e.code_kind = kir::cache::code_kind_name(e.image_kind);  // the kind as a number (KIR_KIND_*)
+    if (!e.code_kind)
+      return set_last_error("kir_cache_store: image_kind " + std::to_string(e.image_kind) +
+                            " is not a kind a cache holds (KIR_KIND_CUBIN, KIR_KIND_PTX, KIR_KIND_CODE_OBJECT)");
+  }
   if (!e.code_kind || !e.arch) return set_last_error("kir_cache_store: code_kind or arch is NULL");
   if (!e.meta && e.meta_count) return set_last_error("kir_cache_store: meta is NULL");
   kir::cache::EntryView v;
@@ -89,14 +104,14 @@ int kir_cache_store(kir_cache* cache, kir_hash128 key, const kir_cache_entry* en
     v.meta.emplace_back(e.meta[i].key, e.meta[i].value);
   }
   kir::Status s = cache->cache->store(from_c(key), v);
-  if (!s) return set_last_error(s.error().message());
+  if (!s) return set_last_error(s.error());
   return 0;
 }
 
 int kir_cache_remove(kir_cache* cache, kir_hash128 key) {
   if (!check(cache, "kir_cache_remove")) return -1;
   kir::Expected<bool> r = cache->cache->remove(from_c(key));
-  if (!r) return set_last_error(r.error().message());
+  if (!r) return set_last_error(r.error());
   return *r ? 1 : 0;
 }
 

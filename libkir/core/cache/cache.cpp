@@ -38,7 +38,7 @@ constexpr const char* kTemporaryPrefix = ".tmp-";
 std::string errno_text(int e) { return std::strerror(e); }
 
 Error os_error(const std::string& what, const std::string& path, int e) {
-  return Error(path + ": " + what + ": " + errno_text(e));
+  return Error(errno_code(e), path + ": " + what + ": " + errno_text(e));
 }
 
 int64_t mtime_ns(const struct stat& st) { return int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec; }
@@ -93,7 +93,7 @@ Status adopt(int fd, const std::string& path, mode_t mode, const Cache::Trust& t
 
 /// Create `path` and its missing parents, each with the cache's directory mode.
 Status make_directories(const std::string& path, const Cache::Trust& t) {
-  if (path.empty()) return Error("cache directory: empty path");
+  if (path.empty()) return Error(ErrorCode::invalid_argument, "cache directory: empty path");
   for (size_t at = 1; at <= path.size(); ++at) {
     if (at != path.size() && path[at] != '/') continue;
     std::string prefix = path.substr(0, at);
@@ -124,7 +124,7 @@ Expected<Cache::Trust> trust_for(const std::string& group) {
              std::all_of(group.begin(), group.end(), [](char c) { return c >= '0' && c <= '9'; })) {
     t.group = gid_t(std::strtoul(group.c_str(), nullptr, 10));  // a number: the group need not be named
   } else {
-    return Error("cache group '" + group + "': " + (e ? errno_text(e) : std::string("no such group")));
+    return Error(ErrorCode::not_found, "cache group '" + group + "': " + (e ? errno_text(e) : std::string("no such group")));
   }
   t.shared = true;
   t.group_name = group;
@@ -136,7 +136,7 @@ enum class ReadState { found, missing, damaged, refused, failed };
 struct ReadResult {
   ReadState state = ReadState::failed;
   std::shared_ptr<Held> held;
-  ParseError problem;  // damaged or refused: what (and where)
+  Error problem{""};  // damaged or refused: what (and where: its offset)
   Error error{""};      // failed
   dev_t dev = 0;
   ino_t ino = 0;
@@ -159,6 +159,7 @@ void fill(Held& held, const EntryView& e) {
   held.key = e.key;
   held.entry.struct_size = sizeof(kir_cache_entry);
   held.entry.code_kind = put(e.kind);
+  held.entry.image_kind = code_kind_number(e.kind);
   held.entry.arch = put(e.arch);
   held.meta.reserve(e.meta.size());
   for (const auto& [k, v] : e.meta) {
@@ -182,7 +183,7 @@ ReadResult read_entry(int shard, const std::string& name, const std::string& pat
     if (e == ELOOP) {  // a symbolic link where an entry belongs
       struct stat st;
       if (fstatat(shard, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) r.dev = st.st_dev, r.ino = st.st_ino;
-      r.problem = {0, "a symbolic link, not an entry file"};
+      r.problem = Error(ErrorCode::malformed, "a symbolic link, not an entry file", 0);
       return r.state = ReadState::damaged, r;
     }
     r.error = os_error("cannot open", path, e);
@@ -193,11 +194,11 @@ ReadResult read_entry(int shard, const std::string& name, const std::string& pat
   r.dev = st.st_dev;
   r.ino = st.st_ino;
   if (std::string why = trust.refusal(st); !why.empty())  // not read: another user's, or writable by others
-    return r.problem = {UINT64_MAX, std::move(why)}, r.state = ReadState::refused, r;
-  if (!S_ISREG(st.st_mode)) return r.problem = {0, "not a regular file"}, r.state = ReadState::damaged, r;
+    return r.problem = Error(ErrorCode::permission, std::move(why)), r.state = ReadState::refused, r;
+  if (!S_ISREG(st.st_mode)) return r.problem = Error(ErrorCode::malformed, "not a regular file", 0), r.state = ReadState::damaged, r;
   uint64_t size = uint64_t(st.st_size);
   if (size > kMaxEntrySize)
-    return r.problem = {0, "file of " + hex(size) + " bytes, larger than any entry (" + hex(kMaxEntrySize) + ")"},
+    return r.problem = Error(ErrorCode::too_large, "file of " + hex(size) + " bytes, larger than any entry (" + hex(kMaxEntrySize) + ")", 0),
            r.state = ReadState::damaged, r;
   auto held = std::make_shared<Held>();
   held->bytes.resize(size);
@@ -210,9 +211,10 @@ ReadResult read_entry(int shard, const std::string& name, const std::string& pat
     got += uint64_t(n);
   }
   held->bytes.resize(got);
-  Expected<EntryView> e = parse_entry(ByteView(held->bytes.data(), got), key, &r.problem);
+  Expected<EntryView> e = parse_entry(ByteView(held->bytes.data(), got), key);
   if (!e) {
-    r.foreign_version = r.problem.offset == field::kVersion;
+    r.problem = std::move(e.error());
+    r.foreign_version = r.problem.code() == ErrorCode::unsupported_version;
     return r.state = ReadState::damaged, r;
   }
   fill(*held, *e);
@@ -380,7 +382,7 @@ Cache::~Cache() {
 }
 
 Expected<std::unique_ptr<Cache>> Cache::open(const std::string& directory, const Options& options) {
-  if (directory.empty()) return Error("cache directory: empty path");
+  if (directory.empty()) return Error(ErrorCode::invalid_argument, "cache directory: empty path");
   Expected<Trust> trust = trust_for(options.group);
   if (!trust) return trust.error();
   if (options.create)
@@ -390,7 +392,7 @@ Expected<std::unique_ptr<Cache>> Cache::open(const std::string& directory, const
   Fd fd(::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!fd) {
     int e = errno;
-    if (e == ENOTDIR) return Error(directory + ": not a directory");
+    if (e == ENOTDIR) return Error(ErrorCode::io, directory + ": not a directory");
     return os_error("cannot open the cache directory", directory, e);
   }
   struct stat st;
@@ -456,7 +458,7 @@ std::string Cache::last_problem() const {
 Error Cache::refuse(const std::string& message) {
   misses_.fetch_add(1, std::memory_order_relaxed);
   problem(message);  // counted as an error
-  return Error(message);
+  return Error(ErrorCode::permission, message);
 }
 
 Expected<const Held*> Cache::lookup(const Hash128& key) {
@@ -477,7 +479,7 @@ Expected<const Held*> Cache::lookup(const Hash128& key) {
     case ShardState::refused: return refuse("cache directory " + shard_path + ": " + shard.problem);
     case ShardState::failed:
       errors_.fetch_add(1, std::memory_order_relaxed);
-      return Error(shard.problem);
+      return Error(ErrorCode::io, shard.problem);
   }
   ReadResult r = read_entry(shard.fd.fd, name, path, &key, true, trust_);
   switch (r.state) {
@@ -492,11 +494,11 @@ Expected<const Held*> Cache::lookup(const Hash128& key) {
       return static_cast<const Held*>(nullptr);
     case ReadState::damaged:
       misses_.fetch_add(1, std::memory_order_relaxed);
-      problem("cache entry " + path + ": " + r.problem.message);
+      problem("cache entry " + path + ": " + r.problem.message());
       if (!r.foreign_version) remove_if_same(shard.fd.fd, name, r.dev, r.ino);  // a newer kir's entry stays
       return static_cast<const Held*>(nullptr);
     case ReadState::refused:  // left in place: `kir cache verify` shows it
-      return refuse("cache entry " + path + ": " + r.problem.message);
+      return refuse("cache entry " + path + ": " + r.problem.message());
     case ReadState::failed:
       break;
   }
@@ -509,7 +511,7 @@ Status Cache::store(const Hash128& key, const EntryView& entry) {
   e.key = key;
   Expected<std::vector<uint8_t>> bytes = encode_entry(e);
   if (!bytes) return bytes.error().within("cache store of " + key.hex());
-  if (!refused_.empty()) return Error(refused_).within("cache store of " + key.hex());
+  if (!refused_.empty()) return Error(ErrorCode::permission, refused_).within("cache store of " + key.hex());
   std::string rel = entry_relative_path(key), shard_name = rel.substr(0, 2), name = rel.substr(3);
   std::string shard_path = directory_ + "/" + shard_name, path = directory_ + "/" + rel;
   if (mkdirat(directory_fd_, shard_name.c_str(), 0700) == 0) {
@@ -521,9 +523,9 @@ Status Cache::store(const Hash128& key, const EntryView& entry) {
   }
   Shard shard = open_shard(directory_fd_, shard_name, shard_path, trust_);
   if (shard.state == ShardState::refused)
-    return Error("cache directory " + shard_path + ": " + shard.problem).within("cache store of " + key.hex());
+    return Error(ErrorCode::permission, "cache directory " + shard_path + ": " + shard.problem).within("cache store of " + key.hex());
   if (shard.state != ShardState::found)
-    return Error(shard.state == ShardState::missing ? shard_path + ": removed while storing" : shard.problem);
+    return Error(ErrorCode::io, shard.state == ShardState::missing ? shard_path + ": removed while storing" : shard.problem);
   const int dir = shard.fd.fd;
   std::string temporary;
   Fd fd;
@@ -534,7 +536,7 @@ Status Cache::store(const Hash128& key, const EntryView& entry) {
     fd = Fd(::openat(dir, temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
     if (!fd && errno != EEXIST) return os_error("cannot create", shard_path + "/" + temporary, errno);
   }
-  if (!fd) return Error(shard_path + ": no unique temporary name after 16 attempts");
+  if (!fd) return Error(ErrorCode::io, shard_path + ": no unique temporary name after 16 attempts");
   std::string temporary_path = shard_path + "/" + temporary;
   Status written = adopt(fd.fd, temporary_path, file_mode(trust_), trust_);
   if (written) written = write_all(fd.fd, bytes->data(), bytes->size(), temporary_path);
@@ -574,7 +576,7 @@ Expected<bool> Cache::remove(const Hash128& key) {
   Fd shard(::openat(directory_fd_, shard_name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!shard) {
     if (errno == ENOENT) return false;
-    if (errno == ELOOP || errno == ENOTDIR) return Error(shard_path + ": not a directory (a link is never followed)");
+    if (errno == ELOOP || errno == ENOTDIR) return Error(ErrorCode::permission, shard_path + ": not a directory (a link is never followed)");
     return os_error("cannot open", shard_path, errno);
   }
   if (unlinkat(shard.fd, name.c_str(), 0) == 0) return true;
@@ -611,7 +613,7 @@ Expected<std::vector<Listing>> Cache::list(bool problems_too) const {
     }
     Shard shard = open_shard(directory_fd_, shard_name, shard_path, trust_);
     if (shard.state == ShardState::missing) continue;
-    if (shard.state == ShardState::failed) return Error(shard.problem);
+    if (shard.state == ShardState::failed) return Error(ErrorCode::io, shard.problem);
     if (shard.state == ShardState::refused) {
       if (problems_too) stray(shard_path, st, shard.problem, true);
       continue;
@@ -646,8 +648,8 @@ Expected<std::vector<Listing>> Cache::list(bool problems_too) const {
       if (r.state == ReadState::found) {
         l.entry = std::move(r.held);
       } else if (r.state == ReadState::damaged || r.state == ReadState::refused) {
-        l.problem = r.problem.message;
-        l.problem_offset = r.problem.offset;
+        l.problem = r.problem.message();
+        l.problem_offset = r.problem.raw_offset();
         l.refused = r.state == ReadState::refused;
       } else {
         l.problem = r.error.message();
@@ -659,7 +661,7 @@ Expected<std::vector<Listing>> Cache::list(bool problems_too) const {
 }
 
 Expected<uint64_t> Cache::evict(uint64_t max_bytes, const Hash128* keep) {
-  if (!refused_.empty()) return Error(refused_);
+  if (!refused_.empty()) return Error(ErrorCode::permission, refused_);
   struct Candidate {
     std::string shard, name;
     Hash128 key;

@@ -31,24 +31,24 @@ Status for_each_attribute(const ElfSection& info, Fn&& fn) {
   uint64_t off = 0;
   while (off < d.size()) {
     if (!d.contains(off, 4))
-      return Error("section '" + std::string(info.name) + "': attribute record at offset " +
-                   hex(off) + " is truncated");
+      return Error(ErrorCode::truncated, "section '" + std::string(info.name) + "': attribute record at offset " +
+                   hex(off) + " is truncated", d.origin(off));
     uint8_t format = d.read<uint8_t>(off), attr = d.read<uint8_t>(off + 1);
     if (format == 4) {  // SVAL: u16 size, then the bytes
       uint16_t size = d.read<uint16_t>(off + 2);
       if (!d.contains(off + 4, size))
-        return Error("section '" + std::string(info.name) + "': attribute 0x" +
+        return Error(ErrorCode::out_of_bounds, "section '" + std::string(info.name) + "': attribute 0x" +
                      hex(attr).substr(2) + " at offset " + hex(off) + " claims " +
                      std::to_string(size) + " bytes, " + std::to_string(d.size() - off - 4) +
-                     " are left");
+                     " are left", d.origin(off));
       fn(attr, format, d.sub(off + 4, size));
       off += 4 + uint64_t(size);
     } else if (format >= 1 && format <= 3) {
       fn(attr, format, d.sub(off + 2, 2));
       off += 4;
     } else {
-      return Error("section '" + std::string(info.name) + "': unknown attribute format " +
-                   std::to_string(format) + " at offset " + hex(off));
+      return Error(ErrorCode::malformed, "section '" + std::string(info.name) + "': unknown attribute format " +
+                   std::to_string(format) + " at offset " + hex(off), d.origin(off));
     }
   }
   return {};
@@ -105,7 +105,7 @@ Expected<DeviceCode> parse_cubin(ByteView cubin) {
   Expected<ElfFile> elf = ElfFile::create(cubin);
   if (!elf) return elf.error().within("cubin");
   if (elf->machine() != elf::EM_CUDA)
-    return Error("cubin: e_machine is " + std::to_string(elf->machine()) +
+    return Error(ErrorCode::bad_magic, "cubin: e_machine is " + std::to_string(elf->machine()) +
                  ", expected 190 (EM_CUDA)");
   DeviceCode code;
   code.kind = ImageKind::cubin;
@@ -153,7 +153,7 @@ Expected<DeviceCode> parse_cubin(ByteView cubin) {
       // Proteus: the translation unit's device module, as a byte array.
       const ElfSection& init = sections[sym.section];
       if (!init.data.contains(sym.value, sym.size))
-        return Error("cubin: symbol '" + std::string(sym.name) + "' (offset " + hex(sym.value) +
+        return Error(ErrorCode::out_of_bounds, "cubin: symbol '" + std::string(sym.name) + "' (offset " + hex(sym.value) +
                      ", size " + hex(sym.size) + ") runs past the end of .nv.global.init (size " +
                      hex(init.size) + ")");
       EmbeddedModule m;

@@ -164,22 +164,22 @@ Status parse_jit_bitcode(string_view text, size_t open, string_view name, uint64
   size_t i = open + 1;
   for (;;) {
     while (i < text.size() && is_space(text[i])) ++i;
-    if (i >= text.size()) return Error(where(open) + ": no closing '}'");
+    if (i >= text.size()) return Error(ErrorCode::truncated, where(open) + ": no closing '}'");
     if (text[i] == '}' && m.bitcode.empty()) break;  // "{}"
     size_t b = i;
     uint32_t v = 0;
     while (i < text.size() && text[i] >= '0' && text[i] <= '9' && v <= 255)
       v = v * 10 + uint32_t(text[i++] - '0');
-    if (i == b) return Error(where(b) + ": expected a decimal byte value");
-    if (v > 255) return Error(where(b) + ": value out of the range of .b8 (0..255)");
+    if (i == b) return Error(ErrorCode::malformed, where(b) + ": expected a decimal byte value");
+    if (v > 255) return Error(ErrorCode::malformed, where(b) + ": value out of the range of .b8 (0..255)");
     if (m.bitcode.size() == size)
-      return Error(where(b) + ": more than the " + std::to_string(size) + " values declared");
+      return Error(ErrorCode::malformed, where(b) + ": more than the " + std::to_string(size) + " values declared");
     m.bitcode.push_back(uint8_t(v));
     while (i < text.size() && is_space(text[i])) ++i;
-    if (i >= text.size()) return Error(where(open) + ": no closing '}'");
+    if (i >= text.size()) return Error(ErrorCode::truncated, where(open) + ": no closing '}'");
     if (i < text.size() && text[i] == ',') { ++i; continue; }
     if (i < text.size() && text[i] == '}') break;
-    return Error(where(i) + ": expected ',' or '}'");
+    return Error(ErrorCode::malformed, where(i) + ": expected ',' or '}'");
   }
   // Fewer values than declared: the rest is zero (nvcc leaves trailing zeros out).
   m.bitcode.resize(size, 0);
@@ -207,14 +207,14 @@ Status parse_global(string_view text, size_t pos, string_view line, DeviceCode& 
   if (eq == string_view::npos || d.name.rfind(kJitBitcodePrefix, 0) != 0) return {};
   size_t open = text.find_first_not_of(" \t\r\n", pos + eq + 1);
   if (open == string_view::npos || text[open] != '{')
-    return Error("PTX: initializer of " + std::string(d.name) + " at byte " + std::to_string(pos + eq) +
+    return Error(ErrorCode::malformed, "PTX: initializer of " + std::string(d.name) + " at byte " + std::to_string(pos + eq) +
                  ": expected '{'");
   std::vector<string_view> types = tokens(rest);
   bool bytes = std::any_of(types.begin(), types.end(), [](string_view x) {
     return x == ".b8" || x == ".u8" || x == ".s8";
   });
   if (!bytes)
-    return Error("PTX: " + std::string(d.name) + " at byte " + std::to_string(pos) +
+    return Error(ErrorCode::malformed, "PTX: " + std::string(d.name) + " at byte " + std::to_string(pos) +
                  ": a Proteus module global must be a byte array (.b8)");
   return parse_jit_bitcode(text, open, d.name, d.size, code);
 }
@@ -232,7 +232,7 @@ size_t find_entry(string_view line) {
 Expected<DeviceCode> parse_ptx(ByteView ptx) {
   string_view text = ptx.c_string(0);
   if (text.find(".version") == string_view::npos)
-    return Error("PTX text has no .version directive");
+    return Error(ErrorCode::bad_magic, "PTX text has no .version directive");
   DeviceCode code;
   code.kind = ImageKind::ptx;
   // Walk the top level line by line; skip every brace-delimited body whole.

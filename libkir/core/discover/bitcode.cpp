@@ -47,7 +47,7 @@ Expected<ContainerSite> discover_bitcode_module(ByteView at) {
   if (!size) return size.error();
   if (blocks.empty() || (blocks[0] != kIdentificationBlock && blocks[0] != kModuleBlock) ||
       std::find(blocks.begin(), blocks.end(), kModuleBlock) == blocks.end())
-    return Error("bitcode without a module block");
+    return Error(ErrorCode::malformed, "bitcode without a module block");
   ContainerSite site;
   site.file_offset = at.origin();
   site.format = ContainerFormat::bitcode_section;

@@ -51,12 +51,12 @@ namespace discover {
 
 Expected<WrapperFields> read_wrapper(ByteView w, uint32_t magic) {
   if (w.size() < kWrapperSize)
-    return Error("wrapper: " + std::to_string(w.size()) + " bytes, expected " +
+    return Error(ErrorCode::truncated, "wrapper: " + std::to_string(w.size()) + " bytes, expected " +
                  std::to_string(kWrapperSize));
   WrapperFields f;
   f.magic = w.read<uint32_t>(0);
   if (f.magic != magic)
-    return Error("expected magic " + hex(magic) + ", found " + hex(f.magic));
+    return Error(ErrorCode::bad_magic, "expected magic " + hex(magic) + ", found " + hex(f.magic));
   f.version = w.read<uint32_t>(4);
   f.data = w.read<uint64_t>(8);
   f.prelinked = w.read<uint64_t>(16);
@@ -73,7 +73,7 @@ Status load_relocations(const ElfFile& elf, const ElfSection& seg, std::vector<E
   if (!r) return r.error();
   relocs = std::move(*r);
   if (rela->link >= elf.sections().size())
-    return Error("relocation section links to missing symbol table [index " +
+    return Error(ErrorCode::malformed, "relocation section links to missing symbol table [index " +
                  std::to_string(rela->link) + "]");
   Expected<std::vector<ElfSymbol>> s = elf.symbols(elf.sections()[rela->link]);
   if (!s) return s.error();
@@ -151,11 +151,11 @@ Status read_wrappers(const ElfFile& elf, const ElfSection& seg, const std::strin
 /// The bytes a registered wrapper's data pointer leads to, no more than `max_size`.
 Expected<ByteView> registered_data(const void* wrapper, uint32_t magic, uint64_t max_size,
                                    ReadableExtent readable) {
-  if (!wrapper) return Error("wrapper is NULL");
+  if (!wrapper) return Error(ErrorCode::invalid_argument, "wrapper is NULL");
   Expected<WrapperFields> f = read_wrapper(ByteView(static_cast<const uint8_t*>(wrapper), kWrapperSize), magic);
   std::string where = "wrapper at " + hex(reinterpret_cast<uintptr_t>(wrapper));
   if (!f) return f.error().within(where);
-  if (!f->data) return Error(where + ": its container pointer is NULL");
+  if (!f->data) return Error(ErrorCode::malformed, where + ": its container pointer is NULL");
   const auto* data = reinterpret_cast<const uint8_t*>(static_cast<uintptr_t>(f->data));
   return ByteView(data, readable ? std::min(max_size, readable(data)) : max_size);
 }

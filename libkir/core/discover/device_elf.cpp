@@ -49,7 +49,7 @@ ImageKind classify_elf(ByteView data) {
 Expected<ContainerSite> discover_device_elf(ByteView bytes) {
   ImageKind kind = classify_elf(bytes);
   if (kind != ImageKind::cubin && kind != ImageKind::code_object)
-    return Error("not a cubin or AMDGPU code object");
+    return Error(ErrorCode::bad_magic, "not a cubin or AMDGPU code object");
   if (Expected<ElfFile> elf = ElfFile::create(bytes); !elf) return elf.error();
   ContainerSite site = one_image(bytes, kind);
   Image& image = site.images.front();
@@ -68,7 +68,7 @@ Expected<ContainerSite> discover_device_elf(ByteView bytes) {
 }
 
 Expected<ContainerSite> sized_device_image(const void* image, uint64_t max_size) {
-  if (!image) return Error("image is NULL");
+  if (!image) return Error(ErrorCode::invalid_argument, "image is NULL");
   const auto* p = static_cast<const uint8_t*>(image);
   ByteView open(p, max_size);
   if (FatbinContainer::has_magic(open)) return discover_fatbin(open);
@@ -81,7 +81,7 @@ Expected<ContainerSite> sized_device_image(const void* image, uint64_t max_size)
   }
   // PTX text, NUL-terminated (its size includes the NUL, as the driver reads it)
   const void* nul = std::memchr(p, 0, max_size);
-  if (!nul) return Error("image: no NUL terminator within " + std::to_string(max_size) + " bytes");
+  if (!nul) return Error(ErrorCode::truncated, "image: no NUL terminator within " + std::to_string(max_size) + " bytes");
   return one_image(ByteView(p, static_cast<const uint8_t*>(nul) - p + 1), ImageKind::ptx);
 }
 

@@ -39,9 +39,9 @@ Image image_from_bundle(const BundleEntry& e, uint32_t index, bool in_file) {
 /// Scanning: a bundle whose entries all have well-formed ids (so that chance
 /// bytes after the magic are never reported).
 Status plausible(const OffloadBundle& b) {
-  if (b.entries().empty()) return Error("bundle: no entries");
+  if (b.entries().empty()) return Error(ErrorCode::malformed, "bundle: no entries");
   for (const BundleEntry& e : b.entries())
-    if (parse_bundle_id(e.id).triple.empty()) return Error("bundle: entry id '" + e.id + "' has no triple");
+    if (parse_bundle_id(e.id).triple.empty()) return Error(ErrorCode::malformed, "bundle: entry id '" + e.id + "' has no triple");
   return {};
 }
 
@@ -60,7 +60,7 @@ Expected<ContainerSite> discover_bundle(ByteView at, DiscoverOptions options) {
     site.inflated = std::make_shared<const std::vector<uint8_t>>(std::move(*inflated));
     site.version = c->version;
     site.size = c->total_size;
-    site.compression = c->codec == BundleCodec::zstd ? "zstd" : "zlib";
+    site.compression = name(c->codec == BundleCodec::zstd ? Codec::zstd : Codec::zlib);
     table = ByteView(site.inflated->data(), site.inflated->size());
   }
   Expected<OffloadBundle> bundle = OffloadBundle::create(table);
@@ -101,7 +101,7 @@ Expected<ContainerSite> discover_registered_bundle(const void* wrapper, uint64_t
     Expected<CompressedBundle> c = CompressedBundle::create(*at);
     if (!c) return c.error().within(where);
     if (c->version < 2)
-      return Error(where + ": compressed bundle version 1 does not record its size: it cannot be read from memory");
+      return Error(ErrorCode::unsupported, where + ": compressed bundle version 1 does not record its size: it cannot be read from memory");
   }
   Expected<ContainerSite> site = discover_bundle(*at);
   if (!site) return site.error().within(where);

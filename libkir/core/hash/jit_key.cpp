@@ -21,7 +21,7 @@ bool has(const kir_jit_key_input& in, const Field* field) {
 }
 
 Error arg_error(uint32_t position, const std::string& what) {
-  return Error("runtime-constant argument " + std::to_string(position) + ": " + what);
+  return Error(ErrorCode::invalid_argument, "runtime-constant argument " + std::to_string(position) + ": " + what);
 }
 
 /// The element count an array's argument at `position` holds (Proteus:
@@ -138,8 +138,8 @@ Status add_arg(DynamicHash& h, const kir_jit_key_input& in, const kir_jit_arg& a
 }  // namespace
 
 Status add_jit_key_records(DynamicHash& h, const kir_jit_key_input& in) {
-  if (in.jit_arg_count && !in.jit_args) return Error("jit_args is NULL, jit_arg_count " + std::to_string(in.jit_arg_count));
-  if (in.jit_arg_count && !in.args) return Error("the launch's args are NULL, and the kernel has runtime-constant arguments");
+  if (in.jit_arg_count && !in.jit_args) return Error(ErrorCode::invalid_argument, "jit_args is NULL, jit_arg_count " + std::to_string(in.jit_arg_count));
+  if (in.jit_arg_count && !in.args) return Error(ErrorCode::invalid_argument, "the launch's args are NULL, and the kernel has runtime-constant arguments");
   // ARG records by increasing position, whatever order the client keeps them in
   // (a handful: selecting the next smallest each time needs no storage).
   uint32_t previous = 0;
@@ -153,20 +153,20 @@ Status add_jit_key_records(DynamicHash& h, const kir_jit_key_input& in) {
       if (!next || a.position < next->position) next = &a;
     }
     if (!next || (done && next->position <= previous))
-      return Error("jit_args hold one position twice");
+      return Error(ErrorCode::invalid_argument, "jit_args hold one position twice");
     if (next->position == 0 || next->position > in.param_count)
       return arg_error(next->position, "not a parameter position (1.." + std::to_string(in.param_count) + ")");
     if (Status s = add_arg(h, in, *next); !s) return s;
     previous = next->position;
   }
   if (has(in, &in.capture_count) && in.capture_count) {
-    if (!in.captures) return Error("captures is NULL, capture_count " + std::to_string(in.capture_count));
+    if (!in.captures) return Error(ErrorCode::invalid_argument, "captures is NULL, capture_count " + std::to_string(in.capture_count));
     for (size_t i = 0; i < in.capture_count; ++i) {
       const kir_jit_capture& c = in.captures[i];
       auto where = [i] { return "lambda capture #" + std::to_string(i); };  // errors only: no allocation otherwise
-      if (!c.lambda) return Error(where() + ": lambda is NULL");
-      if (!valid_type(c.type)) return Error(where() + ": type " + std::to_string(c.type) + " is not a kir_arg_type");
-      if (!c.value && c.size) return Error(where() + ": value is NULL");
+      if (!c.lambda) return Error(ErrorCode::invalid_argument, where() + ": lambda is NULL");
+      if (!valid_type(c.type)) return Error(ErrorCode::invalid_argument, where() + ": type " + std::to_string(c.type) + " is not a kir_arg_type");
+      if (!c.value && c.size) return Error(ErrorCode::invalid_argument, where() + ": value is NULL");
       h.capture(c.lambda, c.slot, c.offset, static_cast<ArgType>(c.type), c.value, c.size);
     }
   }
@@ -179,15 +179,15 @@ Status add_jit_key_records(DynamicHash& h, const kir_jit_key_input& in) {
   h.shared(in.shared_bytes);
   if (has(in, &in.config_records_size) && in.config_records) {
     if (in.config_count || in.config)
-      return Error("config_records and config are both given: one encoding of the CONFIG records");
+      return Error(ErrorCode::invalid_argument, "config_records and config are both given: one encoding of the CONFIG records");
     h.records(in.config_records, in.config_records_size);  // kir_jit_config_records' output
     return {};
   }
-  if (in.config_count && !in.config) return Error("config is NULL, config_count " + std::to_string(in.config_count));
+  if (in.config_count && !in.config) return Error(ErrorCode::invalid_argument, "config is NULL, config_count " + std::to_string(in.config_count));
   for (size_t i = 0; i < in.config_count; ++i) {
     const kir_config_item& c = in.config[i];
-    if (!c.key) return Error("config item #" + std::to_string(i) + ": key is NULL");
-    if (!c.value && c.size) return Error("config item '" + std::string(c.key) + "': value is NULL");
+    if (!c.key) return Error(ErrorCode::invalid_argument, "config item #" + std::to_string(i) + ": key is NULL");
+    if (!c.value && c.size) return Error(ErrorCode::invalid_argument, "config item '" + std::string(c.key) + "': value is NULL");
     h.config(c.key, std::string_view(static_cast<const char*>(c.value), c.size));
   }
   return {};
@@ -205,7 +205,7 @@ size_t arg_type_size(uint8_t type) {
 
 Expected<Hash128> jit_key(const kir_jit_key_input& in) {
   if (!has(in, &in.user))
-    return Error("kir_jit_key_input.struct_size " + std::to_string(in.struct_size) + " is too small (at least " +
+    return Error(ErrorCode::invalid_argument, "kir_jit_key_input.struct_size " + std::to_string(in.struct_size) + " is too small (at least " +
                  std::to_string(offsetof(kir_jit_key_input, user) + sizeof(void*)) + ")");
   const kir_dynamic_hash* prefix = has(in, &in.prefix) ? in.prefix : nullptr;
   if (prefix) {

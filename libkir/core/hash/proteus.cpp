@@ -75,7 +75,7 @@ Expected<std::optional<uint64_t>> proteus_hip_module_hash(const DeviceCode& code
     std::string_view suffix = std::string_view(m.name).substr(m.name.rfind('.') + 1);
     std::optional<uint64_t> v = llvm_as_integer(suffix);
     if (!v)
-      return Error("section " + m.name + ": its name's last field \"" + std::string(suffix) +
+      return Error(ErrorCode::malformed, "section " + m.name + ": its name's last field \"" + std::string(suffix) +
                    "\" is not an integer (Proteus reads it as the section's hash)");
     suffixes.push_back(*v);
   }

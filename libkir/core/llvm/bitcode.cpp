@@ -53,14 +53,14 @@ Expected<uint64_t> module_end(ByteView bytes, uint64_t start, std::vector<uint32
     BitReader r(bytes, off);
     uint64_t abbrev, id, width, words;
     if (!r.read(2, abbrev) || abbrev != kEnterSubblock)
-      return Error("bitcode at offset " + hex(bytes.origin(start)) + ": expected a block at offset " +
-                   hex(bytes.origin(off)) + ", found abbreviation id " + std::to_string(abbrev));
+      return Error(ErrorCode::malformed, "bitcode at offset " + hex(bytes.origin(start)) + ": expected a block at offset " +
+                   hex(bytes.origin(off)) + ", found abbreviation id " + std::to_string(abbrev), bytes.origin(off));
     if (!r.read_vbr(8, id) || !r.read_vbr(4, width))
-      return Error("bitcode block header at offset " + hex(bytes.origin(off)) + " is truncated");
+      return Error(ErrorCode::truncated, "bitcode block header at offset " + hex(bytes.origin(off)) + " is truncated", bytes.origin(off));
     r.align32();
     if (!r.read(32, words) || !bytes.contains(r.byte(), words * 4))
-      return Error("bitcode block " + std::to_string(id) + " at offset " + hex(bytes.origin(off)) +
-                   " claims " + hex(words * 4) + " bytes, past the end of the data");
+      return Error(ErrorCode::out_of_bounds, "bitcode block " + std::to_string(id) + " at offset " + hex(bytes.origin(off)) +
+                   " claims " + hex(words * 4) + " bytes, past the end of the data", bytes.origin(off));
     if (blocks) blocks->push_back(static_cast<uint32_t>(id));
     off = r.byte() + words * 4;
   }
@@ -85,26 +85,26 @@ Expected<std::vector<ByteView>> split_bitcode(ByteView bytes) {
     }
     if (magic == kWrapperMagic) {
       if (!bytes.contains(off, 20))
-        return Error("bitcode wrapper header at offset " + hex(bytes.origin(off)) + " is truncated");
+        return Error(ErrorCode::truncated, "bitcode wrapper header at offset " + hex(bytes.origin(off)) + " is truncated", bytes.origin(off));
       uint32_t inner = bytes.read<uint32_t>(off + 8), size = bytes.read<uint32_t>(off + 12);
       // The module follows the 20-byte header and is not empty: each wrapper
       // moves `off` forward by at least 24 bytes, so the loop ends.
       if (inner < 20)
-        return Error("bitcode wrapper at offset " + hex(bytes.origin(off)) + ": module offset " +
+        return Error(ErrorCode::malformed, "bitcode wrapper at offset " + hex(bytes.origin(off)) + ": module offset " +
                      hex(inner) + " (byte " + hex(bytes.origin(off + 8)) +
-                     ") points into its own 20-byte header");
+                     ") points into its own 20-byte header", bytes.origin(off + 8));
       if (size < 4)
-        return Error("bitcode wrapper at offset " + hex(bytes.origin(off)) + ": module size " +
-                     hex(size) + " (byte " + hex(bytes.origin(off + 12)) + ") is too small for a module");
+        return Error(ErrorCode::malformed, "bitcode wrapper at offset " + hex(bytes.origin(off)) + ": module size " +
+                     hex(size) + " (byte " + hex(bytes.origin(off + 12)) + ") is too small for a module", bytes.origin(off + 12));
       if (!bytes.contains(off + inner, size))
-        return Error("bitcode wrapper at offset " + hex(bytes.origin(off)) + " points past the data");
+        return Error(ErrorCode::out_of_bounds, "bitcode wrapper at offset " + hex(bytes.origin(off)) + " points past the data", bytes.origin(off));
       modules.push_back(bytes.sub(off + inner, size));
       off = align_up(off + inner + size, 4);
       continue;
     }
     if (magic != kRawMagic)
-      return Error("expected bitcode magic 42 43 c0 de at offset " + hex(bytes.origin(off)) +
-                   ", found " + hex(magic));
+      return Error(ErrorCode::bad_magic, "expected bitcode magic 42 43 c0 de at offset " + hex(bytes.origin(off)) +
+                   ", found " + hex(magic), bytes.origin(off));
     Expected<uint64_t> end = module_end(bytes, off, nullptr);
     if (!end) return end.error();
     modules.push_back(bytes.sub(off, *end - off));
@@ -115,13 +115,13 @@ Expected<std::vector<ByteView>> split_bitcode(ByteView bytes) {
 
 Expected<uint64_t> bitcode_module_size(ByteView bytes, std::vector<uint32_t>* blocks) {
   if (!bytes.contains(0, 4) || bytes.read<uint32_t>(0) != kRawMagic)
-    return Error("not raw bitcode (no 42 43 c0 de magic)");
+    return Error(ErrorCode::bad_magic, "not raw bitcode (no 42 43 c0 de magic)", bytes.origin(0));
   return module_end(bytes, 0, blocks);
 }
 
 Expected<std::vector<uint32_t>> bitcode_blocks(ByteView module) {
   if (!module.contains(0, 4) || module.read<uint32_t>(0) != kRawMagic)
-    return Error("not raw bitcode (no 42 43 c0 de magic)");
+    return Error(ErrorCode::bad_magic, "not raw bitcode (no 42 43 c0 de magic)", module.origin(0));
   std::vector<uint32_t> blocks;
   Expected<uint64_t> end = module_end(module, 0, &blocks);
   if (!end) return end.error();

@@ -21,17 +21,17 @@ std::string section_label(const ElfSection& s) {
 }  // namespace
 
 Expected<ElfFile> ElfFile::create(ByteView bytes) {
-  if (!is_elf(bytes)) return Error("not an ELF file (no \\x7fELF magic at offset 0x0)");
+  if (!is_elf(bytes)) return Error(ErrorCode::bad_magic, "not an ELF file (no \\x7fELF magic at offset 0x0)", bytes.origin(0));
   if (bytes.size() < kHeaderSize)
-    return Error("ELF header truncated: file has " + hex(bytes.size()) +
-                 " bytes, the header needs 0x40");
+    return Error(ErrorCode::truncated, "ELF header truncated: file has " + hex(bytes.size()) +
+                 " bytes, the header needs 0x40", bytes.origin(bytes.size()));
   uint8_t elf_class = bytes.data()[4], data = bytes.data()[5];
   if (elf_class != 2)
-    return Error("unsupported ELF class " + std::to_string(elf_class) +
-                 " at offset 0x4: expected 2 (ELF64)");
+    return Error(ErrorCode::unsupported, "unsupported ELF class " + std::to_string(elf_class) +
+                 " at offset 0x4: expected 2 (ELF64)", bytes.origin(4));
   if (data != 1)
-    return Error("unsupported ELF data encoding " + std::to_string(data) +
-                 " at offset 0x5: expected 1 (little-endian)");
+    return Error(ErrorCode::unsupported, "unsupported ELF data encoding " + std::to_string(data) +
+                 " at offset 0x5: expected 1 (little-endian)", bytes.origin(5));
 
   ElfFile f;
   f.bytes_ = bytes;
@@ -54,19 +54,19 @@ Status ElfFile::read_sections(uint64_t shoff, uint16_t shnum16, uint16_t shentsi
                               uint16_t shstrndx16) {
   if (shoff == 0) return {};  // no section header table
   if (shentsize != kSectionHeaderSize)
-    return Error("ELF header has invalid e_shentsize at offset 0x3a: expected 64, got " +
-                 std::to_string(shentsize));
+    return Error(ErrorCode::malformed, "ELF header has invalid e_shentsize at offset 0x3a: expected 64, got " +
+                 std::to_string(shentsize), bytes_.origin(0x3a));
   if (!bytes_.contains(shoff, kSectionHeaderSize))
-    return Error("section header table at offset " + hex(shoff) +
-                 " lies past the end of the file (size " + hex(bytes_.size()) + ")");
+    return Error(ErrorCode::out_of_bounds, "section header table at offset " + hex(shoff) +
+                 " lies past the end of the file (size " + hex(bytes_.size()) + ")", bytes_.origin(shoff));
   // Extended numbering: the real counts live in section 0.
   uint64_t shnum = shnum16 ? shnum16 : bytes_.read<uint64_t>(shoff + 0x20);
   uint32_t shstrndx = shstrndx16 == elf::SHN_XINDEX ? bytes_.read<uint32_t>(shoff + 0x28)
                                                      : shstrndx16;
   if (shnum > (bytes_.size() - shoff) / kSectionHeaderSize)
-    return Error("section header table at offset " + hex(shoff) + " with " +
+    return Error(ErrorCode::out_of_bounds, "section header table at offset " + hex(shoff) + " with " +
                  std::to_string(shnum) + " entries runs past the end of the file (size " +
-                 hex(bytes_.size()) + ")");
+                 hex(bytes_.size()) + ")", bytes_.origin(shoff));
   sections_.resize(shnum);
   extent_ = std::max(extent_, shoff + shnum * kSectionHeaderSize);
   for (uint64_t i = 0; i < shnum; ++i) {
@@ -84,22 +84,22 @@ Status ElfFile::read_sections(uint64_t shoff, uint16_t shnum16, uint16_t shentsi
     s.entsize = bytes_.read<uint64_t>(h + 0x38);
     if (s.type == elf::SHT_NOBITS || s.type == elf::SHT_NULL) continue;
     if (!bytes_.contains(s.offset, s.size))
-      return Error("section [index " + std::to_string(i) + "] at offset " + hex(s.offset) +
+      return Error(ErrorCode::out_of_bounds, "section [index " + std::to_string(i) + "] at offset " + hex(s.offset) +
                    " (size " + hex(s.size) + ") runs past the end of the file (size " +
-                   hex(bytes_.size()) + ")");
+                   hex(bytes_.size()) + ")", bytes_.origin(s.offset));
     s.data = bytes_.sub(s.offset, s.size);
     extent_ = std::max(extent_, s.offset + s.size);
   }
   if (shnum == 0) return {};
   if (shstrndx >= shnum)
-    return Error("ELF header names section " + std::to_string(shstrndx) +
+    return Error(ErrorCode::malformed, "ELF header names section " + std::to_string(shstrndx) +
                  " as the section name table, but there are only " + std::to_string(shnum) +
-                 " sections");
+                 " sections", bytes_.origin(0x3e));
   ByteView names = sections_[shstrndx].data;
   for (ElfSection& s : sections_) {
     uint32_t name_off = bytes_.read<uint32_t>(shoff + s.index * kSectionHeaderSize);
     if (name_off != 0 && name_off >= names.size())
-      return Error("section [index " + std::to_string(s.index) + "] has name offset " +
+      return Error(ErrorCode::out_of_bounds, "section [index " + std::to_string(s.index) + "] has name offset " +
                    hex(name_off) + " past the end of the name table (size " +
                    hex(names.size()) + ")");
     s.name = names.c_string(name_off);
@@ -110,12 +110,12 @@ Status ElfFile::read_sections(uint64_t shoff, uint16_t shnum16, uint16_t shentsi
 Status ElfFile::read_segments(uint64_t phoff, uint16_t phnum, uint16_t phentsize) {
   if (phoff == 0 || phnum == 0) return {};
   if (phentsize != kProgramHeaderSize)
-    return Error("ELF header has invalid e_phentsize at offset 0x36: expected 56, got " +
-                 std::to_string(phentsize));
+    return Error(ErrorCode::malformed, "ELF header has invalid e_phentsize at offset 0x36: expected 56, got " +
+                 std::to_string(phentsize), bytes_.origin(0x36));
   if (!bytes_.contains(phoff, uint64_t(phnum) * kProgramHeaderSize))
-    return Error("program header table at offset " + hex(phoff) + " with " +
+    return Error(ErrorCode::out_of_bounds, "program header table at offset " + hex(phoff) + " with " +
                  std::to_string(phnum) + " entries runs past the end of the file (size " +
-                 hex(bytes_.size()) + ")");
+                 hex(bytes_.size()) + ")", bytes_.origin(phoff));
   segments_.resize(phnum);
   extent_ = std::max(extent_, phoff + uint64_t(phnum) * kProgramHeaderSize);
   for (uint32_t i = 0; i < phnum; ++i) {
@@ -145,10 +145,10 @@ const ElfSection* ElfFile::symbol_table(bool dynamic) const {
 
 Expected<std::vector<ElfSymbol>> ElfFile::symbols(const ElfSection& table) const {
   if (table.entsize != kSymbolSize)
-    return Error(section_label(table) + " has invalid sh_entsize: expected 24, got " +
+    return Error(ErrorCode::malformed, section_label(table) + " has invalid sh_entsize: expected 24, got " +
                  std::to_string(table.entsize));
   if (table.link >= sections_.size())
-    return Error(section_label(table) + " links to string table [index " +
+    return Error(ErrorCode::malformed, section_label(table) + " links to string table [index " +
                  std::to_string(table.link) + "], which does not exist");
   ByteView names = sections_[table.link].data;
   ByteView data = table.data;
@@ -159,7 +159,7 @@ Expected<std::vector<ElfSymbol>> ElfFile::symbols(const ElfSection& table) const
     ElfSymbol& sym = out[i];
     uint32_t name_off = data.read<uint32_t>(e);
     if (name_off != 0 && name_off >= names.size())
-      return Error(section_label(table) + ": symbol " + std::to_string(i) +
+      return Error(ErrorCode::out_of_bounds, section_label(table) + ": symbol " + std::to_string(i) +
                    " has name offset " + hex(name_off) + " past the end of its string table");
     sym.index = static_cast<uint32_t>(i);
     sym.name = names.c_string(name_off);
@@ -182,7 +182,7 @@ const ElfSection* ElfFile::relocations_for(uint32_t target) const {
 
 Expected<std::vector<ElfRelocation>> ElfFile::relocations(const ElfSection& rela) const {
   if (rela.entsize != kRelaSize)
-    return Error(section_label(rela) + " has invalid sh_entsize: expected 24, got " +
+    return Error(ErrorCode::malformed, section_label(rela) + " has invalid sh_entsize: expected 24, got " +
                  std::to_string(rela.entsize));
   uint64_t count = rela.data.size() / kRelaSize;
   std::vector<ElfRelocation> out(count);

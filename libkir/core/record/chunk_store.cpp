@@ -23,7 +23,7 @@ namespace kir::record {
 namespace {
 
 Error os_error(const std::string& what, const std::string& path) {
-  return Error(path + ": " + what + ": " + std::strerror(errno));
+  return Error(errno_code(errno), path + ": " + what + ": " + std::strerror(errno));
 }
 
 /// Recordings hold application memory: directories are the owner's only (0700).
@@ -32,7 +32,7 @@ Status make_directory(const std::string& path) {
   if (errno != EEXIST) return os_error("cannot create the directory", path);
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return os_error("cannot stat", path);
-  if (!S_ISDIR(st.st_mode)) return Error(path + ": exists and is not a directory");
+  if (!S_ISDIR(st.st_mode)) return Error(ErrorCode::io, path + ": exists and is not a directory");
   return {};
 }
 
@@ -50,7 +50,7 @@ Status check_recording_directory(const std::string& path) {
   }
   ::closedir(dir);
   if (!empty && !recording)
-    return Error(path + ": exists and is not a kir recording (no chunks/ or records/, and not empty)");
+    return Error(ErrorCode::bad_magic, path + ": exists and is not a kir recording (no chunks/ or records/, and not empty)");
   return {};
 }
 

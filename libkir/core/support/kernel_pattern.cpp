@@ -80,7 +80,7 @@ class Parser {
 
   /// "<construct> at offset N: <problem>"
   Error error(const std::string& construct, size_t at, const std::string& problem) const {
-    return Error(construct + offset_text(at) + ": " + problem);
+    return Error(ErrorCode::invalid_argument, construct + offset_text(at) + ": " + problem, at);
   }
   std::optional<Error> grow(size_t extra, size_t at) const {
     if (prog_->code.size() + extra <= KernelPattern::kMaxProgram) return std::nullopt;

@@ -28,7 +28,7 @@ Expected<uint64_t> read_all(int fd, uint8_t* out, uint64_t size, const std::stri
   while (done < size) {
     ssize_t n = ::pread(fd, out + done, size - done, static_cast<off_t>(done));
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return Error(path + ": cannot read at byte " + std::to_string(done) + ": " + std::strerror(errno));
+    if (n < 0) return Error(ErrorCode::io, path + ": cannot read at byte " + std::to_string(done) + ": " + std::strerror(errno));
     if (n == 0) break;
     done += uint64_t(n);
   }
@@ -41,20 +41,20 @@ Expected<std::shared_ptr<const MappedFile>> MappedFile::open(const std::string& 
   // O_NONBLOCK: opening a FIFO must not wait for a writer; the type is checked
   // on the open descriptor (no race with a rename), before anything is read.
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-  if (fd < 0) return Error(path + ": cannot open: " + std::strerror(errno));
+  if (fd < 0) return Error(errno_code(errno), path + ": cannot open: " + std::strerror(errno));
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
     int err = errno;
     ::close(fd);
-    return Error(path + ": cannot stat: " + std::strerror(err));
+    return Error(ErrorCode::io, path + ": cannot stat: " + std::strerror(err));
   }
   if (S_ISDIR(st.st_mode)) {
     ::close(fd);
-    return Error(path + ": is a directory, not a binary");
+    return Error(ErrorCode::invalid_argument, path + ": is a directory, not a binary");
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    return Error(path + ": not a regular file (" + file_type(st.st_mode) + ")");
+    return Error(ErrorCode::invalid_argument, path + ": not a regular file (" + file_type(st.st_mode) + ")");
   }
   uint64_t size = static_cast<uint64_t>(st.st_size);
   const uint8_t* data = nullptr;
@@ -65,7 +65,7 @@ Expected<std::shared_ptr<const MappedFile>> MappedFile::open(const std::string& 
     uint8_t* copy = new (std::nothrow) uint8_t[size];
     if (!copy) {
       ::close(fd);
-      return Error(path + ": cannot allocate " + std::to_string(size) + " bytes to read it");
+      return Error(ErrorCode::internal, path + ": cannot allocate " + std::to_string(size) + " bytes to read it");
     }
     Expected<uint64_t> n = read_all(fd, copy, size, path);
     if (!n) {
@@ -81,7 +81,7 @@ Expected<std::shared_ptr<const MappedFile>> MappedFile::open(const std::string& 
     if (p == MAP_FAILED) {
       int err = errno;
       ::close(fd);
-      return Error(path + ": cannot map: " + std::strerror(err));
+      return Error(ErrorCode::io, path + ": cannot map: " + std::strerror(err));
     }
     data = static_cast<const uint8_t*>(p);
   }

@@ -54,7 +54,7 @@ class Reader {
 
  private:
   Error fail(const std::string& what) const {
-    return Error("msgpack at offset " + hex(bytes_.origin(off_)) + ": " + what);
+    return Error(ErrorCode::malformed, "msgpack at offset " + hex(bytes_.origin(off_)) + ": " + what, bytes_.origin(off_));
   }
 
   template <class T>
@@ -164,7 +164,7 @@ Expected<MsgpackShape> measure_msgpack(ByteView bytes, uint64_t max_values, uint
   std::vector<uint64_t> open;  // items still to come in each open container, the innermost last
   uint64_t off = 0;
   auto fail = [&](uint64_t at, const std::string& what) {
-    return Error("msgpack at offset " + hex(bytes.origin(at)) + ": " + what);
+    return Error(ErrorCode::malformed, "msgpack at offset " + hex(bytes.origin(at)) + ": " + what, bytes.origin(at));
   };
   auto big_endian = [&](unsigned width, uint64_t& v) {
     if (!bytes.contains(off, width)) return false;

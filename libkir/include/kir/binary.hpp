@@ -46,17 +46,7 @@ namespace kir {
 enum class FoundBy { section, wrapper, scan };
 const char* found_by_name(FoundBy how);
 
-enum class ContainerFormat {
-  cuda_fatbin,      // 0xBA55ED50 container
-  offload_bundle,   // __CLANG_OFFLOAD_BUNDLE__ (or CCOB, compressed)
-  object_bundle,    // __CLANG_OFFLOAD_BUNDLE__<id> sections of a .o
-  offload_binary,   // LLVM offloading binary, magic 10 FF 10 AD
-  bitcode_section,  // .llvmbc / .llvm.lto: embedded LLVM bitcode modules
-  device_elf,       // a file that is itself one device image (cubin, AMDGPU code object)
-};
-/// "cuda-fatbin", "offload-bundle", "object-bundle", "offload-binary", "bitcode-section",
-/// "device-elf".
-const char* container_format_name(ContainerFormat format);
+// ContainerFormat: kir/model.hpp (name(format) gives "cuda-fatbin", "device-elf" ...).
 
 /// One device image or embedded module, whatever container holds it.
 struct Image {

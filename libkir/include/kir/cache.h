@@ -14,8 +14,13 @@
  * After a key's first lookup its entry stays in memory until kir_cache_close:
  * a repeated lookup is a hash-table probe (no system call, no allocation, no
  * lock), safe from any number of threads. Functions that fail return -1 or
- * NULL with a message in kir_last_error(). Structs start with struct_size, as
- * in kir/kir.h.
+ * NULL with a message in kir_last_error() (and its kind in kir_last_error_code(),
+ * the byte offset in kir_last_error_offset(): kir/kir.h). Structs start with
+ * struct_size, as in kir/kir.h.
+ *
+ * Versions (docs/abi.md): KIR_CACHE_ABI_VERSION counts the additions to this
+ * header, as KIR_ABI_VERSION does for kir/kir.h; kir_cache_abi_version() is
+ * the running library's.
  */
 #ifndef KIR_CACHE_H
 #define KIR_CACHE_H
@@ -29,6 +34,12 @@
 extern "C" {
 #endif
 
+/** This header's ABI version (docs/abi.md). */
+#define KIR_CACHE_ABI_VERSION 3
+
+/** The cache ABI version of the libkir running (since cache ABI 3). */
+uint32_t kir_cache_abi_version(void);
+
 typedef struct kir_cache kir_cache;
 
 /** kir_cache_options.flags */
@@ -37,9 +48,8 @@ typedef struct kir_cache kir_cache;
 typedef struct kir_cache_options {
   uint32_t struct_size; /* in: sizeof(kir_cache_options) */
   uint64_t max_bytes;   /* 0: unbounded; else LRU eviction keeps the entries' total at most this */
-  /* appended after max_bytes */
   uint32_t flags;       /* KIR_CACHE_* */
-  /* appended after flags */
+  /* since cache ABI 2: */
   const char* group;    /* a cache shared with this group (name or number; NULL or "": none) */
 } kir_cache_options;
 
@@ -73,6 +83,10 @@ typedef struct kir_cache_entry {
   const char* arch;        /* "sm_90", "gfx90a" */
   const kir_cache_meta* meta; /* key inputs, compile options, resources, producer, version */
   size_t meta_count;
+  /* appended after meta_count (a smaller struct_size leaves it out): */
+  uint32_t image_kind;     /* code_kind as a number: KIR_KIND_CUBIN, KIR_KIND_PTX or KIR_KIND_CODE_OBJECT
+                              (kir.h). Filled by kir_cache_lookup; kir_cache_store reads it when
+                              code_kind is NULL */
 } kir_cache_entry;
 
 /** Look up `key`: 1 hit (`out` valid until kir_cache_close), 0 miss (also for a
@@ -82,8 +96,6 @@ int kir_cache_lookup(kir_cache* cache, kir_hash128 key, kir_cache_entry* out);
 /** Store `entry` under `key` (replacing an entry of that key): 0 or -1. The
  *  entry is also held in memory, so a later lookup of `key` is a memory hit. */
 int kir_cache_store(kir_cache* cache, kir_hash128 key, const kir_cache_entry* entry);
-
-/* ---- appended to the contract ------------------------------------------- */
 
 /** Remove `key`'s entry from disk (memory keeps it until close): 1 removed, 0 none, -1 error. */
 int kir_cache_remove(kir_cache* cache, kir_hash128 key);

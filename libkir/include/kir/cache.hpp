@@ -60,18 +60,12 @@ struct EntryView {
   ByteView code;
 };
 
-/// Why an entry failed to parse: the message (what and where) and the byte
-/// offset of the offending field.
-struct ParseError {
-  uint64_t offset = 0;
-  std::string message;
-};
-
 /// Parse and check an entry file's bytes: magic, version, bounded sizes, valid
 /// UTF-8 without NUL, the checksum, and (when given) that its key is `expected`.
-/// On failure returns an Error "at byte offset 0x..: ..." and, when `error` is
-/// not null, fills it.
-Expected<EntryView> parse_entry(ByteView bytes, const Hash128* expected = nullptr, ParseError* error = nullptr);
+/// On failure returns an Error "at byte offset 0x..: ..." whose offset() is
+/// that of the offending field and whose code says what is wrong (truncated,
+/// bad_magic, unsupported_version, corrupt for a checksum mismatch ...).
+Expected<EntryView> parse_entry(ByteView bytes, const Hash128* expected = nullptr);
 
 /// The bytes of an entry file (checks the same bounds the reader enforces).
 Expected<std::vector<uint8_t>> encode_entry(const EntryView& entry);

@@ -36,26 +36,15 @@
  *   kir-hook: error: fatbin 0x55d0c0a0: registered without its code: container at 0x7f..: <libkir's error, with its offset>
  * (a client named in KIR_HOOK_CLIENTS that cannot be loaded is printed always).
  *
- * Versions: structs the app or client passes in carry `struct_size`; fields are
- * only ever appended, and the layer reads only the fields a caller's struct has.
- * Structs the layer hands out (kir_hook_kernel, kir_hook_global, ...) also grow
- * only at the end: an older client reads the prefix it knows. API 2 appended
- * kir_hook_client.fatbin_unregistered, kir_hook_kernel.unloaded,
- * kir_hook_global.unloaded, kir_hook_stats.failures and .unregistered. API 3
- * appended kir_hook_kernel_code_units and kir_hook_kernel_code_unit (a
- * device-linked registration's units) and frees an unloaded image's code and IR.
- * API 4 (for JIT clients) appended:
- *   - the launch override: kir_hook_client.launch_override, which may claim a
- *     launch (kir_hook_substitute: HANDLED, or launch a function, a CUkernel, a
- *     hipFunction_t or code the layer loads once per context instead); the
- *     outcome in kir_hook_launch.outcome / claimed_by / substitute_id; counts in
- *     kir_hook_stats.handled / substituted / substitute_loads /
- *     substitute_failures;
- *   - JIT arguments in the registry: kir_hook_kernel.jit_arg_count / jit_args,
- *     captured from the Proteus ABI (__proteus_create_runtime_constant_info_*
- *     and __proteus_register_function);
- *   - IR access: kir_hook_kernel_ir_count / kir_hook_kernel_ir (every embedded
- *     module the kernel's code needs) and, offline, kir_binary_kernel_ir (kir.h).
+ * Versions: KIR_HOOK_API_VERSION is the API a client is built against;
+ * kir_hook_api_version() is the layer's, at run time. The layer refuses a
+ * client whose `api_version` is newer than its own (a failure, printed always).
+ * Structs the app or client passes in carry `struct_size`; structs the layer
+ * hands out (kir_hook_kernel, kir_hook_global, kir_hook_launch) carry it too,
+ * since API 6, as their LAST field: fields are only ever appended, an older
+ * client reads the prefix it knows, and a newer client reads a field only when
+ * the layer's struct has it. docs/abi.md ("hooks.h") lists every field with the
+ * API that added it, and how a client built for API N runs on a layer of API M.
  *
  * Launch override (API 4). Before a launch, the layer asks the clients that
  * have `launch_override`, in registration order; the first that returns 1
@@ -127,7 +116,13 @@
 extern "C" {
 #endif
 
-#define KIR_HOOK_API_VERSION 5
+#define KIR_HOOK_API_VERSION 6
+
+/** The API of the layer in this process (KIR_HOOK_API_VERSION as it was built):
+ *  a client built for a newer API calls this before reading a field the layer
+ *  may not have. API 1-5 layers lack this symbol: look it up with dlsym (NULL: 5
+ *  or older). */
+uint32_t kir_hook_api_version(void);
 
 typedef struct kir_dim3 {
   uint32_t x, y, z;
@@ -155,6 +150,10 @@ typedef struct kir_hook_kernel {
                              then `jit_args` (by increasing position, valid for the process's
                              life, set once) */
   const kir_jit_arg* jit_args;
+  /* API 6: */
+  uint32_t struct_size;   /* sizeof(kir_hook_kernel) as the layer was built: a field lies in
+                             the layer's struct when offsetof + its size <= struct_size. Present
+                             when kir_hook_api_version() >= 6 (docs/abi.md) */
 } kir_hook_kernel;
 
 typedef struct kir_hook_global {
@@ -165,6 +164,8 @@ typedef struct kir_hook_global {
   /* API 2: */
   int unloaded;           /* 1 once its fatbin was unregistered; kir_hook_global_device_address
                              then returns 0 for `host_address` (unless registered again) */
+  /* API 6: */
+  uint32_t struct_size;   /* sizeof(kir_hook_global) as the layer was built (as kir_hook_kernel's) */
 } kir_hook_global;
 
 /* Allocation kinds: the values of kir::AllocationKind (kir/model.hpp), whose
@@ -204,6 +205,9 @@ typedef struct kir_hook_launch {
                                      kir_hook_add_client adds), -1 when none claimed */
   kir_hash128 substitute_id;      /* the claimer's kir_hook_substitute.id (e.g. its JIT key); zero
                                      when none claimed */
+  /* API 6: */
+  uint32_t struct_size;           /* sizeof(kir_hook_launch) as the layer was built (as
+                                     kir_hook_kernel's) */
 } kir_hook_launch;
 
 #define KIR_LAUNCH_ORIGINAL 0     /* the app's kernel (also when a claimed substitute failed) */
@@ -330,6 +334,10 @@ uint64_t kir_hook_global_device_address(const void* host_address);
  *  freed once fatbin_unregistered returns). */
 #define KIR_CODE_LAUNCHED 0
 #define KIR_CODE_PTX 1
+/* kir_hook_code is the caller's memory, filled by the layer: its four fields are
+ * frozen (an older client's struct has no room for more). Anything a later API
+ * says of code comes through a new call whose struct carries struct_size, as
+ * kir_hook_stats does. */
 typedef struct kir_hook_code {
   const void* bytes;
   size_t size;

@@ -2,11 +2,19 @@
  *
  * Stable entry points for C, C++ and FFI users (Proteus, Mneme). Every
  * function that can fail returns a status (0 = success) or NULL, and leaves a
- * message in kir_last_error() for the calling thread.
+ * message in kir_last_error() for the calling thread, with its kind in
+ * kir_last_error_code() and, when it is about a byte of the input, that byte's
+ * offset in kir_last_error_offset().
  *
  * Structs that cross the ABI start with `struct_size`: the caller sets it to
  * sizeof(the struct it was compiled with) and kir fills only that much, so
  * older callers keep working when fields are added at the end.
+ *
+ * Versions (docs/abi.md): KIR_ABI_VERSION counts the additions to this header
+ * (functions, constants, appended fields; nothing is removed or changed); a
+ * caller compiled against ABI N runs with any libkir whose kir_abi_version()
+ * is N or more. docs/abi.md lists what each version added. KIR_VERSION_* is
+ * the library's release, libkir.so's SONAME its major.
  */
 #ifndef KIR_KIR_H
 #define KIR_KIR_H
@@ -28,6 +36,45 @@ const char* kir_version(void);
 /** Message of the calling thread's last failed call ("" if none). */
 const char* kir_last_error(void);
 
+/* ---- Since ABI 9: the ABI version, error codes ---------------------------- */
+
+/** This header's ABI version (docs/abi.md). */
+#define KIR_ABI_VERSION 9
+
+/** The ABI version of the libkir running (KIR_ABI_VERSION as it was built): a
+ *  caller compiled against a higher KIR_ABI_VERSION must not call what that
+ *  version added. */
+uint32_t kir_abi_version(void);
+
+/** kir_last_error_code(): what kind of failure the calling thread's last
+ *  failed call was (kir/support/error.hpp ErrorCode; Python's kir.errors
+ *  ErrorCode and the KirError subclass of each). Never renumbered. */
+#define KIR_ERROR_NONE 0                /* no failure yet */
+#define KIR_ERROR_BAD_MAGIC 1           /* not the format asked for (wrong or no magic) */
+#define KIR_ERROR_TRUNCATED 2           /* the data ends inside a structure that must be whole */
+#define KIR_ERROR_OUT_OF_BOUNDS 3       /* an offset, size, count or index points outside its buffer */
+#define KIR_ERROR_MALFORMED 4           /* a field holds a value the format does not allow */
+#define KIR_ERROR_UNSUPPORTED_VERSION 5 /* a format version this kir does not read */
+#define KIR_ERROR_UNSUPPORTED 6         /* valid, but not read by kir (ELF32, an unknown codec) */
+#define KIR_ERROR_CORRUPT 7             /* a checksum or hash does not match the bytes */
+#define KIR_ERROR_TOO_LARGE 8           /* over a limit kir enforces */
+#define KIR_ERROR_IO 9                  /* the system failed a read, write, open or map */
+#define KIR_ERROR_PERMISSION 10         /* refused by permissions or by kir's trust rules */
+#define KIR_ERROR_NOT_FOUND 11          /* no such file, group, image, kernel, entry */
+#define KIR_ERROR_INVALID_ARGUMENT 12   /* the caller's mistake: NULL, index out of range, struct_size */
+#define KIR_ERROR_INTERNAL 13           /* anything else (a driver's or a library's failure) */
+
+/** The calling thread's last failure: KIR_ERROR_* (KIR_ERROR_NONE if none). */
+int kir_last_error_code(void);
+
+/** kir_last_error_offset() when the failure is not about a byte of the input. */
+#define KIR_NO_OFFSET UINT64_MAX
+
+/** The byte offset the last failure is about (the offending field's, in the
+ *  file — for a compressed image, in the decompressed image; the message names
+ *  it too), or KIR_NO_OFFSET. */
+uint64_t kir_last_error_offset(void);
+
 typedef struct kir_binary kir_binary;
 
 /** Flags for kir_binary_open. */
@@ -40,7 +87,9 @@ void kir_binary_close(kir_binary* binary);
 /** Number of device images (entries of all containers, in file order). */
 size_t kir_binary_image_count(const kir_binary* binary);
 
-/** Image kinds (the fatbin entry kind). */
+/** Deprecated: a CUDA fatbin entry's raw kind, kir_image_info.kind. The same idea
+ *  as kir_image_info.image_kind (KIR_KIND_*), numbered otherwise and only for fatbin
+ *  entries; use image_kind. Kept, with these values, for the ABI. */
 #define KIR_IMAGE_PTX 1
 #define KIR_IMAGE_CUBIN 2
 #define KIR_IMAGE_OLD_CUBIN 4
@@ -67,6 +116,7 @@ size_t kir_binary_image_count(const kir_binary* binary);
 #define KIR_TARGET_AMDGPU 2
 #define KIR_TARGET_HOST 3
 
+/** kir_image_info.compression (kir/model.hpp Codec's first values). */
 #define KIR_COMPRESSION_NONE 0
 #define KIR_COMPRESSION_LZ4 1
 #define KIR_COMPRESSION_ZSTD 2
@@ -76,7 +126,8 @@ typedef struct kir_image_info {
   uint32_t struct_size;  /* in: sizeof(kir_image_info) */
   uint32_t container;    /* container index */
   uint32_t entry;        /* image index in its container */
-  uint16_t kind;         /* CUDA fatbin images: KIR_IMAGE_*; 0 for other containers */
+  uint16_t kind;         /* deprecated (use image_kind): CUDA fatbin images' raw entry kind,
+                            KIR_IMAGE_*; 0 for other containers. Kept for the ABI */
   uint16_t major, minor; /* CUDA: code version */
   uint32_t arch;         /* CUDA: SM number (75, 80, 90 ...); 0 otherwise */
   uint32_t compression;  /* KIR_COMPRESSION_* */
@@ -85,11 +136,11 @@ typedef struct kir_image_info {
   uint64_t stored_size;  /* bytes stored (compressed size when compressed) */
   uint64_t image_size;   /* bytes once decompressed */
   int32_t obfuscated;    /* 1 for obfuscated LTO-IR */
-  /* since 0.2: valid until kir_binary_close */
+  /* since ABI 2: valid until kir_binary_close */
   const char* kind_name; /* "cubin", "ptx", "lto-ir", "code-object", "bitcode", "host" ... */
   const char* target;    /* "sm_90", "gfx90a:xnack+", "" */
   const char* triple;    /* "nvptx64-nvidia-cuda", "amdgcn-amd-amdhsa-", "" */
-  /* appended after triple: kind_name and the target's family as numbers */
+  /* since ABI 4: kind_name and the target's family as numbers */
   uint32_t image_kind;   /* KIR_KIND_*, any container (kind_name is its name) */
   uint32_t target_kind;  /* KIR_TARGET_* */
 } kir_image_info;
@@ -149,10 +200,23 @@ typedef struct kir_bytes {
 int64_t kir_binary_kernel_ir_count(const kir_binary* binary, size_t index, size_t kernel);
 int kir_binary_kernel_ir(const kir_binary* binary, size_t index, size_t kernel, size_t module, kir_bytes* out);
 
+/** Code kinds: what a static hash covers (kir/model.hpp CodeKind; the names are
+ *  "unknown", "ir", "cubin", "ptx", "code-object"). Values are never renumbered. */
+#define KIR_CODE_KIND_UNKNOWN 0
+#define KIR_CODE_KIND_IR 1
+#define KIR_CODE_KIND_CUBIN 2
+#define KIR_CODE_KIND_PTX 3
+#define KIR_CODE_KIND_CODE_OBJECT 4
+
 /** Static hash of kernel `name` (mangled) whose code is `modules` (IR modules in
- *  any order, or one device image) of `code_kind` ("ir", "cubin", "ptx", "code-object"). */
+ *  any order, or one device image) of `code_kind` ("ir", "cubin", "ptx", "code-object").
+ *  kir_static_hash_of_kind takes the code kind as a number. */
 kir_hash128 kir_static_hash(const char* name, const char* code_kind, const kir_bytes* modules,
                             size_t count);
+/** The same with `code_kind` a KIR_CODE_KIND_* value; a value that is none: {0, 0} with
+ *  kir_last_error set. */
+kir_hash128 kir_static_hash_of_kind(const char* name, uint32_t code_kind, const kir_bytes* modules,
+                                    size_t count);
 
 #ifdef __cplusplus
 #define KIR_ALIGN64 alignas(64)
@@ -166,7 +230,8 @@ typedef struct kir_dynamic_hash {
   KIR_ALIGN64 unsigned char opaque[1280];
 } kir_dynamic_hash;
 
-/** Argument types of kir_dynamic_hash_arg (the ARG record's type byte). */
+/** Argument types of kir_dynamic_hash_arg (the ARG record's type byte): kir/model.hpp
+ *  ArgType's values, whose names ("i8" ... "bf16", "bool") and sizes live there. */
 enum kir_arg_type {
   KIR_ARG_I8 = 1, KIR_ARG_I16, KIR_ARG_I32, KIR_ARG_I64, KIR_ARG_U8, KIR_ARG_U16, KIR_ARG_U32,
   KIR_ARG_U64, KIR_ARG_F16, KIR_ARG_BF16, KIR_ARG_F32, KIR_ARG_F64, KIR_ARG_PTR, KIR_ARG_BYTES,
@@ -176,6 +241,7 @@ enum kir_arg_type {
 /** A kernel's runtime-constant argument: one the JIT specializes on (Proteus:
  *  RuntimeConstantInfo, from __proteus_create_runtime_constant_info_* and
  *  __proteus_register_function; or from IR annotations). */
+/* kir_jit_arg_kind: kir/model.hpp JitArgKind's values ("scalar", "array", "object"). */
 enum kir_jit_arg_kind { KIR_JIT_SCALAR = 0, KIR_JIT_ARRAY = 1, KIR_JIT_OBJECT = 2 };
 typedef struct kir_jit_arg {
   uint32_t position;       /* 1-based kernel parameter position (the ARG record's) */
@@ -267,12 +333,13 @@ typedef struct kir_jit_key_input {
      Needed for arrays and objects passed by pointer; may be NULL when there are none */
   int (*read_memory)(void* user, uint64_t address, void* out, size_t size);
   void* user;
-  /* appended after `user` (a smaller struct_size leaves them out: none, NULL): */
+  /* appended after `user` (a smaller struct_size leaves them out: none, NULL; ABI 6): */
   const kir_jit_capture* captures;       /* CAPTURE records, in this (client-fixed) order */
   size_t capture_count;
   const kir_dynamic_hash* prefix;        /* optional: a builder begun with kir_dynamic_hash_begin
                                             for this static hash and arch (then `static_hash` and
                                             `arch` are not read): saves re-encoding them */
+  /* since ABI 8: */
   const void* config_records;            /* optional: the CONFIG records already encoded by
                                             kir_jit_config_records (then `config` must be NULL
                                             and config_count 0): a client's fixed options,

@@ -56,16 +56,82 @@ enum class AllocationKind : uint8_t {
   global = 4,       // "global": a module's __device__ / __constant__ variable (records)
 };
 
+/// The type of an argument value: the ARG and CAPTURE records' type byte
+/// (docs/hashing.md), kir.h's KIR_ARG_* and kir_jit_arg.type. Values are never
+/// renumbered; 0 is no type.
+enum class ArgType : uint8_t {
+  i8 = 1,  // "i8"
+  i16,     // "i16"
+  i32,     // "i32"
+  i64,     // "i64"
+  u8,      // "u8"
+  u16,     // "u16"
+  u32,     // "u32"
+  u64,     // "u64"
+  f16,     // "f16": IEEE half
+  bf16,    // "bf16": bfloat16
+  f32,     // "f32"
+  f64,     // "f64"
+  ptr,     // "ptr": a 64-bit device address
+  bytes,   // "bytes": an object's bytes (no fixed size)
+  boolean, // "bool": one byte, 0 or 1
+};
+
+/// What a runtime-constant argument is (kir.h's KIR_JIT_*, kir_jit_arg.kind).
+enum class JitArgKind : uint8_t {
+  scalar = 0,  // "scalar": the argument's own bytes, of its type
+  array = 1,   // "array": elements of its type, through a pointer or by value
+  object = 2,  // "object": a struct's bytes, through a pointer or by value
+};
+
+/// The container format device code is found in (docs/containers.md).
+enum class ContainerFormat : uint8_t {
+  cuda_fatbin,      // "cuda-fatbin": 0xBA55ED50 container
+  offload_bundle,   // "offload-bundle": __CLANG_OFFLOAD_BUNDLE__ (or CCOB, compressed)
+  object_bundle,    // "object-bundle": __CLANG_OFFLOAD_BUNDLE__<id> sections of a .o
+  offload_binary,   // "offload-binary": LLVM offloading binary, magic 10 FF 10 AD
+  bitcode_section,  // "bitcode-section": .llvmbc / .llvm.lto embedded LLVM bitcode modules
+  device_elf,       // "device-elf": a file that is itself one device image
+};
+
+/// How stored bytes are compressed: an image (kir.h's KIR_COMPRESSION_*, the
+/// first four values) or a compressed container (an offload bundle's CCOB codec).
+enum class Codec : uint8_t {
+  none = 0,     // "none": stored as is
+  lz4 = 1,      // "lz4": a fatbin entry's LZ4
+  zstd = 2,     // "zstd"
+  unknown = 3,  // "unknown": a compression kir does not know
+  zlib = 4,     // "zlib": a compressed offload bundle's
+};
+
 const char* name(ImageKind kind);
 const char* name(CodeKind kind);
 const char* name(TargetKind kind);
 const char* name(AllocationKind kind);
+/// "i8" ... "bool"; "?" for a value that is no ArgType.
+const char* name(ArgType type);
+const char* name(JitArgKind kind);
+const char* name(ContainerFormat format);
+const char* name(Codec codec);
 
 /// Name -> enum; nullopt for names not in the table.
 std::optional<ImageKind> image_kind_from_name(std::string_view name);
 std::optional<CodeKind> code_kind_from_name(std::string_view name);
 std::optional<TargetKind> target_kind_from_name(std::string_view name);
 std::optional<AllocationKind> allocation_kind_from_name(std::string_view name);
+std::optional<ArgType> arg_type_from_name(std::string_view name);
+std::optional<JitArgKind> jit_arg_kind_from_name(std::string_view name);
+std::optional<ContainerFormat> container_format_from_name(std::string_view name);
+std::optional<Codec> codec_from_name(std::string_view name);
+
+/// An ArgType's value size in bytes: 0 for bytes (no fixed size) and for a
+/// value that is no ArgType.
+unsigned size_of(ArgType type);
+/// The little-endian Python struct format of an ArgType's value ("<i", "<e",
+/// "<Q" ...): "" where there is none (bf16, bytes, a value that is no ArgType).
+const char* struct_format(ArgType type);
+/// Whether `value` is an ArgType's value (1..15).
+constexpr bool is_arg_type(unsigned value) { return value >= 1 && value <= 15; }
 
 /// The code kind of a device image's own code (cubin, ptx, code-object), else unknown.
 CodeKind code_kind_of(ImageKind kind);
@@ -74,5 +140,7 @@ TargetKind target_kind_of(std::string_view target);
 
 /// The number of members of each enum, for tables and bindings.
 constexpr unsigned kImageKinds = 12, kCodeKinds = 5, kTargetKinds = 4, kAllocationKinds = 5;
+/// ArgType's members are 1..kArgTypes (0 is none); the others' are 0..count-1.
+constexpr unsigned kArgTypes = 15, kJitArgKinds = 3, kContainerFormats = 6, kCodecs = 5;
 
 }  // namespace kir

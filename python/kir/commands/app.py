@@ -8,6 +8,7 @@ import sys
 import kir
 from kir.app import hook_library, hooked_environment, library, run_app  # noqa: F401 (the commands' API)
 from kir.errors import OptionError
+from kir.model import ContainerFormat
 
 
 def add_program_argument(parser) -> None:
@@ -47,7 +48,7 @@ def warn_if_static_runtime(program: str) -> None:
         imports = {s[0] for s in kir._core.ElfFile.open(path).symbols(True)}
     except (kir.KirError, OSError):
         return
-    cuda = any(c.format == "cuda-fatbin" for c in binary.containers)
+    cuda = any(c.format is ContainerFormat.cuda_fatbin for c in binary.containers)
     if cuda and "__cudaRegisterFatBinary" not in imports:
         print(f"kir: {program} links the CUDA runtime statically: on {platform.machine()} the hook "
               "cannot see it (rebuild with `nvcc -cudart shared`)", file=sys.stderr)

@@ -17,6 +17,7 @@ import sys
 import time
 from pathlib import Path
 
+from kir.envelope import envelope
 from kir.cache import Cache, Entry
 from kir.commands.printable import printable
 from kir.errors import KirError, OptionError
@@ -71,9 +72,9 @@ def ls(cache: Cache, args) -> int:
     damaged = [p for p in problems if p.key]
     refused_directories = [p for p in problems if p.refused and not p.key]
     if args.json:
-        print(json.dumps({"schema": SCHEMA, "format": SCHEMA, "directory": str(cache.directory),
-                          "entries": [as_json(e, now) for e in entries],
-                          "total_bytes": sum(e.size for e in entries), "damaged": len(damaged)}))
+        print(json.dumps(envelope(SCHEMA, directory=str(cache.directory),
+                          entries=[as_json(e, now) for e in entries],
+                          total_bytes=sum(e.size for e in entries), damaged=len(damaged))))
     else:
         rows = [("key", "kind", "arch", "size", "age", "producer", "kernel")]
         rows += [(e.key, e.kind, printable(e.arch), str(e.size), age(now - e.mtime),
@@ -107,8 +108,8 @@ def show(cache: Cache, args) -> int:
     if args.output:
         Path(args.output).write_bytes(entry.code)
     if args.json:
-        print(json.dumps({"schema": SCHEMA, "format": SCHEMA, "directory": str(cache.directory),
-                          "entry": as_json(entry, time.time())}))
+        print(json.dumps(envelope(SCHEMA, directory=str(cache.directory),
+                          entry=as_json(entry, time.time()))))
         return 0
     print(f"key        {entry.key}")
     print(f"kind       {entry.kind}")
@@ -131,8 +132,8 @@ def rm(cache: Cache, args) -> int:
         keys += [p.key for p in problems if p.key and p.key not in keys]
     removed = [k for k in keys if cache.remove(k)]
     if args.json:
-        print(json.dumps({"schema": SCHEMA, "format": SCHEMA, "directory": str(cache.directory),
-                          "removed": removed}))
+        print(json.dumps(envelope(SCHEMA, directory=str(cache.directory),
+                          removed=removed)))
     else:
         for k in removed:
             print(f"removed {k}")
@@ -143,10 +144,10 @@ def verify(cache: Cache, args) -> int:
     entries, problems = cache.scan()
     checked = len(entries)
     if args.json:
-        print(json.dumps({"schema": SCHEMA, "format": SCHEMA, "directory": str(cache.directory),
-                          "intact": checked,
-                          "problems": [{"path": p.path, "key": p.key, "message": p.message, "offset": p.offset,
-                                        "refused": p.refused} for p in problems]}))
+        print(json.dumps(envelope(SCHEMA, directory=str(cache.directory),
+                          intact=checked,
+                          problems=[{"path": p.path, "key": p.key, "message": p.message, "offset": p.offset,
+                                        "refused": p.refused} for p in problems])))
     else:
         for p in problems:
             print(printable(str(p)))

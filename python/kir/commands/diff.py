@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import sys
 
+from kir.envelope import envelope
 from kir.errors import KirError, OptionError
 from kir.kernel_pattern import HELP as KERNEL_HELP, kernel_pattern
 
@@ -205,8 +206,8 @@ def run(args) -> int:
     errors = errors_a + errors_b
     if args.json:
         import json
-        print(json.dumps({"schema": SCHEMA, "kir_version": kir.__version__, "a": args.a, "b": args.b,
-                          **result, "errors": errors}, separators=(",", ":")))
+        print(json.dumps(envelope(SCHEMA, kir_version=kir.__version__, a=args.a, b=args.b,
+                          **result, errors=errors), separators=(",", ":")))
     else:
         sys.stdout.write(render(result, args.a, args.b, args.unchanged))
     for message in errors:

@@ -31,6 +31,7 @@ import os
 import re
 import sys
 
+from kir.envelope import envelope
 from kir.binary import Binary
 from kir.commands import inputs
 from kir.errors import KirError
@@ -151,8 +152,8 @@ def run(args) -> int:
     if args.json:
         import json
         import kir
-        print(json.dumps({"schema": SCHEMA, "kir_version": kir.__version__, "output": args.output,
-                          "files": report, "errors": failures}, separators=(",", ":")))
+        print(json.dumps(envelope(SCHEMA, kir_version=kir.__version__, output=args.output,
+                          files=report, errors=failures), separators=(",", ":")))
     return status
 
 

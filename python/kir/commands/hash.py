@@ -9,15 +9,18 @@ those targets. An option of the other form (`--grid` with a BINARY, `--kernel`
 with `--jit-key`) is a usage error, exit 2, never silently ignored."""
 from __future__ import annotations
 
-import struct
 import sys
 
+from kir.envelope import envelope
 from kir.commands import inputs
 from kir.errors import OptionError
+from kir.jit.values import pack, parse_number
 from kir.kernel_pattern import HELP as KERNEL_HELP, kernel_pattern
+from kir.model import ArgType
 
-PACK = {"i8": "<b", "i16": "<h", "i32": "<i", "i64": "<q", "u8": "<B", "u16": "<H", "u32": "<I",
-        "u64": "<Q", "f32": "<f", "f64": "<d", "ptr": "<Q", "bool": "<?"}
+#: every kir_arg_type name -> its little-endian struct format (kir/model.hpp); None where
+#: there is none: bf16 (packed by kir.jit.values.pack) and bytes (given as hex)
+PACK = {t.name: t.struct_format for t in ArgType}
 U32_MAX = (1 << 32) - 1  # positions, grid, block and bounds are 32-bit
 SCHEMA = "kir.hash/1"  # each --json line (docs/schemas/hash.schema.json)
 
@@ -130,9 +133,9 @@ def print_hashes(hashes, args, path: str) -> None:
     for h in hashes:  # one line per (kernel, image): kernel_hashes never repeats a pair
         if args.json:
             import json
-            print(json.dumps({"schema": SCHEMA, "path": path, "image": h.image, "image_kind": h.image_kind,
-                              "target": h.target, "kernel": h.kernel, "static": h.static_hash, "code": h.code_kind,
-                              "source": h.source, "proteus": h.proteus}))
+            print(json.dumps(envelope(SCHEMA, path=path, image=h.image, image_kind=h.image_kind,
+                              target=h.target, kernel=h.kernel, static=h.static_hash, code=h.code_kind,
+                              source=h.source, proteus=h.proteus)))
         elif args.proteus:
             print(f"{h.proteus if h.proteus is not None else '-':<20}  {h.target:<14} "
                   f"image #{h.image:<4} {h.kernel}")
@@ -235,13 +238,16 @@ def parse_arg(spec: str) -> tuple[int, str, bytes]:
         position, kind, value = spec.split(":", 2)
         if not 0 <= int(position) <= U32_MAX:
             raise ValueError(f"position {position} is not in 0..{U32_MAX}")
+        if kind not in PACK:
+            raise ValueError(f"unknown type {kind!r}")
         if kind == "bytes":
             return int(position), kind, bytes.fromhex(value)
-        numbers = [float(v) if kind in ("f32", "f64") else int(v, 0) for v in value.split(",")]
-        return int(position), kind, b"".join(struct.pack(PACK[kind], n) for n in numbers)
-    except (ValueError, KeyError, struct.error, OverflowError) as error:  # OverflowError: 1e300 as f32
+        # kir.jit.values packs every scalar type (f16, bf16 too) and refuses what does not fit
+        return int(position), kind, b"".join(pack(int(position), kind, parse_number(kind, v))
+                                             for v in value.split(","))
+    except ValueError as error:  # OptionError is one: a value that does not fit its type
         raise OptionError(f"--arg {spec!r}: expected POS:TYPE:VALUE with TYPE one of "
-                         f"{', '.join([*PACK, 'bytes'])} ({error})") from None
+                         f"{', '.join(PACK)} ({error})") from None
 
 
 def ints(text: str, count: int, option: str) -> list[int]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import sys
 
+from kir.envelope import envelope
 from kir.mneme import convert
 from kir.progress import Progress
 from kir.progress import add_argument as add_progress_argument
@@ -33,10 +34,10 @@ def run(args) -> int:
         for warning in item.warnings:
             print(f"kir: warning: {warning}", file=sys.stderr)
     if args.json:
-        print(json.dumps({"schema": SCHEMA, "format": SCHEMA, "source": args.directory, "output": args.output,
-                          "records": [{"kernel": i.kernel, "mneme_static_hash": i.mneme_static,
+        print(json.dumps(envelope(SCHEMA, source=args.directory, output=args.output,
+                          records=[{"kernel": i.kernel, "mneme_static_hash": i.mneme_static,
                                        "mneme_dynamic_hash": i.mneme_dynamic, "record": i.record,
-                                       "regions": i.regions} for i in imported]}))
+                                       "regions": i.regions} for i in imported])))
         return 0
     for i in imported:
         target = i.record or "(checked)"

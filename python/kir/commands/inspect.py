@@ -21,6 +21,7 @@ from io import TextIOBase
 import kir
 from kir.binary import Binary
 from kir.commands import inputs
+from kir.envelope import envelope
 from kir.errors import KirError, OptionError
 from kir.kernel_pattern import HELP as KERNEL_HELP, kernel_pattern
 from kir.model import ImageKind
@@ -111,9 +112,9 @@ def run(args, out: TextIOBase = sys.stdout) -> int:
         print(f"kir: {path} lacks {', '.join(missing)}", file=sys.stderr)
     if many:
         if args.json:
-            for part in (args.kernels_text or KernelsText()).parts({
-                    "schema": SCHEMA_FILES, "kir_version": kir.__version__, "files": reports, "errors": failures,
-                    "skipped": skipped, "lacking": [{"path": p, "missing": m} for p, m in lacking]}):
+            for part in (args.kernels_text or KernelsText()).parts(envelope(
+                    SCHEMA_FILES, kir_version=kir.__version__, files=reports, errors=failures,
+                    skipped=skipped, lacking=[{"path": p, "missing": m} for p, m in lacking])):
                 out.write(part)
             out.write("\n")
         else:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import sys
 
+from kir.envelope import envelope
 from kir.errors import KirError, LLVMCrashError, OptionError
 from kir.kernel_pattern import kernel_pattern
 
@@ -114,7 +115,7 @@ def compile_command(args) -> int:
     if args.cache:
         key = jit.store(compiled, args.cache)
     if args.json:
-        out = {"schema": SCHEMA, **compiled.summary()}
+        out = envelope(SCHEMA, **compiled.summary())
         out.update({"source": found.source, "output": args.output, "cache": args.cache, "key": key})
         print(json.dumps(out))
     else:
@@ -207,20 +208,12 @@ def _link(bitcode: list[bytes], kernel: str) -> bytes:
     """The kernel's modules linked into one (bitcode), in kir's LLVM worker."""
     if len(bitcode) == 1:
         return bitcode[0]
-    from kir import _irworker
+    from kir.ir import link_bitcode
     try:
-        return _irworker.call("kir.commands.jit:_linked", bitcode)
+        return link_bitcode(bitcode)
     except (KirError, RuntimeError) as error:
         raise KirError(f"the IR modules of {kernel} cannot be read or linked by llvmlite: "
                        f"{str(error).strip()}") from None
-
-
-def _linked(bitcode: list[bytes]) -> bytes:
-    from kir.ir import parse_bitcode
-    first, *others = [parse_bitcode(b) for b in bitcode]
-    for other in others:
-        first.link_in(other)
-    return first.as_bitcode()
 
 
 def print_summary(c, found: FoundKernel, output: str | None, cache: str | None, key: str | None) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import sys
 
+from kir.envelope import envelope
 from kir.commands.printable import printable
 from kir.record import Record, RecordError, Recording
 
@@ -24,8 +25,8 @@ def run(args) -> int:
     records, errors = load_all(recording)
     chunks = {"count": len(recording.chunk_paths), "bytes": recording.chunk_bytes()}
     if args.json:
-        print(json.dumps({"schema": SCHEMA, "format": SCHEMA, "directory": str(recording.directory),
-                          "records": [entry(r) for r in records], "chunks": chunks}))
+        print(json.dumps(envelope(SCHEMA, directory=str(recording.directory),
+                          records=[entry(r) for r in records], chunks=chunks)))
     else:
         print_table(records, chunks, recording)
     for message in errors:

@@ -16,12 +16,16 @@ import argparse
 import dataclasses
 import json
 import sys
+from dataclasses import dataclass
 
+from kir.commands.replay_all import SCHEMA_ALL, ClusterOptions, run_all
+from kir.commands.replay_variant import (VariantOptions, add_variant_arguments, describe_result, plan_variant,
+                                         print_variant_plan)
+from kir.envelope import envelope
 from kir.errors import OptionError
 from kir.replay import CODE_KINDS, DTYPES, NORMS, Tolerance
 
 SCHEMA = "kir.replay/1"
-SCHEMA_ALL = "kir.replay-all/1"
 
 
 def add_arguments(parser) -> None:
@@ -68,34 +72,66 @@ def add_arguments(parser) -> None:
                             "(importable on the workers; returns a row, see kir.replay.batch)")
     from kir.progress import add_argument as add_progress_argument
     add_progress_argument(every)
-    from kir.commands.replay_variant import add_variant_arguments
     add_variant_arguments(parser)
 
 
-def run(args) -> int:
-    check_options(args)
-    if args.all is not None:
-        from kir.commands.replay_all import run_all
-        return run_all(args)
+@dataclass(frozen=True)
+class ReplayOptions:
+    """`kir replay`'s options, read from the command line once (`from_args`, checked
+    there) and handed on: to kir.commands.replay_all for --all, to
+    kir.commands.replay_variant for a variant."""
+    record: str | None = None
+    recording: str | None = None            #: --all DIR
+    code: str = "launched"
+    repeat: int = 1
+    verify: bool = True
+    grid: tuple[int, int, int] | None = None
+    block: tuple[int, int, int] | None = None
+    shared_bytes: int | None = None
+    tolerance: Tolerance | None = None
+    norm: str = "linf"
+    plan: bool = False
+    device_arch: str = "sm_90"
+    json: bool = False
+    baseline: str | None = None
+    executor: str | None = None
+    cluster: ClusterOptions = ClusterOptions()
+    variant: VariantOptions = VariantOptions()
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> ReplayOptions:
+        check_options(args)
+        return cls(record=args.record, recording=args.all, code=args.code, repeat=positive(args.repeat),
+                   verify=args.verify, grid=dims(args.grid, "--grid"), block=dims(args.block, "--block"),
+                   shared_bytes=args.shared_bytes, tolerance=tolerance_of(args), norm=args.norm, plan=args.plan,
+                   device_arch=args.device_arch, json=args.json, baseline=args.baseline, executor=args.executor,
+                   cluster=ClusterOptions.from_args(args), variant=VariantOptions.from_args(args))
+
+    def make_variant(self):
+        """The kir.replay.Variant these options ask for."""
+        return self.variant.build(self.grid, self.block, self.shared_bytes, self.repeat, self.tolerance)
+
+
+def run(args: argparse.Namespace) -> int:
+    opts = ReplayOptions.from_args(args)
+    if opts.recording is not None:
+        return run_all(opts)
     from kir.record import Record
-    record = Record.load(args.record)
-    if args.plan:
-        return print_plan(record, args)
+    record = Record.load(opts.record)
+    if opts.plan:
+        return print_plan(record, opts)
     from kir.replay import Replayer
-    options = dict(grid=dims(args.grid, "--grid"), block=dims(args.block, "--block"),
-                   shared_bytes=args.shared_bytes, repeat=positive(args.repeat), verify=args.verify,
-                   tolerance=tolerance_of(args))
-    from kir.commands.replay_variant import variant_of, wants_variant
-    variant = None
-    if wants_variant(args):
-        variant = variant_of(args, options["grid"], options["block"], options["shared_bytes"],
-                             options["repeat"], options["tolerance"])
-    with Replayer(record, code=args.code, cache=getattr(args, "jit_cache", None)) as replayer:
+    variant = opts.make_variant() if opts.variant.asked else None
+    with Replayer(record, code=opts.code, cache=opts.variant.jit_cache) as replayer:
         warn_about(replayer.plan)
         for name in replayer.absent_globals:
-            print(f"kir: warning: the {args.code} code defines no global {name}: not restored", file=sys.stderr)
-        result = replayer.run(**options) if variant is None else replayer.run_variant(variant, args.verify)
-    report(record, replayer.plan, result, args)
+            print(f"kir: warning: the {opts.code} code defines no global {name}: not restored", file=sys.stderr)
+        if variant is None:
+            result = replayer.run(grid=opts.grid, block=opts.block, shared_bytes=opts.shared_bytes,
+                                  repeat=opts.repeat, verify=opts.verify, tolerance=opts.tolerance)
+        else:
+            result = replayer.run_variant(variant, opts.verify)
+    report(record, replayer.plan, result, opts)
     return 1 if result.verified is False else 0
 
 
@@ -103,7 +139,8 @@ ALL_ONLY = ("workers", "scheduler", "scheduler_file", "baseline", "executor")
 SINGLE_ONLY = {"grid": "--grid", "block": "--block", "shared_bytes": "--shared-bytes"}
 
 
-def check_options(args) -> None:
+def check_options(args: argparse.Namespace) -> None:
+    """The options that go together: a RECORD or --all DIR, and each with its own."""
     if args.all is None and args.record is None:
         raise OptionError("give a RECORD, or --all DIR")
     if args.all is not None and args.record is not None:
@@ -116,25 +153,22 @@ def check_options(args) -> None:
     for name, option in SINGLE_ONLY.items():
         if getattr(args, name) is not None:
             raise OptionError(f"{option} launches a variant of one record: not with --all")
-    from kir.commands.replay_variant import wants_variant
-    if wants_variant(args):
+    if VariantOptions.wanted(args):
         raise OptionError("--specialize, --specialize-dims, --bounds, -O, --pipeline, --ptxas-option, "
                           "--warmup and --jit-cache make a variant of one record: not with --all")
 
 
-def print_plan(record, args) -> int:
+def print_plan(record, opts: ReplayOptions) -> int:
     from kir.replay import plan
     record.check()  # every chunk a replay would read: present, whole, hashed as named
-    p = plan(record, code=args.code, device_arch=args.device_arch)
-    if args.code == "ir":
+    p = plan(record, code=opts.code, device_arch=opts.device_arch)
+    if opts.code == "ir":
         p.code_bytes()  # compile now: an IR that does not compile is an error of the plan
-    from kir.commands.replay_variant import plan_variant, print_variant_plan, variant_of, wants_variant
-    if wants_variant(args) or args.grid or args.block or args.shared_bytes is not None:
-        variant = variant_of(args, dims(args.grid, "--grid"), dims(args.block, "--block"), args.shared_bytes,
-                             positive(args.repeat), tolerance_of(args))
-        print_variant_plan(p, plan_variant(record, variant, args.device_arch, args.jit_cache), args.json)
+    if opts.variant.asked or opts.grid or opts.block or opts.shared_bytes is not None:
+        variant_plan = plan_variant(record, opts.make_variant(), opts.device_arch, opts.variant.jit_cache)
+        print_variant_plan(p, variant_plan, opts.json)
     else:
-        print(json.dumps(p.to_json()) if args.json else p.describe())
+        print(json.dumps(p.to_json()) if opts.json else p.describe())
     if not p.hashes_match:
         print(f"kir: warning: {record.path}: the record's hashes do not match its contents", file=sys.stderr)
     return 0
@@ -145,16 +179,16 @@ def warn_about(p) -> None:
         print(f"kir: warning: {note}", file=sys.stderr)
 
 
-def report(record, p, result, args) -> None:
+def report(record, p, result, opts: ReplayOptions) -> None:
     mismatches = [dataclasses.asdict(m) for m in result.mismatches]
-    if args.json:
-        print(json.dumps({
-            "schema": SCHEMA, "format": SCHEMA, "record": str(record.path), "code": p.code.kind,
-            "static_hash": record.kernel.static_hash, "launch_identity": result.launch_identity,
-            "hashes_match": p.hashes_match, "variant": result.variant, "verified": result.verified,
-            "mismatches": mismatches, "times_ms": result.times_ms, "median_ms": result.median_ms,
-            "repeat": len(result.times_ms),
-            **({"variant_result": result.summary()} if result.description else {})}))
+    if opts.json:
+        print(json.dumps(envelope(
+            SCHEMA, record=str(record.path), code=p.code.kind,
+            static_hash=record.kernel.static_hash, launch_identity=result.launch_identity,
+            hashes_match=p.hashes_match, variant=result.variant, verified=result.verified,
+            mismatches=mismatches, times_ms=result.times_ms, median_ms=result.median_ms,
+            repeat=len(result.times_ms),
+            **({"variant_result": result.summary()} if result.description else {}))))
         return
     print(f"{record.kernel.demangled}: {p.code.kind}, grid {','.join(map(str, result.grid))} "
           f"block {','.join(map(str, result.block))}{' (variant)' if result.variant else ''}: "
@@ -162,14 +196,13 @@ def report(record, p, result, args) -> None:
     print({True: "verified: output matches the recording", False: "verified: OUTPUT DIFFERS",
            None: "not verified"}[result.verified])
     if result.description:
-        from kir.commands.replay_variant import describe_result
         print(describe_result(result))
     for m in result.mismatches:
-        norm = f", {args.norm} {m.norm:g} > {m.limit:g}" if m.norm is not None else ""
+        norm = f", {opts.norm} {m.norm:g} > {m.limit:g}" if m.norm is not None else ""
         print(f"  {m.region}: {m.differing_bytes} bytes differ, the first at offset {m.first_offset}{norm}")
 
 
-def tolerance_of(args) -> Tolerance | None:
+def tolerance_of(args: argparse.Namespace) -> Tolerance | None:
     if args.atol is None and args.rtol is None:
         return None
     return Tolerance(atol=args.atol or 0.0, rtol=args.rtol or 0.0, norm=args.norm, dtype=args.dtype)
@@ -190,5 +223,5 @@ def positive(n: int) -> int:
     return n
 
 
-__all__ = ["add_arguments", "ALL_ONLY", "check_options", "dims", "positive", "print_plan", "report", "run",
-           "SCHEMA", "SCHEMA_ALL", "SINGLE_ONLY", "tolerance_of", "warn_about"]
+__all__ = ["add_arguments", "ALL_ONLY", "check_options", "dims", "positive", "print_plan", "ReplayOptions",
+           "report", "run", "SCHEMA", "SINGLE_ONLY", "tolerance_of", "warn_about"]

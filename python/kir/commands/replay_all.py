@@ -1,35 +1,71 @@
 """`kir replay --all DIR`: replay every record of a recording (a regression run,
 after a compiler or driver upgrade) and print a table of passed / failed / errors
-and times. The options are `kir replay`'s (kir.commands.replay); the rows are
-kir.replay.batch's; `--workers`/`--scheduler` fan out with kir.distribute (Dask is
-imported only then)."""
+and times. The options are `kir replay`'s (kir.commands.replay.ReplayOptions); the
+rows are kir.replay.batch's; `--workers`/`--scheduler` fan out with kir.distribute
+(Dask is imported only then; ClusterOptions, kir tune's too)."""
 from __future__ import annotations
 
+import argparse
 import functools
 import json
 import sys
 import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+from kir.envelope import envelope
 from kir.errors import KirError, OptionError
 from kir.progress import Progress
 from kir.record import RecordError, Recording
 from kir.replay.batch import STATUSES, ReplayJob, run_records
 
+if TYPE_CHECKING:
+    from kir.commands.replay import ReplayOptions
 
-def run_all(args) -> int:
-    from kir.commands.replay import SCHEMA_ALL, positive, tolerance_of
-    recording = Recording(args.all)
+SCHEMA_ALL = "kir.replay-all/1"
+
+
+@dataclass(frozen=True)
+class ClusterOptions:
+    """--workers [N], --scheduler ADDRESS, --scheduler-file FILE (kir replay --all,
+    kir tune), read from the command line (`from_args`, checked there)."""
+    asked: bool = False               #: any of them given: a Dask cluster, else this process
+    workers: int | None = None        #: local worker processes; None: auto (one per GPU)
+    scheduler: str | None = None
+    scheduler_file: str | None = None
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> ClusterOptions:
+        if args.workers is None and args.scheduler is None and args.scheduler_file is None:
+            return cls()
+        workers = None
+        if args.workers not in (None, "auto"):
+            if not args.workers.isdigit() or int(args.workers) < 1:
+                raise OptionError(f"--workers {args.workers}: expected a positive number of workers, or auto")
+            workers = int(args.workers)
+        return cls(True, workers, args.scheduler, args.scheduler_file)
+
+    def open(self):
+        """The Dask cluster the options ask for (kir.distribute.Cluster), or None."""
+        if not self.asked:
+            return None
+        from kir.distribute import Cluster
+        return Cluster(workers=self.workers, scheduler=self.scheduler, scheduler_file=self.scheduler_file)
+
+
+def run_all(opts: ReplayOptions) -> int:
+    recording = Recording(opts.recording)
     paths = recording.record_paths
     if not paths:
         raise RecordError(f"{recording.directory}: no records to replay (records/ holds no .kirrec file)")
-    baseline = load_baseline(args.baseline, SCHEMA_ALL) if args.baseline else {}
-    job = ReplayJob(code=args.code, repeat=positive(args.repeat), verify=args.verify, tolerance=tolerance_of(args),
-                    plan_only=args.plan, device_arch=args.device_arch)
-    if args.executor:
+    baseline = load_baseline(opts.baseline, SCHEMA_ALL) if opts.baseline else {}
+    job = ReplayJob(code=opts.code, repeat=opts.repeat, verify=opts.verify, tolerance=opts.tolerance,
+                    plan_only=opts.plan, device_arch=opts.device_arch)
+    if opts.executor:
         from kir.distribute import load_function
-        job = functools.partial(load_function(args.executor, "--executor"), job=job)
+        job = functools.partial(load_function(opts.executor, "--executor"), job=job)
     start = time.perf_counter()
-    cluster = open_cluster(args)
+    cluster = opts.cluster.open()
     started = time.perf_counter() - start  # the cluster's start (or joining it); not in `seconds`
     start = time.perf_counter()
     try:
@@ -51,11 +87,11 @@ def run_all(args) -> int:
     status = 1 if counts["failed"] else 2 if counts["error"] else 0
     summary = {**counts, "records": len(rows), "seconds": seconds,
                "records_per_minute": len(rows) / seconds * 60 if seconds > 0 else None}
-    if args.json:
-        print(json.dumps({"schema": SCHEMA_ALL, "format": SCHEMA_ALL, "directory": str(recording.directory),
-                          "mode": "plan" if args.plan else "replay", "code": args.code,
-                          "repeat": args.repeat, "verify": args.verify, "cluster": where,
-                          "baseline": args.baseline, "records": rows, "summary": summary, "exit_status": status}))
+    if opts.json:
+        print(json.dumps(envelope(SCHEMA_ALL, directory=str(recording.directory),
+                          mode="plan" if opts.plan else "replay", code=opts.code,
+                          repeat=opts.repeat, verify=opts.verify, cluster=where,
+                          baseline=opts.baseline, records=rows, summary=summary, exit_status=status)))
     else:
         print_table(rows, summary, where)
     for row in rows:
@@ -64,19 +100,6 @@ def run_all(args) -> int:
             print(f"kir: error: {message if message.startswith(row['path']) else row['path'] + ': ' + message}",
                   file=sys.stderr)
     return status
-
-
-def open_cluster(args):
-    """The Dask cluster the options ask for, or None (replay in this process)."""
-    if args.workers is None and args.scheduler is None and args.scheduler_file is None:
-        return None
-    workers = None
-    if args.workers not in (None, "auto"):
-        if not args.workers.isdigit() or int(args.workers) < 1:
-            raise OptionError(f"--workers {args.workers}: expected a positive number of workers, or auto")
-        workers = int(args.workers)
-    from kir.distribute import Cluster
-    return Cluster(workers=workers, scheduler=args.scheduler, scheduler_file=args.scheduler_file)
 
 
 def load_baseline(path: str, schema: str) -> dict[str, float]:
@@ -131,5 +154,5 @@ def print_table(rows: list[dict], summary: dict, where: dict) -> None:
     print(f"{summary['records']} records: {counts}; {summary['seconds']:.2f} s{rate} {place}")
 
 
-__all__ = ["cell_change", "cell_ms", "COLUMNS", "load_baseline", "open_cluster",
-           "print_table", "run_all", "short_name"]
+__all__ = ["cell_change", "cell_ms", "ClusterOptions", "COLUMNS", "load_baseline", "print_table", "run_all",
+           "SCHEMA_ALL", "short_name"]

@@ -3,7 +3,9 @@ launch's arguments, dims and launch bounds, set compile options, and run (or, wi
 --plan, compile and key) the code kir.jit compiles from the record's IR."""
 from __future__ import annotations
 
+import argparse
 import json
+from dataclasses import dataclass
 
 from kir.errors import OptionError
 
@@ -32,36 +34,58 @@ def add_variant_arguments(parser) -> None:
                        help="store the variant's compiled code in this kernel-object cache under its JIT key")
 
 
-def wants_variant(args) -> bool:
-    return bool(args.specialize or args.specialize_dims or args.bounds or args.opt_level is not None or
-                args.pipeline or args.ptxas_option or args.warmup is not None or args.jit_cache or
-                args.timing is not None)
+@dataclass(frozen=True)
+class VariantOptions:
+    """The variant options, read from the command line (`from_args`, checked there):
+    what kir.replay.Variant takes besides the launch, the repeat and the tolerance."""
+    asked: bool = False                     #: any variant option given
+    args: object = ()                       #: "jit", or the --specialize texts
+    specialize_grid: bool = False
+    specialize_block: bool = False
+    bounds: tuple[int, ...] | None = None
+    options: dict | None = None             #: kir.jit.Options fields (-O, --pipeline, --ptxas-option)
+    warmup: int = 1
+    timing: str = "each"
+    jit_cache: str | None = None
 
+    @staticmethod
+    def wanted(args: argparse.Namespace) -> bool:
+        """Whether the command line gives any variant option."""
+        return bool(args.specialize or args.specialize_dims or args.bounds or args.opt_level is not None or
+                    args.pipeline or args.ptxas_option or args.warmup is not None or args.jit_cache or
+                    args.timing is not None)
 
-def variant_of(args, grid, block, shared_bytes, repeat: int, tolerance):
-    from kir.replay import Variant
-    specialize = list(args.specialize)
-    spec_args = "jit" if specialize == ["jit"] else specialize
-    if "jit" in specialize and len(specialize) > 1:
-        raise OptionError("--specialize jit stands alone: it names every runtime-constant argument")
-    dims = [d.strip() for d in (args.specialize_dims or "").split(",") if d.strip()]
-    unknown = set(dims) - {"grid", "block"}
-    if unknown:
-        raise OptionError(f"--specialize-dims {args.specialize_dims!r}: expected grid, block or grid,block")
-    options = None
-    if args.opt_level is not None or args.pipeline or args.ptxas_option:
-        options = {"opt_level": 3 if args.opt_level is None else args.opt_level, "pipeline": args.pipeline,
-                   "assembler_options": tuple(args.ptxas_option)}
-    bounds = None
-    if args.bounds:
-        try:
-            bounds = tuple(int(x) for x in args.bounds.split(","))
-        except ValueError:
-            raise OptionError(f"--bounds {args.bounds!r}: expected MAXT[,MINB]") from None
-    return Variant(grid=grid, block=block, shared_bytes=shared_bytes, args=spec_args,
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> VariantOptions:
+        specialize = list(args.specialize)
+        if "jit" in specialize and len(specialize) > 1:
+            raise OptionError("--specialize jit stands alone: it names every runtime-constant argument")
+        dims = [d.strip() for d in (args.specialize_dims or "").split(",") if d.strip()]
+        if set(dims) - {"grid", "block"}:
+            raise OptionError(f"--specialize-dims {args.specialize_dims!r}: expected grid, block or grid,block")
+        options = None
+        if args.opt_level is not None or args.pipeline or args.ptxas_option:
+            options = {"opt_level": 3 if args.opt_level is None else args.opt_level, "pipeline": args.pipeline,
+                       "assembler_options": tuple(args.ptxas_option)}
+        bounds = None
+        if args.bounds:
+            try:
+                bounds = tuple(int(x) for x in args.bounds.split(","))
+            except ValueError:
+                raise OptionError(f"--bounds {args.bounds!r}: expected MAXT[,MINB]") from None
+        return cls(asked=cls.wanted(args), args="jit" if specialize == ["jit"] else tuple(specialize),
                    specialize_grid="grid" in dims, specialize_block="block" in dims, bounds=bounds,
-                   options=options, warmup=1 if args.warmup is None else args.warmup, repeat=repeat,
-                   tolerance=tolerance, timing=args.timing or "each")
+                   options=options, warmup=1 if args.warmup is None else args.warmup, timing=args.timing or "each",
+                   jit_cache=args.jit_cache)
+
+    def build(self, grid, block, shared_bytes: int | None, repeat: int, tolerance):
+        """The kir.replay.Variant of these options for a launch (None: the recorded one)."""
+        from kir.replay import Variant
+        return Variant(grid=grid, block=block, shared_bytes=shared_bytes,
+                       args=self.args if self.args == "jit" else list(self.args),
+                       specialize_grid=self.specialize_grid, specialize_block=self.specialize_block,
+                       bounds=self.bounds, options=self.options, warmup=self.warmup, repeat=repeat,
+                       tolerance=tolerance, timing=self.timing)
 
 
 def plan_variant(record, variant, arch: str, cache: str | None = None) -> dict:
@@ -131,4 +155,4 @@ def print_variant_plan(p, variant_plan: dict, as_json: bool) -> None:
 
 
 __all__ = ["add_variant_arguments", "describe_result", "describe_variant", "plan_variant",
-           "print_variant_plan", "variant_of", "wants_variant"]
+           "print_variant_plan", "VariantOptions"]

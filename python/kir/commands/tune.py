@@ -5,10 +5,14 @@ its kernel-object cache under the key it computes at the app's launch (kir.tune,
 docs/tune.md). Exit 1 when a record has no verified trial."""
 from __future__ import annotations
 
+import argparse
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
+from kir.commands.replay_all import ClusterOptions
+from kir.envelope import envelope
 from kir.errors import OptionError
 
 SCHEMA = "kir.tune/1"
@@ -68,7 +72,7 @@ def record_paths(items: list[str]) -> list[str]:
     return paths
 
 
-def client_of(args):
+def client_of(args: argparse.Namespace):
     from kir.jit import Specialization
     from kir.tune import Client
     dims = {d.strip() for d in args.client_specialize.split(",") if d.strip()}
@@ -81,39 +85,62 @@ def client_of(args):
     return Client("grid" in dims, "block" in dims, bounds)
 
 
-def run(args) -> int:
+@dataclass(frozen=True)
+class TuneOptions:
+    """`kir tune`'s options, read from the command line once (`from_args`, checked there)."""
+    paths: tuple[str, ...]            #: the records (a directory's expanded)
+    space: object                     #: a kir.tune.Space
+    trials: int = 20
+    client: object = None             #: the kir.tune.Client the hand-off is for
+    jit_cache: str | None = None
+    store: str = "better"
+    seed: int | None = None
+    device: int = 0
+    cluster: ClusterOptions = ClusterOptions()
+    storage: str | None = None        #: journal:kir-tune.journal on a cluster unless given
+    executor: str | None = None
+    json: bool = False
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> TuneOptions:
+        from kir.tune import Space
+        if args.trials < 1:
+            raise OptionError(f"--trials {args.trials}: expected a positive number")
+        space = Space.load(args.space) if args.space else Space.preset(args.preset)
+        paths = tuple(record_paths(args.records))
+        client = client_of(args)
+        cluster = ClusterOptions.from_args(args)
+        storage = "journal:kir-tune.journal" if cluster.asked and args.storage is None else args.storage
+        return cls(paths=paths, space=space, trials=args.trials, client=client, jit_cache=args.jit_cache,
+                   store=args.store, seed=args.seed, device=args.device, cluster=cluster, storage=storage,
+                   executor=args.executor, json=args.json)
+
+
+def run(args: argparse.Namespace) -> int:
     from kir.record import Record
-    from kir.tune import Space, tune
-    if args.trials < 1:
-        raise OptionError(f"--trials {args.trials}: expected a positive number")
-    space = Space.load(args.space) if args.space else Space.preset(args.preset)
-    paths = record_paths(args.records)
-    for path in paths:
+    from kir.tune import tune
+    opts = TuneOptions.from_args(args)
+    for path in opts.paths:
         Record.load(path)  # a bad record is exit 2 before any trial runs
-    client = client_of(args)
-    from kir.commands.replay_all import open_cluster
-    storage = args.storage
-    cluster = open_cluster(args)
-    if cluster is not None and storage is None:
-        storage = "journal:kir-tune.journal"
+    cluster = opts.cluster.open()
     try:
         from kir.progress import Progress
-        with Progress("tuning: trial", total=len(paths) * args.trials) as progress:
+        with Progress("tuning: trial", total=len(opts.paths) * opts.trials) as progress:
             progress.update(0)
-            results = tune(paths, space, args.trials, storage=storage, cluster=cluster, seed=args.seed,
-                           executor=args.executor, client=client, cache=args.jit_cache, store=args.store,
-                           device=args.device, progress=progress.callback)
+            results = tune(list(opts.paths), opts.space, opts.trials, storage=opts.storage, cluster=cluster,
+                           seed=opts.seed, executor=opts.executor, client=opts.client, cache=opts.jit_cache,
+                           store=opts.store, device=opts.device, progress=progress.callback)
     finally:
         if cluster is not None:
             cluster.close()
     status = 1 if any(r.outcome.best() is None for r in results) else 0
-    if args.json:
-        print(json.dumps({"schema": SCHEMA, "format": SCHEMA, "trials": args.trials, "storage": storage,
-                          "jit_cache": args.jit_cache, "store": args.store,
-                          "records": [r.to_json() for r in results], "exit_status": status}))
+    if opts.json:
+        print(json.dumps(envelope(SCHEMA, trials=opts.trials, storage=opts.storage,
+                          jit_cache=opts.jit_cache, store=opts.store,
+                          records=[r.to_json() for r in results], exit_status=status)))
     else:
         for r in results:
-            print_record(r, args.jit_cache)
+            print_record(r, opts.jit_cache)
     return status
 
 
@@ -164,4 +191,4 @@ def print_record(r, cache) -> None:
     sys.stdout.flush()
 
 
-__all__ = ["add_arguments", "cell", "client_of", "print_record", "record_paths", "run", "SCHEMA"]
+__all__ = ["add_arguments", "cell", "client_of", "print_record", "record_paths", "run", "SCHEMA", "TuneOptions"]

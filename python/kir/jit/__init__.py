@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from collections.abc import Mapping
 
 from kir.errors import KirError, LLVMCrashError, OptionError
-from kir.jit import codegen, pipeline, transform
+from kir.jit import codegen, libdevice, pipeline, transform
 from kir.jit.codegen import Resources
 from kir.jit.transform import TransformReport
 from kir.jit.values import ArgValue, Specialization
@@ -258,10 +258,9 @@ def _compile(module, kernel: str, arch: str, spec: Specialization, opts: Options
                                                opts.keep_other_kernels)
     if not specialized.triple:
         specialized.triple = codegen.NVPTX_TRIPLE
-    calls = sorted(f.name for f in specialized.functions if f.is_declaration and f.name.startswith("__nv_"))
+    calls = libdevice.called(specialized)
     if calls:
-        from kir.replay.compiler import _link_libdevice, find_libdevice
-        _link_libdevice(specialized, find_libdevice(calls))
+        libdevice.link(specialized, libdevice.find(calls))
     features = ",".join(f for f in ([f"+ptx{ptx_version}"] if ptx_version else []) +
                         [f for f in opts.features.split(",") if f])
     machine = codegen.target_machine(arch, features,

@@ -271,11 +271,6 @@ def _edit_tokens(tokens: list[str], arch: str, ptx: int | None, report: Transfor
     return kept
 
 
-def _edit_attribute_groups(text: str, arch: str, ptx: int | None, report: TransformReport) -> str:
-    return _ATTR_GROUP.sub(lambda m: m[1] + " ".join(_edit_tokens(_tokens(m[2]), arch, ptx, report)) + m[3],
-                           text)
-
-
 def _fn_attributes(fn) -> list[str]:
     return _tokens(" ".join(a.decode(errors="replace") for a in fn.attributes))
 
@@ -298,29 +293,80 @@ def _add_fn_attributes(line: str, name: str, attributes: str) -> str:
 def specialize(module, kernel: str, spec: Specialization, arch: str, ptx: int | None = None,
                keep_other_kernels: bool = False):
     """Return (a new llvmlite module, TransformReport). `module` is an llvmlite
-    module; it is cloned, not changed."""
-    import llvmlite.binding as llvm
-
+    module; it is cloned, not changed. The steps, each its own function (and test):
+    read the kernel and its parameters, check the specialization against them, make
+    the kernel an inlined body (llvmlite's API), retarget the attribute groups, build
+    the wrapper, replace the dims, and parse and verify the result."""
     mod = module.clone()
     report = TransformReport()
+    kernels = kernel_names(str(mod))
+    fn = find_kernel(mod, kernel, kernels)
+    params = kernel_params(mod, fn)
+    check_specialization(kernel, params, spec, kernels, keep_other_kernels)
+    attributes = wrapper_attributes(fn, spec, arch, ptx)
+    others = [k for k in kernels if k != kernel]
+    report.body = make_body(mod, fn, others if keep_other_kernels else [])
+    if not keep_other_kernels:
+        report.dropped_kernels = others
+    text = retarget_attribute_groups(str(mod), arch, ptx, report)
+    text = inline_body(text, report.body)
+    if not keep_other_kernels:
+        text = demote_kernels(text, others)
+    wrapper, constants, report.replaced_args = build_wrapper(kernel, report.body, params, spec.args, attributes)
+    text = replace_dims(text, spec, report)
+    return parse_verified(add_definitions(text, constants, wrapper), kernel), report
+
+
+def kernel_names(text: str) -> list[str]:
+    """The kernels (functions defined with a `ptx_kernel` calling convention, which
+    llvmlite's API does not show) of a printed module, in order."""
+    names = []
+    for match in re.finditer(r"^define ([^@\n]*)@(\"(?:[^\"\\]|\\.)*\"|[-\w.$]+)\(", text, re.M):
+        if any(cc in match[1].split() for cc in KERNEL_CC):
+            raw = match[2]
+            if raw.startswith('"'):
+                raw = re.sub(r"\\([0-9A-Fa-f]{2})", lambda m: chr(int(m[1], 16)), raw[1:-1])
+            names.append(raw)
+    return names
+
+
+def find_kernel(module, kernel: str, kernels: list[str]):
+    """The llvmlite function of `kernel`; OptionError when the module does not define
+    it or it is not one of `kernels`."""
     try:
-        fn = mod.get_function(kernel)
+        fn = module.get_function(kernel)
     except NameError:
         fn = None
-    text0 = str(mod)
-    kernels = _kernel_names(text0)
     if fn is None or fn.is_declaration:
         known = ", ".join(kernels) or "none"
         raise OptionError(f"the module defines no kernel {kernel!r} (its kernels: {known})")
     if kernel not in kernels:
         raise OptionError(f"{kernel} is a device function, not a kernel (the module's kernels: "
                           f"{', '.join(kernels) or 'none'})")
-    start, end = _define_line(text0, kernel)
-    params = parse_params(_header_parts(text0[start:end], kernel)[1])
-    layout = llvm.create_target_data(mod.data_layout) if mod.data_layout else None
-    for param, arg in zip(params, fn.arguments):
+    return fn
+
+
+def kernel_params(module, fn) -> list[Param]:
+    """The parameters of the kernel `fn` (an llvmlite function of `module`) as its
+    definition prints them, with the size of each by-value object
+    (kir.ir.pointee_size, under the module's data layout)."""
+    import llvmlite.binding as llvm
+    from kir.ir import pointee_size
+    text = str(fn)
+    start, end = _define_line(text, fn.name)
+    params = parse_params(_header_parts(text[start:end], fn.name)[1])
+    layout = llvm.create_target_data(module.data_layout) if module.data_layout else None
+    for param in params:
         if param.byval_type and layout is not None:
-            param.byval_size = _byval_size(param.byval_type, mod, layout)
+            param.byval_size = pointee_size(param.byval_type, module, layout)
+    return params
+
+
+def check_specialization(kernel: str, params: list[Param], spec: Specialization, kernels: list[str],
+                         keep_other_kernels: bool) -> None:
+    """OptionError when `spec` cannot apply: dims with other kernels kept, or an
+    argument past the kernel's last parameter. (Each value is checked against its
+    parameter's type by `constant_for`.)"""
     if keep_other_kernels and (spec.grid or spec.block) and len(kernels) > 1:
         raise OptionError("grid/block dimensions are specialized in the whole module (as Proteus's "
                           "setKernelDims does): they cannot be with other kernels kept")
@@ -328,38 +374,65 @@ def specialize(module, kernel: str, spec: Specialization, arch: str, ptx: int | 
         if arg.position > len(params):
             raise OptionError(f"argument {arg.position}: {kernel} has {len(params)} parameter"
                               f"{'s' if len(params) != 1 else ''}")
-    wrapper_attrs = [t for t in _edit_tokens(_fn_attributes(fn), arch, ptx, TransformReport())
-                     if t != "alwaysinline"]
+
+
+def wrapper_attributes(fn, spec: Specialization, arch: str, ptx: int | None) -> list[str]:
+    """The wrapper kernel's function attributes: the kernel's (llvmlite's API),
+    retargeted as the attribute groups are, without alwaysinline, with the launch
+    bounds as "nvvm.maxntid" / "nvvm.minctasm"."""
+    tokens = [t for t in _edit_tokens(_fn_attributes(fn), arch, ptx, TransformReport()) if t != "alwaysinline"]
     if spec.bounds:
-        wrapper_attrs = [t for t in wrapper_attrs if _key(t) not in ("nvvm.maxntid", "nvvm.minctasm")]
-        wrapper_attrs.append(f'"nvvm.maxntid"="{spec.bounds[0]}"')
+        tokens = [t for t in tokens if _key(t) not in ("nvvm.maxntid", "nvvm.minctasm")]
+        tokens.append(f'"nvvm.maxntid"="{spec.bounds[0]}"')
         if spec.bounds[1]:
-            wrapper_attrs.append(f'"nvvm.minctasm"="{spec.bounds[1]}"')
-    body = kernel + BODY_SUFFIX
-    report.body = body
+            tokens.append(f'"nvvm.minctasm"="{spec.bounds[1]}"')
+    return tokens
+
+
+def make_body(module, fn, kept_kernels: list[str]) -> str:
+    """With llvmlite's API: the kernel renamed to its internal body (`<kernel>.kir.body`:
+    references follow the rename) and every other defined function but `kept_kernels`
+    internal (nothing outside the module calls them: inlined ones go, the rest get
+    the internal ABI). Returns the body's name."""
+    import llvmlite.binding as llvm
+    body = fn.name + BODY_SUFFIX
     fn.name = body
     fn.linkage = llvm.Linkage.internal
-    others = [k for k in kernels if k != kernel]
-    if not keep_other_kernels:
-        report.dropped_kernels = others
-    # Nothing outside this module calls its device functions (nor, unless kept,
-    # its other kernels): internal, so inlined ones go and the rest get internal ABI.
-    for f in mod.functions:
-        if not f.is_declaration and f.name != body and (f.name not in others or not keep_other_kernels):
+    for f in module.functions:
+        if not f.is_declaration and f.name != body and f.name not in kept_kernels:
             f.linkage = llvm.Linkage.internal
+    return body
 
-    text = str(mod)
-    text = _edit_attribute_groups(text, arch, ptx, report)
+
+def retarget_attribute_groups(text: str, arch: str, ptx: int | None, report: TransformReport) -> str:
+    """Every attribute group without noinline / optnone (counted in the report), its
+    "target-cpu" `arch` and its "+sm_NN" / "+ptxNN" features `arch` and `ptx`."""
+    return _ATTR_GROUP.sub(lambda m: m[1] + " ".join(_edit_tokens(_tokens(m[2]), arch, ptx, report)) + m[3],
+                           text)
+
+
+def inline_body(text: str, body: str) -> str:
+    """The body's definition without the kernel calling convention, with alwaysinline."""
     start, end = _define_line(text, body)
-    body_line = _add_fn_attributes(_drop_cc(text[start:end], body), body, "alwaysinline")
-    text = text[:start] + body_line + text[end:]
-    if not keep_other_kernels:
-        for other in others:
-            start, end = _define_line(text, other)
-            text = text[:start] + _drop_cc(text[start:end], other) + text[end:]
+    return text[:start] + _add_fn_attributes(_drop_cc(text[start:end], body), body, "alwaysinline") + text[end:]
 
-    globals_out: list[str] = []
-    given = {a.position: a for a in spec.args}
+
+def demote_kernels(text: str, names: list[str]) -> str:
+    """The kernels `names` as device functions (no kernel calling convention)."""
+    for name in names:
+        start, end = _define_line(text, name)
+        text = text[:start] + _drop_cc(text[start:end], name) + text[end:]
+    return text
+
+
+def build_wrapper(kernel: str, body: str, params: list[Param], args: list[ArgValue],
+                  attributes: list[str]) -> tuple[str, list[str], list[int]]:
+    """The `ptx_kernel` wrapper named `kernel`, of the kernel's signature, calling
+    `body` with each specialized argument replaced by its constant: (its definition,
+    the private constant globals those need, the replaced positions)."""
+    constants: list[str] = []
+    replaced: list[int] = []
+    given = {a.position: a for a in args}
     wrapper_params, call_args = [], []
     for param in params:
         wrapper_params.append(f"{param.text} %arg{param.index}")
@@ -368,30 +441,41 @@ def specialize(module, kernel: str, spec: Specialization, arch: str, ptx: int | 
             byval = f" {param.byval_kind}({param.byval_type})" if param.byval_type else ""
             call_args.append(f"{param.type}{byval} %arg{param.index}")
         else:
-            call_args.append(constant_for(kernel, param, arg, globals_out))
-            report.replaced_args.append(arg.position)
+            call_args.append(constant_for(kernel, param, arg, constants))
+            replaced.append(arg.position)
     wrapper = (f"define ptx_kernel void {symbol(kernel)}({', '.join(wrapper_params)}) "
-               f"{' '.join(wrapper_attrs)} {{\nentry:\n"
+               f"{' '.join(attributes)} {{\nentry:\n"
                f"  call void {symbol(body)}({', '.join(call_args)})\n  ret void\n}}\n")
-    text = _replace_dims(text, spec, report)
-    # Globals and the wrapper go before the first function definition / after the
-    # module's last function; the parser takes any order.
+    return wrapper, constants, replaced
+
+
+def add_definitions(text: str, constants: list[str], wrapper: str) -> str:
+    """The constant globals before the module's first function, the wrapper after its
+    last (the parser takes any order)."""
     first = re.search(r"^(define|declare) ", text, re.M)
     cut = first.start() if first else len(text)
-    text = text[:cut] + "".join(g + "\n" for g in globals_out) + ("\n" if globals_out else "") + \
-        text[cut:]
+    text = text[:cut] + "".join(g + "\n" for g in constants) + ("\n" if constants else "") + text[cut:]
     last = text.rfind("\n}\n")
-    text = text[:last + 3] + "\n" + wrapper + text[last + 3:]
+    return text[:last + 3] + "\n" + wrapper + text[last + 3:]
+
+
+def parse_verified(text: str, kernel: str):
+    """The llvmlite module of the edited text, verified; KirError (a bug in a step)
+    when it does not parse or verify."""
+    import llvmlite.binding as llvm
     try:
         out = llvm.parse_assembly(text)
         out.verify()
     except RuntimeError as error:
         raise KirError(f"the specialized module of {kernel} does not verify (a bug in kir's "
                        f"transform, please report it): {str(error).strip()}") from None
-    return out, report
+    return out
 
 
-def _replace_dims(text: str, spec: Specialization, report: TransformReport) -> str:
+def replace_dims(text: str, spec: Specialization, report: TransformReport) -> str:
+    """Each call reading a specialized dim (`llvm.nvvm.read.ptx.sreg.ntid.*` for the
+    block, `nctaid.*` for the grid) replaced by its constant, counted in the report
+    (Proteus's setKernelDims: the call's uses take the constant and the call goes)."""
     values = {}
     if spec.block:
         values.update({("ntid", axis): v for axis, v in zip("xyz", spec.block)})
@@ -406,26 +490,11 @@ def _replace_dims(text: str, spec: Specialization, report: TransformReport) -> s
             return match[0]
         name = f"{key[0]}.{key[1]}"
         report.replaced_dims[name] = report.replaced_dims.get(name, 0) + 1
-        # Proteus's setKernelDims: the call's uses take the constant and the call goes.
         return f"{match['indent']}{match['value']} = add i32 {values[key]}, 0"
     return _DIM_CALL.sub(replace, text)
 
 
-def _kernel_names(text: str) -> list[str]:
-    names = []
-    for match in re.finditer(r"^define ([^@\n]*)@(\"(?:[^\"\\]|\\.)*\"|[-\w.$]+)\(", text, re.M):
-        if any(cc in match[1].split() for cc in KERNEL_CC):
-            raw = match[2]
-            if raw.startswith('"'):
-                raw = re.sub(r"\\([0-9A-Fa-f]{2})", lambda m: chr(int(m[1], 16)), raw[1:-1])
-            names.append(raw)
-    return names
-
-
-def _byval_size(type_text: str, mod, layout) -> int | None:
-    from kir.ir import _pointee_size
-    return _pointee_size(type_text, mod, layout)
-
-
-__all__ = ["BODY_SUFFIX", "constant_for", "describe", "KERNEL_CC", "Param", "parse_params", "specialize",
-           "symbol", "TransformReport"]
+__all__ = ["add_definitions", "BODY_SUFFIX", "build_wrapper", "check_specialization", "constant_for",
+           "demote_kernels", "describe", "find_kernel", "inline_body", "KERNEL_CC", "kernel_names", "kernel_params",
+           "make_body", "Param", "parse_params", "parse_verified", "replace_dims", "retarget_attribute_groups",
+           "specialize", "symbol", "TransformReport", "wrapper_attributes"]

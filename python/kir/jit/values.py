@@ -17,27 +17,20 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from kir.errors import OptionError
+from kir.model import ArgType, arg_type
 
-#: type name -> (size in bytes, struct format); `bytes` has no fixed size.
-SCALARS = {
-    "i8": (1, "<b"), "i16": (2, "<h"), "i32": (4, "<i"), "i64": (8, "<q"),
-    "u8": (1, "<B"), "u16": (2, "<H"), "u32": (4, "<I"), "u64": (8, "<Q"),
-    "f16": (2, "<e"), "bf16": (2, None), "f32": (4, "<f"), "f64": (8, "<d"),
-    "ptr": (8, "<Q"), "bool": (1, "<?"),
-}
+#: type name -> (size in bytes, struct format or None): every ArgType but `bytes`, which has
+#: no fixed size (kir/model.hpp's table, through kir.model)
+SCALARS = {t.name: (t.size, t.struct_format) for t in ArgType if t.size is not None}
 TYPES = (*SCALARS, "bytes")
 U32_MAX = (1 << 32) - 1
 
 
 def type_code(name: str) -> int:
     """The `kir_arg_type` value of a type name (kir/kir.h), as kir.hashing takes it."""
-    from kir import _core
-    kind = getattr(_core.ArgType, name, None)
-    if kind is None and name == "bool":  # a binding that spells it "boolean"
-        kind = getattr(_core.ArgType, "boolean")
-    if kind is None:
+    if name not in ArgType.__members__:
         raise OptionError(f"{name!r} is not a kir_arg_type name")
-    return int(kind.value)
+    return int(arg_type(name))
 
 
 @dataclass(frozen=True)

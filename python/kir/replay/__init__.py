@@ -2,13 +2,13 @@
 
 The package is four layers, each importing only those before it:
 
-- `kir.replay.compiler`: LLVM IR to PTX with llvmlite, libdevice linked when called.
 - `kir.replay.comparison`: device memory against the recorded epilogues (bitwise,
   or within a Tolerance: atol + rtol * norm).
 - `kir.replay.planner`: `plan(record)`, no GPU: the memory to reserve and map, the
   globals to restore, the code to load and why, the argument buffer, and the
   hashes recomputed from the record under THE static-hash policy (a mismatch is
-  a note in `plan.notes`, never ignored).
+  a note in `plan.notes`, never ignored); `--code ir` is the record's IR compiled
+  to PTX by kir.jit.compile (libdevice linked when called: kir.jit.libdevice).
 - `kir.replay.variant`: `Variant` (launch configuration, specialization, compile
   options, warm-up and repeat), its JIT key and its code (kir.jit.compile of the
   record's IR), no GPU.
@@ -26,7 +26,6 @@ Everything is importable from `kir.replay` itself::
         print(result.median_ms, result.verified, result.mismatches)
 """
 from kir.errors import NoDeviceError, PlanError, ReplayError
-from kir.replay.compiler import NVPTX_TRIPLE, compile_ir, find_libdevice, libdevice_calls
 from kir.replay.comparison import DTYPES, NORMS, Mismatch, Tolerance, compare, tolerance_for
 from kir.replay.planner import (CODE_KINDS, RESERVE_ALIGNMENT, CodeChoice, Hashes, Mapping, ReplayPlan,
                                 dynamic_hash, launch_identity, pack_args, plan, recompute_hashes, static_hash)
@@ -35,10 +34,9 @@ from kir.replay.variant import Resolved, Variant, compile_variant, resolve
 from kir.replay.variant import jit_key as variant_jit_key
 
 __all__ = [
-    "CODE_KINDS", "DTYPES", "NORMS", "NVPTX_TRIPLE", "RESERVE_ALIGNMENT", "CodeChoice", "Hashes", "Mapping",
+    "CODE_KINDS", "DTYPES", "NORMS", "RESERVE_ALIGNMENT", "CodeChoice", "Hashes", "Mapping",
     "Mismatch", "NoDeviceError", "PlanError", "ReplayError", "ReplayPlan", "Replayer", "RunResult",
-    "Tolerance", "compare", "compile_ir", "dynamic_hash", "find_libdevice", "launch_identity", "libdevice_calls",
-    "pack_args",
+    "Tolerance", "compare", "dynamic_hash", "launch_identity", "pack_args",
     "plan", "recompute_hashes", "static_hash", "tolerance_for",
     "Resolved", "Variant", "compile_variant", "resolve", "variant_jit_key",
 ]

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 from kir import _core, hashing
 from kir.errors import KirError, PlanError
 from kir.hashing import kernel_static_hash
+from kir.jit import libdevice
 from kir.record import Record, Region, VaRange
-from kir.replay.compiler import compile_ir, find_libdevice, libdevice_calls
 
 CODE_KINDS = ("launched", "cubin", "ptx", "ir")
 RESERVE_ALIGNMENT = 32 << 20  #: see _reservations
@@ -218,7 +219,7 @@ def dynamic_hash(record: Record, grid, block) -> str:
     h = _core.DynamicHash(_core.HashDomain.dynamic_v1, _core.Hash128.from_hex(record.kernel.static_hash),
                           record_arch(record))
     for position, arg in enumerate(record.launch.args, start=1):
-        h.arg(position, _core.ArgType.bytes, arg)
+        h.arg(position, hashing.ArgType.bytes, arg)
     return h.grid(*grid).block(*block).finish().hex
 
 
@@ -367,13 +368,13 @@ def _choose_ir(record: Record, device_arch: str) -> CodeChoice:
     ir = record.kernel.ir
     if ir is None:
         raise PlanError(f"{record.path}: --code ir: the record holds no LLVM IR for {record.kernel.name}")
-    calls = libdevice_calls(record.code("ir"))
-    libdevice = find_libdevice(calls) if calls else None
-    reason = f"the kernel's LLVM IR ({ir.size} bytes) compiled to PTX for {device_arch} with llvmlite"
-    if libdevice:
+    calls = libdevice.calls_in(record.code("ir"), "the record's IR", PlanError)
+    library = libdevice.find(calls, PlanError) if calls else None
+    reason = f"the kernel's LLVM IR ({ir.size} bytes) compiled to PTX for {device_arch} by kir.jit (llvmlite)"
+    if library:
         reason += f", linked with libdevice ({len(calls)} functions: {', '.join(calls[:3])}" \
                   f"{', ...' if len(calls) > 3 else ''})"
-    return CodeChoice("ir", device_arch, reason, libdevice)
+    return CodeChoice("ir", device_arch, reason, library)
 
 
 def _load_code(record: Record, choice: CodeChoice) -> bytes:
@@ -384,7 +385,18 @@ def _load_code(record: Record, choice: CodeChoice) -> bytes:
         return record.code("image")
     if choice.kind == "ptx":
         return record.code("ptx" if record.kernel.ptx else "image")
-    return compile_ir(record.code("ir"), choice.arch, choice.libdevice).encode()
+    return _compile_ir(record.code("ir"), record.kernel.name, choice.arch)
+
+
+@lru_cache(maxsize=8)
+def _compile_ir(bitcode: bytes, kernel: str, arch: str) -> bytes:
+    """The kernel's PTX, compiled by kir.jit from the record's IR, nothing specialized
+    (libdevice linked in when called). Cached: it is CPU work."""
+    import kir.jit
+    try:
+        return kir.jit.compile(bitcode, kernel, arch, options={"kind": "ptx"}).code
+    except KirError as error:
+        raise PlanError(str(error)) from None
 
 
 # --- describing a plan ----------------------------------------------------------------

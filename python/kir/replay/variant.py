@@ -29,18 +29,19 @@ from kir import hashing
 from kir.errors import OptionError, PlanError
 from kir.jit import ArgValue, Options, Specialization
 from kir.jit.values import SCALARS, U32_MAX, dims, type_code
-from kir.record import JitArg, Record
+from kir.model import ArgType, JitArg, JitArgKind
+from kir.record import Record
 from kir.replay.comparison import Tolerance
 
 #: kir_jit_arg kinds as the record names them -> kir_jit_arg_kind
-KINDS = {"scalar": hashing.SCALAR, "array": hashing.ARRAY, "object": hashing.OBJECT}
+KINDS = {kind.value: kind for kind in JitArgKind}
 #: kir_arg_type value -> kir.jit type name
-TYPE_NAMES = {type_code(name): name for name in (*SCALARS, "bytes")}
+TYPE_NAMES = {int(t): t.name for t in ArgType}
 #: kir_arg_type value -> element size (bytes: 1)
 #: how a variant's launches are timed (Variant.timing), and the rounds of "graph"
 TIMINGS = ("each", "graph")
 GRAPH_ROUNDS = 5
-TYPE_SIZES = {type_code(name): size for name, (size, _) in SCALARS.items()} | {type_code("bytes"): 1}
+TYPE_SIZES = {int(t): t.size or 1 for t in ArgType}
 
 
 @dataclass
@@ -182,7 +183,7 @@ class SpecializedArg:
     """One specialized argument: what kir.jit.compile gets (`value`) and what the JIT
     key gets (`jit_arg`, a kir_jit_arg over the recorded argument bytes)."""
     value: ArgValue
-    jit_arg: object           #: kir._core.JitArg
+    jit_arg: JitArg           #: kir.model.JitArg
     pointer: int | None = None  #: array / object read through this address (None: by value)
 
 

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <optional>
 #include <cstdint>
 #include <cstdio>
@@ -119,6 +120,22 @@ void test_byte_view_bounds() {
   if (!s)
     CHECK_ERROR("thing at offset 0x8 (size 0x10) runs past the end of its buffer (0x8 bytes left)",
                 s.error().message());
+  // The code and the offset (in the outermost buffer: the view's origin) travel
+  // with the message; within() adds context and keeps both; at() never
+  // overrides an inner, more precise offset.
+  kir::Expected<kir::ByteView> inner = kir::ByteView(b.data(), b.size(), 0x100).slice(8, 16, "thing");
+  CHECK(!inner && inner.error().code() == kir::ErrorCode::out_of_bounds && inner.error().offset() == 0x108u);
+  if (!inner) {
+    kir::Error e = inner.error();
+    e.within("entry #3").at(0x20);
+    CHECK(e.code() == kir::ErrorCode::out_of_bounds && e.offset() == 0x108u);
+    CHECK(e.message().rfind("entry #3: thing at offset 0x8", 0) == 0);
+  }
+  CHECK(!kir::Error(kir::ErrorCode::io, "x").offset() && kir::Error(kir::ErrorCode::io, "x").at(4).offset() == 4u);
+  CHECK(kir::Error("no code given").code() == kir::ErrorCode::internal);
+  CHECK(std::string(kir::error_code_name(kir::ErrorCode::unsupported_version)) == "unsupported_version");
+  CHECK(kir::errno_code(ENOENT) == kir::ErrorCode::not_found && kir::errno_code(EACCES) == kir::ErrorCode::permission &&
+        kir::errno_code(EIO) == kir::ErrorCode::io);
   CHECK(kir::align_up(UINT64_MAX - 2, 8) == UINT64_MAX);
   CHECK(kir::align_up(9, 8) == 16);
 }
@@ -557,10 +574,13 @@ void test_demangle() {
 void test_c_api_errors() {
   CHECK(kir_binary_open("/nonexistent/kir", 0) == nullptr);
   CHECK(std::string(kir_last_error()).find("cannot open") != std::string::npos);
+  CHECK(kir_last_error_code() == KIR_ERROR_NOT_FOUND && kir_last_error_offset() == KIR_NO_OFFSET);
   CHECK(kir_binary_image_count(nullptr) == 0);
   kir_image_info info{};
   info.struct_size = sizeof info;
   CHECK(kir_binary_image_info(nullptr, 0, &info) == -1);
+  CHECK(kir_last_error_code() == KIR_ERROR_INVALID_ARGUMENT);
+  CHECK(kir_abi_version() == KIR_ABI_VERSION);
   CHECK(std::string(kir_version()) == "0.1.0");
 }
 

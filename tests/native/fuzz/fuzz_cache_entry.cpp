@@ -27,10 +27,12 @@
 namespace {
 
 void parse_and_roundtrip(const uint8_t* data, size_t size) {
-  kir::cache::ParseError error;
-  kir::Expected<kir::cache::EntryView> e = kir::cache::parse_entry(kir::ByteView(data, size), nullptr, &error);
+  kir::Expected<kir::cache::EntryView> e = kir::cache::parse_entry(kir::ByteView(data, size));
   if (!e) {
-    if (error.message.empty() || error.offset > size) __builtin_trap();  // every failure says what and where
+    const kir::Error& error = e.error();  // every failure says what and where (and what kind)
+    if (error.message().empty() || !error.offset() || *error.offset() > size ||
+        error.code() == kir::ErrorCode::none || error.code() == kir::ErrorCode::internal)
+      __builtin_trap();
     return;
   }
   kir::Expected<std::vector<uint8_t>> again = kir::cache::encode_entry(*e);

@@ -61,8 +61,8 @@ constexpr uint64_t kObfuscated = 0x10000;
 /// "windows", "lz4", "zstd", "obfuscated"; other set bits as "0x100000".
 std::vector<std::string> fatbin_flag_names(uint64_t flags);
 
-enum class Compression { none, lz4, zstd, unknown };
-const char* compression_name(Compression c);
+/// An image's compression: kir/model.hpp's Codec (none, lz4, zstd, unknown; name(c)).
+using Compression = Codec;
 
 /// One device image: a view over its header and stored payload.
 struct FatbinEntry {

@@ -30,6 +30,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kir/model.hpp"
 #include "kir/support/bytes.hpp"
 
 namespace kir {
@@ -85,10 +86,7 @@ enum class HashDomain : uint8_t {
                     // the `dynamic_hash` of records written before format 2
 };
 
-/// Argument value types of ARG records.
-enum class ArgType : uint8_t {
-  i8 = 1, i16, i32, i64, u8, u16, u32, u64, f16, bf16, f32, f64, ptr, bytes, boolean
-};
+// Argument value types of ARG records: kir/model.hpp's ArgType.
 
 /// XXH3-128 (seed 0) of raw bytes.
 Hash128 xxh3_128(ByteView bytes);
@@ -102,6 +100,11 @@ Hash128 static_hash(std::string_view name, std::string_view code_kind,
 /// hashing many kernels of one image or module: each module is hashed once.
 Hash128 static_hash_of_digests(std::string_view name, std::string_view code_kind,
                                std::vector<Hash128> digests);
+
+/// The same with the code kind as the model's enum (its name enters the hash).
+inline Hash128 static_hash(std::string_view name, CodeKind code_kind, const std::vector<ByteView>& modules) {
+  return static_hash(name, kir::name(code_kind), modules);
+}
 
 /// Builds a launch identity or a JIT key without allocating: the HEADER, STATIC
 /// and ARCH records at construction, then the caller adds records in the order

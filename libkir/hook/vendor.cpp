@@ -1,0 +1,37 @@
+// The vendor traits' dispatch (vendor.hpp) and what the runtimes' readers share.
+#include "vendor.hpp"
+
+#include <link.h>
+
+#include "kir/discover.hpp"
+
+namespace kir::hook {
+
+extern const VendorTraits kCudaTraits;  // vendor_cuda.cpp
+extern const VendorTraits kHipTraits;   // vendor_hip.cpp
+
+const VendorTraits& traits(Vendor vendor) { return vendor == Vendor::hip ? kHipTraits : kCudaTraits; }
+
+uint64_t mapped_extent(const void* p) {
+  struct Search {
+    uintptr_t at;
+    uint64_t extent;
+  } search{reinterpret_cast<uintptr_t>(p), kUnknownSize};
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* data) {
+        auto* s = static_cast<Search*>(data);
+        for (int i = 0; i < info->dlpi_phnum; ++i) {
+          const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+          uintptr_t start = info->dlpi_addr + ph.p_vaddr;
+          if (ph.p_type == PT_LOAD && s->at >= start && s->at - start < ph.p_memsz) {
+            s->extent = ph.p_memsz - (s->at - start);
+            return 1;
+          }
+        }
+        return 0;
+      },
+      &search);
+  return search.extent;
+}
+
+}  // namespace kir::hook

@@ -1,0 +1,60 @@
+// What differs between the GPU runtimes the layer interposes (CUDA, HIP), in
+// one traits type: how a registration's wrapper and a driver-loaded module are
+// read, which substitute code kinds and handles a launch takes, and how
+// substitute code is loaded. The layer and the override code ask traits(vendor)
+// and never branch on the vendor themselves: a runtime is added by a
+// VendorTraits of its own (vendor_cuda.cpp, vendor_hip.cpp).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "kir/hooks.h"
+#include "kir/model.hpp"
+#include "registry.hpp"
+
+namespace kir::hook {
+
+/// Which runtime a call came through.
+enum class Vendor {
+  cuda_runtime,  // the CUDA runtime API (and the Proteus launch ABI): may make the primary context current
+  cuda_driver,   // the driver API: the app's current context
+  hip,
+};
+
+struct VendorTraits {
+  const char* runtime;  ///< "CUDA", "HIP" (failure lines)
+  /// The libraries its driver entry points are found in (NULL-terminated).
+  const char* const* libraries;
+  /// A registration (__cudaRegisterFatBinary's `__fatBinC_Wrapper_t`,
+  /// __hipRegisterFatBinary's HIPF wrapper) read into a record and its image
+  /// count; nullptr when `registry` has that very image under `handle` already.
+  std::unique_ptr<FatbinRecord> (*read_registration)(const void* handle, const void* wrapper,
+                                                     const Registry& registry, size_t& images);
+  /// A module loaded through the driver (cuModuleLoadData...), sized from its
+  /// own headers; nullptr where the layer does not interpose module loads.
+  std::unique_ptr<FatbinRecord> (*read_module)(const void* module, const void* image, size_t& images);
+  /// Whether substitute code of `kind` loads; `loadable` names those that do.
+  bool (*loads)(ImageKind kind);
+  const char* loadable;
+  /// Whether a substitute handle of kir_hook_substitute.kind `kind` is this runtime's.
+  bool (*own_handle)(int kind);
+  /// Where substitute code is loaded once (the current CUDA context, the
+  /// current HIP device), or nullptr and `why`.
+  const void* (*load_site)(Vendor vendor, std::string& why);
+  /// Load `image` (`what`: "ptx sm_90") and find its function `entry`: true and
+  /// `function`, or false and `why`.
+  bool (*load)(const void* image, const char* entry, const std::string& what, void*& function, std::string& why);
+};
+
+const VendorTraits& traits(Vendor vendor);
+
+/// The bytes from `p` to the end of the loaded ELF segment holding it — where a
+/// registered fatbin or bundle lies, in the app's own image — so that damaged
+/// headers meet the segment's end, not unmapped memory; kUnknownSize when no
+/// loaded object holds `p` (a buffer the app allocated).
+uint64_t mapped_extent(const void* p);
+
+}  // namespace kir::hook

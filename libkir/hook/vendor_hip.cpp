@@ -1,0 +1,87 @@
+// The HIP runtime's traits (vendor.hpp): registrations of clang offload
+// bundles of AMDGPU code objects, and substitute code loaded through
+// hipModuleLoadData once per device. hipModuleLoadData is not interposed
+// (read_module: none).
+#include "failure_log.hpp"
+#include "image_choice.hpp"
+#include "interpose.hpp"
+#include "kir/amdgpu/code_object.hpp"
+#include "kir/discover.hpp"
+#include "kir/hash/hash.hpp"
+#include "kir_hook_internal/settings.hpp"
+#include "vendor.hpp"
+
+namespace kir::hook {
+
+namespace {
+
+/// __hipRegisterFatBinary's `wrapper`, {"HIPF", version, offload bundle}: the
+/// code object for KIR_HOOK_ARCH (a gfx processor), else the first one.
+std::unique_ptr<FatbinRecord> read_registration(const void* handle, const void* wrapper, const Registry&,
+                                                size_t& images) {
+  auto record = std::make_unique<FatbinRecord>();
+  record->decoded = true;
+  std::string what = describe("HIP fatbin", handle);
+  images = 0;
+  const char* want = setting("KIR_HOOK_ARCH");
+  Expected<ContainerSite> b = discover_registered_bundle(wrapper, kUnknownSize, mapped_extent);
+  if (!b) report_failure(Failure::registration, what, "registered without its code: " + b.error().message());
+  else
+    for (const Image& e : b->images) {
+      if (e.kind == ImageKind::host || e.target.empty()) continue;
+      ++images;
+      if (record->code || (want && processor(e.target) != want)) continue;
+      if (Expected<DeviceCode> code = parse_code_object(e.stored)) {
+        record->code = std::move(*code);
+        record->code->image_digest = xxh3_128(e.stored);
+        record->arch = e.target;
+      } else {
+        report_failure(Failure::image, what, "code object " + e.id + ": " + code.error().message());
+      }
+    }
+  if (b && !record->code && images)
+    report_failure(Failure::image, what,
+                   std::string("no code object could be used") +
+                       (want ? " for KIR_HOOK_ARCH=" + std::string(want) : std::string()) + " among its " +
+                       std::to_string(images) + ": its kernels' layouts are unknown");
+  return record;
+}
+
+bool loads(ImageKind kind) { return kind == ImageKind::code_object; }
+
+bool own_handle(int kind) { return kind == KIR_SUBSTITUTE_HIP_FUNCTION; }
+
+constexpr const char* kLibraries[] = {"libamdhip64.so.7", "libamdhip64.so.6", "libamdhip64.so", nullptr};
+
+/// The current HIP device (as 1 + its ordinal: never nullptr).
+const void* load_site(Vendor, std::string& why) {
+  static DriverEntry get_device_entry("hipGetDevice", kLibraries);
+  const auto get_device = get_device_entry.get<int (*)(int*)>();
+  int device = 0;
+  if (!get_device || get_device(&device) != 0) return why = "hipGetDevice failed", nullptr;
+  return reinterpret_cast<const void*>(uintptr_t(device) + 1);
+}
+
+bool load(const void* image, const char* entry, const std::string& what, void*& function, std::string& why) {
+  static DriverEntry load_entry("hipModuleLoadData", kLibraries), get_entry("hipModuleGetFunction", kLibraries);
+  const auto load_data = load_entry.get<int (*)(void**, const void*)>();
+  const auto get = get_entry.get<int (*)(void**, void*, const char*)>();
+  if (!load_data || !get) return why = "the HIP runtime has no hipModuleLoadData", false;
+  void* module = nullptr;
+  int r;
+  if ((r = load_data(&module, image)) != 0)
+    return why = "hipModuleLoadData of its " + what + " failed: error " + std::to_string(r), false;
+  if ((r = get(&function, module, entry)) != 0)
+    return why = std::string("hipModuleGetFunction(\"") + entry + "\") failed: error " + std::to_string(r), false;
+  return true;
+}
+
+}  // namespace
+
+extern const VendorTraits kHipTraits;
+const VendorTraits kHipTraits = {
+    "HIP",    kLibraries, read_registration, nullptr, loads, "\"code-object\"",
+    own_handle, load_site, load,
+};
+
+}  // namespace kir::hook
