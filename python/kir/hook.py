@@ -60,7 +60,7 @@ class _Allocation(ctypes.Structure):
                 ("tag", ctypes.c_void_p)]
 
 
-# These mirror kir/hooks.h field for field (tests/test_hook_abi.py compares them
+# These mirror kir/hooks.h field for field (tests/hook/test_hook_abi.py compares them
 # with the C compiler's offsetof and sizeof); docs/abi.md says which API added each.
 # (kir.hook_api_version is the API they are written for.)
 

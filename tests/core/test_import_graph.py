@@ -23,7 +23,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "python" / "kir"
 #: private modules every kir module may import: the binding.
 SHARED_PRIVATE = {"kir._core"}
@@ -245,7 +245,7 @@ def test_the_namespace_stays_at_the_cli_edge():
     assert namespace_crossings() == []
 
 
-if __name__ == "__main__":  # python tests/test_import_graph.py: the graph's report
+if __name__ == "__main__":  # python tests/core/test_import_graph.py: the graph's report
     g = import_graph()
     print(f"{len(g)} modules, {sum(len(i.edges) for i in g.values())} edges")
     for c in cycles(g):

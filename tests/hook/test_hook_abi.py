@@ -5,7 +5,7 @@ runs on this layer and sees what a client built against the current header
 sees; a client built for a newer API than the layer's is refused (one line, a
 counted failure), and a current client reads the appended `struct_size` fields
 only after asking kir_hook_api_version(). Without a GPU: the stub runtime,
-driver and app of tests/test_hook_override.py."""
+driver and app of tests/support/stub_cuda.py."""
 from __future__ import annotations
 
 import ctypes
@@ -17,9 +17,9 @@ import pytest
 
 import kir
 from kir import hook
-from test_hook_override import AXPY, HOOK, INCLUDE, rig  # noqa: F401  (the stub runtime, driver and app)
+from stub_cuda import AXPY, HOOK, INCLUDE, rig  # noqa: F401  (the stub runtime, driver and app)
 
-API5 = Path(__file__).parent / "fixtures" / "hook_api5"
+API5 = Path(__file__).parents[1] / "fixtures" / "hook_api5"
 
 # The ctypes mirror of each C struct python/kir/hook.py reads.
 MIRRORS = {"kir_hook_kernel": hook._Kernel, "kir_hook_global": hook._Global, "kir_hook_allocation": hook._Allocation,

@@ -2,7 +2,7 @@
 the running libkir's answers and the Python package's view agree; the offsets of
 appended fields are the frozen ones; struct_size tells an older and a newer caller
 what kir filled; and every error code comes from a real bad input, with its byte
-offset, alike through the C ABI (tests/downstream/abi_check.c, built here against the
+offset, alike through the C ABI (tests/packaging/downstream/abi_check.c, built here against the
 installed package as a downstream project would) and from Python (a KirError subclass
 per code with .code and .offset)."""
 from __future__ import annotations
@@ -22,7 +22,7 @@ from kir import _core
 from kir.cache import Cache, encode_entry, parse_entry
 from kir.errors import ErrorCode, KirError, error_class
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 INCLUDE = ROOT / "libkir" / "include" / "kir"
 KEY = "00112233445566778899aabbccddeeff"
 
@@ -35,9 +35,9 @@ def macros(header: str, prefix: str) -> dict[str, int]:
 
 @pytest.fixture(scope="module")
 def abi_check(tmp_path_factory) -> Path:
-    """tests/downstream's abi_check, built against the installed package's CMake package."""
+    """tests/packaging/downstream's abi_check, built against the installed package's CMake package."""
     build = tmp_path_factory.mktemp("downstream-abi")
-    for args in (["cmake", "-S", ROOT / "tests" / "downstream", "-B", build, "-G", "Ninja", f"-Dkir_DIR={kir.cmake_dir()}"],
+    for args in (["cmake", "-S", ROOT / "tests" / "packaging" / "downstream", "-B", build, "-G", "Ninja", f"-Dkir_DIR={kir.cmake_dir()}"],
                  ["cmake", "--build", build, "--target", "abi_check"]):
         proc = subprocess.run([str(a) for a in args], capture_output=True, text=True)
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

@@ -14,9 +14,9 @@ def run(*args, **kwargs) -> subprocess.CompletedProcess:
 
 
 def downstream_expected(app) -> list[str]:
-    """What tests/downstream's program prints for `app`, from kir's Python API: a line
+    """What tests/packaging/downstream's program prints for `app`, from kir's Python API: a line
     per image, a line per kernel of each cubin and PTX image (the oracle of the
-    downstream tests here and in tests/test_wheel.py)."""
+    downstream tests here and in tests/packaging/test_wheel.py)."""
     import kir
     expected = []
     for image in kir.open(app).images:

@@ -72,7 +72,7 @@ def mutate(data: bytes, mutations, fields: list[tuple[int, int]]) -> bytes:
             out[at:at] = value
         elif op == "delete":
             del out[at:at + value]
-        elif op == "u64":  # a u64 anywhere (tests/test_import_mneme.py: Mneme's lengths, sizes, addresses)
+        elif op == "u64":  # a u64 anywhere (tests/record/test_import_mneme.py: Mneme's lengths, sizes, addresses)
             out[at:at + 8] = value.to_bytes(8, "little")
         else:
             del out[at:]

@@ -23,7 +23,7 @@ KERNELS = ["_Z4axpyfPKfPfi", "_Z7boundedPf", "_Z9clusteredPf", "_Z9no_paramsv"]
 
 def make_record(directory: Path, cubin: Path, name: str, grid=(4, 1, 1), block=(128, 1, 1), seed: int = 0) -> Record:
     """A record of kernel `name` from the real cubin, hashed as the hook hashes a
-    launch (tests/hash_reference.py), with one 8 KiB allocation its first pointer
+    launch (tests/support/hash_reference.py), with one 8 KiB allocation its first pointer
     argument points to."""
     image = cubin.read_bytes()
     [kernel] = [k for i in kir.open(cubin).images for k in i.kernels if k.name == name]

@@ -1,4 +1,4 @@
-/* Uses kir's C ABI only (kir/kir.h, kir/cache.h): what tests/test_abi.py asks of it.
+/* Uses kir's C ABI only (kir/kir.h, kir/cache.h): what tests/packaging/test_abi.py asks of it.
  *   abi_check versions            the headers' version macros and the running libkir's
  *   abi_check offsets             offsetof of the fields appended after a struct's first version
  *   abi_check open BINARY         open BINARY and decode every image's kernels
