@@ -17,6 +17,7 @@ import pytest
 
 import kir
 from kir import hook
+from build import source  # tests/support/build.py: a source under tests/fixtures
 from stub_cuda import AXPY, HOOK, INCLUDE, rig  # noqa: F401  (the stub runtime, driver and app)
 
 API5 = Path(__file__).parents[1] / "fixtures" / "hook_api5"
@@ -56,47 +57,7 @@ def test_the_header_and_the_layer_agree_on_the_api():
 
 # One client source, built against either header. A current client asks the
 # layer's API before it reads a field the layer may lack (struct_size, API 6).
-CLIENT = r"""
-#include <dlfcn.h>
-#include <stdio.h>
-#include "kir/hooks.h"
-static void on_kernel(void* u, const kir_hook_kernel* k) {
-  (void)u;
-  printf(NAME " kernel %s params=%u\n", k->name, k->param_count);
-}
-static void begin(void* u, const kir_hook_launch* l) {
-  (void)u;
-  printf(NAME " begin %s kernel=%s params=%u identity=%016llx%016llx outcome=%d claimed_by=%d\n", l->api,
-         l->kernel ? l->kernel->name : "-", l->kernel ? l->kernel->param_count : 0,
-         (unsigned long long)l->launch_identity.high, (unsigned long long)l->launch_identity.low, l->outcome,
-         l->claimed_by);
-#if KIR_HOOK_API_VERSION >= 6
-  uint32_t (*layer_api)(void) = (uint32_t (*)(void))dlsym(RTLD_DEFAULT, "kir_hook_api_version");
-  if (layer_api && layer_api() >= 6)
-    printf(NAME " sizes launch=%u/%zu kernel=%u/%zu\n", l->struct_size, sizeof *l,
-           l->kernel ? l->kernel->struct_size : 0, sizeof(kir_hook_kernel));
-#endif
-#ifdef PROBE
-  static kir_hook_client ahead;
-  ahead.struct_size = sizeof ahead;
-  ahead.api_version = KIR_HOOK_API_VERSION + 1;
-  kir_hook_stats before = {sizeof before}, after = {sizeof after};
-  kir_hook_get_stats(&before);
-  int added = kir_hook_add_client(&ahead);
-  kir_hook_get_stats(&after);
-  printf(NAME " add_client=%d failures=%llu->%llu\n", added, (unsigned long long)before.failures,
-         (unsigned long long)after.failures);
-#endif
-}
-static kir_hook_client c;
-const kir_hook_client* kir_hook_client_entry(void) {
-  c.struct_size = sizeof c;
-  c.api_version = KIR_HOOK_API_VERSION + AHEAD;
-  c.kernel_registered = on_kernel;
-  c.launch_begin = begin;
-  return &c;
-}
-"""
+CLIENT = source("hook/hook_abi_client.c")
 
 VARIANTS = {"old": ([f"-I{API5}"], 0), "new": ([], 0), "ahead": ([], 1), "probe": (["-DPROBE"], 0)}
 
