@@ -34,42 +34,32 @@ def _in(field: dict, version: int) -> bool:
     return field["first"] <= version and (not field["until"] or version <= field["until"])
 
 
+_UINT32 = {"type": "integer", "minimum": 1, "maximum": U32}
+#: The JSON Schema of a value of each field type (kir/record/metadata.hpp metadata::Type).
+_TYPES = {
+    "str": lambda f: {"type": "string"},
+    "choice": lambda f: {"enum": list(f["choices"])},
+    "hash": lambda f: {"type": "string", "pattern": HEX32},
+    "sint": lambda f: {"type": "integer"},
+    "uint": lambda f: {"type": "integer", "minimum": f["low"], "maximum": f["high"]},
+    "number": lambda f: {"type": "number"},
+    "boolean": lambda f: {"type": "boolean"},
+    "dims": lambda f: {"type": "array", "minItems": 3, "maxItems": 3, "items": _UINT32},
+    "bins": lambda f: {"type": "array", "items": {"type": "string", "pattern": "^([0-9a-f]{2})*$"}},
+    "chunks": lambda f: {"type": "array", "items": {"type": "string", "pattern": HEX32}},
+    "map": lambda f: {"$ref": f"#/$defs/{f['table']}"},
+    "maps": lambda f: {"type": "array", "items": {"$ref": f"#/$defs/{f['table']}"}},
+}
+
+
 def _value_schema(field: dict) -> dict:
-    kind = field["type"]
-    if kind == "str":
-        out = {"type": "string"}
-    elif kind == "choice":
-        out = {"enum": list(field["choices"])}
-    elif kind == "hash":
-        out = {"type": "string", "pattern": HEX32}
-    elif kind == "sint":
-        out = {"type": "integer"}
-    elif kind == "uint":
-        out = {"type": "integer", "minimum": field["low"], "maximum": field["high"]}
-    elif kind == "number":
-        out = {"type": "number"}
-    elif kind == "boolean":
-        out = {"type": "boolean"}
-    elif kind == "dims":
-        out = {"type": "array", "minItems": 3, "maxItems": 3,
-               "items": {"type": "integer", "minimum": 1, "maximum": U32}}
-    elif kind == "bins":
-        out = {"type": "array", "items": {"type": "string", "pattern": "^([0-9a-f]{2})*$"}}
-    elif kind == "chunks":
-        out = {"type": "array", "items": {"type": "string", "pattern": HEX32}}
-    elif kind == "map":
-        out = {"$ref": f"#/$defs/{field['table']}"}
-    elif kind == "maps":
-        out = {"type": "array", "items": {"$ref": f"#/$defs/{field['table']}"}}
-    else:
-        raise ValueError(f"kir._core.record_format(): field {field['key']!r} of unknown type {kind!r}")
+    out = _TYPES[field["type"]](field)
     return {"anyOf": [out, {"type": "null"}]} if field["nullable"] else out
 
 
 def json_schema(version: int) -> dict:
-    """The JSON Schema (2020-12) of a version's metadata, as `as_json` renders it."""
-    if version not in VERSIONS:
-        raise ValueError(f"format version {version} is not one kir knows ({', '.join(map(str, VERSIONS))})")
+    """The JSON Schema (2020-12) of a version's metadata (one of kir.record.VERSIONS),
+    as `as_json` renders it."""
     defs = {}
     for name, table in METADATA_TABLES.items():
         fields = [f for f in table["fields"] if _in(f, version)]
