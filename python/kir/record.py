@@ -431,8 +431,8 @@ def _names(types) -> str:
                        for t in _tuple(types))
 
 
-def _in_version(field: dict, version: int) -> bool:
-    return field["first"] <= version and (not field["until"] or version <= field["until"])
+def _in_version(spec: dict, version: int) -> bool:
+    return spec["first"] <= version and (not spec["until"] or version <= spec["until"])
 
 
 #: What a field a record may lack reads as (one added within version 1, absent from
@@ -445,32 +445,32 @@ def _read_map(f: _Fields, table: str, version: int):
     version `version` carries them, each checked for its type and bounds, built into
     its dataclass (_BUILD); unknown keys are ignored."""
     values = {}
-    for field in METADATA_TABLES[table]["fields"]:
-        key = field["key"]
-        if not _in_version(field, version) or (key not in f.value and version < field["since"]):
-            values[key] = _EMPTY.get(field["type"], lambda: None)()
-        elif field["nullable"] and f.value.get(key, 0) is None:
+    for spec in METADATA_TABLES[table]["fields"]:
+        key = spec["key"]
+        if not _in_version(spec, version) or (key not in f.value and version < spec["since"]):
+            values[key] = _EMPTY.get(spec["type"], lambda: None)()
+        elif spec["nullable"] and f.value.get(key, 0) is None:
             values[key] = None
         else:
-            values[key] = _value(f, field, version)
+            values[key] = _value(f, spec, version)
     return _BUILD.get(table, dict)(**values)
 
 
-def _value(f: _Fields, field: dict, version: int):
-    key, kind = field["key"], field["type"]
+def _value(f: _Fields, spec: dict, version: int):
+    key, kind = spec["key"], spec["type"]
     if kind == "str":
         return f.get(key, str)
     if kind == "choice":
         text = f.get(key, str)
-        if text not in field["choices"]:
-            f.fail(f"metadata '{f.key_path(key)}' is {text!r}, expected one of {', '.join(field['choices'])}")
+        if text not in spec["choices"]:
+            f.fail(f"metadata '{f.key_path(key)}' is {text!r}, expected one of {', '.join(spec['choices'])}")
         return text
     if kind == "hash":
         return f.hash(key)
     if kind == "sint":
         return f.get(key, int)
     if kind == "uint":
-        return f.count(key, field["high"], field["low"])
+        return f.count(key, spec["high"], spec["low"])
     if kind == "number":
         return f.get(key, (int, float))
     if kind == "boolean":
@@ -486,9 +486,9 @@ def _value(f: _Fields, field: dict, version: int):
                 f.fail(f"metadata '{f.key_path(key)}[{i}]' is {_kind(value)}, expected bin")
         return list(values)
     if kind == "map":
-        return _read_map(f.sub(key), field["table"], version)
+        return _read_map(f.sub(key), spec["table"], version)
     if kind == "maps":
-        return [_read_map(item, field["table"], version) for item in f.items(key)]
+        return [_read_map(item, spec["table"], version) for item in f.items(key)]
     raise RuntimeError(f"kir._core.record_format(): field {key!r} of unknown type {kind!r}")
 
 
@@ -496,17 +496,17 @@ def _write_map(value, table: str, version: int) -> dict:
     """The inverse of _read_map: the metadata map of a dataclass (or dict) of `table`,
     its keys in the table's order, as the writer writes it."""
     out = {}
-    for field in METADATA_TABLES[table]["fields"]:
-        key, kind = field["key"], field["type"]
+    for spec in METADATA_TABLES[table]["fields"]:
+        key, kind = spec["key"], spec["type"]
         item = value[key] if isinstance(value, dict) else getattr(value, key)
-        if not _in_version(field, version) or (item is None and version < field["since"]):
+        if not _in_version(spec, version) or (item is None and version < spec["since"]):
             continue
         if item is None:
             out[key] = None
         elif kind == "map":
-            out[key] = _write_map(item, field["table"], version)
+            out[key] = _write_map(item, spec["table"], version)
         elif kind == "maps":
-            out[key] = [_write_map(i, field["table"], version) for i in item]
+            out[key] = [_write_map(i, spec["table"], version) for i in item]
         elif kind in ("dims", "chunks", "bins"):
             out[key] = list(item)
         else:
