@@ -15,8 +15,10 @@ file, the name of every chunk. Anything wrong raises `RecordError`, whose messag
 names the file, the chunk (if any), the byte offset where it applies and what differs.
 The C++ writer lives in `libkir/include/kir/record/`; the layouts (magics,
 versions, header fields, codecs, suffixes) are its own description,
-`kir/record/format.hpp`, read here through `_core.record_format()`: this module
-keeps no copy of them.
+`kir/record/format.hpp`, and the metadata's keys its field table,
+`kir/record/metadata.hpp`, both read here through `_core.record_format()`: this
+module keeps no copy of them, and reads a record's metadata by walking the table
+for the record's format version.
 """
 from __future__ import annotations
 

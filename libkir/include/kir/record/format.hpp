@@ -18,7 +18,7 @@ inline constexpr uint32_t kVersion = 2;
 inline constexpr uint32_t kVersions[] = {1, 2};
 /// The value of a record's metadata key `format`.
 inline constexpr char kMetadataFormat[] = "kir.record";
-/// File names: DIR/records/<static>.<dynamic>[.rank<R>]<kRecordSuffix>,
+/// File names: DIR/records/<static>.<launch identity>[.rank<R>]<kRecordSuffix>,
 /// DIR/chunks/<XXH3-128><kChunkSuffix>.
 inline constexpr char kRecordSuffix[] = ".kirrec";
 inline constexpr char kChunkSuffix[] = ".kirc";
