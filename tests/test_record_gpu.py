@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run_kir
-from kir.record import FORMAT
+from kir.record import FORMAT, Record
 
 driver = pytest.importorskip("cuda.bindings.driver", reason="cuda-bindings not installed")
 msgpack = pytest.importorskip("msgpack", reason="msgpack not installed (the record reader needs it)")
@@ -99,6 +99,8 @@ def read_meta(path: Path) -> dict:
     name = path.name.split(".")
     assert name[0] == meta["kernel"]["static_hash"] and name[1] == meta["launch"]["launch_identity"]
     assert "dynamic_hash" not in meta["launch"]  # format 1's: version-1 records only
+    # write (the in-app recorder) -> read -> write gives the same bytes (tests/test_record_versions.py)
+    assert msgpack.packb(Record.load(path).metadata()) == data[40:], path
     return meta
 
 
