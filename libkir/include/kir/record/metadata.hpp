@@ -276,8 +276,15 @@ inline constexpr const Table* kTables[] = {
     &flag::table,   &stats::table};
 
 namespace detail {
+constexpr bool listed(const Table* table) {
+  for (const Table* t : kTables)
+    if (t == table) return true;
+  return false;
+}
+
 /// The versioning rule, checked at compile time: every field's versions are known
-/// ones, and only fields added within version 1 were optional anywhere.
+/// ones, and only fields added within version 1 were optional anywhere. Every map
+/// field names a table of kTables (what the bindings export).
 constexpr bool versions_follow_the_rule() {
   for (const Table* t : kTables)
     for (uint32_t i = 0; i < t->count; ++i) {
@@ -286,6 +293,7 @@ constexpr bool versions_follow_the_rule() {
         return false;
       if (f.appeared && (f.appeared != 1 || f.since != 2)) return false;
       if ((f.type == Type::map || f.type == Type::maps) != (f.table != nullptr)) return false;
+      if (f.table && !listed(f.table)) return false;
     }
   return true;
 }
