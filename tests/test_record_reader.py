@@ -285,6 +285,27 @@ def rewrite_body(path: Path, body: bytes, version: int = FORMAT["version"]) -> N
     path.write_bytes(RECORD_HEADER.pack(b"KIRRECRD", version, 0, len(body), digest.high, digest.low) + body)
 
 
+def as_version_1(path: Path, identity: bool = True) -> Record:
+    """The record at `path` rewritten as format version 1's writer wrote it (kir at
+    b11cd72; tests/fixtures/records_v1 holds a recording it wrote): version 1 in the
+    header and the metadata, format 1's `launch.dynamic_hash` (by the reference
+    recipe) after `launch_identity` (alone with `identity=False`: a record from before
+    the launch identity), `kernel.ptx_units` and `kernel.jit_args` only when not empty."""
+    r = Record.load(path)
+    meta = msgpack.unpackb(path.read_bytes()[RECORD_HEADER.size:])
+    arch = r.kernel.image.arch if r.kernel.image is not None else r.device.arch
+    dynamic = ref.dynamic_hash(r.kernel.static_hash, arch, args=[(i + 1, "bytes", a) for i, a in enumerate(r.launch.args)],
+                               grid=list(r.launch.grid), block=list(r.launch.block))
+    launch = meta["launch"]
+    first = {"api": launch["api"], **({"launch_identity": launch["launch_identity"]} if identity else {})}
+    meta["launch"] = {**first, "dynamic_hash": dynamic,
+                      **{k: v for k, v in launch.items() if k not in ("api", "launch_identity")}}
+    meta["kernel"] = {k: v for k, v in meta["kernel"].items() if v or k not in ("ptx_units", "jit_args")}
+    meta["version"] = 1
+    rewrite_body(path, msgpack.packb(meta), version=1)
+    return Record.load(path)
+
+
 def record_error(path: Path) -> str:
     with pytest.raises(RecordError) as error:
         Record.load(path)
@@ -490,16 +511,10 @@ def test_records_of_hash_format_1_still_load_and_check(tmp_path, built, kir_cli)
     `dynamic_hash` (arguments, grid and block; no shared memory): it loads, and the
     plan checks that hash under format 1's recipe."""
     r, _, args = axpy_record(tmp_path, built["kernels_sm90.cubin"])
+    old = as_version_1(r.path, identity=False)  # as format version 1's writer wrote it before the identity
     meta = msgpack.unpackb(r.path.read_bytes()[RECORD_HEADER.size:])
     v1 = ref.dynamic_hash(r.kernel.static_hash, "sm_90", args=[(i + 1, "bytes", a) for i, a in enumerate(args)],
                           grid=[4, 1, 1], block=[256, 1, 1])
-    # the record as format version 1's writer wrote it before the launch identity:
-    # `dynamic_hash` after `api`, no `launch_identity` (version 1 of the header too)
-    launch = meta["launch"]
-    meta["version"], meta["launch"] = 1, {"api": launch.pop("api"), "dynamic_hash": v1,
-                                          **{k: v for k, v in launch.items() if k != "launch_identity"}}
-    rewrite_body(r.path, msgpack.packb(meta), version=1)
-    old = Record.load(r.path)
     assert (old.launch.launch_identity, old.launch.dynamic_hash) == (None, v1)
     p = replay.plan(old)
     assert p.hashes_match and (p.hashes.identity, p.hashes.dynamic) == (None, v1) and p.notes == []

@@ -19,7 +19,7 @@ from kir.record import FORMAT, METADATA_TABLES, RECORD_LAYOUT, Record, RecordErr
 
 import hash_reference as ref
 from test_fuzz_records import write_recording
-from test_record_reader import AXPY, axpy_record, rewrite_body
+from test_record_reader import as_version_1, axpy_record, rewrite_body
 
 ROOT = Path(__file__).resolve().parent.parent
 V1 = Path(__file__).resolve().parent / "fixtures" / "records_v1"
@@ -171,6 +171,19 @@ def test_a_version_1_recording_still_reads(v1):
     assert r.epilogue("table") == bytes(reversed(range(64)))
     assert [(f.flag, f.detail) for f in r.flags] == [("host-pointer", "argument 3 points into pinned host memory")]
     assert file_of(r) == v1.read_bytes()  # read -> write of version 1 too
+
+
+def test_the_version_1_helper_writes_as_the_version_1_writer_did(v1, tmp_path):
+    """tests/test_record_reader.py's as_version_1 (what tests use to make version-1
+    records of their own) gives the maps, keys and key order of the recording the
+    version-1 writer wrote."""
+    def shape(value):
+        if isinstance(value, dict):
+            return [(k, shape(v)) for k, v in value.items()]
+        return [shape(value[0])] if isinstance(value, list) and value and isinstance(value[0], dict) else None
+    made = as_version_1(every_field(tmp_path / "fresh"))
+    assert shape(made.meta) == shape(msgpack.unpackb(body(v1)))
+    assert made.path.read_bytes()[8:12] == v1.read_bytes()[8:12] == struct.pack("<I", 1)
 
 
 def test_a_version_1_record_before_its_optional_fields_reads(v1):
