@@ -18,7 +18,7 @@ import pytest
 
 import kir
 from kir import _core
-from kir.record import CHUNK_HEADER, RECORD_HEADER, Record, RecordError, Recording
+from kir.record import CHUNK_HEADER, FORMAT, RECORD_HEADER, Record, RecordError, Recording
 from kir import replay
 import kir.jit
 from kir.jit import libdevice
@@ -94,7 +94,7 @@ def test_every_field_round_trips(tmp_path):
 
     assert path == tmp_path / "records" / f"{static}.{identity}.rank3.kirrec"
     r = Record.load(path)
-    assert (r.version, r.kir_version, r.chunk_size) == (1, kir.__version__, CS)
+    assert (r.version, r.kir_version, r.chunk_size) == (FORMAT["version"], kir.__version__, CS)
     assert (r.process.pid, r.process.rank) == (4321, 3)
     assert (r.device.name, r.device.arch, r.device.ordinal) == ("NVIDIA H200", "sm_90", 1)
     k = r.kernel
@@ -107,8 +107,8 @@ def test_every_field_round_trips(tmp_path):
     launch = r.launch
     assert (launch.api, launch.launch_identity, launch.grid, launch.block) == \
         ("cuLaunchKernel", identity, (3, 2, 1), (64, 4, 2))
-    # format 1's dynamic hash, for older readers: the writer computes it (no shared memory)
-    assert launch.dynamic_hash == dynamic_v1
+    # format 1's dynamic hash is version 1's alone (tests/test_record_versions.py reads one)
+    assert launch.dynamic_hash is None and dynamic_v1 != identity and launch.identity == identity
     assert (launch.shared_bytes, launch.stream, launch.ordinal) == (1024, 0xABCD, 17)
     assert launch.args == [b"12345678", b"\x05\0\0\0"]
     assert (r.va_range.base, r.va_range.size) == (BASE, 1 << 34)
@@ -242,7 +242,7 @@ def test_flipped_payload_byte_of_a_zstd_chunk(damaged):
 
 @pytest.mark.parametrize("offset,data,pieces", [
     (0, b"KIRCHUNX", ["byte 0: not a kir chunk", "KIRCHUNX"]),
-    (8, struct.pack("<I", 2), ["byte 8: format version 2 is not supported"]),
+    (8, struct.pack("<I", FORMAT["version"] + 1), [f"byte 8: format version {FORMAT['version'] + 1} is not supported"]),
     (12, struct.pack("<I", 7), ["byte 12: unknown codec 7"]),
     (16, struct.pack("<Q", CS - 1), [f"decoded {CS} bytes, header (byte 16) says {CS - 1}"]),
     (16, struct.pack("<Q", CS + 1), [f"byte 16: raw size {CS + 1} is more than the {CS} bytes this chunk can hold"]),
@@ -281,10 +281,31 @@ def test_missing_chunk(damaged):
         r.check()
 
 
-def rewrite_body(path: Path, body: bytes) -> None:
+def rewrite_body(path: Path, body: bytes, version: int = FORMAT["version"]) -> None:
     """Replace a record's body, with a correct header (size and checksum)."""
     digest = _core.xxh3_128(body)
-    path.write_bytes(RECORD_HEADER.pack(b"KIRRECRD", 1, 0, len(body), digest.high, digest.low) + body)
+    path.write_bytes(RECORD_HEADER.pack(b"KIRRECRD", version, 0, len(body), digest.high, digest.low) + body)
+
+
+def as_version_1(path: Path, identity: bool = True) -> Record:
+    """The record at `path` rewritten as format version 1's writer wrote it (kir at
+    b11cd72; tests/fixtures/records_v1 holds a recording it wrote): version 1 in the
+    header and the metadata, format 1's `launch.dynamic_hash` (by the reference
+    recipe) after `launch_identity` (alone with `identity=False`: a record from before
+    the launch identity), `kernel.ptx_units` and `kernel.jit_args` only when not empty."""
+    r = Record.load(path)
+    meta = msgpack.unpackb(path.read_bytes()[RECORD_HEADER.size:])
+    arch = r.kernel.image.arch if r.kernel.image is not None else r.device.arch
+    dynamic = ref.dynamic_hash(r.kernel.static_hash, arch, args=[(i + 1, "bytes", a) for i, a in enumerate(r.launch.args)],
+                               grid=list(r.launch.grid), block=list(r.launch.block))
+    launch = meta["launch"]
+    first = {"api": launch["api"], **({"launch_identity": launch["launch_identity"]} if identity else {})}
+    meta["launch"] = {**first, "dynamic_hash": dynamic,
+                      **{k: v for k, v in launch.items() if k not in ("api", "launch_identity")}}
+    meta["kernel"] = {k: v for k, v in meta["kernel"].items() if v or k not in ("ptx_units", "jit_args")}
+    meta["version"] = 1
+    rewrite_body(path, msgpack.packb(meta), version=1)
+    return Record.load(path)
 
 
 def record_error(path: Path) -> str:
@@ -317,8 +338,8 @@ def test_record_bodies_that_are_not_records(damaged):
     assert "byte 40: the body is not a msgpack value" in record_error(r.path)
     rewrite_body(r.path, msgpack.packb([1, 2]))
     assert "the body is a msgpack list, not a map" in record_error(r.path)
-    rewrite_body(r.path, msgpack.packb({**meta, "version": 2}))
-    assert "metadata 'version' is 2" in record_error(r.path)
+    rewrite_body(r.path, msgpack.packb({**meta, "version": FORMAT["version"] + 1}))
+    assert f"metadata 'version' is {FORMAT['version'] + 1}" in record_error(r.path)
     rewrite_body(r.path, msgpack.packb({k: v for k, v in meta.items() if k != "launch"}))
     assert "metadata has no 'launch'" in record_error(r.path)
     meta["kernel"]["params"][0]["size"] = "8"
@@ -492,10 +513,8 @@ def test_records_of_hash_format_1_still_load_and_check(tmp_path, built, kir_cli)
     `dynamic_hash` (arguments, grid and block; no shared memory): it loads, and the
     plan checks that hash under format 1's recipe."""
     r, _, args = axpy_record(tmp_path, built["kernels_sm90.cubin"])
+    old = as_version_1(r.path, identity=False)  # as format version 1's writer wrote it before the identity
     meta = msgpack.unpackb(r.path.read_bytes()[RECORD_HEADER.size:])
-    del meta["launch"]["launch_identity"]
-    rewrite_body(r.path, msgpack.packb(meta))
-    old = Record.load(r.path)
     v1 = ref.dynamic_hash(r.kernel.static_hash, "sm_90", args=[(i + 1, "bytes", a) for i, a in enumerate(args)],
                           grid=[4, 1, 1], block=[256, 1, 1])
     assert (old.launch.launch_identity, old.launch.dynamic_hash) == (None, v1)
@@ -507,11 +526,11 @@ def test_records_of_hash_format_1_still_load_and_check(tmp_path, built, kir_cli)
     assert [(e["launch_identity"], e["dynamic_hash"]) for e in listing["records"]] == [(None, v1)]
 
     meta["launch"]["dynamic_hash"] = "0" * 32
-    rewrite_body(r.path, msgpack.packb(meta))
+    rewrite_body(r.path, msgpack.packb(meta), version=1)
     p = replay.plan(Record.load(r.path))
     assert not p.hashes_match and any(n.startswith("dynamic hash mismatch") for n in p.notes)
     del meta["launch"]["dynamic_hash"]
-    rewrite_body(r.path, msgpack.packb(meta))
+    rewrite_body(r.path, msgpack.packb(meta), version=1)
     assert "dynamic_hash" in record_error(r.path)
 
 
