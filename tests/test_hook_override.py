@@ -13,12 +13,14 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import struct
 import subprocess
 from pathlib import Path
 
 import pytest
 
 import kir
+from kir.errors import KirError
 from build import rpath  # tests/fixtures/build.py (conftest puts it on the path)
 
 # The stub runtimes are found whatever LD_LIBRARY_PATH says (a GPU machine names the
@@ -237,6 +239,16 @@ static int claim(void* u, const kir_hook_launch* l, kir_hook_substitute* s) {
     s->arch = code.arch; s->entry = getenv(NAME "_ENTRY");
     return 1;
   }
+  if (!strcmp(mode, "code-number") || !strcmp(mode, "hip-number")) {  /* API 6: the kind only as a number */
+    kir_hook_code code;
+    if (s->struct_size < offsetof(kir_hook_substitute, image_kind) + sizeof s->image_kind || !l->kernel ||
+        !kir_hook_kernel_code(l->kernel, KIR_CODE_LAUNCHED, &code))
+      return 0;
+    s->kind = KIR_SUBSTITUTE_CODE; s->code = code.bytes; s->code_size = code.size; s->code_kind = NULL;
+    s->image_kind = !strcmp(mode, "hip-number") ? KIR_KIND_CODE_OBJECT
+                    : !strcmp(code.kind, "ptx") ? KIR_KIND_PTX : KIR_KIND_CUBIN;
+    return 1;
+  }
   if (!strcmp(mode, "bad-code")) {
     s->kind = KIR_SUBSTITUTE_CODE; s->code = "not an image"; s->code_size = 12; s->code_kind = "cubin"; return 1; }
   if (!strcmp(mode, "hip")) { s->kind = KIR_SUBSTITUTE_HIP_FUNCTION; s->function = (void*)0x1; return 1; }
@@ -250,6 +262,10 @@ static void report(void) {
   printf(NAME " stats handled=%llu substituted=%llu loads=%llu substitute_failures=%llu failures=%llu\n",
          (unsigned long long)st.handled, (unsigned long long)st.substituted, (unsigned long long)st.substitute_loads,
          (unsigned long long)st.substitute_failures, (unsigned long long)st.failures);
+  printf(NAME " failures by code");  /* API 6: those that were libkir errors, by KIR_ERROR_* */
+  for (uint32_t code = 1; code <= KIR_ERROR_INTERNAL; ++code)
+    if (kir_hook_failure_count(code)) printf(" %u=%llu", code, (unsigned long long)kir_hook_failure_count(code));
+  printf("\n");
   fflush(stdout);
 }
 static struct { kir_hook_client c; void* after; } slot;
@@ -424,6 +440,40 @@ def test_substitute_code_is_loaded_once_per_context(rig):
     proc = run(rig, "rr", A_MODE="ptx", A_ENTRY="_Z9clusteredPf")
     assert "stub-driver cuModuleLoadData=2" in proc.stderr
     assert all("f=_Z9clusteredPf " in l for l in lines(proc, "stub "))
+
+
+def test_substitute_code_named_by_its_number_is_loaded(rig):
+    """API 6: code_kind NULL, kir_hook_substitute.image_kind KIR_KIND_CUBIN: the layer loads it
+    as it loads code named "cubin"; a number the runtime cannot load is refused by number."""
+    proc = run(rig, "rrd", A_MODE="code-number")
+    assert "stub-driver cuModuleLoadData=2" in proc.stderr
+    stub = lines(proc, "stub ")
+    assert len(stub) == 3 and all(f"f={AXPY} " in l for l in stub)
+    assert lines(proc, "A stats") == ["A stats handled=0 substituted=3 loads=1 substitute_failures=0 failures=0"]
+    proc = run(rig, "r", log=True, A_MODE="hip-number")
+    assert 'image_kind 5 (code-object) cannot be loaded by the CUDA runtime ("cubin" or "ptx")' in proc.stderr
+    assert lines(proc, "A stats") == ["A stats handled=0 substituted=0 loads=0 substitute_failures=1 failures=1"]
+
+
+def test_a_damaged_fatbin_is_counted_under_its_error_code(rig, tmp_path):
+    """kir_hook_failure_count (API 6): a registration libkir cannot parse is counted under its
+    error's code (KIR_ERROR_*), the code Python's reader raises for the same bytes."""
+    d, fatbin, cubin = rig
+    good = fatbin.read_bytes()
+    second = kir.open(fatbin).containers[0].images[1].entry.offset
+    for name, at, patch in (("magic", 0, bytes([good[0] ^ 0xFF])),  # the container's magic
+                            ("entry", second + 8, struct.pack("<Q", 1 << 32))):  # a payload past the container
+        damaged = tmp_path / f"{name}.fatbin"
+        damaged.write_bytes(good[:at] + patch + good[at + len(patch):])
+        with pytest.raises(KirError) as error:
+            kir.open(damaged).images
+        proc = run((d, damaged, cubin), "", log=True)
+        assert "registered without its code" in proc.stderr
+        assert lines(proc, "A stats") == ["A stats handled=0 substituted=0 loads=0 substitute_failures=0 failures=1"]
+        assert lines(proc, "A failures by code") == [f"A failures by code {error.value.code.value}=1"], name
+    # Failures that are no libkir error (a substitute the driver refuses) have no code.
+    proc = run(rig, "r", A_MODE="bad-code")
+    assert lines(proc, "A failures by code") == ["A failures by code"]
 
 
 def test_a_substitute_that_cannot_load_launches_the_original_and_is_logged(rig):

@@ -60,6 +60,15 @@ class _Allocation(ctypes.Structure):
                 ("tag", ctypes.c_void_p)]
 
 
+class _Substitute(ctypes.Structure):  # kir_hook_substitute: what a launch_override claims (API 4)
+    _fields_ = [("struct_size", ctypes.c_uint32), ("kind", ctypes.c_int), ("result", ctypes.c_int),
+                ("function", ctypes.c_void_p), ("code", ctypes.c_void_p), ("code_size", ctypes.c_size_t),
+                ("code_kind", ctypes.c_char_p), ("arch", ctypes.c_char_p), ("entry", ctypes.c_char_p),
+                ("id", _Hash128),
+                # API 6
+                ("image_kind", ctypes.c_uint32)]
+
+
 # These mirror kir/hooks.h field for field (tests/test_hook_abi.py compares them
 # with the C compiler's offsetof and sizeof); docs/abi.md says which API added each.
 # (kir.hook_api_version is the API they are written for.)
