@@ -16,6 +16,7 @@
 
 #include "kir/record/chunk_store.hpp"
 #include "kir/record/format.hpp"
+#include "kir/record/metadata.hpp"
 #include "kir/record/reachability.hpp"
 #include "kir/record/record_builder.hpp"
 #include "kir/support/compression.hpp"
@@ -96,7 +97,7 @@ void bind_builder(nb::module_& m) {
         }
         b.builder->set_jit_args(std::move(out));
       }, "args"_a, "(position, kind, type, by_value, count, count_type, count_position) per argument")
-      .def("set_launch", [](B& b, std::string api, kir::Hash128 dynamic_hash,
+      .def("set_launch", [](B& b, std::string api, kir::Hash128 launch_identity,
                             std::tuple<uint32_t, uint32_t, uint32_t> grid,
                             std::tuple<uint32_t, uint32_t, uint32_t> block, uint64_t shared_bytes,
                             uint64_t stream, const std::vector<nb::bytes>& args, uint64_t ordinal) {
@@ -105,9 +106,9 @@ void bind_builder(nb::module_& m) {
           kir::ByteView v = view(a);
           bytes.emplace_back(v.data(), v.data() + v.size());
         }
-        b.builder->set_launch(std::move(api), dynamic_hash, dim(grid), dim(block), shared_bytes, stream,
+        b.builder->set_launch(std::move(api), launch_identity, dim(grid), dim(block), shared_bytes, stream,
                               std::move(bytes), ordinal);
-      }, "api"_a, "dynamic_hash"_a, "grid"_a, "block"_a, "shared_bytes"_a, "stream"_a, "args"_a, "ordinal"_a)
+      }, "api"_a, "launch_identity"_a, "grid"_a, "block"_a, "shared_bytes"_a, "stream"_a, "args"_a, "ordinal"_a)
       .def("set_va_range", [](B& b, uint64_t base, uint64_t size) { b.builder->set_va_range(base, size); },
            "base"_a, "size"_a)
       .def("add_allocation", [](B& b, uint64_t address, uint64_t size, std::string kind, bool in_va_range) {
@@ -131,8 +132,9 @@ void bind_builder(nb::module_& m) {
         b.builder->add_flag(std::move(flag), std::move(detail));
       }, "flag"_a, "detail"_a)
       .def("metadata", [](B& b) {
-        std::vector<uint8_t> body = b.builder->metadata();
-        return nb::bytes(reinterpret_cast<const char*>(body.data()), body.size());
+        kir::Expected<std::vector<uint8_t>> body = b.builder->metadata();
+        if (!body) raise_kir_error(body.error());
+        return nb::bytes(reinterpret_cast<const char*>(body->data()), body->size());
       }, "The record's metadata as msgpack.")
       .def("write", [](B& b) {
         kir::Expected<std::string> path = b.builder->write();
@@ -159,6 +161,47 @@ nb::dict header_description(const kir::record::format::Header& h) {
   return d;
 }
 
+/// kir/record/metadata.hpp's field tables: {"root", "max_param_bytes", "tables": {name: {"doc", "fields"}}},
+/// each field a dict (key, type, doc, table, low, high, choices, nullable, since, until, first).
+nb::dict metadata_description() {
+  namespace m = kir::record::metadata;
+  nb::dict tables;
+  for (const m::Table* t : m::kTables) {
+    nb::list fields;
+    for (uint32_t i = 0; i < t->count; ++i) {
+      const m::Field& f = (*t)[i];
+      nb::dict d;
+      d["key"] = f.key;
+      d["type"] = m::type_name(f.type);
+      d["doc"] = f.doc;
+      d["table"] = f.table ? nb::object(nb::str(f.table->name)) : nb::none();
+      d["low"] = f.low;
+      d["high"] = f.high;
+      nb::object choices = nb::none();
+      if (f.choices) {
+        nb::list names;
+        for (const char* const* c = f.choices; *c; ++c) names.append(*c);
+        choices = nb::tuple(names);
+      }
+      d["choices"] = choices;
+      d["nullable"] = f.nullable;
+      d["since"] = f.since;
+      d["until"] = f.until;
+      d["first"] = f.first();
+      fields.append(d);
+    }
+    nb::dict table;
+    table["doc"] = t->doc;
+    table["fields"] = fields;
+    tables[t->name] = table;
+  }
+  nb::dict d;
+  d["root"] = m::record::table.name;
+  d["max_param_bytes"] = m::kMaxParamBytes;
+  d["tables"] = tables;
+  return d;
+}
+
 /// kir/record/format.hpp as a dict (built once: the description does not change).
 nb::dict format_description() {
   namespace format = kir::record::format;
@@ -178,6 +221,7 @@ nb::dict format_description() {
   d["max_chunk_bytes"] = format::kMaxChunkBytes;
   d["max_metadata_values"] = format::kMaxMetadataValues;
   d["max_metadata_depth"] = format::kMaxMetadataDepth;
+  d["metadata"] = metadata_description();
   return d;
 }
 
@@ -191,7 +235,8 @@ void bind_recording(nb::module_& m) {
         "and chunk_header (magic, size, fields: (name, offset, size, type) with type 'bytes', "
         "'u32' or 'u64', little-endian), codecs ({id: name}), max_chunk_bytes (the largest chunk a reader "
         "accepts and the writer writes), max_metadata_values and max_metadata_depth (a reader's bounds on "
-        "the msgpack values in a record's metadata and on their nesting).");
+        "the msgpack values in a record's metadata and on their nesting), metadata (the metadata's field "
+        "tables, kir/record/metadata.hpp: root, max_param_bytes, tables: {name: {doc, fields}}).");
   m.def("reachable_ranges", [](const std::vector<std::pair<uint64_t, uint64_t>>& ranges,
                                const std::vector<uint64_t>& roots, const std::vector<nb::bytes>& contents) {
     std::vector<kir::record::MemoryRange> rs;

@@ -31,7 +31,9 @@ static_assert(offsetof(kir_hook_client, fatbin_unregistered) == 88);  // API 2
 static_assert(offsetof(kir_hook_client, launch_override) == 96);      // API 4
 static_assert(offsetof(kir_hook_client, launch_skips) == 104);        // API 5
 static_assert(sizeof(kir_hook_client) == 112);
-static_assert(offsetof(kir_hook_substitute, id) == 64 && sizeof(kir_hook_substitute) == 80);
+static_assert(offsetof(kir_hook_substitute, id) == 64);
+static_assert(offsetof(kir_hook_substitute, image_kind) == 80);  // API 6
+static_assert(sizeof(kir_hook_substitute) == 88);
 static_assert(offsetof(kir_hook_stats, failures) == 48);             // API 2
 static_assert(offsetof(kir_hook_stats, unregistered) == 56);         // API 2
 static_assert(offsetof(kir_hook_stats, handled) == 64);              // API 4
@@ -57,6 +59,8 @@ KIR_EXPORT int kir_hook_set_allocator(const kir_hook_allocator* allocator) {
 KIR_EXPORT void kir_hook_get_stats(kir_hook_stats* out) {
   if (out) Layer::get().stats(*out);
 }
+
+KIR_EXPORT uint64_t kir_hook_failure_count(uint32_t code) { return kir::hook::failure_count(kir::ErrorCode(code)); }
 
 KIR_EXPORT size_t kir_hook_kernel_count(void) { return Layer::get().registry().kernel_count(); }
 

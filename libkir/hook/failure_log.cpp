@@ -28,8 +28,9 @@ class FailureLog {
     }
   }
 
-  void add(Failure kind, const std::string& what, const std::string& detail, bool always) {
+  void add(Failure kind, ErrorCode code, const std::string& what, const std::string& detail, bool always) {
     ++counts_[size_t(kind)];
+    if (code != ErrorCode::none && uint32_t(code) < kErrorCodes) ++by_code_[uint32_t(code)];
     if (!file_ && !always) return;
     FILE* to = file_ ? file_ : stderr;
     std::lock_guard<std::mutex> lock(mutex_);
@@ -38,9 +39,11 @@ class FailureLog {
   }
 
   uint64_t count(Failure kind) const { return counts_[size_t(kind)].load(); }
+  uint64_t count(ErrorCode code) const { return uint32_t(code) < kErrorCodes ? by_code_[uint32_t(code)].load() : 0; }
 
  private:
   std::array<std::atomic<uint64_t>, kFailureKinds> counts_{};
+  std::array<std::atomic<uint64_t>, kErrorCodes> by_code_{};  // [none] stays 0: failures of no libkir error
   std::mutex mutex_;     // one line at a time
   FILE* file_ = nullptr;  // KIR_HOOK_LOG: "1" stderr, else a path; unset or "0": no lines
 };
@@ -53,10 +56,16 @@ FailureLog& failure_log() {
 }  // namespace
 
 void report_failure(Failure kind, const std::string& what, const std::string& detail, bool always) {
-  failure_log().add(kind, what, detail, always);
+  failure_log().add(kind, ErrorCode::none, what, detail, always);
+}
+
+void report_failure(Failure kind, const std::string& what, const std::string& context, const Error& error) {
+  failure_log().add(kind, error.code(), what, context + error.message(), false);
 }
 
 uint64_t failure_count(Failure kind) { return failure_log().count(kind); }
+
+uint64_t failure_count(ErrorCode code) { return failure_log().count(code); }
 
 uint64_t failure_count() {
   uint64_t n = 0;

@@ -1,12 +1,16 @@
 // The layer's failure log: why it could not use something it was handed
 // (kir/hooks.h "Errors"). Each failure is counted, by kind
-// (kir_hook_stats.failures is their sum); with KIR_HOOK_LOG=1 one line on stderr
+// (kir_hook_stats.failures is their sum), and one that is libkir's own error (a
+// registration or image it could not parse) also by that error's ErrorCode
+// (kir_hook_failure_count); with KIR_HOOK_LOG=1 one line on stderr
 // each (KIR_HOOK_LOG=PATH: appended to PATH): "kir-hook: error: WHAT: DETAIL".
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
+
+#include "kir/support/error.hpp"
 
 namespace kir::hook {
 
@@ -28,9 +32,12 @@ inline constexpr size_t kFailureKinds = size_t(Failure::allocation) + 1;
 /// Count a failure of kind `kind` and, with KIR_HOOK_LOG, print its line.
 /// `always`: printed even without KIR_HOOK_LOG (a client the user named cannot be loaded).
 void report_failure(Failure kind, const std::string& what, const std::string& detail, bool always = false);
-/// All failures so far, or those of one kind.
+/// The same for libkir's `error`: DETAIL is `context` + its message; also counted under its code.
+void report_failure(Failure kind, const std::string& what, const std::string& context, const Error& error);
+/// All failures so far, those of one kind, or those that were libkir errors of `code`.
 uint64_t failure_count();
 uint64_t failure_count(Failure kind);
+uint64_t failure_count(ErrorCode code);
 /// "fatbin 0x55d0c0a0" — how failure lines name a registration handle.
 std::string describe(const char* noun, const void* handle);
 

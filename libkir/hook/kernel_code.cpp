@@ -20,8 +20,8 @@ bool decode_into(const FatbinEntry* entry, std::vector<uint8_t>& out, const void
   if (!bytes) {
     report_failure(Failure::code, describe("fatbin", handle),
                    "kir_hook_kernel_code: sm_" + std::to_string(entry->arch) + " " +
-                       (entry->kind == uint16_t(FatbinEntryKind::ptx) ? "PTX" : "cubin") + ": " +
-                       bytes.error().message());
+                       (entry->kind == uint16_t(FatbinEntryKind::ptx) ? "PTX" : "cubin") + ": ",
+                   bytes.error());
     return false;
   }
   out.assign(bytes->data(), bytes->data() + bytes->size());

@@ -88,21 +88,29 @@ struct RecentLoads {
   }
 };
 
+/// A CODE substitute's kind: named by `code_kind`, or (API 6) numbered by
+/// `image_kind` (KIR_KIND_*, kir.h = ImageKind) when `code_kind` is NULL.
+std::optional<ImageKind> substitute_kind(const kir_hook_substitute& s) {
+  if (s.code_kind) return image_kind_from_name(s.code_kind);
+  if (s.image_kind != KIR_KIND_UNKNOWN && s.image_kind < kImageKinds) return ImageKind(s.image_kind);
+  return std::nullopt;
+}
+
 /// Why `s`'s code cannot be loaded for `launch` by runtime `t` ("" when it can).
 std::string unloadable(const kir_hook_substitute& s, const char* entry, const VendorTraits& t) {
   if (!entry || !*entry) return "no entry named, and the launched kernel is unknown";
   if (!s.code || !s.code_size) return "code without bytes";
-  const char* kind = s.code_kind ? s.code_kind : "";
-  std::optional<ImageKind> k = image_kind_from_name(kind);
+  std::optional<ImageKind> k = substitute_kind(s);
   if (!k || !t.loads(*k))
-    return std::string("code kind \"") + kind + "\" cannot be loaded by the " + t.runtime + " runtime (" + t.loadable +
-           ")";
+    return (s.code_kind ? std::string("code kind \"") + s.code_kind + "\""
+                        : "image_kind " + std::to_string(s.image_kind) + (k ? std::string(" (") + name(*k) + ")" : "")) +
+           " cannot be loaded by the " + t.runtime + " runtime (" + t.loadable + ")";
   return "";
 }
 
 /// The image handed to the driver: PTX must be NUL-terminated, so it is copied into `text` when it is not.
-const void* loadable_image(const kir_hook_substitute& s, std::string& text) {
-  if (image_kind_from_name(s.code_kind) != ImageKind::ptx || static_cast<const char*>(s.code)[s.code_size - 1] == 0)
+const void* loadable_image(const kir_hook_substitute& s, ImageKind kind, std::string& text) {
+  if (kind != ImageKind::ptx || static_cast<const char*>(s.code)[s.code_size - 1] == 0)
     return s.code;
   text.assign(static_cast<const char*>(s.code), s.code_size);
   return text.c_str();
@@ -127,9 +135,10 @@ void* load_code(const kir_hook_launch& launch, const Claim& claim, Vendor vendor
     if (slot) *slot = {where, id.high, id.low, entry, it->second};
     return it->second;
   }
+  ImageKind kind = *substitute_kind(s);  // unloadable() checked it
   std::string text;
-  const void* image = loadable_image(s, text);
-  std::string what = std::string(s.code_kind) + (s.arch && *s.arch ? std::string(" ") + s.arch : std::string());
+  const void* image = loadable_image(s, kind, text);
+  std::string what = std::string(name(kind)) + (s.arch && *s.arch ? std::string(" ") + s.arch : std::string());
   void* function = nullptr;
   if (!t.load(image, entry, what, function, why)) return fail(launch, claim, why), nullptr;
   Layer::get().count_substitute_load();

@@ -68,7 +68,7 @@ std::vector<FatbinRecord::Unit> linked_units(const void* wrapper, const void* ha
         FatbinContainer::create(ByteView(static_cast<const uint8_t*>(unit), std::min(kUnknownSize, mapped_extent(unit))));
     if (c) u.container = std::move(*c);
     else report_failure(Failure::registration, what,
-                        "linked unit " + std::to_string(i) + " at " + hex_of(unit) + ": " + c.error().message());
+                        "linked unit " + std::to_string(i) + " at " + hex_of(unit) + ": ", c.error());
     units.push_back(std::move(u));
   }
   return units;
@@ -85,7 +85,7 @@ std::unique_ptr<FatbinRecord> read_registration(const void* handle, const void* 
     record->units = linked_units(wrapper, handle);
   } else {
     report_failure(Failure::registration, describe("fatbin", handle),
-                   "registered without its code: " + c.error().message());
+                   "registered without its code: ", c.error());
   }
   images = record->container ? record->container->entries().size() : 0;
   return record;
@@ -113,7 +113,7 @@ void read_bare_image(FatbinRecord& record, ByteView bytes, const std::string& wh
   bool elf = bytes.starts_with("\x7f" "ELF");
   Expected<DeviceCode> code = elf ? parse_cubin(bytes) : parse_ptx(bytes);
   if (!code) {
-    report_failure(Failure::image, what, std::string(elf ? "cubin: " : "PTX: ") + code.error().message());
+    report_failure(Failure::image, what, elf ? "cubin: " : "PTX: ", code.error());
     return;
   }
   record.code = std::move(*code);
@@ -127,7 +127,7 @@ std::unique_ptr<FatbinRecord> read_module(const void* module, const void* image,
   std::string what = describe("module", module);
   Expected<ByteView> sized = sized_image(image);
   ByteView bytes = sized ? *sized : ByteView();
-  if (!sized) report_failure(Failure::registration, what, "not recorded with its code: " + sized.error().message());
+  if (!sized) report_failure(Failure::registration, what, "not recorded with its code: ", sized.error());
   if (FatbinContainer::has_magic(bytes)) {
     record->owned.assign(bytes.data(), bytes.data() + bytes.size());  // the app may free its copy
     if (Expected<FatbinContainer> c = FatbinContainer::create(ByteView(record->owned.data(), record->owned.size())))
@@ -197,9 +197,9 @@ void decode_fatbin(FatbinRecord& f, const void* handle) {
   std::string which = std::string(name(ptx ? ImageKind::ptx : ImageKind::cubin)) + " sm_" + std::to_string(best->arch);
   Scratch scratch;
   Expected<ByteView> bytes = decode_image(*best, scratch);
-  if (!bytes) return report_failure(Failure::image, what, which + ": " + bytes.error().message());
+  if (!bytes) return report_failure(Failure::image, what, which + ": ", bytes.error());
   Expected<DeviceCode> code = ptx ? parse_ptx(*bytes) : parse_cubin(*bytes);
-  if (!code) return report_failure(Failure::image, what, which + ": " + code.error().message());
+  if (!code) return report_failure(Failure::image, what, which + ": ", code.error());
   f.code = std::move(*code);
   f.code->image_digest = xxh3_128(*bytes);
   f.chosen = best;

@@ -25,7 +25,7 @@ std::unique_ptr<FatbinRecord> read_registration(const void* handle, const void* 
   images = 0;
   const char* want = setting("KIR_HOOK_ARCH");
   Expected<ContainerSite> b = discover_registered_bundle(wrapper, kUnknownSize, mapped_extent);
-  if (!b) report_failure(Failure::registration, what, "registered without its code: " + b.error().message());
+  if (!b) report_failure(Failure::registration, what, "registered without its code: ", b.error());
   else
     for (const Image& e : b->images) {
       if (e.kind == ImageKind::host || e.target.empty()) continue;
@@ -36,7 +36,7 @@ std::unique_ptr<FatbinRecord> read_registration(const void* handle, const void* 
         record->code->image_digest = xxh3_128(e.stored);
         record->arch = e.target;
       } else {
-        report_failure(Failure::image, what, "code object " + e.id + ": " + code.error().message());
+        report_failure(Failure::image, what, "code object " + e.id + ": ", code.error());
       }
     }
   if (b && !record->code && images)

@@ -704,7 +704,7 @@ class RecordBuilder:
         (position, kind, type, by_value, count, count_type, count_position) per argument
         """
 
-    def set_launch(self, api: str, dynamic_hash: Hash128, grid: tuple[int, int, int], block: tuple[int, int, int], shared_bytes: int, stream: int, args: Sequence[bytes], ordinal: int) -> None: ...
+    def set_launch(self, api: str, launch_identity: Hash128, grid: tuple[int, int, int], block: tuple[int, int, int], shared_bytes: int, stream: int, args: Sequence[bytes], ordinal: int) -> None: ...
 
     def set_va_range(self, base: int, size: int) -> None: ...
 
@@ -738,7 +738,7 @@ class RecordBuilder:
 
 def record_format() -> dict:
     """
-    The recording format the C++ writer writes (kir/record/format.hpp): version, versions (every one a reader knows), metadata_format, record_suffix, chunk_suffix, record_header and chunk_header (magic, size, fields: (name, offset, size, type) with type 'bytes', 'u32' or 'u64', little-endian), codecs ({id: name}), max_chunk_bytes (the largest chunk a reader accepts and the writer writes), max_metadata_values and max_metadata_depth (a reader's bounds on the msgpack values in a record's metadata and on their nesting).
+    The recording format the C++ writer writes (kir/record/format.hpp): version, versions (every one a reader knows), metadata_format, record_suffix, chunk_suffix, record_header and chunk_header (magic, size, fields: (name, offset, size, type) with type 'bytes', 'u32' or 'u64', little-endian), codecs ({id: name}), max_chunk_bytes (the largest chunk a reader accepts and the writer writes), max_metadata_values and max_metadata_depth (a reader's bounds on the msgpack values in a record's metadata and on their nesting), metadata (the metadata's field tables, kir/record/metadata.hpp: root, max_param_bytes, tables: {name: {doc, fields}}).
     """
 
 def reachable_ranges(ranges: Sequence[tuple[int, int]], roots: Sequence[int], contents: Sequence[bytes]) -> list[int]:

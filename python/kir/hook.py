@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from kir.errors import ErrorCode
 from kir.model import AllocationKind, JitArg, Param
 
 LIBRARY = Path(__file__).resolve().parent / "lib" / "libkir_hook.so"
@@ -58,6 +59,15 @@ class _Global(ctypes.Structure):
 class _Allocation(ctypes.Structure):
     _fields_ = [("address", ctypes.c_uint64), ("size", ctypes.c_uint64), ("kind", ctypes.c_int),
                 ("tag", ctypes.c_void_p)]
+
+
+class _Substitute(ctypes.Structure):  # kir_hook_substitute: what a launch_override claims (API 4)
+    _fields_ = [("struct_size", ctypes.c_uint32), ("kind", ctypes.c_int), ("result", ctypes.c_int),
+                ("function", ctypes.c_void_p), ("code", ctypes.c_void_p), ("code_size", ctypes.c_size_t),
+                ("code_kind", ctypes.c_char_p), ("arch", ctypes.c_char_p), ("entry", ctypes.c_char_p),
+                ("id", _Hash128),
+                # API 6
+                ("image_kind", ctypes.c_uint32)]
 
 
 # These mirror kir/hooks.h field for field (tests/hook/test_hook_abi.py compares them
@@ -135,6 +145,8 @@ def _library() -> ctypes.CDLL | None:
     lib.kir_hook_track_allocation.argtypes = [ctypes.c_uint64, ctypes.c_uint64, ctypes.c_int]
     lib.kir_hook_untrack_allocation.argtypes = [ctypes.c_uint64]
     lib.kir_hook_tag_allocation.argtypes = [ctypes.c_uint64, ctypes.c_void_p]
+    lib.kir_hook_failure_count.restype = ctypes.c_uint64
+    lib.kir_hook_failure_count.argtypes = [ctypes.c_uint32]
     return lib
 
 
@@ -227,6 +239,15 @@ def stats() -> dict[str, int]:
     return {name: getattr(s, name) for name, _ in _Stats._fields_[1:]}
 
 
-__all__ = ["active", "Allocation", "ALLOCATION_KINDS", "api_version", "find_allocation", "Global",
+def failure_codes() -> dict[ErrorCode, int]:
+    """Of stats()["failures"], those that were libkir's own errors (a registration or
+    image it could not parse), by their code: {ErrorCode.BAD_MAGIC: 1, ...}, codes
+    with none left out (kir_hook_failure_count, API 6)."""
+    lib = _require()
+    counts = {code: lib.kir_hook_failure_count(code.value) for code in ErrorCode if code != ErrorCode.NONE}
+    return {code: n for code, n in counts.items() if n}
+
+
+__all__ = ["active", "Allocation", "ALLOCATION_KINDS", "api_version", "failure_codes", "find_allocation", "Global",
            "global_device_address", "globals_", "Kernel", "kernels", "LIBRARY", "stats", "tag_allocation", "track_allocation",
            "untrack_allocation"]

@@ -15,15 +15,17 @@ file, the name of every chunk. Anything wrong raises `RecordError`, whose messag
 names the file, the chunk (if any), the byte offset where it applies and what differs.
 The C++ writer lives in `libkir/include/kir/record/`; the layouts (magics,
 versions, header fields, codecs, suffixes) are its own description,
-`kir/record/format.hpp`, read here through `_core.record_format()`: this module
-keeps no copy of them.
+`kir/record/format.hpp`, and the metadata's keys its field table,
+`kir/record/metadata.hpp`, both read here through `_core.record_format()`: this
+module keeps no copy of them, and reads a record's metadata by walking the table
+for the record's format version.
 """
 from __future__ import annotations
 
 import os
 import re
 import struct
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from kir import _core
@@ -71,13 +73,16 @@ RECORD_HEADER, CHUNK_HEADER = RECORD_LAYOUT.struct, CHUNK_LAYOUT.struct
 CODECS: dict[int, str] = FORMAT["codecs"]
 RECORD_SUFFIX: str = FORMAT["record_suffix"]
 CHUNK_SUFFIX: str = FORMAT["chunk_suffix"]
+#: The metadata's field tables (kir/record/metadata.hpp), by name, the record's first:
+#: {"doc", "fields": [{key, type, doc, table, low, high, choices, nullable, since, until, first}]}
+METADATA_TABLES: dict[str, dict] = FORMAT["metadata"]["tables"]
 HEX32 = re.compile(r"[0-9a-f]{32}\Z")
 
 # Caps: every size a file announces is checked against what the file holds and
 # against these before anything is allocated (docs/record-format.md, "Reading safely").
 MAX_RECORD_BYTES = 256 << 20    #: a record file (header + metadata)
 MAX_CHUNK_BYTES = FORMAT["max_chunk_bytes"]  #: a chunk's decoded bytes (and `chunk_size`, and a code's size)
-MAX_PARAM_BYTES = 65536         #: the parameter buffer (CUDA accepts at most 32764 bytes)
+MAX_PARAM_BYTES = FORMAT["metadata"]["max_param_bytes"]  #: the parameter buffer (CUDA: at most 32764 bytes)
 # The metadata's msgpack values (maps, lists, keys, elements, scalars): one per 3 bytes
 # of body (+65536), at most MAX_METADATA_VALUES. Decoded, a value costs Python up to ~70
 # bytes (an empty map: 1 byte, a 75-fold amplification); kir's writer spends more than
@@ -134,8 +139,8 @@ class Kernel:
 @dataclass
 class Launch:
     api: str
-    #: the launch identity the hook computed (docs/hashing.md); None in records written
-    #: before it existed, which carry only `dynamic_hash`
+    #: the launch identity the hook computed (docs/hashing.md); None only in version-1
+    #: records written before it existed, which carry `dynamic_hash` instead
     launch_identity: str | None
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
@@ -143,8 +148,14 @@ class Launch:
     stream: int
     args: list[bytes]       #: one per parameter, as the app passed it
     ordinal: int            #: this kernel's launch count in the process, 0-based
-    #: format 1's dynamic hash of the launch (no shared memory); None when absent
+    #: version-1 records only: format 1's dynamic hash of the launch (no shared memory)
     dynamic_hash: str | None = None
+
+    @property
+    def identity(self) -> str:
+        """The launch's canonical identity: `launch_identity`; for a version-1 record
+        written before it, format 1's dynamic hash (what such a record is named by)."""
+        return self.launch_identity if self.launch_identity is not None else self.dynamic_hash
 
 
 @dataclass
@@ -294,6 +305,11 @@ def _read_file_header(path: Path, where: str, layout, what: str, size_field: str
 
 def read_record_body(path: Path) -> dict:
     """The metadata map of a record file, after checking its header and checksum."""
+    return _read_record(path)[1]
+
+
+def _read_record(path: Path) -> tuple[int, dict]:
+    """(the header's format version, the metadata map) of a record file, checked."""
     where = str(path)
     layout = RECORD_LAYOUT
     data, h = _read_file_header(path, where, layout, "record", "body_size", MAX_RECORD_BYTES - layout.size)
@@ -302,7 +318,7 @@ def read_record_body(path: Path) -> dict:
     if digest != header_hash:
         raise RecordError(f"{where}: checksum of the body is {digest}, header (byte "
                           f"{layout.offset['hash_high']}) says {header_hash}")
-    return _unpack(where, body)
+    return h["version"], _unpack(where, body)
 
 
 def _unpack(where: str, body: bytes) -> dict:
@@ -403,70 +419,101 @@ def _names(types) -> str:
                        for t in _tuple(types))
 
 
-def _code(fields: _Fields | None, kind: str = "") -> Code | None:
-    if fields is None:
-        return None
-    return Code(kind=kind or fields.get("kind", str), arch=fields.get("arch", str) if not kind else "",
-                chunk=fields.hash("chunk"), size=fields.count("size", MAX_CHUNK_BYTES))
+def _in_version(spec: dict, version: int) -> bool:
+    return spec["first"] <= version and (not spec["until"] or version <= spec["until"])
 
 
-def _kernel(f: _Fields) -> Kernel:
-    return Kernel(name=f.get("name", str), demangled=f.get("demangled", str),
-                  static_hash=f.hash("static_hash"),
-                  params=[Param(i, p.count("offset", MAX_PARAM_BYTES), p.count("size", MAX_PARAM_BYTES))
-                          for i, p in enumerate(f.items("params"))],
-                  image=_code(f.sub("image", optional=True)), ptx=_code(f.sub("ptx", optional=True)),
-                  ir=_code(f.sub("ir", optional=True), kind="ir"),
-                  ptx_units=[_code(u) for u in f.items("ptx_units")] if "ptx_units" in f.value else [],
-                  jit_args=[_jit_arg(a) for a in f.items("jit_args")] if "jit_args" in f.value else [])
+#: What a field a record may lack reads as (one added within version 1, absent from
+#: an older record, or one its version does not have): empty.
+_EMPTY = {"maps": list, "bins": list, "number": float}
 
 
-_JIT_KINDS = tuple(JitArgKind)
+def _read_map(f: _Fields, table: str, version: int):
+    """A metadata map of `table`'s fields (kir/record/metadata.hpp) as the record of
+    version `version` carries them, each checked for its type and bounds, built into
+    its dataclass (_BUILD); unknown keys are ignored."""
+    values = {}
+    for spec in METADATA_TABLES[table]["fields"]:
+        key = spec["key"]
+        if not _in_version(spec, version) or (key not in f.value and version < spec["since"]):
+            values[key] = _EMPTY.get(spec["type"], lambda: None)()
+        elif spec["nullable"] and f.value.get(key, 0) is None:
+            values[key] = None
+        else:
+            values[key] = _value(f, spec, version)
+    return _BUILD.get(table, dict)(**values)
 
 
-def _jit_arg(f: _Fields) -> JitArg:
-    kind = f.get("kind", str)
-    if kind not in _JIT_KINDS:
-        f.fail(f"metadata '{f.key_path('kind')}' is {kind!r}, expected one of {', '.join(_JIT_KINDS)}")
-    return JitArg(position=f.count("position", U32, 1), kind=kind, type=f.count("type", 255),
-                  by_value=bool(f.count("by_value", 1)), count=f.count("count", U32),
-                  count_type=f.count("count_type", 255), count_position=f.count("count_position", U32))
+def _value(f: _Fields, spec: dict, version: int):
+    key, kind = spec["key"], spec["type"]
+    if kind == "str":
+        return f.get(key, str)
+    if kind == "choice":
+        text = f.get(key, str)
+        if text not in spec["choices"]:
+            f.fail(f"metadata '{f.key_path(key)}' is {text!r}, expected one of {', '.join(spec['choices'])}")
+        return text
+    if kind == "hash":
+        return f.hash(key)
+    if kind == "sint":
+        return f.get(key, int)
+    if kind == "uint":
+        return f.count(key, spec["high"], spec["low"])
+    if kind == "number":
+        return f.get(key, (int, float))
+    if kind == "boolean":
+        return f.get(key, bool)
+    if kind == "dims":
+        return f.dims(key)
+    if kind == "chunks":
+        return f.chunks(key)
+    if kind == "bins":
+        values = f.get(key, list)
+        for i, value in enumerate(values):
+            if not isinstance(value, bytes):
+                f.fail(f"metadata '{f.key_path(key)}[{i}]' is {_kind(value)}, expected bin")
+        return list(values)
+    if kind == "map":
+        return _read_map(f.sub(key), spec["table"], version)
+    if kind == "maps":
+        items = [_read_map(item, spec["table"], version) for item in f.items(key)]
+        if spec["table"] == "param":  # a parameter's ordinal is its place in the list
+            items = [Param(i, **values) for i, values in enumerate(items)]
+        return items
+    raise RuntimeError(f"kir._core.record_format(): field {key!r} of unknown type {kind!r}")
 
 
-def _launch(f: _Fields) -> Launch:
-    args = f.get("args", list)
-    for i, arg in enumerate(args):
-        if not isinstance(arg, bytes):
-            f.fail(f"metadata 'launch.args[{i}]' is {_kind(arg)}, expected bin")
-    # `launch_identity` since hash format 2; `dynamic_hash` (format 1's) in older
-    # records, and kept next to it in newer ones: at least one must be there.
-    identity = f.hash("launch_identity") if "launch_identity" in f.value else None
-    dynamic = f.hash("dynamic_hash") if identity is None or "dynamic_hash" in f.value else None
-    return Launch(api=f.get("api", str), launch_identity=identity, dynamic_hash=dynamic, grid=f.dims("grid"),
-                  block=f.dims("block"), shared_bytes=f.count("shared_bytes", U32),
-                  stream=f.count("stream"), args=list(args), ordinal=f.count("ordinal"))
+def _write_map(value, table: str, version: int) -> dict:
+    """The inverse of _read_map: the metadata map of a dataclass (or dict) of `table`,
+    its keys in the table's order, as the writer writes it."""
+    out = {}
+    for spec in METADATA_TABLES[table]["fields"]:
+        key, kind = spec["key"], spec["type"]
+        item = value[key] if isinstance(value, dict) else getattr(value, key)
+        if not _in_version(spec, version) or (item is None and version < spec["since"]):
+            continue
+        if item is None:
+            out[key] = None
+        elif kind == "map":
+            out[key] = _write_map(item, spec["table"], version)
+        elif kind == "maps":
+            out[key] = [_write_map(i, spec["table"], version) for i in item]
+        elif kind in ("dims", "chunks", "bins"):
+            out[key] = list(item)
+        else:
+            out[key] = {"uint": int, "number": float}.get(kind, lambda x: x)(item)
+    return out
 
 
-def _region(f: _Fields, index: int, kind: str = "") -> Region:
-    is_global = kind == "global"
-    return Region(index=index, address=f.count("address"), size=f.count("size"),
-                  prologue=f.chunks("prologue"), epilogue=f.chunks("epilogue"),
-                  kind=kind or f.get("kind", str), name=f.get("name", str) if is_global else "",
-                  in_va_range=bool(f.get("in_va_range", bool)) if not is_global else False)
-
-
-#: Stats fields a record may lack (written by a later kir than its first format): every
-#: field after `stored_bytes`, the last one format 1 always had.
-_STATS_FIELDS = [f.name for f in fields(Stats)]
-_OPTIONAL_STATS = _STATS_FIELDS[_STATS_FIELDS.index("stored_bytes") + 1:]
-
-
-def _stats(f: _Fields) -> Stats:
-    number = (int, float)
-    return Stats(prologue_bytes=f.get("prologue_bytes", int), prologue_seconds=f.get("prologue_seconds", number),
-                 epilogue_bytes=f.get("epilogue_bytes", int), epilogue_seconds=f.get("epilogue_seconds", number),
-                 stored_bytes=f.get("stored_bytes", int),
-                 **{key: f.get(key, number) if key in f.value else 0.0 for key in _OPTIONAL_STATS})
+#: The dataclass each table's maps are read into (the rest: dicts).
+_BUILD = {
+    "process": Process, "device": Device, "code": Code, "param": dict, "kernel": Kernel, "launch": Launch,
+    "va_range": VaRange, "flag": Flag, "stats": Stats,
+    "ir": lambda **values: Code(kind="ir", arch="", **values),
+    "jit_arg": lambda by_value, **values: JitArg(by_value=bool(by_value), **values),
+    "allocation": lambda **values: Region(index=-1, **values),  # Record.load numbers the regions
+    "global": lambda **values: Region(index=-1, kind="global", **values),
+}
 
 
 # --- records --------------------------------------------------------------------------
@@ -495,27 +542,28 @@ class Record:
     def load(cls, path) -> Record:
         """Read and check a `.kirrec` file (not the chunks it names: `check()` reads those)."""
         path = Path(path)
-        meta = read_record_body(path)
+        version, meta = _read_record(path)
         f = _Fields(str(path), meta)
-        if meta.get("format") != METADATA_FORMAT:
-            f.fail(f"metadata 'format' is {meta.get('format')!r}, not {METADATA_FORMAT!r}")
-        if f.get("version", int) not in VERSIONS:
-            f.fail(f"metadata 'version' is {meta['version']}, this reader knows {VERSIONS[-1]}")
-        allocations = [_region(a, i) for i, a in enumerate(f.items("allocations"))]
-        globals_ = [_region(g, len(allocations) + i, "global") for i, g in enumerate(f.items("globals"))]
-        va = f.sub("va_range", optional=True)
-        record = cls(
-            path=path, version=meta["version"], kir_version=f.get("kir_version", str),
-            created=f.get("created", (int, float)),
-            process=_process(f.sub("process")),
-            device=_device(f.sub("device")), kernel=_kernel(f.sub("kernel")), launch=_launch(f.sub("launch")),
-            chunk_size=f.count("chunk_size", MAX_CHUNK_BYTES, 1),
-            va_range=VaRange(va.count("base"), va.count("size")) if va else None,
-            allocations=allocations, globals=globals_,
-            flags=[Flag(x.get("flag", str), x.get("detail", str)) for x in f.items("flags")],
-            stats=_stats(f.sub("stats")), meta=meta)
+        if f.get("version", int) != version:
+            f.fail(f"metadata 'version' is {meta['version']}, the header (byte {RECORD_LAYOUT.offset['version']}) "
+                   f"says {version}")
+        values = _read_map(f, FORMAT["metadata"]["root"], version)
+        del values["format"]
+        record = cls(path=path, meta=meta, **values)
+        for index, region in enumerate(record.regions):
+            region.index = index
         record._check_layout()
         return record
+
+    @property
+    def format(self) -> str:
+        """The metadata's `format`: always "kir.record" (checked when loaded)."""
+        return METADATA_FORMAT
+
+    def metadata(self) -> dict:
+        """The metadata map rebuilt from this record's fields, in the field table's order
+        (kir/record/metadata.hpp): msgpack-packed, the body the writer wrote for it."""
+        return _write_map(self, FORMAT["metadata"]["root"], self.version)
 
     # -- memory --
 
@@ -692,14 +740,6 @@ class Record:
             if param.offset + param.size > MAX_PARAM_BYTES:
                 raise RecordError(f"{self.path}: kernel.params[{i}] ends at byte {param.offset + param.size}, "
                                   f"past the {MAX_PARAM_BYTES}-byte cap on a parameter buffer")
-
-
-def _process(f: _Fields) -> Process:
-    return Process(pid=f.get("pid", int), rank=f.get("rank", int))
-
-
-def _device(f: _Fields) -> Device:
-    return Device(name=f.get("name", str), arch=f.get("arch", str), ordinal=f.get("ordinal", int))
 
 
 class Recording:

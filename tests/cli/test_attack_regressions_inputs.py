@@ -208,7 +208,7 @@ def body_with(record: Record, key: str, value: bytes) -> bytes:
 
 def write_body(record: Record, body: bytes) -> None:
     digest = _core.xxh3_128(body)
-    record.path.write_bytes(RECORD_HEADER.pack(b"KIRRECRD", 1, 0, len(body), digest.high, digest.low) + body)
+    record.path.write_bytes(RECORD_HEADER.pack(b"KIRRECRD", record.version, 0, len(body), digest.high, digest.low) + body)
 
 
 PEAK = """

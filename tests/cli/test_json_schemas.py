@@ -120,3 +120,22 @@ def test_cache(built, kir_cli, tmp_path):
     report = json.loads(result.stdout)
     validate(report, "cache")
     assert report["problems"]
+
+
+def test_record(tmp_path):
+    """A fresh recording's metadata validates against its version's schema (generated
+    from kir/record/metadata.hpp; tests/record/test_record_versions.py checks the files are
+    what the table gives), and the checked-in version-1 recording against version 1's."""
+    import msgpack
+    from kir.record import FORMAT, RECORD_LAYOUT, Recording
+    from kir.record_schema import as_json
+    from record_fuzz import write_recording
+    path, _ = write_recording(tmp_path)
+    meta = as_json(msgpack.unpackb(path.read_bytes()[RECORD_LAYOUT.size:]))
+    validate(meta, f"record-v{FORMAT['version']}")
+    [old] = Recording(Path(__file__).resolve().parent / "fixtures" / "records_v1" / "recording").record_paths
+    validate(as_json(msgpack.unpackb(old.read_bytes()[RECORD_LAYOUT.size:])), "record-v1")
+    for broken in ({**meta, "version": 1}, {**meta, "launch": {**meta["launch"], "dynamic_hash": "0" * 32}},
+                   {**meta, "chunk_size": 0}):
+        with pytest.raises(jsonschema.ValidationError):
+            validate(broken, f"record-v{FORMAT['version']}")

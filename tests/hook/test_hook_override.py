@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import re
 import shutil
+import struct
 import subprocess
 from pathlib import Path
 
 import pytest
 
+import kir
+from kir.errors import KirError
 from stub_cuda import AXPY, HOOK, lines, rig, run  # noqa: F401  (rig: fixture)
 from build import source  # tests/support/build.py: a source under tests/fixtures
 
@@ -126,6 +129,40 @@ def test_substitute_code_is_loaded_once_per_context(rig):
     proc = run(rig, "rr", A_MODE="ptx", A_ENTRY="_Z9clusteredPf")
     assert "stub-driver cuModuleLoadData=2" in proc.stderr
     assert all("f=_Z9clusteredPf " in l for l in lines(proc, "stub "))
+
+
+def test_substitute_code_named_by_its_number_is_loaded(rig):
+    """API 6: code_kind NULL, kir_hook_substitute.image_kind KIR_KIND_CUBIN: the layer loads it
+    as it loads code named "cubin"; a number the runtime cannot load is refused by number."""
+    proc = run(rig, "rrd", A_MODE="code-number")
+    assert "stub-driver cuModuleLoadData=2" in proc.stderr
+    stub = lines(proc, "stub ")
+    assert len(stub) == 3 and all(f"f={AXPY} " in l for l in stub)
+    assert lines(proc, "A stats") == ["A stats handled=0 substituted=3 loads=1 substitute_failures=0 failures=0"]
+    proc = run(rig, "r", log=True, A_MODE="hip-number")
+    assert 'image_kind 5 (code-object) cannot be loaded by the CUDA runtime ("cubin" or "ptx")' in proc.stderr
+    assert lines(proc, "A stats") == ["A stats handled=0 substituted=0 loads=0 substitute_failures=1 failures=1"]
+
+
+def test_a_damaged_fatbin_is_counted_under_its_error_code(rig, tmp_path):
+    """kir_hook_failure_count (API 6): a registration libkir cannot parse is counted under its
+    error's code (KIR_ERROR_*), the code Python's reader raises for the same bytes."""
+    d, fatbin, cubin = rig
+    good = fatbin.read_bytes()
+    second = kir.open(fatbin).containers[0].images[1].entry.offset
+    for name, at, patch in (("magic", 0, bytes([good[0] ^ 0xFF])),  # the container's magic
+                            ("entry", second + 8, struct.pack("<Q", 1 << 32))):  # a payload past the container
+        damaged = tmp_path / f"{name}.fatbin"
+        damaged.write_bytes(good[:at] + patch + good[at + len(patch):])
+        with pytest.raises(KirError) as error:
+            kir.open(damaged).images
+        proc = run((d, damaged, cubin), "", log=True)
+        assert "registered without its code" in proc.stderr
+        assert lines(proc, "A stats") == ["A stats handled=0 substituted=0 loads=0 substitute_failures=0 failures=1"]
+        assert lines(proc, "A failures by code") == [f"A failures by code {error.value.code.value}=1"], name
+    # Failures that are no libkir error (a substitute the driver refuses) have no code.
+    proc = run(rig, "r", A_MODE="bad-code")
+    assert lines(proc, "A failures by code") == ["A failures by code"]
 
 
 def test_a_substitute_that_cannot_load_launches_the_original_and_is_logged(rig):

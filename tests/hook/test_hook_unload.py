@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections import Counter
 import re
 import shutil
 import struct
@@ -167,7 +168,8 @@ for path, magic, kernel in json.loads(sys.argv[1]):
 before = kir.hook.stats()
 for handle in handles:
     unregister(handle)
-print(json.dumps({"handles": handles, "before": before, "after": kir.hook.stats()}))
+codes = {code.name.lower(): n for code, n in kir.hook.failure_codes().items()}
+print(json.dumps({"handles": handles, "before": before, "after": kir.hook.stats(), "codes": codes}))
 """
 
 WRAPPER_MAGIC = 0x466243B1
@@ -257,6 +259,16 @@ def test_each_unusable_fatbin_is_counted_and_logged(fatbins, tmp_path, kir_cli):
     assert image == f"kir-hook: error: fatbin {handles[3]}: cubin {chosen.target}: {expected}"
     assert missing == (f"kir-hook: error: kernel _Z7missingv: fatbin {handles[4]}: not in the image the layer "
                        f"decoded ({chosen.target}): its parameter layout is unknown")
+    # The failures that are libkir errors, by code (kir.hook.failure_codes): each the code libkir
+    # raises for the same bytes; the wrapper's magic is bad_magic; the missing kernel is no libkir error.
+    def code_of(read) -> str:
+        with pytest.raises(kir.KirError) as error:
+            read()
+        return error.value.code.name.lower()
+    expected = Counter(["bad_magic", code_of(lambda: kir.open(f["container_magic"]).images),
+                        code_of(lambda: kir.open(f["entry_size"]).images),
+                        code_of(lambda: kir.open(f["image"]).images[chosen.index].code)])
+    assert seen["codes"] == dict(expected)
 
 
 LOAD = r"""

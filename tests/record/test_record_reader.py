@@ -18,24 +18,18 @@ import pytest
 
 import kir
 from kir import _core
-from kir.record import CHUNK_HEADER, RECORD_HEADER, Record, RecordError, Recording
+from kir.record import CHUNK_HEADER, FORMAT, RECORD_HEADER, Record, RecordError, Recording
 from kir import replay
 import kir.jit
 from kir.jit import libdevice
 
 import hash_reference as ref
 from build import source  # tests/support/build.py: a source under tests/fixtures
+from record_builders import AXPY, BASE, CS, as_version_1, axpy_record, h128, rewrite_body
 
-CS = 4096  # a small chunk size, so regions span several chunks
-AXPY = "_Z4axpyfPKfPfi"
-BASE = 0x7F00_0000_0000
 needs_builder = pytest.mark.skipif(not hasattr(_core, "RecordBuilder"),
                                    reason="kir._core.RecordBuilder is not in this build")
 pytestmark = needs_builder
-
-
-def h128(text: str) -> _core.Hash128:
-    return _core.Hash128.from_hex(text)
 
 
 def builder(directory, chunk_size=CS, **kernel):  # kernel: rank, identity (launch identity), arg
@@ -95,7 +89,7 @@ def test_every_field_round_trips(tmp_path):
 
     assert path == tmp_path / "records" / f"{static}.{identity}.rank3.kirrec"
     r = Record.load(path)
-    assert (r.version, r.kir_version, r.chunk_size) == (1, kir.__version__, CS)
+    assert (r.version, r.kir_version, r.chunk_size) == (FORMAT["version"], kir.__version__, CS)
     assert (r.process.pid, r.process.rank) == (4321, 3)
     assert (r.device.name, r.device.arch, r.device.ordinal) == ("NVIDIA H200", "sm_90", 1)
     k = r.kernel
@@ -108,8 +102,8 @@ def test_every_field_round_trips(tmp_path):
     launch = r.launch
     assert (launch.api, launch.launch_identity, launch.grid, launch.block) == \
         ("cuLaunchKernel", identity, (3, 2, 1), (64, 4, 2))
-    # format 1's dynamic hash, for older readers: the writer computes it (no shared memory)
-    assert launch.dynamic_hash == dynamic_v1
+    # format 1's dynamic hash is version 1's alone (tests/record/test_record_versions.py reads one)
+    assert launch.dynamic_hash is None and dynamic_v1 != identity and launch.identity == identity
     assert (launch.shared_bytes, launch.stream, launch.ordinal) == (1024, 0xABCD, 17)
     assert launch.args == [b"12345678", b"\x05\0\0\0"]
     assert (r.va_range.base, r.va_range.size) == (BASE, 1 << 34)
@@ -243,7 +237,7 @@ def test_flipped_payload_byte_of_a_zstd_chunk(damaged):
 
 @pytest.mark.parametrize("offset,data,pieces", [
     (0, b"KIRCHUNX", ["byte 0: not a kir chunk", "KIRCHUNX"]),
-    (8, struct.pack("<I", 2), ["byte 8: format version 2 is not supported"]),
+    (8, struct.pack("<I", FORMAT["version"] + 1), [f"byte 8: format version {FORMAT['version'] + 1} is not supported"]),
     (12, struct.pack("<I", 7), ["byte 12: unknown codec 7"]),
     (16, struct.pack("<Q", CS - 1), [f"decoded {CS} bytes, header (byte 16) says {CS - 1}"]),
     (16, struct.pack("<Q", CS + 1), [f"byte 16: raw size {CS + 1} is more than the {CS} bytes this chunk can hold"]),
@@ -282,12 +276,6 @@ def test_missing_chunk(damaged):
         r.check()
 
 
-def rewrite_body(path: Path, body: bytes) -> None:
-    """Replace a record's body, with a correct header (size and checksum)."""
-    digest = _core.xxh3_128(body)
-    path.write_bytes(RECORD_HEADER.pack(b"KIRRECRD", 1, 0, len(body), digest.high, digest.low) + body)
-
-
 def record_error(path: Path) -> str:
     with pytest.raises(RecordError) as error:
         Record.load(path)
@@ -318,8 +306,8 @@ def test_record_bodies_that_are_not_records(damaged):
     assert "byte 40: the body is not a msgpack value" in record_error(r.path)
     rewrite_body(r.path, msgpack.packb([1, 2]))
     assert "the body is a msgpack list, not a map" in record_error(r.path)
-    rewrite_body(r.path, msgpack.packb({**meta, "version": 2}))
-    assert "metadata 'version' is 2" in record_error(r.path)
+    rewrite_body(r.path, msgpack.packb({**meta, "version": FORMAT["version"] + 1}))
+    assert f"metadata 'version' is {FORMAT['version'] + 1}" in record_error(r.path)
     rewrite_body(r.path, msgpack.packb({k: v for k, v in meta.items() if k != "launch"}))
     assert "metadata has no 'launch'" in record_error(r.path)
     meta["kernel"]["params"][0]["size"] = "8"
@@ -423,39 +411,6 @@ def test_records_prints_names_with_control_characters_escaped(tmp_path, kir_cli)
 
 # --- replay plans ----------------------------------------------------------------------
 
-def axpy_record(directory, cubin: Path, a=2.0, n=1000, ptx: bytes | None = None, alter=None):
-    """A record of axpy(a, x, y, n) from the real sm_90 cubin, hashed as the hook does;
-    `alter(args)` changes the arguments after hashing."""
-    image = cubin.read_bytes()
-    [kernel] = [k for i in kir.open(cubin).images for k in i.kernels if k.name == AXPY]
-    offsets, sizes = [p.offset for p in kernel.params], [p.size for p in kernel.params]
-    x, y = BASE, BASE + (1 << 21)
-    args = [struct.pack("<f", a), struct.pack("<Q", x), struct.pack("<Q", y), struct.pack("<i", n)]
-    static = _core.static_hash(AXPY, "cubin", [image])
-    identity = ref.launch_identity(str(static), "sm_90", args, [4, 1, 1], [256, 1, 1], 0)
-    if alter:
-        alter(args)
-    b = _core.RecordBuilder(str(directory), CS)
-    b.set_device("NVIDIA H200", "sm_90", 0)
-    b.set_kernel(AXPY, kir.demangle(AXPY), static, offsets, sizes)
-    b.set_image("cubin", "sm_90", image)
-    if ptx is not None:
-        b.set_ptx("sm_90", ptx)
-    b.set_launch("cudaLaunchKernel", h128(identity), (4, 1, 1), (256, 1, 1), 0, 0, args, 0)
-    b.set_va_range(BASE, 1 << 30)
-    xs = struct.pack(f"<{n}f", *range(n))
-    ys = struct.pack(f"<{n}f", *(float(i % 7) for i in range(n)))
-    out = struct.pack(f"<{n}f", *(a * i + float(i % 7) for i in range(n)))
-    for address, before, after in ((x, xs, xs), (y, ys, out)):
-        region = b.add_allocation(address, len(before), "device", True)
-        b.snapshot(region, False, before)
-        b.snapshot(region, True, after)
-    counter = b.add_global("counter", 0x1000, 4)
-    b.snapshot(counter, False, b"\0" * 4)
-    b.snapshot(counter, True, struct.pack("<i", 1024))
-    return Record.load(b.write()), kernel, args
-
-
 def test_plan_of_a_real_cubin(tmp_path, built):
     r, kernel, args = axpy_record(tmp_path, built["kernels_sm90.cubin"])
     p = replay.plan(r, "cubin", "sm_90")
@@ -493,10 +448,8 @@ def test_records_of_hash_format_1_still_load_and_check(tmp_path, built, kir_cli)
     `dynamic_hash` (arguments, grid and block; no shared memory): it loads, and the
     plan checks that hash under format 1's recipe."""
     r, _, args = axpy_record(tmp_path, built["kernels_sm90.cubin"])
+    old = as_version_1(r.path, identity=False)  # as format version 1's writer wrote it before the identity
     meta = msgpack.unpackb(r.path.read_bytes()[RECORD_HEADER.size:])
-    del meta["launch"]["launch_identity"]
-    rewrite_body(r.path, msgpack.packb(meta))
-    old = Record.load(r.path)
     v1 = ref.dynamic_hash(r.kernel.static_hash, "sm_90", args=[(i + 1, "bytes", a) for i, a in enumerate(args)],
                           grid=[4, 1, 1], block=[256, 1, 1])
     assert (old.launch.launch_identity, old.launch.dynamic_hash) == (None, v1)
@@ -508,11 +461,11 @@ def test_records_of_hash_format_1_still_load_and_check(tmp_path, built, kir_cli)
     assert [(e["launch_identity"], e["dynamic_hash"]) for e in listing["records"]] == [(None, v1)]
 
     meta["launch"]["dynamic_hash"] = "0" * 32
-    rewrite_body(r.path, msgpack.packb(meta))
+    rewrite_body(r.path, msgpack.packb(meta), version=1)
     p = replay.plan(Record.load(r.path))
     assert not p.hashes_match and any(n.startswith("dynamic hash mismatch") for n in p.notes)
     del meta["launch"]["dynamic_hash"]
-    rewrite_body(r.path, msgpack.packb(meta))
+    rewrite_body(r.path, msgpack.packb(meta), version=1)
     assert "dynamic_hash" in record_error(r.path)
 
 

@@ -58,5 +58,5 @@ def rewrite_meta(record: Record, change) -> Path:
     change(meta)
     body = msgpack.packb(meta, use_bin_type=True)
     digest = _core.xxh3_128(body)
-    record.path.write_bytes(RECORD_HEADER.pack(b"KIRRECRD", 1, 0, len(body), digest.high, digest.low) + body)
+    record.path.write_bytes(RECORD_HEADER.pack(b"KIRRECRD", record.version, 0, len(body), digest.high, digest.low) + body)
     return record.path

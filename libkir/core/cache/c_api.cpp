@@ -16,6 +16,7 @@ int set_last_error(const std::string& message);
 static_assert(offsetof(kir_cache_options, max_bytes) == 8 && offsetof(kir_cache_options, flags) == 16,
               "kir_cache_options moved");
 static_assert(offsetof(kir_cache_options, group) == 24, "kir_cache_options: cache ABI 2's group moved");
+static_assert(offsetof(kir_cache_entry, image_kind) == 56, "kir_cache_entry: cache ABI 3's image_kind moved");
 
 using kir::detail::set_last_error;
 

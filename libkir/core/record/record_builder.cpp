@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "kir/kir.h"
+#include "kir/record/metadata.hpp"
 #include "kir/support/msgpack.hpp"
 
 namespace kir::record {
@@ -149,36 +150,35 @@ void RecordBuilder::add_time(bool epilogue, double seconds) { seconds_[epilogue]
 
 namespace {
 
-void write_code(MsgpackWriter& w, const std::optional<StoredCode>& code, bool with_kind) {
-  if (!code) {
-    w.nil();
-    return;
-  }
-  w.map(with_kind ? 4 : 2);
-  if (with_kind) w.key("kind").str(code->kind).key("arch").str(code->arch);
-  w.key("chunk").str(code->chunk.hex()).key("size").uint(code->size);
+namespace m = metadata;
+
+void write_code_fields(m::MapWriter& c, const StoredCode& code) {
+  c.str(m::code::kind, code.kind);
+  c.str(m::code::arch, code.arch);
+  c.str(m::code::chunk, code.chunk.hex());
+  c.uint(m::code::size, code.size);
 }
 
-void write_dim(MsgpackWriter& w, const std::array<uint32_t, 3>& d) { w.array(3).uint(d[0]).uint(d[1]).uint(d[2]); }
-
-void write_chunks(MsgpackWriter& w, const std::optional<std::vector<Hash128>>& list) {
-  if (!list) {
-    w.nil();
-    return;
-  }
-  w.array(uint32_t(list->size()));
-  for (const Hash128& h : *list) w.str(h.hex());
+void write_code(m::MapWriter& kernel, const m::Field& f, const std::optional<StoredCode>& code) {
+  if (!code) return kernel.nil(f);
+  m::MapWriter c = kernel.map(f);
+  write_code_fields(c, *code);
+  (void)c.end();  // an error reaches the kernel's map, and the record's
 }
 
-void write_region(MsgpackWriter& w, const Region& r) {
-  w.map(r.global ? 5 : 6);
-  if (r.global) w.key("name").str(r.name);
-  w.key("address").uint(r.address).key("size").uint(r.size);
-  if (!r.global) w.key("kind").str(r.kind).key("in_va_range").boolean(r.in_va_range);
-  w.key("prologue");
-  write_chunks(w, r.prologue);
-  w.key("epilogue");
-  write_chunks(w, r.epilogue);
+void write_region(m::MapWriter& list, const m::Field& f, const Region& r) {
+  namespace k = m::region;
+  m::MapWriter w = list.item(f);
+  if (r.global) w.str(k::name, r.name);
+  w.uint(k::address, r.address);
+  w.uint(k::size, r.size);
+  if (!r.global) w.str(k::kind, r.kind), w.boolean(k::in_va_range, r.in_va_range);
+  for (const m::Field* which : {&k::prologue, &k::epilogue}) {
+    const std::optional<std::vector<Hash128>>& names = which == &k::prologue ? r.prologue : r.epilogue;
+    if (names) w.chunks(*which, *names);
+    else w.nil(*which);
+  }
+  (void)w.end();
 }
 
 double unix_time() {
@@ -186,83 +186,130 @@ double unix_time() {
   return duration<double>(system_clock::now().time_since_epoch()).count();
 }
 
-
 }  // namespace
 
-std::vector<uint8_t> RecordBuilder::metadata() const {
-  MsgpackWriter w;
-  w.map(14);
-  w.key("format").str(format::kMetadataFormat).key("version").uint(format::kVersion);
-  w.key("kir_version").str(kir_version()).key("created").f64(unix_time());
-  w.key("process").map(2).key("pid").sint(pid_).key("rank").sint(rank_);
-  w.key("device").map(3).key("name").str(device_name_).key("arch").str(device_arch_);
-  w.key("ordinal").sint(device_ordinal_);
-
-  w.key("kernel").map(7 + !ptx_units_.empty() + !jit_args_.empty()).key("name").str(name_).key("demangled").str(demangled_);
-  w.key("static_hash").str(static_hash_.hex()).key("params").array(uint32_t(sizes_.size()));
-  for (size_t i = 0; i < sizes_.size(); ++i) w.map(2).key("offset").uint(offsets_[i]).key("size").uint(sizes_[i]);
-  w.key("image");
-  write_code(w, image_, true);
-  w.key("ptx");
-  write_code(w, ptx_, true);
-  w.key("ir");
-  write_code(w, ir_, false);
-  if (!ptx_units_.empty()) {  // relocatable device code: every unit's PTX, in link order
-    w.key("ptx_units").array(uint32_t(ptx_units_.size()));
-    for (const StoredCode& unit : ptx_units_) write_code(w, unit, true);
+Expected<std::vector<uint8_t>> RecordBuilder::metadata() const {
+  MsgpackWriter out;
+  m::MapWriter w(out, m::record::table);
+  namespace r = m::record;
+  w.str(r::format, format::kMetadataFormat);
+  w.uint(r::version, format::kVersion);
+  w.str(r::kir_version, kir_version());
+  w.number(r::created, unix_time());
+  {
+    m::MapWriter p = w.map(r::process);
+    p.sint(m::process::pid, pid_);
+    p.sint(m::process::rank, rank_);
+    (void)p.end();
   }
-  if (!jit_args_.empty()) {  // runtime-constant arguments (kir_jit_arg), by position
-    static const char* const kinds[] = {"scalar", "array", "object"};
-    w.key("jit_args").array(uint32_t(jit_args_.size()));
-    for (const kir_jit_arg& a : jit_args_) {
-      w.map(7).key("position").uint(a.position).key("kind").str(a.kind < 3 ? kinds[a.kind] : "unknown");
-      w.key("type").uint(a.type).key("by_value").uint(a.by_value).key("count").uint(a.count);
-      w.key("count_type").uint(a.count_type).key("count_position").uint(a.count_position);
+  {
+    m::MapWriter d = w.map(r::device);
+    d.str(m::device::name, device_name_);
+    d.str(m::device::arch, device_arch_);
+    d.sint(m::device::ordinal, device_ordinal_);
+    (void)d.end();
+  }
+  {
+    namespace k = m::kernel;
+    m::MapWriter kernel = w.map(r::kernel);
+    kernel.str(k::name, name_);
+    kernel.str(k::demangled, demangled_);
+    kernel.str(k::static_hash, static_hash_.hex());
+    kernel.list(k::params, uint32_t(sizes_.size()));
+    for (size_t i = 0; i < sizes_.size(); ++i) {
+      m::MapWriter p = kernel.item(k::params);
+      p.uint(m::param::offset, offsets_[i]);
+      p.uint(m::param::size, sizes_[i]);
+      (void)p.end();
     }
+    write_code(kernel, k::image, image_);
+    write_code(kernel, k::ptx, ptx_);
+    if (ir_) {
+      m::MapWriter ir = kernel.map(k::ir);
+      ir.str(m::ir::chunk, ir_->chunk.hex());
+      ir.uint(m::ir::size, ir_->size);
+      (void)ir.end();
+    } else {
+      kernel.nil(k::ir);
+    }
+    kernel.list(k::ptx_units, uint32_t(ptx_units_.size()));  // relocatable device code: in link order
+    for (const StoredCode& unit : ptx_units_) {
+      m::MapWriter c = kernel.item(k::ptx_units);
+      write_code_fields(c, unit);
+      (void)c.end();
+    }
+    kernel.list(k::jit_args, uint32_t(jit_args_.size()));  // runtime-constant arguments, by position
+    for (const kir_jit_arg& a : jit_args_) {
+      namespace j = m::jit_arg;
+      m::MapWriter arg = kernel.item(k::jit_args);
+      arg.uint(j::position, a.position);
+      arg.str(j::kind, a.kind < 3 ? j::kKinds[a.kind] : "unknown");
+      arg.uint(j::type, a.type);
+      arg.uint(j::by_value, a.by_value);
+      arg.uint(j::count, a.count);
+      arg.uint(j::count_type, a.count_type);
+      arg.uint(j::count_position, a.count_position);
+      (void)arg.end();
+    }
+    (void)kernel.end();
   }
-
-  // Format 1's dynamic hash of the launch (domain kir.dynamic-hash: no shared
-  // memory), for readers older than `launch_identity` (docs/hashing.md).
-  DynamicHash v1(HashDomain::dynamic_v1, static_hash_, image_ ? image_->arch : device_arch_);
-  for (size_t i = 0; i < args_.size(); ++i) v1.arg(uint32_t(i + 1), ArgType::bytes, args_[i].data(), args_[i].size());
-  Hash128 dynamic_v1 = v1.grid(grid_[0], grid_[1], grid_[2]).block(block_[0], block_[1], block_[2]).finish();
-  w.key("launch").map(9).key("api").str(api_).key("launch_identity").str(launch_identity_.hex());
-  w.key("dynamic_hash").str(dynamic_v1.hex());
-  w.key("grid");
-  write_dim(w, grid_);
-  w.key("block");
-  write_dim(w, block_);
-  w.key("shared_bytes").uint(shared_bytes_).key("stream").uint(stream_);
-  w.key("args").array(uint32_t(args_.size()));
-  for (const std::vector<uint8_t>& a : args_) w.bin(a.data(), a.size());
-  w.key("ordinal").uint(ordinal_);
-
-  w.key("chunk_size").uint(chunk_size_).key("va_range");
-  if (va_range_)
-    w.map(2).key("base").uint(va_range_->first).key("size").uint(va_range_->second);
-  else
-    w.nil();
+  {
+    namespace l = m::launch;
+    m::MapWriter launch = w.map(r::launch);
+    launch.str(l::api, api_);
+    launch.str(l::launch_identity, launch_identity_.hex());
+    launch.dims(l::grid, grid_);
+    launch.dims(l::block, block_);
+    launch.uint(l::shared_bytes, shared_bytes_);
+    launch.uint(l::stream, stream_);
+    launch.bins(l::args, args_);
+    launch.uint(l::ordinal, ordinal_);
+    (void)launch.end();
+  }
+  w.uint(r::chunk_size, chunk_size_);
+  if (va_range_) {
+    m::MapWriter va = w.map(r::va_range);
+    va.uint(m::va_range::base, va_range_->first);
+    va.uint(m::va_range::size, va_range_->second);
+    (void)va.end();
+  } else {
+    w.nil(r::va_range);
+  }
   size_t globals = 0;
-  for (const Region& r : regions_) globals += r.global;
-  w.key("allocations").array(uint32_t(regions_.size() - globals));
-  for (const Region& r : regions_)
-    if (!r.global) write_region(w, r);
-  w.key("globals").array(uint32_t(globals));
-  for (const Region& r : regions_)
-    if (r.global) write_region(w, r);
-  w.key("flags").array(uint32_t(flags_.size()));
-  for (const Flag& f : flags_) w.map(2).key("flag").str(f.flag).key("detail").str(f.detail);
-  w.key("stats").map(11).key("prologue_bytes").uint(bytes_[0]).key("prologue_seconds").f64(seconds_[0]);
-  w.key("epilogue_bytes").uint(bytes_[1]).key("epilogue_seconds").f64(seconds_[1]);
-  w.key("stored_bytes").uint(store_.stored_bytes() - stored_before_).key("store_seconds").f64(store_seconds_);
-  // The writer's profile (issue 15): thread-summed seconds since this record began.
-  ChunkStore::Profile now = store_.profile();
-  w.key("store_hash_seconds").f64(double(now.hash_ns - profile_before_.hash_ns) * 1e-9);
-  w.key("store_compress_seconds").f64(double(now.compress_ns - profile_before_.compress_ns) * 1e-9);
-  w.key("store_write_seconds").f64(double(now.write_ns - profile_before_.write_ns) * 1e-9);
-  w.key("copy_wait_seconds").f64(copy_wait_seconds_);
-  w.key("sync_seconds").f64(sync_seconds_);
-  return w.take();
+  for (const Region& region : regions_) globals += region.global;
+  w.list(r::allocations, uint32_t(regions_.size() - globals));
+  for (const Region& region : regions_)
+    if (!region.global) write_region(w, r::allocations, region);
+  w.list(r::globals, uint32_t(globals));
+  for (const Region& region : regions_)
+    if (region.global) write_region(w, r::globals, region);
+  w.list(r::flags, uint32_t(flags_.size()));
+  for (const Flag& f : flags_) {
+    m::MapWriter flag = w.item(r::flags);
+    flag.str(m::flag::flag, f.flag);
+    flag.str(m::flag::detail, f.detail);
+    (void)flag.end();
+  }
+  {
+    namespace t = m::stats;
+    m::MapWriter stats = w.map(r::stats);
+    stats.uint(t::prologue_bytes, bytes_[0]);
+    stats.number(t::prologue_seconds, seconds_[0]);
+    stats.uint(t::epilogue_bytes, bytes_[1]);
+    stats.number(t::epilogue_seconds, seconds_[1]);
+    stats.uint(t::stored_bytes, store_.stored_bytes() - stored_before_);
+    stats.number(t::store_seconds, store_seconds_);
+    // The writer's profile (issue 15): thread-summed seconds since this record began.
+    ChunkStore::Profile now = store_.profile();
+    stats.number(t::store_hash_seconds, double(now.hash_ns - profile_before_.hash_ns) * 1e-9);
+    stats.number(t::store_compress_seconds, double(now.compress_ns - profile_before_.compress_ns) * 1e-9);
+    stats.number(t::store_write_seconds, double(now.write_ns - profile_before_.write_ns) * 1e-9);
+    stats.number(t::copy_wait_seconds, copy_wait_seconds_);
+    stats.number(t::sync_seconds, sync_seconds_);
+    (void)stats.end();
+  }
+  if (Status written = w.end(); !written) return written.error();
+  return out.take();
 }
 
 namespace {
@@ -294,7 +341,9 @@ Expected<std::string> RecordBuilder::write() const {
   auto sync_start = std::chrono::steady_clock::now();
   if (Status synced = store_.sync(); !synced) return synced.error().within("record not written");
   sync_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - sync_start).count();
-  std::vector<uint8_t> body = metadata();
+  Expected<std::vector<uint8_t>> metadata_body = metadata();
+  if (!metadata_body) return metadata_body.error().within("record not written");
+  std::vector<uint8_t>& body = *metadata_body;
   namespace field = format::record_header;
   std::vector<uint8_t> file(format::kRecordHeader.size);
   format::put_magic(file.data(), format::kRecordHeader);

@@ -109,4 +109,11 @@ MsgpackWriter& MsgpackWriter::map(uint32_t count) {
   return *this;
 }
 
+MsgpackWriter& MsgpackWriter::insert_map(size_t position, uint32_t count) {
+  MsgpackWriter head;
+  head.map(count);
+  out_.insert(out_.begin() + std::ptrdiff_t(position), head.out_.begin(), head.out_.end());
+  return *this;
+}
+
 }  // namespace kir

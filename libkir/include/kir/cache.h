@@ -83,7 +83,7 @@ typedef struct kir_cache_entry {
   const char* arch;        /* "sm_90", "gfx90a" */
   const kir_cache_meta* meta; /* key inputs, compile options, resources, producer, version */
   size_t meta_count;
-  /* appended after meta_count (a smaller struct_size leaves it out): */
+  /* since cache ABI 3 (a smaller struct_size leaves it out): */
   uint32_t image_kind;     /* code_kind as a number: KIR_KIND_CUBIN, KIR_KIND_PTX or KIR_KIND_CODE_OBJECT
                               (kir.h). Filled by kir_cache_lookup; kir_cache_store reads it when
                               code_kind is NULL */

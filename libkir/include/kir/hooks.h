@@ -31,7 +31,8 @@
  *
  * Errors: the layer never fails the app's call, and never drops what it cannot
  * use silently: each fatbin, module, code object, kernel or client it cannot
- * parse or load is counted (kir_hook_stats.failures). KIR_HOOK_LOG=1 prints one
+ * parse or load is counted (kir_hook_stats.failures; those that were libkir errors
+ * also by their KIR_ERROR_* code, kir_hook_failure_count). KIR_HOOK_LOG=1 prints one
  * line per failure on stderr, KIR_HOOK_LOG=PATH appends them to PATH:
  *   kir-hook: error: fatbin 0x55d0c0a0: registered without its code: container at 0x7f..: <libkir's error, with its offset>
  * (a client named in KIR_HOOK_CLIENTS that cannot be loaded is printed always).
@@ -58,7 +59,8 @@
  *   KIR_SUBSTITUTE_KERNEL    launch this CUkernel (cuLibraryGetKernel) instead;
  *   KIR_SUBSTITUTE_HIP_FUNCTION launch this hipFunction_t (HIP) instead;
  *   KIR_SUBSTITUTE_CODE      load `code` (`code_kind` "cubin" or "ptx" for CUDA,
- *                            "code-object" for HIP) and launch its kernel `entry`
+ *                            "code-object" for HIP; from API 6 `code_kind` NULL and
+ *                            `image_kind` the KIR_KIND_* number) and launch its kernel `entry`
  *                            (NULL: the launched kernel's own name). The layer loads
  *                            it ONCE per context (CUDA: the current CUcontext; HIP:
  *                            the current device) through the driver's
@@ -235,6 +237,10 @@ typedef struct kir_hook_substitute {
   const char* entry;     /* CODE: the kernel to launch in it; NULL: the launched kernel's name */
   kir_hash128 id;        /* the substitute's identity (its JIT key): reported as
                             kir_hook_launch.substitute_id; CODE: the module cache's key */
+  /* API 6 (write it only when struct_size covers it: an API-5 layer's struct ends before): */
+  uint32_t image_kind;   /* CODE: the kind as a number, KIR_KIND_CUBIN, KIR_KIND_PTX or
+                            KIR_KIND_CODE_OBJECT (kir.h; as kir_cache_entry.image_kind), read
+                            when code_kind is NULL */
 } kir_hook_substitute;
 
 /** A client's allocator for device memory (cudaMalloc, cudaMallocAsync,
@@ -415,6 +421,11 @@ typedef struct kir_hook_stats {
   uint64_t substitute_failures; /* claims whose substitute could not be launched (also in failures) */
 } kir_hook_stats;
 void kir_hook_get_stats(kir_hook_stats* out);
+/** API 6. Of kir_hook_stats.failures, those that were libkir's own error of
+ *  `code` (KIR_ERROR_*, kir.h: a fatbin, module or image it could not parse, as
+ *  kir_last_error_code would name it); other failures (a client, a substitute)
+ *  have no code and are counted under none. 0 for KIR_ERROR_NONE and unknown codes. */
+uint64_t kir_hook_failure_count(uint32_t code);
 
 #ifdef __cplusplus
 }

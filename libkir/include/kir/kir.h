@@ -200,7 +200,7 @@ typedef struct kir_bytes {
 int64_t kir_binary_kernel_ir_count(const kir_binary* binary, size_t index, size_t kernel);
 int kir_binary_kernel_ir(const kir_binary* binary, size_t index, size_t kernel, size_t module, kir_bytes* out);
 
-/** Code kinds: what a static hash covers (kir/model.hpp CodeKind; the names are
+/** Code kinds (since ABI 9): what a static hash covers (kir/model.hpp CodeKind; the names are
  *  "unknown", "ir", "cubin", "ptx", "code-object"). Values are never renumbered. */
 #define KIR_CODE_KIND_UNKNOWN 0
 #define KIR_CODE_KIND_IR 1
@@ -213,7 +213,7 @@ int kir_binary_kernel_ir(const kir_binary* binary, size_t index, size_t kernel, 
  *  kir_static_hash_of_kind takes the code kind as a number. */
 kir_hash128 kir_static_hash(const char* name, const char* code_kind, const kir_bytes* modules,
                             size_t count);
-/** The same with `code_kind` a KIR_CODE_KIND_* value; a value that is none: {0, 0} with
+/** The same with `code_kind` a KIR_CODE_KIND_* value (since ABI 9); a value that is none: {0, 0} with
  *  kir_last_error set. */
 kir_hash128 kir_static_hash_of_kind(const char* name, uint32_t code_kind, const kir_bytes* modules,
                                     size_t count);

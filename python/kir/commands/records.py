@@ -78,7 +78,7 @@ def print_table(records: list[Record], chunks: dict, recording: Recording) -> No
 
 def row(r: Record) -> tuple[str, ...]:
     launch = r.launch
-    identity = launch.launch_identity or f"{launch.dynamic_hash[:10]}v1"  # older records: format 1's hash
+    identity = launch.identity if launch.launch_identity is not None else f"{launch.identity[:10]}v1"  # version 1
     return (r.kernel.static_hash[:12], identity[:12],
             ",".join(map(str, launch.grid)), ",".join(map(str, launch.block)), str(launch.ordinal),
             f"{len(r.allocations)}+{len(r.globals)}g" if r.globals else str(len(r.allocations)),

@@ -85,7 +85,7 @@ class ReplayJob:
         try:
             record = Record.load(path)
             row.update(kernel=record.kernel.demangled, static_hash=record.kernel.static_hash,
-                       launch_identity=record.launch.launch_identity or record.launch.dynamic_hash)
+                       launch_identity=record.launch.identity)
             (self._plan if self.plan_only else self._replay)(record, row)
         except KirError as error:
             row.update(status="error", error=str(error))

@@ -44,7 +44,7 @@ def _optuna():
 
 def study_name(record) -> str:
     """The study of a recorded launch: kir-tune-<static hash>-<launch identity>."""
-    identity = record.launch.launch_identity or record.launch.dynamic_hash or "0"
+    identity = record.launch.identity or "0"
     return f"kir-tune-{record.kernel.static_hash}-{identity}"
 
 

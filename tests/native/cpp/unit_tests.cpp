@@ -32,6 +32,7 @@
 #include "kir/support/compression.hpp"
 #include "kir/support/md5.hpp"
 #include "kir/support/msgpack.hpp"
+#include "kir/record/metadata.hpp"
 
 #include <atomic>
 
@@ -615,6 +616,52 @@ void test_msgpack_writer() {
   CHECK(b && b->items[1].string.size() == 300 && b->items[2].type == kir::MsgpackValue::Type::nil);
 }
 
+/// The record metadata's MapWriter: keys from the field table, the entry count from
+/// what was written (fixmap, then map16 past 15 entries), and a writer bug (a field
+/// out of order, left out, of another type or out of bounds) an Error, nested ones
+/// reaching the outer map.
+void test_metadata_writer() {
+  namespace m = kir::record::metadata;
+  kir::MsgpackWriter w;
+  m::MapWriter p(w, m::process::table);
+  p.sint(m::process::pid, 7);
+  p.sint(m::process::rank, -1);
+  CHECK(bool(p.end()));
+  const std::vector<uint8_t> two = {0x82, 0xa3, 'p', 'i', 'd', 0x07, 0xa4, 'r', 'a', 'n', 'k', 0xff};
+  CHECK(w.bytes() == two);
+
+  kir::MsgpackWriter many;
+  for (int i = 0; i < 16; ++i) many.key("k").uint(uint64_t(i));
+  many.insert_map(0, 16);
+  CHECK(many.bytes()[0] == 0xde && many.bytes()[1] == 0 && many.bytes()[2] == 16);
+  kir::Expected<kir::MsgpackValue> parsed = kir::parse_msgpack(kir::ByteView(many.bytes().data(), many.size()));
+  CHECK(parsed.ok() && parsed->items.size() == 32);
+
+  auto error = [](kir::Status s) { return s ? std::string() : s.error().message(); };
+  kir::MsgpackWriter bad;
+  m::MapWriter twice(bad, m::process::table);
+  twice.sint(m::process::pid, 0);
+  twice.sint(m::process::rank, 0);
+  twice.sint(m::process::pid, 0);
+  CHECK(error(twice.end()) == "metadata process.pid: not a field of this map, or written out of order");
+  m::MapWriter swapped(bad, m::process::table);
+  swapped.sint(m::process::rank, 0);  // past pid: left out
+  CHECK(error(swapped.end()) == "metadata process.pid: left out");
+  m::MapWriter short_(bad, m::process::table);
+  short_.sint(m::process::pid, 0);
+  CHECK(error(short_.end()) == "metadata process.rank: left out");
+  m::MapWriter typed(bad, m::param::table);
+  typed.sint(m::param::offset, 0);
+  CHECK(error(typed.end()) == "metadata param.offset: a uint field written as sint");
+  m::MapWriter outer(bad, m::kernel::table);
+  outer.list(m::kernel::params, 1);  // name, demangled, static_hash left out first
+  m::MapWriter param = outer.item(m::kernel::params);
+  param.uint(m::param::offset, 70000);
+  param.uint(m::param::size, 8);
+  CHECK(error(param.end()) == "metadata param.offset: 70000 is not from 0 to 65536");
+  CHECK(error(outer.end()) == "metadata kernel.name: left out");  // its own first error
+}
+
 /// A zstd round trip through the writer's compressor and the reader's decoder.
 void test_zstd_compress() {
   std::vector<uint8_t> raw(100000);
@@ -793,7 +840,7 @@ int main() {
       {"msgpack", test_msgpack},                   {"hash_c_api", test_hash_c_api_matches_cpp},
       {"msgpack_measure", test_msgpack_measure},
       {"jit_key_c_api", test_jit_key_c_api},
-      {"c_api_errors", test_c_api_errors},         {"msgpack_writer", test_msgpack_writer},
+      {"c_api_errors", test_c_api_errors},         {"msgpack_writer", test_msgpack_writer}, {"metadata_writer", test_metadata_writer},
       {"zstd_compress", test_zstd_compress},     {"model_names", test_model_names},
       {"discover_from_memory", test_discover_from_memory}, {"magic_scan", test_magic_scan}};
   for (const auto& [name, fn] : tests) {

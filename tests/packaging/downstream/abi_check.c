@@ -51,6 +51,7 @@ int main(int argc, char** argv) {
     OFFSET(kir_jit_key_input, config_records);
     OFFSET(kir_jit_key_input, config_records_size);
     OFFSET(kir_cache_options, group);
+    OFFSET(kir_cache_entry, image_kind);
     return 0;
   }
   if (strcmp(mode, "open") == 0 && argc == 3) {

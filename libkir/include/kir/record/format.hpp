@@ -10,12 +10,15 @@
 
 namespace kir::record::format {
 
-/// The format version this writer writes, and every version a reader knows.
-inline constexpr uint32_t kVersion = 1;
-inline constexpr uint32_t kVersions[] = {1};
+/// The format version this writer writes, and every version a reader knows. Bumped
+/// whenever a header or a metadata field (kir/record/metadata.hpp) changes.
+/// 2: `launch.dynamic_hash` gone; `launch_identity`, `kernel.ptx_units` and
+///    `kernel.jit_args` and every `stats` field always written.
+inline constexpr uint32_t kVersion = 2;
+inline constexpr uint32_t kVersions[] = {1, 2};
 /// The value of a record's metadata key `format`.
 inline constexpr char kMetadataFormat[] = "kir.record";
-/// File names: DIR/records/<static>.<dynamic>[.rank<R>]<kRecordSuffix>,
+/// File names: DIR/records/<static>.<launch identity>[.rank<R>]<kRecordSuffix>,
 /// DIR/chunks/<XXH3-128><kChunkSuffix>.
 inline constexpr char kRecordSuffix[] = ".kirrec";
 inline constexpr char kChunkSuffix[] = ".kirc";

@@ -56,9 +56,7 @@ class RecordBuilder {
   /// The kernel's runtime-constant (JIT) arguments, as the hook captured them
   /// (kir_hook_kernel.jit_args); written as `kernel.jit_args` when there is any.
   void set_jit_args(std::vector<kir_jit_arg> args) { jit_args_ = std::move(args); }
-  /// `launch_identity`: the hook's (kir_hook_launch.launch_identity). The record
-  /// also keeps format 1's `dynamic_hash` of the launch, computed here, for
-  /// readers that predate the launch identity.
+  /// `launch_identity`: the hook's (kir_hook_launch.launch_identity).
   void set_launch(std::string api, Hash128 launch_identity, std::array<uint32_t, 3> grid,
                   std::array<uint32_t, 3> block, uint64_t shared_bytes, uint64_t stream,
                   std::vector<std::vector<uint8_t>> args, uint64_t ordinal);
@@ -97,8 +95,9 @@ class RecordBuilder {
   void count_refused_thread() { ++threads_refused_; }
   uint64_t threads_refused() const { return threads_refused_; }
 
-  /// The metadata as msgpack (the record file's body).
-  std::vector<uint8_t> metadata() const;
+  /// The metadata as msgpack (the record file's body), written through its field
+  /// table (kir/record/metadata.hpp); an Error names a value the format cannot hold.
+  Expected<std::vector<uint8_t>> metadata() const;
   /// Write DIR/records/<static>.<launch identity>[.rank<N>].kirrec atomically; returns its path.
   Expected<std::string> write() const;
 

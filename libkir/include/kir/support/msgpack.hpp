@@ -64,6 +64,11 @@ class MsgpackWriter {
   /// A map key: the same as str(), named for readability at call sites.
   MsgpackWriter& key(std::string_view name) { return str(name); }
 
+  /// A map header put in front of the bytes written since `position` (a map whose
+  /// entries were counted as they were written), in its shortest encoding.
+  MsgpackWriter& insert_map(size_t position, uint32_t count);
+
+  size_t size() const { return out_.size(); }
   const std::vector<uint8_t>& bytes() const { return out_; }
   std::vector<uint8_t> take() { return std::move(out_); }
 
