@@ -133,7 +133,7 @@ def test_record(tmp_path):
     path, _ = write_recording(tmp_path)
     meta = as_json(msgpack.unpackb(path.read_bytes()[RECORD_LAYOUT.size:]))
     validate(meta, f"record-v{FORMAT['version']}")
-    [old] = Recording(Path(__file__).resolve().parent / "fixtures" / "records_v1" / "recording").record_paths
+    [old] = Recording(Path(__file__).resolve().parents[1] / "fixtures" / "records_v1" / "recording").record_paths
     validate(as_json(msgpack.unpackb(old.read_bytes()[RECORD_LAYOUT.size:])), "record-v1")
     for broken in ({**meta, "version": 1}, {**meta, "launch": {**meta["launch"], "dynamic_hash": "0" * 32}},
                    {**meta, "chunk_size": 0}):
