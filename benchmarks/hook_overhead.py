@@ -17,8 +17,9 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-import kir
 from common import pin_to
+
+import kir
 
 HERE = Path(__file__).resolve().parent
 # Counts the launches it is told about, and says how many at exit: the

@@ -35,8 +35,8 @@ import shutil
 import statistics
 import subprocess
 import sys
-import time
 import tempfile
+import time
 from pathlib import Path
 
 import kir
@@ -109,14 +109,14 @@ def profile(lib: Path, threads_list: list[int], repeat: int, exe: Path) -> None:
     core = core_times(exe, lib, threads_list, repeat)
     rows = []
     for n in threads_list:
-        def load():
+        def load(n=n):
             b = kir.open(lib)
             b.load_code(b.images, n)
             return b
         t_load = timed(load, repeat)
         b = load()
         codes = [i._code for i in b.images]  # as `kir inspect --kernels` hands them over
-        t_render = timed(lambda: render_table(b, codes=codes), repeat)
+        t_render = timed(lambda b=b, codes=codes: render_table(b, codes=codes), repeat)
         kernels = sum(len(c.kernel_rows()) for c in codes if c is not None)
         t_process = process_seconds(lib, n, repeat)
         rows.append((n, t_process, t_open, t_load, t_render, *core[n], kernels))

@@ -25,7 +25,8 @@ import zipfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import CACHE, HERE, clean_venv, kir_command, measure, require_gnu_time, row  # noqa: E402
+from common import CACHE, clean_venv, kir_command, measure, require_gnu_time, row  # noqa: E402
+
 
 def fetch_cublaslt() -> Path:
     target = CACHE / "libcublasLt.so.13"

@@ -51,6 +51,7 @@ def value(output: str, key: str) -> float:
 def record(exe: Path, out: Path, kernel: str, *args, max_per_kernel: int = 4, env: dict | None = None) -> list:
     """Record `exe args` (only `kernel`) into `out`; its records (kir.record.Record), by ordinal."""
     import os
+
     from kir.record import Recording
     if out.exists():
         shutil.rmtree(out)

@@ -11,29 +11,29 @@
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/string_view.h>
-#include <nanobind/stl/vector.h>
 #include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
 
 #include <cctype>
 #include <stdexcept>
 #include <unordered_map>
 
-#include "kir/binary.hpp"
 #include "kir/amdgpu/code_object.hpp"
+#include "kir/binary.hpp"
+#include "kir/cache.h"
 #include "kir/cuda/cubin.hpp"
 #include "kir/cuda/ptx.hpp"
-#include "kir/support/demangle.hpp"
-#include "kir/support/kernel_pattern.hpp"
 #include "kir/hash/hash.hpp"
 #include "kir/hash/kernel_code.hpp"
 #include "kir/hash/proteus.hpp"
-#include "kir/model.hpp"
 #include "kir/hooks.h"
-#include "kir/cache.h"
 #include "kir/kir.h"
+#include "kir/model.hpp"
 #include "kir/object/elf.hpp"
-#include "records.hpp"
+#include "kir/support/demangle.hpp"
+#include "kir/support/kernel_pattern.hpp"
 #include "recording.hpp"
+#include "records.hpp"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -149,29 +149,25 @@ struct type_caster<kir::ArgType> {
 };
 }  // namespace nanobind::detail
 
-#define KIR_MODEL_ENUM_CASTER(Enum, Count, FromName, Cls)                                  \
-  namespace nanobind::detail {                                                             \
-  template <>                                                                              \
-  struct type_caster<Enum> {                                                               \
-    using Base = kir_bindings::ModelEnumCaster<Enum, Count, FromName>;                     \
-    NB_TYPE_CASTER(Enum, const_name("kir.model." Cls))                                     \
-    bool from_python(handle src, uint8_t flags, cleanup_list*) noexcept {                  \
-      return Base::cast_in(src, flags, Cls, value);                                        \
-    }                                                                                      \
-    static handle from_cpp(Enum v, rv_policy, cleanup_list*) noexcept {                    \
-      return Base::cast_out(v, Cls);                                                       \
-    }                                                                                      \
-  };                                                                                       \
+#define KIR_MODEL_ENUM_CASTER(Enum, Count, FromName, Cls)                                                \
+  namespace nanobind::detail {                                                                           \
+  template <>                                                                                            \
+  struct type_caster<Enum> {                                                                             \
+    using Base = kir_bindings::ModelEnumCaster<Enum, Count, FromName>;                                   \
+    NB_TYPE_CASTER(Enum, const_name("kir.model." Cls))                                                   \
+    bool from_python(handle src, uint8_t flags, cleanup_list*) noexcept {                                \
+      return Base::cast_in(src, flags, Cls, value);                                                      \
+    }                                                                                                    \
+    static handle from_cpp(Enum v, rv_policy, cleanup_list*) noexcept { return Base::cast_out(v, Cls); } \
+  };                                                                                                     \
   }
 
 KIR_MODEL_ENUM_CASTER(kir::ImageKind, kir::kImageKinds, kir::image_kind_from_name, "ImageKind")
 KIR_MODEL_ENUM_CASTER(kir::CodeKind, kir::kCodeKinds, kir::code_kind_from_name, "CodeKind")
 KIR_MODEL_ENUM_CASTER(kir::TargetKind, kir::kTargetKinds, kir::target_kind_from_name, "TargetKind")
-KIR_MODEL_ENUM_CASTER(kir::AllocationKind, kir::kAllocationKinds, kir::allocation_kind_from_name,
-                      "AllocationKind")
+KIR_MODEL_ENUM_CASTER(kir::AllocationKind, kir::kAllocationKinds, kir::allocation_kind_from_name, "AllocationKind")
 KIR_MODEL_ENUM_CASTER(kir::JitArgKind, kir::kJitArgKinds, kir::jit_arg_kind_from_name, "JitArgKind")
-KIR_MODEL_ENUM_CASTER(kir::ContainerFormat, kir::kContainerFormats, kir::container_format_from_name,
-                      "ContainerFormat")
+KIR_MODEL_ENUM_CASTER(kir::ContainerFormat, kir::kContainerFormats, kir::container_format_from_name, "ContainerFormat")
 KIR_MODEL_ENUM_CASTER(kir::Codec, kir::kCodecs, kir::codec_from_name, "Codec")
 
 namespace {
@@ -194,23 +190,28 @@ nb::bytes to_bytes(const std::vector<uint8_t>& v) {
 void bind_device_code(nb::module_& m) {
   nb::class_<kir::Kernel>(m, "Kernel", "A kernel (entry point) of a device image.")
       .def_ro("name", &kir::Kernel::name, "Mangled name.")
-      .def_ro("demangled", &kir::Kernel::demangled,
-              "Demangled C++ name (the name itself when not mangled).")
-      .def_prop_ro("params", [](const kir::Kernel& k) {
-        nb::object param = nb::module_::import_("kir.model").attr("Param");
-        nb::list out;
-        for (const kir::KernelParam& p : k.params) out.append(param(p.ordinal, p.offset, p.size));
-        return out;
-      }, "The parameters' layout (kir.model.Param).")
+      .def_ro("demangled", &kir::Kernel::demangled, "Demangled C++ name (the name itself when not mangled).")
+      .def_prop_ro(
+          "params",
+          [](const kir::Kernel& k) {
+            nb::object param = nb::module_::import_("kir.model").attr("Param");
+            nb::list out;
+            for (const kir::KernelParam& p : k.params) out.append(param(p.ordinal, p.offset, p.size));
+            return out;
+          },
+          "The parameters' layout (kir.model.Param).")
       .def_prop_ro("param_count", [](const kir::Kernel& k) { return k.params.size(); })
-      .def_prop_ro("layout", [](const kir::Kernel& k) {
-        std::string out;
-        for (const kir::KernelParam& p : k.params) {
-          if (!out.empty()) out += ' ';
-          out += std::to_string(p.offset) + ':' + std::to_string(p.size);
-        }
-        return out;
-      }, "The parameter layout as text: 'offset:size' per parameter.")
+      .def_prop_ro(
+          "layout",
+          [](const kir::Kernel& k) {
+            std::string out;
+            for (const kir::KernelParam& p : k.params) {
+              if (!out.empty()) out += ' ';
+              out += std::to_string(p.offset) + ':' + std::to_string(p.size);
+            }
+            return out;
+          },
+          "The parameter layout as text: 'offset:size' per parameter.")
       .def_ro("param_bytes", &kir::Kernel::param_bytes, "Total parameter buffer size, if known.")
       .def_ro("registers", &kir::Kernel::registers, "Registers per thread, if recorded.")
       .def_ro("shared_bytes", &kir::Kernel::shared_bytes, "Static shared memory, if known.")
@@ -227,15 +228,15 @@ void bind_device_code(nb::module_& m) {
       .def_ro("size", &kir::DeviceGlobal::size)
       .def("__repr__", [](const kir::DeviceGlobal& g) { return "DeviceGlobal('" + g.name + "')"; });
 
-  nb::class_<kir::EmbeddedModule>(m, "EmbeddedModule",
-                                  "LLVM IR the Proteus pass embedded in device code.")
+  nb::class_<kir::EmbeddedModule>(m, "EmbeddedModule", "LLVM IR the Proteus pass embedded in device code.")
       .def_ro("name", &kir::EmbeddedModule::name, "The symbol or section name.")
       .def_ro("kernel", &kir::EmbeddedModule::kernel, "HIP per-kernel sections: the mangled kernel.")
       .def_ro("md5", &kir::EmbeddedModule::md5, "HIP: the hex field of the section name.")
       .def_ro("hash", &kir::EmbeddedModule::hash, "HIP: the decimal hash field of the section name.")
-      .def_prop_ro("bitcode", [](const kir::EmbeddedModule& e) {
-        return nb::bytes(reinterpret_cast<const char*>(e.bitcode.data()), e.bitcode.size());
-      })
+      .def_prop_ro("bitcode",
+                   [](const kir::EmbeddedModule& e) {
+                     return nb::bytes(reinterpret_cast<const char*>(e.bitcode.data()), e.bitcode.size());
+                   })
       .def_ro("digest", &kir::EmbeddedModule::digest, "XXH3-128 of the bitcode.")
       .def("__repr__", [](const kir::EmbeddedModule& e) { return "EmbeddedModule('" + e.name + "')"; });
 
@@ -249,38 +250,38 @@ void bind_device_code(nb::module_& m) {
            "\"ir_module\" from `links` (name -> IR module index, else null); None when a name holds a "
            "byte outside printable ASCII (json.dumps escapes those: take records() then).")
       .def_ro("kernels", &kir::DeviceCode::kernels)
-      .def("kernel_rows", [](const kir::DeviceCode& code) {
-        // One tuple of plain values per kernel: reading `kernels` from Python copies
-        // every kernel and its parameters into objects (issue 15: kir inspect --kernels).
-        nb::list rows;
-        for (const kir::Kernel& k : code.kernels) {
-          std::string layout;
-          for (const kir::KernelParam& p : k.params) {
-            layout += ' ';
-            layout += std::to_string(p.offset);
-            layout += ':';
-            layout += std::to_string(p.size);
-          }
-          nb::object registers = k.registers ? nb::cast(*k.registers) : nb::none();
-          nb::object shared = k.shared_bytes ? nb::cast(*k.shared_bytes) : nb::none();
-          rows.append(nb::make_tuple(k.name, k.demangled, k.params.size(), layout, registers, shared));
-        }
-        return rows;
-      }, "Per kernel: (name, demangled, parameter count, layout ' OFFSET:SIZE...', registers or None, "
-         "static shared bytes or None).")
+      .def(
+          "kernel_rows",
+          [](const kir::DeviceCode& code) {
+            // One tuple of plain values per kernel: reading `kernels` from Python copies
+            // every kernel and its parameters into objects (issue 15: kir inspect --kernels).
+            nb::list rows;
+            for (const kir::Kernel& k : code.kernels) {
+              std::string layout;
+              for (const kir::KernelParam& p : k.params) {
+                layout += ' ';
+                layout += std::to_string(p.offset);
+                layout += ':';
+                layout += std::to_string(p.size);
+              }
+              nb::object registers = k.registers ? nb::cast(*k.registers) : nb::none();
+              nb::object shared = k.shared_bytes ? nb::cast(*k.shared_bytes) : nb::none();
+              rows.append(nb::make_tuple(k.name, k.demangled, k.params.size(), layout, registers, shared));
+            }
+            return rows;
+          },
+          "Per kernel: (name, demangled, parameter count, layout ' OFFSET:SIZE...', registers or None, "
+          "static shared bytes or None).")
       .def_ro("functions", &kir::DeviceCode::functions, "Defined functions that are not kernels.")
       .def_ro("globals", &kir::DeviceCode::globals)
       .def_ro("target", &kir::DeviceCode::target, "AMDGPU code objects: the target id.")
       .def_ro("ir", &kir::DeviceCode::ir, "LLVM IR embedded by the Proteus pass.")
-      .def_ro("kind", &kir::DeviceCode::kind,
-              "The kind of image it was decoded from: cubin, ptx or code-object.")
+      .def_ro("kind", &kir::DeviceCode::kind, "The kind of image it was decoded from: cubin, ptx or code-object.")
       .def_rw("image_digest", &kir::DeviceCode::image_digest,
               "XXH3-128 of the decoded image, when decoded with digests=True.");
 
-  nb::class_<kir::KernelCode>(m, "KernelCode",
-                              "What a kernel's static hash covers (kir/hash/kernel_code.hpp).")
-      .def_ro("kind", &kir::KernelCode::kind,
-              "'ir', or the image's kind; 'unknown' without IR or an image digest.")
+  nb::class_<kir::KernelCode>(m, "KernelCode", "What a kernel's static hash covers (kir/hash/kernel_code.hpp).")
+      .def_ro("kind", &kir::KernelCode::kind, "'ir', or the image's kind; 'unknown' without IR or an image digest.")
       .def_ro("modules", &kir::KernelCode::modules, "Indices into DeviceCode.ir (kind 'ir').")
       .def_ro("digests", &kir::KernelCode::digests, "The MODULE records' digests.");
   m.def("kernel_code", &kir::kernel_code, "code"_a, "kernel"_a,
@@ -289,75 +290,92 @@ void bind_device_code(nb::module_& m) {
         "The kernel's static hash under the policy (None without IR or an image digest).");
 
   m.def("demangle", &kir::demangle, "name"_a, "Itanium C++ demangling.");
-  nb::class_<kir::KernelPattern>(m, "KernelPattern",
+  nb::class_<kir::KernelPattern>(
+      m, "KernelPattern",
       "A kernel-name pattern (`--kernel REGEX`; kir/support/kernel_pattern.hpp): kir's dialect and "
       "engine (no recursion, no backtracking), the rule the hook's clients use in the app.")
-      .def("__init__", [](kir::KernelPattern* self, std::string_view pattern) {
-        new (self) kir::KernelPattern(value_or_raise(kir::KernelPattern::create(pattern)));
-      }, "pattern"_a, "KirError naming the construct and its offset when kir refuses `pattern`.")
+      .def(
+          "__init__",
+          [](kir::KernelPattern* self, std::string_view pattern) {
+            new (self) kir::KernelPattern(value_or_raise(kir::KernelPattern::create(pattern)));
+          },
+          "pattern"_a, "KirError naming the construct and its offset when kir refuses `pattern`.")
       .def_prop_ro("pattern", &kir::KernelPattern::pattern)
       .def_prop_ro("program_size", &kir::KernelPattern::program_size,
                    "The compiled NFA's instructions (at most kir::KernelPattern::kMaxProgram).")
       .def("search", &kir::KernelPattern::search, "text"_a, "Whether `text` contains a match.")
       .def("selects", nb::overload_cast<std::string_view>(&kir::KernelPattern::selects, nb::const_), "name"_a,
            "Whether the mangled name `name`, or its demangled name, contains a match.")
-      .def("selects", nb::overload_cast<std::string_view, std::string_view>(&kir::KernelPattern::selects,
-                                                                             nb::const_),
+      .def("selects", nb::overload_cast<std::string_view, std::string_view>(&kir::KernelPattern::selects, nb::const_),
            "name"_a, "demangled"_a, "The same, with demangle(name) at hand.");
-  m.def("fatbin_flag_names", &kir::fatbin_flag_names, "flags"_a,
-        "Names of the set bits of a fatbin entry's flags.");
-  m.def("parse_cubin", [](nb::bytes data) {
-    return value_or_raise(kir::parse_cubin(kir::ByteView(
-        reinterpret_cast<const uint8_t*>(data.c_str()), data.size())));
-  }, "data"_a, "Kernels and globals of a cubin given as bytes.");
-  m.def("parse_code_object", [](nb::bytes data) {
-    return value_or_raise(kir::parse_code_object(kir::ByteView(
-        reinterpret_cast<const uint8_t*>(data.c_str()), data.size())));
-  }, "data"_a, "Kernels, target id and embedded IR of an AMDGPU code object given as bytes.");
-  m.def("parse_ptx", [](nb::bytes data) {
-    return value_or_raise(kir::parse_ptx(kir::ByteView(
-        reinterpret_cast<const uint8_t*>(data.c_str()), data.size())));
-  }, "data"_a, "Kernels and globals of PTX text given as bytes.");
+  m.def("fatbin_flag_names", &kir::fatbin_flag_names, "flags"_a, "Names of the set bits of a fatbin entry's flags.");
+  m.def(
+      "parse_cubin",
+      [](nb::bytes data) {
+        return value_or_raise(
+            kir::parse_cubin(kir::ByteView(reinterpret_cast<const uint8_t*>(data.c_str()), data.size())));
+      },
+      "data"_a, "Kernels and globals of a cubin given as bytes.");
+  m.def(
+      "parse_code_object",
+      [](nb::bytes data) {
+        return value_or_raise(
+            kir::parse_code_object(kir::ByteView(reinterpret_cast<const uint8_t*>(data.c_str()), data.size())));
+      },
+      "data"_a, "Kernels, target id and embedded IR of an AMDGPU code object given as bytes.");
+  m.def(
+      "parse_ptx",
+      [](nb::bytes data) {
+        return value_or_raise(
+            kir::parse_ptx(kir::ByteView(reinterpret_cast<const uint8_t*>(data.c_str()), data.size())));
+      },
+      "data"_a, "Kernels and globals of PTX text given as bytes.");
 }
 
 /// The name tables of kir/model.hpp, for kir.model to build its enums from.
 void bind_model(nb::module_& m) {
-  m.def("name_table", [](std::string_view which) {
-    auto table = [](auto first, unsigned count) {
-      nb::list out;
-      for (unsigned i = 0; i < count; ++i)
-        out.append(kir::name(static_cast<decltype(first)>(i)));
-      return nb::tuple(out);
-    };
-    if (which == "image") return table(kir::ImageKind{}, kir::kImageKinds);
-    if (which == "code") return table(kir::CodeKind{}, kir::kCodeKinds);
-    if (which == "target") return table(kir::TargetKind{}, kir::kTargetKinds);
-    if (which == "allocation") return table(kir::AllocationKind{}, kir::kAllocationKinds);
-    if (which == "jit-arg") return table(kir::JitArgKind{}, kir::kJitArgKinds);
-    if (which == "container") return table(kir::ContainerFormat{}, kir::kContainerFormats);
-    if (which == "codec") return table(kir::Codec{}, kir::kCodecs);
-    if (which == "arg") {  // values 1..kArgTypes
-      nb::list out;
-      for (unsigned i = 1; i <= kir::kArgTypes; ++i) out.append(kir::name(static_cast<kir::ArgType>(i)));
-      return nb::tuple(out);
-    }
-    throw nb::value_error(("no name table '" + std::string(which) +
-                           "': expected image, code, target, allocation, arg, jit-arg, container or "
-                           "codec").c_str());
-  }, "which"_a,
-  "The names of one kir/model.hpp enum ('image', 'code', 'target', 'allocation', 'arg', 'jit-arg', "
-  "'container', 'codec'), in enum order ('arg': ArgType's values 1, 2, ...).");
-  m.def("arg_types", [] {
-    nb::list out;
-    for (unsigned i = 1; i <= kir::kArgTypes; ++i) {
-      auto t = static_cast<kir::ArgType>(i);
-      const char* format = kir::struct_format(t);
-      out.append(nb::make_tuple(i, kir::name(t), kir::size_of(t),
-                                *format ? nb::object(nb::str(format)) : nb::none()));
-    }
-    return nb::tuple(out);
-  }, "Every ArgType as (value, name, size in bytes (0: no fixed size), little-endian struct "
-     "format or None), in value order.");
+  m.def(
+      "name_table",
+      [](std::string_view which) {
+        auto table = [](auto first, unsigned count) {
+          nb::list out;
+          for (unsigned i = 0; i < count; ++i) out.append(kir::name(static_cast<decltype(first)>(i)));
+          return nb::tuple(out);
+        };
+        if (which == "image") return table(kir::ImageKind{}, kir::kImageKinds);
+        if (which == "code") return table(kir::CodeKind{}, kir::kCodeKinds);
+        if (which == "target") return table(kir::TargetKind{}, kir::kTargetKinds);
+        if (which == "allocation") return table(kir::AllocationKind{}, kir::kAllocationKinds);
+        if (which == "jit-arg") return table(kir::JitArgKind{}, kir::kJitArgKinds);
+        if (which == "container") return table(kir::ContainerFormat{}, kir::kContainerFormats);
+        if (which == "codec") return table(kir::Codec{}, kir::kCodecs);
+        if (which == "arg") {  // values 1..kArgTypes
+          nb::list out;
+          for (unsigned i = 1; i <= kir::kArgTypes; ++i) out.append(kir::name(static_cast<kir::ArgType>(i)));
+          return nb::tuple(out);
+        }
+        throw nb::value_error(("no name table '" + std::string(which) +
+                               "': expected image, code, target, allocation, arg, jit-arg, container or "
+                               "codec")
+                                  .c_str());
+      },
+      "which"_a,
+      "The names of one kir/model.hpp enum ('image', 'code', 'target', 'allocation', 'arg', 'jit-arg', "
+      "'container', 'codec'), in enum order ('arg': ArgType's values 1, 2, ...).");
+  m.def(
+      "arg_types",
+      [] {
+        nb::list out;
+        for (unsigned i = 1; i <= kir::kArgTypes; ++i) {
+          auto t = static_cast<kir::ArgType>(i);
+          const char* format = kir::struct_format(t);
+          out.append(
+              nb::make_tuple(i, kir::name(t), kir::size_of(t), *format ? nb::object(nb::str(format)) : nb::none()));
+        }
+        return nb::tuple(out);
+      },
+      "Every ArgType as (value, name, size in bytes (0: no fixed size), little-endian struct "
+      "format or None), in value order.");
   m.def("target_kind_of", &kir::target_kind_of, "target"_a,
         "A target's family: 'sm_90' cuda, 'gfx90a:xnack+' amdgpu, '' none, else host.");
   m.def("code_kind_of", &kir::code_kind_of, "kind"_a,
@@ -369,8 +387,9 @@ void bind_fatbin(nb::module_& m) {
       .def_ro("index", &kir::FatbinEntry::index)
       .def_ro("offset", &kir::FatbinEntry::offset, "Offset from the container start.")
       .def_ro("kind", &kir::FatbinEntry::kind, "1 PTX, 2 cubin, 4 old cubin, 8 LTO-IR.")
-      .def_prop_ro("image_kind", [](const kir::FatbinEntry& e) { return kir::fatbin_image_kind(e.kind); },
-                   "The kind as an ImageKind ('unknown' for kinds kir does not know).")
+      .def_prop_ro(
+          "image_kind", [](const kir::FatbinEntry& e) { return kir::fatbin_image_kind(e.kind); },
+          "The kind as an ImageKind ('unknown' for kinds kir does not know).")
       .def_ro("format_version", &kir::FatbinEntry::format_version)
       .def_ro("header_size", &kir::FatbinEntry::header_size)
       .def_ro("payload_size", &kir::FatbinEntry::payload_size, "Padded payload size.")
@@ -380,30 +399,35 @@ void bind_fatbin(nb::module_& m) {
       .def_ro("major", &kir::FatbinEntry::major)
       .def_ro("minor", &kir::FatbinEntry::minor)
       .def_ro("sm", &kir::FatbinEntry::arch, "The header's raw SM number (90 for sm_90).")
-      .def_prop_ro("arch", [](const kir::FatbinEntry& e) { return "sm_" + std::to_string(e.arch); },
-                   "The target as everywhere else in kir: 'sm_90' (the raw number is `sm`).")
+      .def_prop_ro(
+          "arch", [](const kir::FatbinEntry& e) { return "sm_" + std::to_string(e.arch); },
+          "The target as everywhere else in kir: 'sm_90' (the raw number is `sm`).")
       .def_ro("flags", &kir::FatbinEntry::flags)
       .def_prop_ro("flag_names", [](const kir::FatbinEntry& e) { return kir::fatbin_flag_names(e.flags); })
       .def_ro("obfuscation_key", &kir::FatbinEntry::obfuscation_key)
       .def_prop_ro("obfuscated", &kir::FatbinEntry::obfuscated)
-      .def_prop_ro("compression", [](const kir::FatbinEntry& e) {
-        return e.compression();
-      }, "'none', 'lz4', 'zstd' or 'unknown'.")
+      .def_prop_ro(
+          "compression", [](const kir::FatbinEntry& e) { return e.compression(); },
+          "'none', 'lz4', 'zstd' or 'unknown'.")
       .def_prop_ro("identifier", [](const kir::FatbinEntry& e) { return std::string(e.identifier); })
-      .def_prop_ro("options", [](const kir::FatbinEntry& e) {
-        return nb::bytes(e.options.data(), e.options.size());
-      }, "Raw options text (binary on sm_100+ cubins).")
+      .def_prop_ro(
+          "options", [](const kir::FatbinEntry& e) { return nb::bytes(e.options.data(), e.options.size()); },
+          "Raw options text (binary on sm_100+ cubins).")
       .def_prop_ro("payload_file_offset", [](const kir::FatbinEntry& e) { return e.payload.origin(); })
-      .def_prop_ro("stored_size", [](const kir::FatbinEntry& e) { return e.payload.size(); },
-                   "Bytes stored (the compressed size when compressed).")
+      .def_prop_ro(
+          "stored_size", [](const kir::FatbinEntry& e) { return e.payload.size(); },
+          "Bytes stored (the compressed size when compressed).")
       .def_prop_ro("image_size", &kir::FatbinEntry::image_size, "Bytes once decompressed.")
-      .def("read", [](const kir::FatbinEntry& e) {
-        kir::Expected<std::vector<uint8_t>> bytes = [&] {
-          nb::gil_scoped_release release;
-          return kir::read_image(e);
-        }();
-        return to_bytes(value_or_raise(std::move(bytes)));
-      }, "The image bytes, decompressed.");
+      .def(
+          "read",
+          [](const kir::FatbinEntry& e) {
+            kir::Expected<std::vector<uint8_t>> bytes = [&] {
+              nb::gil_scoped_release release;
+              return kir::read_image(e);
+            }();
+            return to_bytes(value_or_raise(std::move(bytes)));
+          },
+          "The image bytes, decompressed.");
 
   nb::class_<kir::FatbinWrapper>(m, "FatbinWrapper",
                                  "A __fatBinC_Wrapper_t from .nvFatBinSegment (or .hipFatBinSegment).")
@@ -416,8 +440,7 @@ void bind_fatbin(nb::module_& m) {
 
   nb::class_<kir::Image>(m, "Image", "A device image or embedded module; a view into the file.")
       .def_ro("index", &kir::Image::index, "Position in its container.")
-      .def_ro("kind", &kir::Image::kind,
-              "'cubin', 'ptx', 'lto-ir', 'old-cubin', 'code-object', 'bitcode', 'host', ...")
+      .def_ro("kind", &kir::Image::kind, "'cubin', 'ptx', 'lto-ir', 'old-cubin', 'code-object', 'bitcode', 'host', ...")
       .def_ro("target", &kir::Image::target, "'sm_90', 'gfx90a:xnack+', or ''.")
       .def_prop_ro("target_kind", &kir::Image::target_kind, "The target's family.")
       .def_ro("triple", &kir::Image::triple)
@@ -428,27 +451,34 @@ void bind_fatbin(nb::module_& m) {
       .def_prop_ro("stored_size", [](const kir::Image& i) { return i.stored.size(); })
       .def_ro("size", &kir::Image::size, "Bytes once decoded.")
       .def_ro("fatbin", &kir::Image::fatbin, "CUDA: the fatbin entry's header fields, else None.")
-      .def_prop_ro("strings", [](const kir::Image& i) {
-        nb::dict d;
-        for (const auto& [k, v] : i.strings) d[nb::str(k.c_str())] = v;
-        return d;
-      }, "An offloading binary entry's string map; `command` for -fembed-bitcode modules.")
-      .def("read", [](const kir::Image& i) {
-        kir::Scratch scratch;
-        kir::Expected<kir::ByteView> bytes = [&] {
-          nb::gil_scoped_release release;
-          return kir::decode_image(i, scratch);
-        }();
-        kir::ByteView view = value_or_raise(std::move(bytes));
-        return nb::bytes(reinterpret_cast<const char*>(view.data()), view.size());
-      }, "The image bytes, decoded.");
+      .def_prop_ro(
+          "strings",
+          [](const kir::Image& i) {
+            nb::dict d;
+            for (const auto& [k, v] : i.strings) d[nb::str(k.c_str())] = v;
+            return d;
+          },
+          "An offloading binary entry's string map; `command` for -fembed-bitcode modules.")
+      .def(
+          "read",
+          [](const kir::Image& i) {
+            kir::Scratch scratch;
+            kir::Expected<kir::ByteView> bytes = [&] {
+              nb::gil_scoped_release release;
+              return kir::decode_image(i, scratch);
+            }();
+            kir::ByteView view = value_or_raise(std::move(bytes));
+            return nb::bytes(reinterpret_cast<const char*>(view.data()), view.size());
+          },
+          "The image bytes, decoded.");
 
   nb::class_<kir::ContainerSite>(m, "Container", "A container of images and where it was found.")
       .def_ro("member", &kir::ContainerSite::member, "Archive member ('' outside archives).")
       .def_ro("section", &kir::ContainerSite::section)
       .def_ro("file_offset", &kir::ContainerSite::file_offset)
-      .def_prop_ro("found_by", [](const kir::ContainerSite& c) { return kir::found_by_name(c.found_by); },
-                   "'section', 'wrapper' or 'scan'.")
+      .def_prop_ro(
+          "found_by", [](const kir::ContainerSite& c) { return kir::found_by_name(c.found_by); },
+          "'section', 'wrapper' or 'scan'.")
       .def_ro("format", &kir::ContainerSite::format,
               "'cuda-fatbin', 'offload-bundle', 'object-bundle', 'offload-binary', 'bitcode-section' "
               "or 'device-elf'.")
@@ -461,15 +491,18 @@ void bind_fatbin(nb::module_& m) {
 
 void bind_binary(nb::module_& m) {
   nb::class_<kir::Binary>(m, "Binary", "Every device-code container of one file.")
-      .def_static("open", [](const std::string& path, bool scan) {
-        kir::BinaryOptions options;
-        options.scan = scan;
-        kir::Expected<kir::Binary> b = [&] {
-          nb::gil_scoped_release release;
-          return kir::Binary::open(path, options);
-        }();
-        return value_or_raise(std::move(b));
-      }, "path"_a, "scan"_a = false)
+      .def_static(
+          "open",
+          [](const std::string& path, bool scan) {
+            kir::BinaryOptions options;
+            options.scan = scan;
+            kir::Expected<kir::Binary> b = [&] {
+              nb::gil_scoped_release release;
+              return kir::Binary::open(path, options);
+            }();
+            return value_or_raise(std::move(b));
+          },
+          "path"_a, "scan"_a = false)
       .def_prop_ro("path", &kir::Binary::path)
       .def_prop_ro("format", &kir::Binary::format, "'elf', 'archive', 'fatbin' or 'offload-bundle'.")
       .def_prop_ro("members", &kir::Binary::members)
@@ -482,38 +515,43 @@ void bind_binary(nb::module_& m) {
       .def("image_rows", &kir_bindings::image_rows,
            "Every image as a tuple (index, container, kind, arch, fatbin version 'MAJOR.MINOR' or None, "
            "compression, stored size, size, id, obfuscated), in file order: the text table's fields.")
-      .def("device_code", [](const kir::Binary& b, uint32_t c, uint32_t e) {
-        kir::Expected<kir::DeviceCode> code = [&] {
-          nb::gil_scoped_release release;
-          return b.device_code(c, e);
-        }();
-        return value_or_raise(std::move(code));
-      }, "container"_a, "entry"_a)
-      .def("device_code_of", [](const kir::Binary& b, std::vector<kir::Binary::ImageRef> images,
-                                unsigned threads, std::function<void(size_t, size_t)> progress,
-                                bool digests) {
-        // The callback runs on a worker thread: take the GIL around it.
-        std::function<void(size_t, size_t)> guarded;
-        if (progress)
-          guarded = [&progress](size_t done, size_t total) {
-            nb::gil_scoped_acquire acquire;
-            progress(done, total);
-          };
-        std::vector<kir::Expected<kir::DeviceCode>> all;
-        {
-          nb::gil_scoped_release release;
-          all = b.device_code_of(images, threads, guarded, digests);
-        }
-        nb::list out;
-        for (auto& x : all) {
-          if (x) out.append(nb::cast(std::move(*x)));
-          else out.append(nb::str(x.error().message().c_str()));
-        }
-        return out;
-      }, "images"_a, "threads"_a = 0, "progress"_a.none() = nb::none(), "digests"_a = false,
-      "Device code of each (container, entry) in `images`, decoded in parallel, in that "
-      "order; an image that fails gives its error message (str) instead. `digests` also "
-      "records each decoded image's XXH3-128.");
+      .def(
+          "device_code",
+          [](const kir::Binary& b, uint32_t c, uint32_t e) {
+            kir::Expected<kir::DeviceCode> code = [&] {
+              nb::gil_scoped_release release;
+              return b.device_code(c, e);
+            }();
+            return value_or_raise(std::move(code));
+          },
+          "container"_a, "entry"_a)
+      .def(
+          "device_code_of",
+          [](const kir::Binary& b, std::vector<kir::Binary::ImageRef> images, unsigned threads,
+             std::function<void(size_t, size_t)> progress, bool digests) {
+            // The callback runs on a worker thread: take the GIL around it.
+            std::function<void(size_t, size_t)> guarded;
+            if (progress)
+              guarded = [&progress](size_t done, size_t total) {
+                nb::gil_scoped_acquire acquire;
+                progress(done, total);
+              };
+            std::vector<kir::Expected<kir::DeviceCode>> all;
+            {
+              nb::gil_scoped_release release;
+              all = b.device_code_of(images, threads, guarded, digests);
+            }
+            nb::list out;
+            for (auto& x : all) {
+              if (x) out.append(nb::cast(std::move(*x)));
+              else out.append(nb::str(x.error().message().c_str()));
+            }
+            return out;
+          },
+          "images"_a, "threads"_a = 0, "progress"_a.none() = nb::none(), "digests"_a = false,
+          "Device code of each (container, entry) in `images`, decoded in parallel, in that "
+          "order; an image that fails gives its error message (str) instead. `digests` also "
+          "records each decoded image's XXH3-128.");
 }
 
 /// An ELF file read by kir's own reader, as plain tuples (for tools and tests).
@@ -543,27 +581,36 @@ void bind_elf(nb::module_& m) {
       .def_static("from_bytes", &elf_of_bytes, "data"_a, "An ELF image in memory (a decoded cubin), copied.")
       .def_prop_ro("type", [](const ElfListing& f) { return f.elf.type(); })
       .def_prop_ro("machine", [](const ElfListing& f) { return f.elf.machine(); })
-      .def("sections", [](const ElfListing& f) {
-        nb::list out;
-        for (const kir::ElfSection& s : f.elf.sections())
-          out.append(nb::make_tuple(s.index, s.name, s.type, s.flags, s.addr, s.offset, s.size,
-                                    s.link, s.info, s.addralign, s.entsize));
-        return out;
-      }, "(index, name, type, flags, addr, offset, size, link, info, addralign, entsize) tuples.")
-      .def("segments", [](const ElfListing& f) {
-        nb::list out;
-        for (const kir::ElfSegment& p : f.elf.segments())
-          out.append(nb::make_tuple(p.type, p.flags, p.offset, p.vaddr, p.filesz, p.memsz));
-        return out;
-      }, "(type, flags, offset, vaddr, filesz, memsz) tuples.")
-      .def("symbols", [](const ElfListing& f, bool dynamic) {
-        nb::list out;
-        const kir::ElfSection* table = f.elf.symbol_table(dynamic);
-        if (!table) return out;
-        for (const kir::ElfSymbol& s : value_or_raise(f.elf.symbols(*table)))
-          out.append(nb::make_tuple(s.name, s.value, s.size, s.type, s.binding, s.other, s.section));
-        return out;
-      }, "dynamic"_a = false, "(name, value, size, type, binding, other, section) tuples.");
+      .def(
+          "sections",
+          [](const ElfListing& f) {
+            nb::list out;
+            for (const kir::ElfSection& s : f.elf.sections())
+              out.append(nb::make_tuple(s.index, s.name, s.type, s.flags, s.addr, s.offset, s.size, s.link, s.info,
+                                        s.addralign, s.entsize));
+            return out;
+          },
+          "(index, name, type, flags, addr, offset, size, link, info, addralign, entsize) tuples.")
+      .def(
+          "segments",
+          [](const ElfListing& f) {
+            nb::list out;
+            for (const kir::ElfSegment& p : f.elf.segments())
+              out.append(nb::make_tuple(p.type, p.flags, p.offset, p.vaddr, p.filesz, p.memsz));
+            return out;
+          },
+          "(type, flags, offset, vaddr, filesz, memsz) tuples.")
+      .def(
+          "symbols",
+          [](const ElfListing& f, bool dynamic) {
+            nb::list out;
+            const kir::ElfSection* table = f.elf.symbol_table(dynamic);
+            if (!table) return out;
+            for (const kir::ElfSymbol& s : value_or_raise(f.elf.symbols(*table)))
+              out.append(nb::make_tuple(s.name, s.value, s.size, s.type, s.binding, s.other, s.section));
+            return out;
+          },
+          "dynamic"_a = false, "(name, value, size, type, binding, other, section) tuples.");
 }
 
 kir::ByteView view_of(const nb::bytes& b) {
@@ -577,65 +624,85 @@ std::vector<kir::ByteView> views_of(const std::vector<nb::bytes>& list) {
 }
 
 void bind_hash(nb::module_& m) {
-  nb::class_<kir::Hash128>(m, "Hash128", "A 128-bit kir hash; str() gives its 32 hex digits, which it equals and hashes as.")
+  nb::class_<kir::Hash128>(m, "Hash128",
+                           "A 128-bit kir hash; str() gives its 32 hex digits, which it equals and hashes as.")
       .def(nb::init<>())
       .def_rw("high", &kir::Hash128::high)
       .def_rw("low", &kir::Hash128::low)
       .def_prop_ro("hex", &kir::Hash128::hex, "32 lowercase hex digits, high half first.")
-      .def_static("from_hex", [](const std::string& text) {
-        std::optional<kir::Hash128> h = kir::Hash128::from_hex(text);
-        if (!h) throw nb::value_error(("not a kir hash (32 lowercase hex digits): '" + text + "'").c_str());
-        return *h;
-      }, "text"_a, "Parse exactly 32 lowercase hex digits (ValueError otherwise).")
+      .def_static(
+          "from_hex",
+          [](const std::string& text) {
+            std::optional<kir::Hash128> h = kir::Hash128::from_hex(text);
+            if (!h) throw nb::value_error(("not a kir hash (32 lowercase hex digits): '" + text + "'").c_str());
+            return *h;
+          },
+          "text"_a, "Parse exactly 32 lowercase hex digits (ValueError otherwise).")
       .def("__str__", &kir::Hash128::hex)
       .def("__repr__", [](const kir::Hash128& h) { return "Hash128('" + h.hex() + "')"; })
       .def("__eq__", [](const kir::Hash128& a, const kir::Hash128& b) { return a == b; })
       // The same hash as the 32 hex digits every other kir API carries (records, kir.hook,
       // JSON): equal, and hashed alike, so either may look the other up in a dict.
       .def("__eq__", [](const kir::Hash128& a, const std::string& b) { return a.hex() == b; })
-      .def("__eq__", [](const kir::Hash128&, nb::handle) { return nb::borrow<nb::object>(Py_NotImplemented); },
-           nb::arg("other").none())
+      .def(
+          "__eq__", [](const kir::Hash128&, nb::handle) { return nb::borrow<nb::object>(Py_NotImplemented); },
+          nb::arg("other").none())
       .def("__hash__", [](const kir::Hash128& h) { return nb::hash(nb::str(h.hex().c_str())); });
 
-  m.def("xxh3_128", [](nb::bytes data) {
-    kir::ByteView v = view_of(data);
-    nb::gil_scoped_release release;
-    return kir::xxh3_128(v);
-  }, "data"_a, "XXH3-128 (seed 0) of bytes, by the system xxhash library.");
-  m.def("static_hash", [](const std::string& name, const std::string& code_kind,
-                          const std::vector<nb::bytes>& modules) {
-    return kir::static_hash(name, code_kind, views_of(modules));
-  }, "name"_a, "code_kind"_a, "modules"_a,
-  "The static hash of a kernel: its mangled name, the kind of code ('ir', 'cubin', 'ptx', "
-  "'code-object') and the code's bytes (IR modules in any order, or one image).");
-  m.def("static_hash_of_digests", [](const std::string& name, const std::string& code_kind,
-                                     std::vector<kir::Hash128> digests) {
-    return kir::static_hash_of_digests(name, code_kind, std::move(digests));
-  }, "name"_a, "code_kind"_a, "digests"_a,
-  "static_hash() from the modules' xxh3_128 digests: hash each module once for many kernels.");
-  m.def("proteus_static_hash", [](const std::string& name, const std::vector<nb::bytes>& modules,
-                                  bool llvm20_or_newer) {
-    return kir::proteus_static_hash(name, views_of(modules), llvm20_or_newer);
-  }, "name"_a, "modules"_a, "llvm20_or_newer"_a = true,
-  "Proteus's 64-bit static hash of a CUDA kernel whose binary's modules, in registration "
-  "order, are `modules`.");
-  m.def("proteus_hash", [](nb::bytes data, bool llvm20_or_newer) {
-    return kir::proteus_hash(view_of(data), llvm20_or_newer);
-  }, "data"_a, "llvm20_or_newer"_a = true, "Proteus's hashValue of bytes: XXH3-64, or FNV-1a before LLVM 20.");
+  m.def(
+      "xxh3_128",
+      [](nb::bytes data) {
+        kir::ByteView v = view_of(data);
+        nb::gil_scoped_release release;
+        return kir::xxh3_128(v);
+      },
+      "data"_a, "XXH3-128 (seed 0) of bytes, by the system xxhash library.");
+  m.def(
+      "static_hash",
+      [](const std::string& name, const std::string& code_kind, const std::vector<nb::bytes>& modules) {
+        return kir::static_hash(name, code_kind, views_of(modules));
+      },
+      "name"_a, "code_kind"_a, "modules"_a,
+      "The static hash of a kernel: its mangled name, the kind of code ('ir', 'cubin', 'ptx', "
+      "'code-object') and the code's bytes (IR modules in any order, or one image).");
+  m.def(
+      "static_hash_of_digests",
+      [](const std::string& name, const std::string& code_kind, std::vector<kir::Hash128> digests) {
+        return kir::static_hash_of_digests(name, code_kind, std::move(digests));
+      },
+      "name"_a, "code_kind"_a, "digests"_a,
+      "static_hash() from the modules' xxh3_128 digests: hash each module once for many kernels.");
+  m.def(
+      "proteus_static_hash",
+      [](const std::string& name, const std::vector<nb::bytes>& modules, bool llvm20_or_newer) {
+        return kir::proteus_static_hash(name, views_of(modules), llvm20_or_newer);
+      },
+      "name"_a, "modules"_a, "llvm20_or_newer"_a = true,
+      "Proteus's 64-bit static hash of a CUDA kernel whose binary's modules, in registration "
+      "order, are `modules`.");
+  m.def(
+      "proteus_hash",
+      [](nb::bytes data, bool llvm20_or_newer) { return kir::proteus_hash(view_of(data), llvm20_or_newer); }, "data"_a,
+      "llvm20_or_newer"_a = true, "Proteus's hashValue of bytes: XXH3-64, or FNV-1a before LLVM 20.");
   m.def("proteus_hash_combine", &kir::proteus_hash_combine, "a"_a, "b"_a, "llvm20_or_newer"_a = true,
         "Proteus's hashCombine(a, b).");
-  m.def("proteus_cuda_module_hash", [](const std::vector<nb::bytes>& modules, bool llvm20_or_newer) {
-    return kir::proteus_cuda_module_hash(views_of(modules), llvm20_or_newer);
-  }, "modules"_a, "llvm20_or_newer"_a = true,
-  "Proteus's CUDA module hash: the fold of each module's hash, registration order (None for none).");
-  m.def("proteus_hip_module_hash", [](const kir::DeviceCode& code, bool llvm20_or_newer) {
-    return value_or_raise(kir::proteus_hip_module_hash(code, llvm20_or_newer));
-  }, "code"_a, "llvm20_or_newer"_a = true,
-  "Proteus's HIP module hash of a code object: the fold of its .jit.bitcode* sections' name "
-  "suffixes, section order (None without such a section).");
-  m.def("proteus_static_hash_of_module", &kir::proteus_static_hash_of_module, "name"_a,
-        "module_hash"_a, "llvm20_or_newer"_a = true,
-        "Proteus's createStaticHash: hashCombine(hash(name), module_hash).");
+  m.def(
+      "proteus_cuda_module_hash",
+      [](const std::vector<nb::bytes>& modules, bool llvm20_or_newer) {
+        return kir::proteus_cuda_module_hash(views_of(modules), llvm20_or_newer);
+      },
+      "modules"_a, "llvm20_or_newer"_a = true,
+      "Proteus's CUDA module hash: the fold of each module's hash, registration order (None for none).");
+  m.def(
+      "proteus_hip_module_hash",
+      [](const kir::DeviceCode& code, bool llvm20_or_newer) {
+        return value_or_raise(kir::proteus_hip_module_hash(code, llvm20_or_newer));
+      },
+      "code"_a, "llvm20_or_newer"_a = true,
+      "Proteus's HIP module hash of a code object: the fold of its .jit.bitcode* sections' name "
+      "suffixes, section order (None without such a section).");
+  m.def("proteus_static_hash_of_module", &kir::proteus_static_hash_of_module, "name"_a, "module_hash"_a,
+        "llvm20_or_newer"_a = true, "Proteus's createStaticHash: hashCombine(hash(name), module_hash).");
   m.def("fnv1a_64", [](nb::bytes data) { return kir::fnv1a_64(view_of(data)); }, "data"_a);
 
   nb::enum_<kir::HashDomain>(m, "HashDomain", "The domain a DynamicHash builds (its HEADER record).")
@@ -646,117 +713,124 @@ void bind_hash(nb::module_& m) {
   nb::class_<kir::DynamicHash>(m, "DynamicHash",
                                "Builds a JIT key (default), a launch identity or format 1's dynamic hash: "
                                "HEADER, static hash and arch, then records in the domain's order.")
-      .def(nb::init<kir::HashDomain, const kir::Hash128&, std::string_view>(), "domain"_a, "static_hash"_a,
-           "arch"_a)
+      .def(nb::init<kir::HashDomain, const kir::Hash128&, std::string_view>(), "domain"_a, "static_hash"_a, "arch"_a)
       .def(nb::init<const kir::Hash128&, std::string_view>(), "static_hash"_a, "arch"_a)
-      .def("arg", [](kir::DynamicHash& h, uint32_t position, kir::ArgType type, nb::bytes value)
-               -> kir::DynamicHash& { return h.arg(position, type, value.c_str(), value.size()); },
-           "position"_a, "type"_a, "value"_a, nb::rv_policy::reference_internal,
-           "An ARG record: 1-based position, type, value bytes (little-endian).")
-      .def("capture", [](kir::DynamicHash& h, std::string_view lambda, uint32_t slot, uint32_t offset,
-                         kir::ArgType type, nb::bytes value) -> kir::DynamicHash& {
-             return h.capture(lambda, slot, offset, type, value.c_str(), value.size());
-           }, "lambda_"_a, "slot"_a, "offset"_a, "type"_a, "value"_a, nb::rv_policy::reference_internal,
-           "A CAPTURE record: a lambda's captured runtime constant.")
+      .def(
+          "arg",
+          [](kir::DynamicHash& h, uint32_t position, kir::ArgType type, nb::bytes value) -> kir::DynamicHash& {
+            return h.arg(position, type, value.c_str(), value.size());
+          },
+          "position"_a, "type"_a, "value"_a, nb::rv_policy::reference_internal,
+          "An ARG record: 1-based position, type, value bytes (little-endian).")
+      .def(
+          "capture",
+          [](kir::DynamicHash& h, std::string_view lambda, uint32_t slot, uint32_t offset, kir::ArgType type,
+             nb::bytes value) -> kir::DynamicHash& {
+            return h.capture(lambda, slot, offset, type, value.c_str(), value.size());
+          },
+          "lambda_"_a, "slot"_a, "offset"_a, "type"_a, "value"_a, nb::rv_policy::reference_internal,
+          "A CAPTURE record: a lambda's captured runtime constant.")
       .def("specialize", &kir::DynamicHash::specialize, "flags"_a, nb::rv_policy::reference_internal,
            "The SPECIALIZE record: 1 grid, 2 block, 4 bounds.")
       .def("grid", &kir::DynamicHash::grid, "x"_a, "y"_a, "z"_a, nb::rv_policy::reference_internal)
       .def("block", &kir::DynamicHash::block, "x"_a, "y"_a, "z"_a, nb::rv_policy::reference_internal)
-      .def("bounds", &kir::DynamicHash::bounds, "max_threads"_a, "min_blocks"_a,
-           nb::rv_policy::reference_internal)
+      .def("bounds", &kir::DynamicHash::bounds, "max_threads"_a, "min_blocks"_a, nb::rv_policy::reference_internal)
       .def("shared", &kir::DynamicHash::shared, "bytes"_a, nb::rv_policy::reference_internal,
            "The SHARED record: dynamic shared memory bytes.")
-      .def("config", [](kir::DynamicHash& h, std::string_view key, nb::bytes value)
-               -> kir::DynamicHash& { return h.config(key, std::string_view(value.c_str(), value.size())); },
-           "key"_a, "value"_a, nb::rv_policy::reference_internal)
+      .def(
+          "config",
+          [](kir::DynamicHash& h, std::string_view key, nb::bytes value) -> kir::DynamicHash& {
+            return h.config(key, std::string_view(value.c_str(), value.size()));
+          },
+          "key"_a, "value"_a, nb::rv_policy::reference_internal)
       .def("finish", &kir::DynamicHash::finish);
 
   // kir_jit_key (the C API) from Python values: the launch's parameters as bytes,
   // device memory as {address: bytes} regions read through read_memory.
-  m.def("jit_key_of_launch",
-        [](const kir::Hash128& static_hash, const std::string& arch, const std::vector<std::optional<nb::bytes>>& params,
-           const std::vector<std::tuple<uint32_t, uint8_t, uint8_t, bool, uint32_t, uint8_t, uint32_t>>& arg_fields,
-           const std::map<uint64_t, nb::bytes>& memory,
-           std::array<uint32_t, 3> grid, std::array<uint32_t, 3> block, bool specialize_grid, bool specialize_block,
-           uint64_t shared_bytes, std::array<uint32_t, 2> bounds,
-           const std::vector<std::pair<std::string, nb::bytes>>& config,
-           const std::vector<std::tuple<std::string, uint32_t, uint32_t, uint8_t, nb::bytes>>& captures,
-           std::optional<std::vector<uint32_t>> param_sizes) {
-          std::vector<void*> args;
-          std::vector<uint32_t> sizes;
-          for (const std::optional<nb::bytes>& b : params) {
-            args.push_back(b ? const_cast<char*>(b->c_str()) : nullptr);
-            sizes.push_back(b ? uint32_t(b->size()) : 0);
-          }
-          if (param_sizes && param_sizes->size() != params.size())
-            raise(kir::Error(kir::ErrorCode::invalid_argument, "param_sizes must have one size per parameter"));
-          std::vector<kir_jit_arg> jit_args;
-          for (const auto& [position, kind, type, by_value, count, count_type, count_position] : arg_fields)
-            jit_args.push_back({position, kind, type, uint8_t(by_value), count_type, count, count_position});
-          std::vector<kir_config_item> items;
-          for (const auto& [key, value] : config) items.push_back({key.c_str(), value.c_str(), value.size()});
-          std::vector<kir_jit_capture> caps;
-          for (const auto& [lambda, slot, offset, type, value] : captures)
-            caps.push_back({lambda.c_str(), slot, offset, type, value.c_str(), value.size()});
-          struct Regions {
-            std::vector<std::pair<uint64_t, std::string_view>> list;
-          } regions;
-          for (const auto& [address, bytes] : memory)
-            regions.list.emplace_back(address, std::string_view(bytes.c_str(), bytes.size()));
-          kir_jit_key_input in{};
-          in.struct_size = sizeof in;
-          in.static_hash = {static_hash.high, static_hash.low};
-          in.arch = arch.c_str();
-          in.args = args.data();
-          in.param_sizes = param_sizes ? param_sizes->data() : sizes.data();
-          in.param_count = uint32_t(params.size());
-          in.jit_args = jit_args.data();
-          in.jit_arg_count = jit_args.size();
-          std::copy(grid.begin(), grid.end(), in.grid);
-          std::copy(block.begin(), block.end(), in.block);
-          in.shared_bytes = shared_bytes;
-          in.specialize_grid = specialize_grid, in.specialize_block = specialize_block;
-          in.max_threads = bounds[0], in.min_blocks = bounds[1];
-          in.config = items.data(), in.config_count = items.size();
-          in.captures = caps.data(), in.capture_count = caps.size();
-          in.user = &regions;
-          in.read_memory = [](void* user, uint64_t address, void* out, size_t size) -> int {
-            for (const auto& [start, bytes] : static_cast<Regions*>(user)->list)
-              if (address >= start && address - start <= bytes.size() && size <= bytes.size() - (address - start)) {
-                std::memcpy(out, bytes.data() + (address - start), size);
-                return 0;
-              }
-            return 1;
-          };
-          kir_hash128 out;
-          if (kir_jit_key(&in, &out) != 0)
-            raise(kir::Error(kir::ErrorCode(kir_last_error_code()), kir_last_error(), kir_last_error_offset()));
-          return kir::Hash128{out.high, out.low}.hex();
-        },
-        "static_hash"_a, "arch"_a, "params"_a, "jit_args"_a, "memory"_a, "grid"_a, "block"_a,
-        "specialize_grid"_a, "specialize_block"_a, "shared_bytes"_a, "bounds"_a, "config"_a, "captures"_a,
-        "param_sizes"_a = nb::none(),
-        "The JIT key through kir_jit_key (the C API): each runtime-constant argument, kir_jit_arg's "
-        "fields (position, kind, type, by_value, count, count_type, count_position), read from `params` (the launch's "
-        "argument bytes) and, by pointer, from `memory` ({address: bytes}); KirError with "
-        "kir_last_error() when kir_jit_key fails.");
-  m.def("launch_identity_of",
-        [](const kir::Hash128& static_hash, const std::string& arch, const std::vector<std::optional<nb::bytes>>& params,
-           std::array<uint32_t, 3> grid, std::array<uint32_t, 3> block, uint64_t shared_bytes) {
-          std::vector<void*> args;
-          std::vector<uint32_t> sizes;
-          for (const std::optional<nb::bytes>& b : params) {
-            args.push_back(b ? const_cast<char*>(b->c_str()) : nullptr);
-            sizes.push_back(b ? uint32_t(b->size()) : 0);
-          }
-          kir_hash128 h = kir_launch_identity({static_hash.high, static_hash.low}, arch.c_str(), args.data(),
-                                              sizes.data(), uint32_t(params.size()), grid.data(), block.data(),
-                                              shared_bytes);
-          return kir::Hash128{h.high, h.low}.hex();
-        },
-        "static_hash"_a, "arch"_a, "params"_a, "grid"_a, "block"_a, "shared_bytes"_a,
-        "The launch identity through kir_launch_identity (the C API): every parameter's bytes "
-        "(None: left out), grid, block, dynamic shared memory.");
+  m.def(
+      "jit_key_of_launch",
+      [](const kir::Hash128& static_hash, const std::string& arch, const std::vector<std::optional<nb::bytes>>& params,
+         const std::vector<std::tuple<uint32_t, uint8_t, uint8_t, bool, uint32_t, uint8_t, uint32_t>>& arg_fields,
+         const std::map<uint64_t, nb::bytes>& memory, std::array<uint32_t, 3> grid, std::array<uint32_t, 3> block,
+         bool specialize_grid, bool specialize_block, uint64_t shared_bytes, std::array<uint32_t, 2> bounds,
+         const std::vector<std::pair<std::string, nb::bytes>>& config,
+         const std::vector<std::tuple<std::string, uint32_t, uint32_t, uint8_t, nb::bytes>>& captures,
+         std::optional<std::vector<uint32_t>> param_sizes) {
+        std::vector<void*> args;
+        std::vector<uint32_t> sizes;
+        for (const std::optional<nb::bytes>& b : params) {
+          args.push_back(b ? const_cast<char*>(b->c_str()) : nullptr);
+          sizes.push_back(b ? uint32_t(b->size()) : 0);
+        }
+        if (param_sizes && param_sizes->size() != params.size())
+          raise(kir::Error(kir::ErrorCode::invalid_argument, "param_sizes must have one size per parameter"));
+        std::vector<kir_jit_arg> jit_args;
+        for (const auto& [position, kind, type, by_value, count, count_type, count_position] : arg_fields)
+          jit_args.push_back({position, kind, type, uint8_t(by_value), count_type, count, count_position});
+        std::vector<kir_config_item> items;
+        for (const auto& [key, value] : config) items.push_back({key.c_str(), value.c_str(), value.size()});
+        std::vector<kir_jit_capture> caps;
+        for (const auto& [lambda, slot, offset, type, value] : captures)
+          caps.push_back({lambda.c_str(), slot, offset, type, value.c_str(), value.size()});
+        struct Regions {
+          std::vector<std::pair<uint64_t, std::string_view>> list;
+        } regions;
+        for (const auto& [address, bytes] : memory)
+          regions.list.emplace_back(address, std::string_view(bytes.c_str(), bytes.size()));
+        kir_jit_key_input in{};
+        in.struct_size = sizeof in;
+        in.static_hash = {static_hash.high, static_hash.low};
+        in.arch = arch.c_str();
+        in.args = args.data();
+        in.param_sizes = param_sizes ? param_sizes->data() : sizes.data();
+        in.param_count = uint32_t(params.size());
+        in.jit_args = jit_args.data();
+        in.jit_arg_count = jit_args.size();
+        std::copy(grid.begin(), grid.end(), in.grid);
+        std::copy(block.begin(), block.end(), in.block);
+        in.shared_bytes = shared_bytes;
+        in.specialize_grid = specialize_grid, in.specialize_block = specialize_block;
+        in.max_threads = bounds[0], in.min_blocks = bounds[1];
+        in.config = items.data(), in.config_count = items.size();
+        in.captures = caps.data(), in.capture_count = caps.size();
+        in.user = &regions;
+        in.read_memory = [](void* user, uint64_t address, void* out, size_t size) -> int {
+          for (const auto& [start, bytes] : static_cast<Regions*>(user)->list)
+            if (address >= start && address - start <= bytes.size() && size <= bytes.size() - (address - start)) {
+              std::memcpy(out, bytes.data() + (address - start), size);
+              return 0;
+            }
+          return 1;
+        };
+        kir_hash128 out;
+        if (kir_jit_key(&in, &out) != 0)
+          raise(kir::Error(kir::ErrorCode(kir_last_error_code()), kir_last_error(), kir_last_error_offset()));
+        return kir::Hash128{out.high, out.low}.hex();
+      },
+      "static_hash"_a, "arch"_a, "params"_a, "jit_args"_a, "memory"_a, "grid"_a, "block"_a, "specialize_grid"_a,
+      "specialize_block"_a, "shared_bytes"_a, "bounds"_a, "config"_a, "captures"_a, "param_sizes"_a = nb::none(),
+      "The JIT key through kir_jit_key (the C API): each runtime-constant argument, kir_jit_arg's "
+      "fields (position, kind, type, by_value, count, count_type, count_position), read from `params` (the launch's "
+      "argument bytes) and, by pointer, from `memory` ({address: bytes}); KirError with "
+      "kir_last_error() when kir_jit_key fails.");
+  m.def(
+      "launch_identity_of",
+      [](const kir::Hash128& static_hash, const std::string& arch, const std::vector<std::optional<nb::bytes>>& params,
+         std::array<uint32_t, 3> grid, std::array<uint32_t, 3> block, uint64_t shared_bytes) {
+        std::vector<void*> args;
+        std::vector<uint32_t> sizes;
+        for (const std::optional<nb::bytes>& b : params) {
+          args.push_back(b ? const_cast<char*>(b->c_str()) : nullptr);
+          sizes.push_back(b ? uint32_t(b->size()) : 0);
+        }
+        kir_hash128 h =
+            kir_launch_identity({static_hash.high, static_hash.low}, arch.c_str(), args.data(), sizes.data(),
+                                uint32_t(params.size()), grid.data(), block.data(), shared_bytes);
+        return kir::Hash128{h.high, h.low}.hex();
+      },
+      "static_hash"_a, "arch"_a, "params"_a, "grid"_a, "block"_a, "shared_bytes"_a,
+      "The launch identity through kir_launch_identity (the C API): every parameter's bytes "
+      "(None: left out), grid, block, dynamic shared memory.");
 }
 
 }  // namespace

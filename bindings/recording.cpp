@@ -29,9 +29,7 @@ namespace kir_bindings {
 
 namespace {
 
-kir::ByteView view(const nb::bytes& b) {
-  return kir::ByteView(reinterpret_cast<const uint8_t*>(b.c_str()), b.size());
-}
+kir::ByteView view(const nb::bytes& b) { return kir::ByteView(reinterpret_cast<const uint8_t*>(b.c_str()), b.size()); }
 
 void check(const kir::Status& s) {
   if (!s) raise_kir_error(s.error());
@@ -59,90 +57,124 @@ void bind_builder(nb::module_& m) {
   nb::class_<B>(m, "RecordBuilder",
                 "Writes one launch record (docs/record-format.md) into a recording directory: "
                 "the C++ writer the in-app recorder uses, fed host bytes.")
-      .def(nb::init<const std::string&, uint64_t, int>(), "directory"_a, "chunk_size"_a = 4 << 20,
-           "zstd_level"_a = 1)
-      .def("set_process", [](B& b, int64_t pid, int64_t rank) { b.builder->set_process(pid, rank); },
-           "pid"_a, "rank"_a)
-      .def("set_device", [](B& b, std::string name, std::string arch, int64_t ordinal) {
-        b.builder->set_device(std::move(name), std::move(arch), ordinal);
-      }, "name"_a, "arch"_a, "ordinal"_a)
-      .def("set_kernel", [](B& b, std::string name, std::string demangled, kir::Hash128 static_hash,
-                            std::vector<uint32_t> offsets, std::vector<uint32_t> sizes) {
-        b.builder->set_kernel(std::move(name), std::move(demangled), static_hash, std::move(offsets),
-                              std::move(sizes));
-      }, "name"_a, "demangled"_a, "static_hash"_a, "offsets"_a, "sizes"_a)
-      .def("set_image", [](B& b, std::string kind, std::string arch, nb::bytes data) {
-        check(b.builder->set_image(std::move(kind), std::move(arch), view(data)));
-      }, "kind"_a, "arch"_a, "data"_a)
-      .def("set_ptx", [](B& b, std::string arch, nb::bytes data) {
-        check(b.builder->set_ptx(std::move(arch), view(data)));
-      }, "arch"_a, "data"_a)
-      .def("set_ir", [](B& b, nb::bytes data) { check(b.builder->set_ir(view(data))); }, "data"_a)
-      .def("add_ptx_unit", [](B& b, std::string arch, nb::bytes data) {
-        check(b.builder->add_ptx_unit(std::move(arch), view(data)));
-      }, "arch"_a, "data"_a)
-      .def("set_jit_args", [](B& b, const std::vector<std::tuple<uint32_t, std::string, uint8_t, bool, uint32_t,
-                                                                 uint8_t, uint32_t>>& args) {
-        std::vector<kir_jit_arg> out;
-        for (const auto& [position, kind, type, by_value, count, count_type, count_position] : args) {
-          kir_jit_arg a{};
-          a.position = position;
-          if (kind == "scalar") a.kind = KIR_JIT_SCALAR;
-          else if (kind == "array") a.kind = KIR_JIT_ARRAY;
-          else if (kind == "object") a.kind = KIR_JIT_OBJECT;
-          else throw nb::value_error(("jit argument kind must be scalar, array or object, not " + kind).c_str());
-          a.type = type, a.by_value = by_value, a.count = count, a.count_type = count_type;
-          a.count_position = count_position;
-          out.push_back(a);
-        }
-        b.builder->set_jit_args(std::move(out));
-      }, "args"_a, "(position, kind, type, by_value, count, count_type, count_position) per argument")
-      .def("set_launch", [](B& b, std::string api, kir::Hash128 launch_identity,
-                            std::tuple<uint32_t, uint32_t, uint32_t> grid,
-                            std::tuple<uint32_t, uint32_t, uint32_t> block, uint64_t shared_bytes,
-                            uint64_t stream, const std::vector<nb::bytes>& args, uint64_t ordinal) {
-        std::vector<std::vector<uint8_t>> bytes;
-        for (const nb::bytes& a : args) {
-          kir::ByteView v = view(a);
-          bytes.emplace_back(v.data(), v.data() + v.size());
-        }
-        b.builder->set_launch(std::move(api), launch_identity, dim(grid), dim(block), shared_bytes, stream,
-                              std::move(bytes), ordinal);
-      }, "api"_a, "launch_identity"_a, "grid"_a, "block"_a, "shared_bytes"_a, "stream"_a, "args"_a, "ordinal"_a)
-      .def("set_va_range", [](B& b, uint64_t base, uint64_t size) { b.builder->set_va_range(base, size); },
-           "base"_a, "size"_a)
-      .def("add_allocation", [](B& b, uint64_t address, uint64_t size, std::string kind, bool in_va_range) {
-        return b.builder->add_allocation(address, size, std::move(kind), in_va_range);
-      }, "address"_a, "size"_a, "kind"_a, "in_va_range"_a,
-      "Add an allocation; returns its region index (allocations and globals share one index space).")
-      .def("add_global", [](B& b, std::string name, uint64_t address, uint64_t size) {
-        return b.builder->add_global(std::move(name), address, size);
-      }, "name"_a, "address"_a, "size"_a, "Add a module global; returns its region index.")
-      .def("snapshot", [](B& b, size_t region, bool epilogue, nb::bytes data, uint64_t offset, unsigned threads) {
-        kir::ByteView v = view(data);
-        kir::Status s;
-        {
-          nb::gil_scoped_release release;
-          s = b.builder->snapshot(region, epilogue, offset, v, threads);
-        }
-        check(s);
-      }, "region"_a, "epilogue"_a, "data"_a, "offset"_a = 0, "threads"_a = 1,
-      "Store a region's contents (before the kernel, or after it with epilogue=True) from byte `offset`.")
-      .def("add_flag", [](B& b, std::string flag, std::string detail) {
-        b.builder->add_flag(std::move(flag), std::move(detail));
-      }, "flag"_a, "detail"_a)
-      .def("metadata", [](B& b) {
-        kir::Expected<std::vector<uint8_t>> body = b.builder->metadata();
-        if (!body) raise_kir_error(body.error());
-        return nb::bytes(reinterpret_cast<const char*>(body->data()), body->size());
-      }, "The record's metadata as msgpack.")
-      .def("write", [](B& b) {
-        kir::Expected<std::string> path = b.builder->write();
-        if (!path) raise_kir_error(path.error());
-        return *path;
-      }, "Write the .kirrec atomically; returns its path.")
-      .def_prop_ro("stored_bytes", [](B& b) { return b.store->stored_bytes(); },
-                   "Bytes this builder's chunk store wrote to disk.")
+      .def(nb::init<const std::string&, uint64_t, int>(), "directory"_a, "chunk_size"_a = 4 << 20, "zstd_level"_a = 1)
+      .def(
+          "set_process", [](B& b, int64_t pid, int64_t rank) { b.builder->set_process(pid, rank); }, "pid"_a, "rank"_a)
+      .def(
+          "set_device",
+          [](B& b, std::string name, std::string arch, int64_t ordinal) {
+            b.builder->set_device(std::move(name), std::move(arch), ordinal);
+          },
+          "name"_a, "arch"_a, "ordinal"_a)
+      .def(
+          "set_kernel",
+          [](B& b, std::string name, std::string demangled, kir::Hash128 static_hash, std::vector<uint32_t> offsets,
+             std::vector<uint32_t> sizes) {
+            b.builder->set_kernel(std::move(name), std::move(demangled), static_hash, std::move(offsets),
+                                  std::move(sizes));
+          },
+          "name"_a, "demangled"_a, "static_hash"_a, "offsets"_a, "sizes"_a)
+      .def(
+          "set_image",
+          [](B& b, std::string kind, std::string arch, nb::bytes data) {
+            check(b.builder->set_image(std::move(kind), std::move(arch), view(data)));
+          },
+          "kind"_a, "arch"_a, "data"_a)
+      .def(
+          "set_ptx",
+          [](B& b, std::string arch, nb::bytes data) { check(b.builder->set_ptx(std::move(arch), view(data))); },
+          "arch"_a, "data"_a)
+      .def(
+          "set_ir", [](B& b, nb::bytes data) { check(b.builder->set_ir(view(data))); }, "data"_a)
+      .def(
+          "add_ptx_unit",
+          [](B& b, std::string arch, nb::bytes data) { check(b.builder->add_ptx_unit(std::move(arch), view(data))); },
+          "arch"_a, "data"_a)
+      .def(
+          "set_jit_args",
+          [](B& b,
+             const std::vector<std::tuple<uint32_t, std::string, uint8_t, bool, uint32_t, uint8_t, uint32_t>>& args) {
+            std::vector<kir_jit_arg> out;
+            for (const auto& [position, kind, type, by_value, count, count_type, count_position] : args) {
+              kir_jit_arg a{};
+              a.position = position;
+              if (kind == "scalar") a.kind = KIR_JIT_SCALAR;
+              else if (kind == "array") a.kind = KIR_JIT_ARRAY;
+              else if (kind == "object") a.kind = KIR_JIT_OBJECT;
+              else throw nb::value_error(("jit argument kind must be scalar, array or object, not " + kind).c_str());
+              a.type = type, a.by_value = by_value, a.count = count, a.count_type = count_type;
+              a.count_position = count_position;
+              out.push_back(a);
+            }
+            b.builder->set_jit_args(std::move(out));
+          },
+          "args"_a, "(position, kind, type, by_value, count, count_type, count_position) per argument")
+      .def(
+          "set_launch",
+          [](B& b, std::string api, kir::Hash128 launch_identity, std::tuple<uint32_t, uint32_t, uint32_t> grid,
+             std::tuple<uint32_t, uint32_t, uint32_t> block, uint64_t shared_bytes, uint64_t stream,
+             const std::vector<nb::bytes>& args, uint64_t ordinal) {
+            std::vector<std::vector<uint8_t>> bytes;
+            for (const nb::bytes& a : args) {
+              kir::ByteView v = view(a);
+              bytes.emplace_back(v.data(), v.data() + v.size());
+            }
+            b.builder->set_launch(std::move(api), launch_identity, dim(grid), dim(block), shared_bytes, stream,
+                                  std::move(bytes), ordinal);
+          },
+          "api"_a, "launch_identity"_a, "grid"_a, "block"_a, "shared_bytes"_a, "stream"_a, "args"_a, "ordinal"_a)
+      .def(
+          "set_va_range", [](B& b, uint64_t base, uint64_t size) { b.builder->set_va_range(base, size); }, "base"_a,
+          "size"_a)
+      .def(
+          "add_allocation",
+          [](B& b, uint64_t address, uint64_t size, std::string kind, bool in_va_range) {
+            return b.builder->add_allocation(address, size, std::move(kind), in_va_range);
+          },
+          "address"_a, "size"_a, "kind"_a, "in_va_range"_a,
+          "Add an allocation; returns its region index (allocations and globals share one index space).")
+      .def(
+          "add_global",
+          [](B& b, std::string name, uint64_t address, uint64_t size) {
+            return b.builder->add_global(std::move(name), address, size);
+          },
+          "name"_a, "address"_a, "size"_a, "Add a module global; returns its region index.")
+      .def(
+          "snapshot",
+          [](B& b, size_t region, bool epilogue, nb::bytes data, uint64_t offset, unsigned threads) {
+            kir::ByteView v = view(data);
+            kir::Status s;
+            {
+              nb::gil_scoped_release release;
+              s = b.builder->snapshot(region, epilogue, offset, v, threads);
+            }
+            check(s);
+          },
+          "region"_a, "epilogue"_a, "data"_a, "offset"_a = 0, "threads"_a = 1,
+          "Store a region's contents (before the kernel, or after it with epilogue=True) from byte `offset`.")
+      .def(
+          "add_flag",
+          [](B& b, std::string flag, std::string detail) { b.builder->add_flag(std::move(flag), std::move(detail)); },
+          "flag"_a, "detail"_a)
+      .def(
+          "metadata",
+          [](B& b) {
+            kir::Expected<std::vector<uint8_t>> body = b.builder->metadata();
+            if (!body) raise_kir_error(body.error());
+            return nb::bytes(reinterpret_cast<const char*>(body->data()), body->size());
+          },
+          "The record's metadata as msgpack.")
+      .def(
+          "write",
+          [](B& b) {
+            kir::Expected<std::string> path = b.builder->write();
+            if (!path) raise_kir_error(path.error());
+            return *path;
+          },
+          "Write the .kirrec atomically; returns its path.")
+      .def_prop_ro(
+          "stored_bytes", [](B& b) { return b.store->stored_bytes(); },
+          "Bytes this builder's chunk store wrote to disk.")
       .def_prop_ro("stored_chunks", [](B& b) { return b.store->stored_chunks(); });
 }
 
@@ -237,45 +269,55 @@ void bind_recording(nb::module_& m) {
         "accepts and the writer writes), max_metadata_values and max_metadata_depth (a reader's bounds on "
         "the msgpack values in a record's metadata and on their nesting), metadata (the metadata's field "
         "tables, kir/record/metadata.hpp: root, max_param_bytes, tables: {name: {doc, fields}}).");
-  m.def("reachable_ranges", [](const std::vector<std::pair<uint64_t, uint64_t>>& ranges,
-                               const std::vector<uint64_t>& roots, const std::vector<nb::bytes>& contents) {
-    std::vector<kir::record::MemoryRange> rs;
-    for (const auto& [address, size] : ranges) rs.push_back({address, size});
-    if (contents.size() != rs.size()) throw nb::value_error("one contents entry per range");
-    return kir::record::reachable_ranges(rs, roots, [&](size_t i) { return view(contents[i]); });
-  }, "ranges"_a, "roots"_a, "contents"_a,
-  "Indices of the (address, size) ranges reachable from `roots` through 8-byte-aligned words of "
-  "reachable ranges' contents (the recorder's --reachable walk).");
-  m.def("measure_msgpack", [](nb::bytes data, uint64_t max_values, uint64_t max_depth, uint64_t origin) {
-    kir::Expected<kir::MsgpackShape> shape = kir::measure_msgpack(
-        kir::ByteView(reinterpret_cast<const uint8_t*>(data.c_str()), data.size(), origin), max_values, max_depth);
-    if (!shape) raise_kir_error(shape.error());
-    return std::make_tuple(shape->values, shape->depth, shape->size);
-  }, "data"_a, "max_values"_a, "max_depth"_a, "origin"_a = 0,
-  "(values, depth, size) of the MessagePack value at the start of `data`, walked without building it "
-  "(KirError, with the offset plus `origin`, past max_values values, containers nested deeper than "
-  "max_depth, or on bytes that are not MessagePack): what decoding it would cost, known first.");
-  m.def("zstd_decompress", [](nb::bytes data, uint64_t raw_size, uint64_t max_size) {
-    // Checked before anything is allocated: a small hostile frame must not
-    // make this process reserve gigabytes.
-    if (raw_size > max_size)
-      raise_kir_error(kir::Error(kir::ErrorCode::too_large, "the claimed size " + kir::hex(raw_size) + " is more than the cap " +
-                                 kir::hex(max_size)));
-    unsigned long long framed = ZSTD_getFrameContentSize(data.c_str(), data.size());
-    if (framed == ZSTD_CONTENTSIZE_ERROR)
-      raise_kir_error(kir::Error(kir::ErrorCode::malformed, "zstd data of " + kir::hex(data.size()) +
-                                 " bytes does not start with a valid frame"));
-    if (framed != ZSTD_CONTENTSIZE_UNKNOWN && framed != raw_size)
-      raise_kir_error(kir::Error(kir::ErrorCode::malformed, "zstd frame header says " + kir::hex(framed) + " bytes, the claimed size is " +
-                                 kir::hex(raw_size)));
-    kir::Scratch scratch;
-    kir::Expected<kir::ByteView> out = kir::decompress_zstd(view(data), raw_size, scratch);
-    if (!out) raise_kir_error(out.error());
-    return nb::bytes(reinterpret_cast<const char*>(out->data()), out->size());
-  }, "data"_a, "raw_size"_a, "max_size"_a = uint64_t(1) << 30,
-  "zstd data that must decode to exactly raw_size bytes (KirError otherwise). raw_size is "
-  "refused before anything is allocated when it exceeds max_size (default 1 GiB) or differs "
-  "from the frame header's content size.");
+  m.def(
+      "reachable_ranges",
+      [](const std::vector<std::pair<uint64_t, uint64_t>>& ranges, const std::vector<uint64_t>& roots,
+         const std::vector<nb::bytes>& contents) {
+        std::vector<kir::record::MemoryRange> rs;
+        for (const auto& [address, size] : ranges) rs.push_back({address, size});
+        if (contents.size() != rs.size()) throw nb::value_error("one contents entry per range");
+        return kir::record::reachable_ranges(rs, roots, [&](size_t i) { return view(contents[i]); });
+      },
+      "ranges"_a, "roots"_a, "contents"_a,
+      "Indices of the (address, size) ranges reachable from `roots` through 8-byte-aligned words of "
+      "reachable ranges' contents (the recorder's --reachable walk).");
+  m.def(
+      "measure_msgpack",
+      [](nb::bytes data, uint64_t max_values, uint64_t max_depth, uint64_t origin) {
+        kir::Expected<kir::MsgpackShape> shape = kir::measure_msgpack(
+            kir::ByteView(reinterpret_cast<const uint8_t*>(data.c_str()), data.size(), origin), max_values, max_depth);
+        if (!shape) raise_kir_error(shape.error());
+        return std::make_tuple(shape->values, shape->depth, shape->size);
+      },
+      "data"_a, "max_values"_a, "max_depth"_a, "origin"_a = 0,
+      "(values, depth, size) of the MessagePack value at the start of `data`, walked without building it "
+      "(KirError, with the offset plus `origin`, past max_values values, containers nested deeper than "
+      "max_depth, or on bytes that are not MessagePack): what decoding it would cost, known first.");
+  m.def(
+      "zstd_decompress",
+      [](nb::bytes data, uint64_t raw_size, uint64_t max_size) {
+        // Checked before anything is allocated: a small hostile frame must not
+        // make this process reserve gigabytes.
+        if (raw_size > max_size)
+          raise_kir_error(kir::Error(kir::ErrorCode::too_large, "the claimed size " + kir::hex(raw_size) +
+                                                                    " is more than the cap " + kir::hex(max_size)));
+        unsigned long long framed = ZSTD_getFrameContentSize(data.c_str(), data.size());
+        if (framed == ZSTD_CONTENTSIZE_ERROR)
+          raise_kir_error(kir::Error(kir::ErrorCode::malformed, "zstd data of " + kir::hex(data.size()) +
+                                                                    " bytes does not start with a valid frame"));
+        if (framed != ZSTD_CONTENTSIZE_UNKNOWN && framed != raw_size)
+          raise_kir_error(kir::Error(
+              kir::ErrorCode::malformed,
+              "zstd frame header says " + kir::hex(framed) + " bytes, the claimed size is " + kir::hex(raw_size)));
+        kir::Scratch scratch;
+        kir::Expected<kir::ByteView> out = kir::decompress_zstd(view(data), raw_size, scratch);
+        if (!out) raise_kir_error(out.error());
+        return nb::bytes(reinterpret_cast<const char*>(out->data()), out->size());
+      },
+      "data"_a, "raw_size"_a, "max_size"_a = uint64_t(1) << 30,
+      "zstd data that must decode to exactly raw_size bytes (KirError otherwise). raw_size is "
+      "refused before anything is allocated when it exceeds max_size (default 1 GiB) or differs "
+      "from the frame header's content size.");
 }
 
 }  // namespace kir_bindings

@@ -108,8 +108,8 @@ nb::object kernels_json(const kir::DeviceCode& code, nb::dict links) {
     for (size_t j = 0; j < k.params.size(); ++j) {
       const kir::KernelParam& p = k.params[j];
       out += j ? ",{\"ordinal\":" : "{\"ordinal\":";
-      out += std::to_string(p.ordinal) + ",\"offset\":" + std::to_string(p.offset) + ",\"size\":" +
-             std::to_string(p.size) + '}';
+      out += std::to_string(p.ordinal) + ",\"offset\":" + std::to_string(p.offset) +
+             ",\"size\":" + std::to_string(p.size) + '}';
     }
     out += "],\"param_bytes\":";
     append_json_optional(out, k.param_bytes);
@@ -236,10 +236,10 @@ nb::list image_rows(const kir::Binary& b) {
   for (uint32_t c = 0; c < b.containers().size(); ++c) {
     for (const kir::Image& i : b.containers()[c].images) {
       nb::object version = nb::none();
-      if (i.fatbin) version = nb::str((std::to_string(i.fatbin->major) + "." + std::to_string(i.fatbin->minor)).c_str());
+      if (i.fatbin)
+        version = nb::str((std::to_string(i.fatbin->major) + "." + std::to_string(i.fatbin->minor)).c_str());
       rows.append(nb::make_tuple(index++, c, kir::name(i.kind), i.target, version, kir::name(i.compression),
-                                 i.stored.size(), i.size, i.id,
-                                 i.fatbin && i.fatbin->obfuscated()));
+                                 i.stored.size(), i.size, i.id, i.fatbin && i.fatbin->obfuscated()));
     }
   }
   return rows;

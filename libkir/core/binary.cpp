@@ -6,8 +6,8 @@
 #include <exception>
 #include <map>
 #include <mutex>
-#include <numeric>
 #include <new>
+#include <numeric>
 #include <system_error>
 #include <thread>
 
@@ -46,9 +46,9 @@ bool is_bundle_section(std::string_view name) {
 bool is_container_section(const ElfSection& s) {
   for (const char* name : kFatbinSections)
     if (s.name == name) return true;
-  return s.type == elf::SHT_NOBITS || s.name == kBundleSection || s.name == ".llvmbc" ||
-         s.name == ".llvm.lto" || s.name == ".llvm.offloading" || s.type == kLtoSectionType ||
-         s.type == kOffloadingSectionType || s.name.rfind(kOffloadBundleMagic, 0) == 0;
+  return s.type == elf::SHT_NOBITS || s.name == kBundleSection || s.name == ".llvmbc" || s.name == ".llvm.lto" ||
+         s.name == ".llvm.offloading" || s.type == kLtoSectionType || s.type == kOffloadingSectionType ||
+         s.name.rfind(kOffloadBundleMagic, 0) == 0;
 }
 
 /// `.llvmcmd`'s NUL-separated cc1 arguments, joined by spaces ("" when none).
@@ -140,8 +140,7 @@ class BinaryReader {
       if (st && (s.type == kOffloadingSectionType || s.name == ".llvm.offloading"))
         st = walk(s.data, member, section, discover_offload_binary, "offloading binary");
       if (st && (s.name == ".llvmbc" || s.name == ".llvm.lto" || s.type == kLtoSectionType)) {
-        Expected<ContainerSite> site =
-            discover_bitcode_section(s.data, s.name == ".llvmbc" ? llvm_command(*elf) : "");
+        Expected<ContainerSite> site = discover_bitcode_section(s.data, s.name == ".llvmbc" ? llvm_command(*elf) : "");
         if (!site) return site.error().within(member_prefix(member) + section);
         site->size = s.data.size();
         place(*site, member, section, FoundBy::section);
@@ -170,8 +169,8 @@ class BinaryReader {
       Expected<ContainerSite> site = discover(at);
       if (!site)  // "container #3 at file offset 0x…" / "offloading binary at file offset 0x…"
         return site.error().within(member_prefix(member) + section + ": " + what +
-                                   (numbered ? std::to_string(out_.containers_.size()) : "") +
-                                   " at file offset " + hex(at.origin()));
+                                   (numbered ? std::to_string(out_.containers_.size()) : "") + " at file offset " +
+                                   hex(at.origin()));
       uint64_t size = site->size;
       place(*site, member, section, FoundBy::section);
       off = std::min(align_up(off + size, 8), bytes.size());
@@ -185,8 +184,7 @@ class BinaryReader {
   Status walk_bundles(ByteView bytes, const std::string& member, const std::string& section) {
     uint64_t off = 0;
     while (off < bytes.size()) {
-      uint64_t next = discover::next_magic(bytes, off, bytes.size(),
-                                           {kOffloadBundleMagic, kCompressedBundleMagic});
+      uint64_t next = discover::next_magic(bytes, off, bytes.size(), {kOffloadBundleMagic, kCompressedBundleMagic});
       if (next >= bytes.size()) break;
       Expected<ContainerSite> site = discover_bundle(bytes.from(next));
       if (!site)
@@ -258,8 +256,7 @@ class BinaryReader {
       if (!(*site)->wrapper) (*site)->wrapper = index;
     }
     for (uint64_t target : wrapper.prelinked_offsets)
-      if (Expected<ContainerSite*> site = adopt(elf, target, wrapper.member, where + " (prelinked)");
-          !site)
+      if (Expected<ContainerSite*> site = adopt(elf, target, wrapper.member, where + " (prelinked)"); !site)
         return site.error();
     return {};
   }
@@ -267,8 +264,7 @@ class BinaryReader {
   /// The container at file offset `target`: a known one, or discovered there now.
   Expected<ContainerSite*> adopt(const ElfFile& elf, uint64_t target, const std::string& member,
                                  const std::string& where) {
-    if (ContainerSite* known = container_at(target); known && known->file_offset == target)
-      return known;
+    if (ContainerSite* known = container_at(target); known && known->file_offset == target) return known;
     uint64_t local = target - elf.bytes().origin();
     if (target < elf.bytes().origin() || !elf.bytes().contains(local, 16))
       return Error(ErrorCode::out_of_bounds, where + " points to file offset " + hex(target) + ", outside the object");
@@ -295,23 +291,19 @@ class BinaryReader {
       for (uint64_t start = 0; start < d.size(); start += kWindow) {
         uint64_t end = std::min(d.size(), start + kWindow);
         fatbin_off = discover::find_magic(d, fatbin_off, end, {discover::kFatbinMagicText}, [&](uint64_t off) {
-          return try_scanned(d.from(off), member, section, [](ByteView at) {
-            return discover_fatbin(at, {/*strict=*/true});
-          });
+          return try_scanned(d.from(off), member, section,
+                             [](ByteView at) { return discover_fatbin(at, {/*strict=*/true}); });
         });
         if (bundles)
           bundle_off = discover::find_magic(
               d, bundle_off, end, {kOffloadBundleMagic, kCompressedBundleMagic}, [&](uint64_t off) {
-                return try_scanned(d.from(off), member, section, [](ByteView at) {
-                  return discover_bundle(at, {/*strict=*/true});
-                });
+                return try_scanned(d.from(off), member, section,
+                                   [](ByteView at) { return discover_bundle(at, {/*strict=*/true}); });
               });
         if (bitcode)
-          bitcode_off = discover::find_magic(d, bitcode_off, end, {discover::kBitcodeMagicText},
-                                             [&](uint64_t off) {
-                                               return try_scanned(d.from(off), member, section,
-                                                                  discover_bitcode_module);
-                                             });
+          bitcode_off = discover::find_magic(d, bitcode_off, end, {discover::kBitcodeMagicText}, [&](uint64_t off) {
+            return try_scanned(d.from(off), member, section, discover_bitcode_module);
+          });
         out_.file_->release(d.sub(start, end - start));
       }
     }
@@ -320,8 +312,7 @@ class BinaryReader {
   /// Bytes to skip past a known container holding `at`, or past a new one
   /// discovered there (and added); 0 when there is none.
   template <class Discover>
-  uint64_t try_scanned(ByteView at, const std::string& member, const std::string& section,
-                       Discover&& discover) {
+  uint64_t try_scanned(ByteView at, const std::string& member, const std::string& section, Discover&& discover) {
     if (const ContainerSite* c = container_at(at.origin())) return c->file_offset + c->size - at.origin();
     Expected<ContainerSite> site = discover(at);
     if (!site) return 0;
@@ -369,8 +360,7 @@ Expected<DeviceCode> Binary::device_code(uint32_t container, uint32_t image) con
   return device_code(container, image, scratch);
 }
 
-Expected<DeviceCode> Binary::device_code(uint32_t container, uint32_t image,
-                                         Scratch& scratch, bool digest) const {
+Expected<DeviceCode> Binary::device_code(uint32_t container, uint32_t image, Scratch& scratch, bool digest) const {
   if (container >= containers_.size() || image >= containers_[container].images.size())
     return Error(ErrorCode::invalid_argument, "no image " + std::to_string(container) + "/" + std::to_string(image));
   const Image& i = containers_[container].images[image];
@@ -386,17 +376,17 @@ Expected<DeviceCode> Binary::device_code(uint32_t container, uint32_t image,
   return code;
 }
 
-std::vector<Expected<DeviceCode>> Binary::all_device_code(
-    unsigned threads, const std::function<void(size_t, size_t)>& progress) const {
+std::vector<Expected<DeviceCode>> Binary::all_device_code(unsigned threads,
+                                                          const std::function<void(size_t, size_t)>& progress) const {
   std::vector<ImageRef> images;
   for (uint32_t c = 0; c < containers_.size(); ++c)
     for (uint32_t i = 0; i < containers_[c].images.size(); ++i) images.emplace_back(c, i);
   return device_code_of(images, threads, progress);
 }
 
-std::vector<Expected<DeviceCode>> Binary::device_code_of(
-    const std::vector<ImageRef>& images, unsigned threads,
-    const std::function<void(size_t, size_t)>& progress, bool digests) const {
+std::vector<Expected<DeviceCode>> Binary::device_code_of(const std::vector<ImageRef>& images, unsigned threads,
+                                                         const std::function<void(size_t, size_t)>& progress,
+                                                         bool digests) const {
   std::vector<Expected<DeviceCode>> out(images.size(), Expected<DeviceCode>(DeviceCode{}));
   // At most one thread per core (and per image): more only cost memory and stacks.
   unsigned cores = std::max(1u, std::thread::hardware_concurrency());
@@ -416,8 +406,7 @@ std::vector<Expected<DeviceCode>> Binary::device_code_of(
           out[i] = Error(ErrorCode::internal, "image " + std::to_string(i) + ": out of memory while decoding it");
           scratch = Scratch{};
         }
-        if (c < containers_.size() && e < containers_[c].images.size() &&
-            containers_[c].images[e].file_offset)
+        if (c < containers_.size() && e < containers_[c].images.size() && containers_[c].images[e].file_offset)
           file_->release(containers_[c].images[e].stored);  // decoded: not needed now
         size_t n = ++done;
         if (progress && progress_mutex.try_lock()) {

@@ -38,8 +38,9 @@ static_assert(KIR_ERROR_NONE == unsigned(ErrorCode::none) && KIR_ERROR_BAD_MAGIC
               KIR_ERROR_MALFORMED == unsigned(ErrorCode::malformed) &&
               KIR_ERROR_UNSUPPORTED_VERSION == unsigned(ErrorCode::unsupported_version) &&
               KIR_ERROR_UNSUPPORTED == unsigned(ErrorCode::unsupported) &&
-              KIR_ERROR_CORRUPT == unsigned(ErrorCode::corrupt) && KIR_ERROR_TOO_LARGE == unsigned(ErrorCode::too_large) &&
-              KIR_ERROR_IO == unsigned(ErrorCode::io) && KIR_ERROR_PERMISSION == unsigned(ErrorCode::permission) &&
+              KIR_ERROR_CORRUPT == unsigned(ErrorCode::corrupt) &&
+              KIR_ERROR_TOO_LARGE == unsigned(ErrorCode::too_large) && KIR_ERROR_IO == unsigned(ErrorCode::io) &&
+              KIR_ERROR_PERMISSION == unsigned(ErrorCode::permission) &&
               KIR_ERROR_NOT_FOUND == unsigned(ErrorCode::not_found) &&
               KIR_ERROR_INVALID_ARGUMENT == unsigned(ErrorCode::invalid_argument) &&
               KIR_ERROR_INTERNAL == unsigned(ErrorCode::internal) && KIR_ERROR_INTERNAL + 1 == kir::kErrorCodes);
@@ -104,9 +105,7 @@ struct kir_binary {
       for (uint32_t i = 0; i < binary.containers()[c].images.size(); ++i) images.emplace_back(c, i);
   }
 
-  const kir::Image& image(size_t i) const {
-    return binary.containers()[images[i].first].images[images[i].second];
-  }
+  const kir::Image& image(size_t i) const { return binary.containers()[images[i].first].images[images[i].second]; }
 
   /// Decoded device code of image `i`, cached; nullptr with last_error set.
   const kir::DeviceCode* code(size_t i) const {
@@ -154,15 +153,13 @@ kir_binary* kir_binary_open(const char* path, unsigned flags) {
 
 void kir_binary_close(kir_binary* binary) { delete binary; }
 
-size_t kir_binary_image_count(const kir_binary* binary) {
-  return binary ? binary->images.size() : 0;
-}
+size_t kir_binary_image_count(const kir_binary* binary) { return binary ? binary->images.size() : 0; }
 
 static bool check_image(const kir_binary* binary, size_t index) {
   if (!binary) return fail("binary handle is NULL"), false;
   if (index >= binary->images.size())
-    return fail("image index " + std::to_string(index) + " out of range (" +
-                std::to_string(binary->images.size()) + " images)"),
+    return fail("image index " + std::to_string(index) + " out of range (" + std::to_string(binary->images.size()) +
+                " images)"),
            false;
   return true;
 }
@@ -195,8 +192,7 @@ int kir_binary_image_info(const kir_binary* binary, size_t index, kir_image_info
   return 0;
 }
 
-int64_t kir_binary_read_image(const kir_binary* binary, size_t index, void* buffer,
-                              size_t capacity) {
+int64_t kir_binary_read_image(const kir_binary* binary, size_t index, void* buffer, size_t capacity) {
   if (!check_image(binary, index)) return -1;
   kir::Scratch scratch;
   kir::Expected<kir::ByteView> bytes = kir::decode_image(binary->image(index), scratch);
@@ -215,13 +211,11 @@ static const kir::Kernel* find_kernel(const kir_binary* binary, size_t index, si
   if (!check_image(binary, index)) return nullptr;
   const kir::DeviceCode* code = binary->code(index);
   if (!code) return nullptr;
-  if (kernel >= code->kernels.size())
-    return fail("kernel index " + std::to_string(kernel) + " out of range"), nullptr;
+  if (kernel >= code->kernels.size()) return fail("kernel index " + std::to_string(kernel) + " out of range"), nullptr;
   return &code->kernels[kernel];
 }
 
-int kir_binary_kernel_info(const kir_binary* binary, size_t index, size_t kernel,
-                           kir_kernel_info* out) {
+int kir_binary_kernel_info(const kir_binary* binary, size_t index, size_t kernel, kir_kernel_info* out) {
   const kir::Kernel* k = find_kernel(binary, index, kernel);
   if (!k || !out) return -1;
   kir_kernel_info info{};
@@ -285,14 +279,11 @@ namespace {
 
 std::vector<kir::ByteView> views(const kir_bytes* modules, size_t count) {
   std::vector<kir::ByteView> out;
-  for (size_t i = 0; i < count; ++i)
-    out.emplace_back(static_cast<const uint8_t*>(modules[i].data), modules[i].size);
+  for (size_t i = 0; i < count; ++i) out.emplace_back(static_cast<const uint8_t*>(modules[i].data), modules[i].size);
   return out;
 }
 
-kir::DynamicHash* builder(kir_dynamic_hash* h) {
-  return std::launder(reinterpret_cast<kir::DynamicHash*>(h->opaque));
-}
+kir::DynamicHash* builder(kir_dynamic_hash* h) { return std::launder(reinterpret_cast<kir::DynamicHash*>(h->opaque)); }
 
 kir_hash128 to_c(const kir::Hash128& h) { return {h.high, h.low}; }
 
@@ -300,13 +291,11 @@ kir_hash128 to_c(const kir::Hash128& h) { return {h.high, h.low}; }
 
 extern "C" {
 
-kir_hash128 kir_static_hash(const char* name, const char* code_kind, const kir_bytes* modules,
-                            size_t count) {
+kir_hash128 kir_static_hash(const char* name, const char* code_kind, const kir_bytes* modules, size_t count) {
   return to_c(kir::static_hash(name ? name : "", code_kind ? code_kind : "", views(modules, count)));
 }
 
-kir_hash128 kir_static_hash_of_kind(const char* name, uint32_t code_kind, const kir_bytes* modules,
-                                    size_t count) {
+kir_hash128 kir_static_hash_of_kind(const char* name, uint32_t code_kind, const kir_bytes* modules, size_t count) {
   if (code_kind >= kir::kCodeKinds) {
     fail("code kind " + std::to_string(code_kind) + " is not a KIR_CODE_KIND_* value (0.." +
          std::to_string(kir::kCodeKinds - 1) + ")");
@@ -320,8 +309,8 @@ void kir_dynamic_hash_begin(kir_dynamic_hash* h, kir_hash128 static_hash, const 
 }
 
 void kir_launch_identity_begin(kir_dynamic_hash* h, kir_hash128 static_hash, const char* arch) {
-  new (h->opaque) kir::DynamicHash(kir::HashDomain::launch_identity, {static_hash.high, static_hash.low},
-                                   arch ? arch : "");
+  new (h->opaque)
+      kir::DynamicHash(kir::HashDomain::launch_identity, {static_hash.high, static_hash.low}, arch ? arch : "");
 }
 
 void kir_dynamic_hash_extend(kir_dynamic_hash* h, const kir_dynamic_hash* prefix) {
@@ -333,8 +322,8 @@ void kir_dynamic_hash_shared(kir_dynamic_hash* h, uint64_t bytes) { builder(h)->
 
 void kir_dynamic_hash_specialize(kir_dynamic_hash* h, uint32_t flags) { builder(h)->specialize(flags); }
 
-void kir_dynamic_hash_capture(kir_dynamic_hash* h, const char* lambda, uint32_t slot, uint32_t offset,
-                              uint8_t type, const void* value, size_t size) {
+void kir_dynamic_hash_capture(kir_dynamic_hash* h, const char* lambda, uint32_t slot, uint32_t offset, uint8_t type,
+                              const void* value, size_t size) {
   builder(h)->capture(lambda ? lambda : "", slot, offset, static_cast<kir::ArgType>(type), value, size);
 }
 
@@ -352,8 +341,7 @@ size_t kir_jit_config_records(const kir_config_item* items, size_t count, void* 
   for (size_t i = 0; i < count; ++i) {
     const kir_config_item& c = items[i];
     if (!c.key) return fail("kir_jit_config_records: item #" + std::to_string(i) + ": key is NULL"), 0;
-    if (!c.value && c.size)
-      return fail("kir_jit_config_records: item '" + std::string(c.key) + "': value is NULL"), 0;
+    if (!c.value && c.size) return fail("kir_jit_config_records: item '" + std::string(c.key) + "': value is NULL"), 0;
     kir::encode_config_record(bytes, c.key, std::string_view(static_cast<const char*>(c.value), c.size));
   }
   if (out && capacity >= bytes.size()) std::memcpy(out, bytes.data(), bytes.size());
@@ -368,18 +356,13 @@ kir_hash128 kir_launch_identity(kir_hash128 static_hash, const char* arch, void*
                                    param_count, grid ? grid : ones, block ? block : ones, shared_bytes));
 }
 
-void kir_dynamic_hash_arg(kir_dynamic_hash* h, uint32_t position, uint8_t type, const void* value,
-                          size_t size) {
+void kir_dynamic_hash_arg(kir_dynamic_hash* h, uint32_t position, uint8_t type, const void* value, size_t size) {
   builder(h)->arg(position, static_cast<kir::ArgType>(type), value, size);
 }
 
-void kir_dynamic_hash_grid(kir_dynamic_hash* h, uint32_t x, uint32_t y, uint32_t z) {
-  builder(h)->grid(x, y, z);
-}
+void kir_dynamic_hash_grid(kir_dynamic_hash* h, uint32_t x, uint32_t y, uint32_t z) { builder(h)->grid(x, y, z); }
 
-void kir_dynamic_hash_block(kir_dynamic_hash* h, uint32_t x, uint32_t y, uint32_t z) {
-  builder(h)->block(x, y, z);
-}
+void kir_dynamic_hash_block(kir_dynamic_hash* h, uint32_t x, uint32_t y, uint32_t z) { builder(h)->block(x, y, z); }
 
 void kir_dynamic_hash_bounds(kir_dynamic_hash* h, uint32_t max_threads, uint32_t min_blocks) {
   builder(h)->bounds(max_threads, min_blocks);
@@ -402,14 +385,12 @@ void kir_hash_to_hex(kir_hash128 hash, char out[33]) {
 
 int kir_hash_from_hex(const char* text, kir_hash128* out) {
   std::optional<kir::Hash128> h = kir::Hash128::from_hex(text ? text : "");
-  if (!h || !out) return fail(std::string("not a kir hash (32 lowercase hex digits): '") +
-                              (text ? text : "") + "'");
+  if (!h || !out) return fail(std::string("not a kir hash (32 lowercase hex digits): '") + (text ? text : "") + "'");
   *out = to_c(*h);
   return 0;
 }
 
-uint64_t kir_proteus_static_hash(const char* name, const kir_bytes* modules, size_t count,
-                                 int llvm20_or_newer) {
+uint64_t kir_proteus_static_hash(const char* name, const kir_bytes* modules, size_t count, int llvm20_or_newer) {
   return kir::proteus_static_hash(name ? name : "", views(modules, count), llvm20_or_newer != 0);
 }
 

@@ -51,17 +51,17 @@ KIR_SAME(KIR_IMAGE_LTO_IR, FatbinEntryKind::lto_ir);
 
 namespace {
 
-constexpr const char* kImageKindNames[kImageKinds] = {
-    "unknown", "cubin", "ptx", "lto-ir", "old-cubin", "code-object",
-    "bitcode", "fatbin", "spirv", "object", "host", "empty"};
+constexpr const char* kImageKindNames[kImageKinds] = {"unknown",   "cubin",       "ptx",     "lto-ir",
+                                                      "old-cubin", "code-object", "bitcode", "fatbin",
+                                                      "spirv",     "object",      "host",    "empty"};
 constexpr const char* kCodeKindNames[kCodeKinds] = {"unknown", "ir", "cubin", "ptx", "code-object"};
 constexpr const char* kTargetKindNames[kTargetKinds] = {"none", "cuda", "amdgpu", "host"};
-constexpr const char* kAllocationKindNames[kAllocationKinds] = {"unknown", "device", "managed",
-                                                                "host-pinned", "global"};
+constexpr const char* kAllocationKindNames[kAllocationKinds] = {"unknown", "device", "managed", "host-pinned",
+                                                                "global"};
 
 constexpr const char* kJitArgKindNames[kJitArgKinds] = {"scalar", "array", "object"};
-constexpr const char* kContainerFormatNames[kContainerFormats] = {
-    "cuda-fatbin", "offload-bundle", "object-bundle", "offload-binary", "bitcode-section", "device-elf"};
+constexpr const char* kContainerFormatNames[kContainerFormats] = {"cuda-fatbin",    "offload-bundle",  "object-bundle",
+                                                                  "offload-binary", "bitcode-section", "device-elf"};
 constexpr const char* kCodecNames[kCodecs] = {"none", "lz4", "zstd", "unknown", "zlib"};
 
 /// ArgType by value: its name, value size and Python struct format (index 0: no type).
@@ -71,10 +71,9 @@ struct ArgTypeInfo {
   const char* format;
 };
 constexpr ArgTypeInfo kArgTypeInfo[kArgTypes + 1] = {
-    {"?", 0, ""},      {"i8", 1, "<b"},  {"i16", 2, "<h"}, {"i32", 4, "<i"}, {"i64", 8, "<q"},
-    {"u8", 1, "<B"},   {"u16", 2, "<H"}, {"u32", 4, "<I"}, {"u64", 8, "<Q"}, {"f16", 2, "<e"},
-    {"bf16", 2, ""},   {"f32", 4, "<f"}, {"f64", 8, "<d"}, {"ptr", 8, "<Q"}, {"bytes", 0, ""},
-    {"bool", 1, "<?"}};
+    {"?", 0, ""},     {"i8", 1, "<b"},  {"i16", 2, "<h"}, {"i32", 4, "<i"}, {"i64", 8, "<q"}, {"u8", 1, "<B"},
+    {"u16", 2, "<H"}, {"u32", 4, "<I"}, {"u64", 8, "<Q"}, {"f16", 2, "<e"}, {"bf16", 2, ""},  {"f32", 4, "<f"},
+    {"f64", 8, "<d"}, {"ptr", 8, "<Q"}, {"bytes", 0, ""}, {"bool", 1, "<?"}};
 static_assert(unsigned(ArgType::boolean) == kArgTypes, "kArgTypes: the last ArgType");
 
 const ArgTypeInfo& info(ArgType type) {
@@ -111,15 +110,9 @@ const char* name(Codec codec) {
 unsigned size_of(ArgType type) { return info(type).size; }
 const char* struct_format(ArgType type) { return info(type).format; }
 
-std::optional<ImageKind> image_kind_from_name(std::string_view n) {
-  return find<ImageKind>(kImageKindNames, n);
-}
-std::optional<CodeKind> code_kind_from_name(std::string_view n) {
-  return find<CodeKind>(kCodeKindNames, n);
-}
-std::optional<TargetKind> target_kind_from_name(std::string_view n) {
-  return find<TargetKind>(kTargetKindNames, n);
-}
+std::optional<ImageKind> image_kind_from_name(std::string_view n) { return find<ImageKind>(kImageKindNames, n); }
+std::optional<CodeKind> code_kind_from_name(std::string_view n) { return find<CodeKind>(kCodeKindNames, n); }
+std::optional<TargetKind> target_kind_from_name(std::string_view n) { return find<TargetKind>(kTargetKindNames, n); }
 std::optional<AllocationKind> allocation_kind_from_name(std::string_view n) {
   return find<AllocationKind>(kAllocationKindNames, n);
 }
@@ -129,9 +122,7 @@ std::optional<ArgType> arg_type_from_name(std::string_view n) {
     if (n == kArgTypeInfo[i].name) return static_cast<ArgType>(i);
   return std::nullopt;
 }
-std::optional<JitArgKind> jit_arg_kind_from_name(std::string_view n) {
-  return find<JitArgKind>(kJitArgKindNames, n);
-}
+std::optional<JitArgKind> jit_arg_kind_from_name(std::string_view n) { return find<JitArgKind>(kJitArgKindNames, n); }
 std::optional<ContainerFormat> container_format_from_name(std::string_view n) {
   return find<ContainerFormat>(kContainerFormatNames, n);
 }

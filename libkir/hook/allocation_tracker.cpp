@@ -57,8 +57,7 @@ size_t AllocationTracker::live() const {
 }
 
 int AllocationTracker::set_allocator(const kir_hook_allocator* allocator) {
-  if (!allocator || allocator->struct_size < sizeof(kir_hook_allocator) || !allocator->allocate ||
-      !allocator->release)
+  if (!allocator || allocator->struct_size < sizeof(kir_hook_allocator) || !allocator->allocate || !allocator->release)
     return -1;
   int none = kNone;
   if (!allocator_state_.compare_exchange_strong(none, kInstalling, std::memory_order_acq_rel)) return -1;

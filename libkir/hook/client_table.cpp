@@ -136,8 +136,7 @@ void ClientLoader::for_each_library(void (*add)(void*, const std::string&, const
     if (path.empty()) continue;
     // Printed whether or not KIR_HOOK_LOG is set: the user asked for this client.
     void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    auto entry = lib ? reinterpret_cast<const kir_hook_client* (*)()>(dlsym(lib, "kir_hook_client_entry"))
-                     : nullptr;
+    auto entry = lib ? reinterpret_cast<const kir_hook_client* (*)()>(dlsym(lib, "kir_hook_client_entry")) : nullptr;
     if (!entry) {
       report_failure(Failure::client, "client " + path, lib ? "no kir_hook_client_entry symbol" : dlerror(), true);
       continue;

@@ -81,9 +81,8 @@ class ClientLoader {
     std::lock_guard<std::mutex> lock(mutex_);
     if (loaded_.load(std::memory_order_relaxed)) return;  // another thread loaded them meanwhile
     loading = true;
-    for_each_library([](void* add, const std::string& path, const kir_hook_client* c) {
-      (*static_cast<Add*>(add))(path, c);
-    }, &add);
+    for_each_library(
+        [](void* add, const std::string& path, const kir_hook_client* c) { (*static_cast<Add*>(add))(path, c); }, &add);
     loading = false;
     loaded_.store(true, std::memory_order_release);
   }

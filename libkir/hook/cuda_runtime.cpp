@@ -10,19 +10,19 @@
 
 namespace {
 
+using kir::hook::claimable_launch;
 using kir::hook::Dim3;
 using kir::hook::launch_event;
 using kir::hook::reported_call;
 using kir::hook::tracked_alloc;
 using kir::hook::tracked_free;
-using kir::hook::claimable_launch;
 using kir::hook::Vendor;
 using cudaError_t = int;
 using cudaStream_t = void*;
 
-#define KIR_REAL(name, type)                                                                   \
-  static const auto real_##name = reinterpret_cast<type>(kir::hook::find_real(                 \
-      #name, {"libcudart.so.13", "libcudart.so.12", "libcudart.so"}, "CUDA runtime"))
+#define KIR_REAL(name, type)                              \
+  static const auto real_##name = reinterpret_cast<type>( \
+      kir::hook::find_real(#name, {"libcudart.so.13", "libcudart.so.12", "libcudart.so"}, "CUDA runtime"))
 
 kir::hook::Layer& layer() { return kir::hook::Layer::get(); }
 
@@ -66,52 +66,53 @@ KIR_EXPORT void __cudaUnregisterFatBinary(void** handle) {
   real___cudaUnregisterFatBinary(handle);
 }
 
-KIR_EXPORT void __cudaRegisterFunction(void** handle, const char* host_fun, char* device_fun,
-                            const char* device_name, int thread_limit, void* tid, void* bid,
-                            void* block_dim, void* grid_dim, int* warp_size) {
+KIR_EXPORT void __cudaRegisterFunction(void** handle, const char* host_fun, char* device_fun, const char* device_name,
+                                       int thread_limit, void* tid, void* bid, void* block_dim, void* grid_dim,
+                                       int* warp_size) {
   KIR_REAL(__cudaRegisterFunction,
            void (*)(void**, const char*, char*, const char*, int, void*, void*, void*, void*, int*));
-  real___cudaRegisterFunction(handle, host_fun, device_fun, device_name, thread_limit, tid, bid,
-                              block_dim, grid_dim, warp_size);
+  real___cudaRegisterFunction(handle, host_fun, device_fun, device_name, thread_limit, tid, bid, block_dim, grid_dim,
+                              warp_size);
   layer().kernel_registered(handle, host_fun, device_name ? device_name : device_fun);
 }
 
-KIR_EXPORT void __cudaRegisterVar(void** handle, char* host_var, char* device_address, const char* device_name,
-                       int ext, size_t size, int constant, int global) {
+KIR_EXPORT void __cudaRegisterVar(void** handle, char* host_var, char* device_address, const char* device_name, int ext,
+                                  size_t size, int constant, int global) {
   KIR_REAL(__cudaRegisterVar, void (*)(void**, char*, char*, const char*, int, size_t, int, int));
   real___cudaRegisterVar(handle, host_var, device_address, device_name, ext, size, constant, global);
   layer().global_registered(handle, host_var, device_name, size, symbol_address);
 }
 
 KIR_EXPORT void __cudaRegisterManagedVar(void** handle, void** host_var_address, char* device_address,
-                              const char* device_name, int ext, size_t size, int constant,
-                              int global) {
-  KIR_REAL(__cudaRegisterManagedVar,
-           void (*)(void**, void**, char*, const char*, int, size_t, int, int));
-  real___cudaRegisterManagedVar(handle, host_var_address, device_address, device_name, ext, size,
-                                constant, global);
+                                         const char* device_name, int ext, size_t size, int constant, int global) {
+  KIR_REAL(__cudaRegisterManagedVar, void (*)(void**, void**, char*, const char*, int, size_t, int, int));
+  real___cudaRegisterManagedVar(handle, host_var_address, device_address, device_name, ext, size, constant, global);
   layer().global_registered(handle, host_var_address, device_name, size, symbol_address);
 }
 
 // Launches (API 4: a client may claim them; a substitute is launched through the
 // driver with the app's configuration, see kir/hooks.h "Launch override").
-KIR_EXPORT cudaError_t cudaLaunchKernel(const void* func, Dim3 grid, Dim3 block, void** args,
-                             size_t shared_bytes, cudaStream_t stream) {
+KIR_EXPORT cudaError_t cudaLaunchKernel(const void* func, Dim3 grid, Dim3 block, void** args, size_t shared_bytes,
+                                        cudaStream_t stream) {
   KIR_REAL(cudaLaunchKernel, cudaError_t (*)(const void*, Dim3, Dim3, void**, size_t, cudaStream_t));
   return claimable_launch(
       launch_event("cudaLaunchKernel", func, grid, block, shared_bytes, stream, args), &kStreamOps,
       Vendor::cuda_runtime, [&] { return real_cudaLaunchKernel(func, grid, block, args, shared_bytes, stream); },
-      [&](void* f) { return kir::hook::driver_launch(f, grid, block, unsigned(shared_bytes), stream, args, nullptr, false); });
+      [&](void* f) {
+        return kir::hook::driver_launch(f, grid, block, unsigned(shared_bytes), stream, args, nullptr, false);
+      });
 }
 
 // What code built with `--default-stream per-thread` calls.
-KIR_EXPORT cudaError_t cudaLaunchKernel_ptsz(const void* func, Dim3 grid, Dim3 block, void** args,
-                                             size_t shared_bytes, cudaStream_t stream) {
+KIR_EXPORT cudaError_t cudaLaunchKernel_ptsz(const void* func, Dim3 grid, Dim3 block, void** args, size_t shared_bytes,
+                                             cudaStream_t stream) {
   KIR_REAL(cudaLaunchKernel_ptsz, cudaError_t (*)(const void*, Dim3, Dim3, void**, size_t, cudaStream_t));
   return claimable_launch(
       launch_event("cudaLaunchKernel_ptsz", func, grid, block, shared_bytes, stream, args), &kStreamOps,
       Vendor::cuda_runtime, [&] { return real_cudaLaunchKernel_ptsz(func, grid, block, args, shared_bytes, stream); },
-      [&](void* f) { return kir::hook::driver_launch(f, grid, block, unsigned(shared_bytes), stream, args, nullptr, true); });
+      [&](void* f) {
+        return kir::hook::driver_launch(f, grid, block, unsigned(shared_bytes), stream, args, nullptr, true);
+      });
 }
 
 /// cudaLaunchKernelExC's config: grid, block, shared memory, stream, then attributes.
@@ -135,26 +136,35 @@ struct DriverLaunchConfig {
 KIR_EXPORT cudaError_t cudaLaunchKernelExC(const LaunchConfig* config, const void* func, void** args) {
   KIR_REAL(cudaLaunchKernelExC, cudaError_t (*)(const LaunchConfig*, const void*, void**));
   if (!config) return real_cudaLaunchKernelExC(config, func, args);
-  return claimable_launch(launch_event("cudaLaunchKernelExC", func, config->grid, config->block,
-                                       config->shared_bytes, config->stream, args),
-                          &kStreamOps, Vendor::cuda_runtime, [&] { return real_cudaLaunchKernelExC(config, func, args); },
-                          [&](void* f) {
-                            DriverLaunchConfig c{config->grid.x,  config->grid.y,  config->grid.z,
-                                                 config->block.x, config->block.y, config->block.z,
-                                                 unsigned(config->shared_bytes), config->stream, config->attrs,
-                                                 config->num_attrs};
-                            return kir::hook::driver_launch_ex(&c, f, args, nullptr, false);
-                          });
+  return claimable_launch(
+      launch_event("cudaLaunchKernelExC", func, config->grid, config->block, config->shared_bytes, config->stream,
+                   args),
+      &kStreamOps, Vendor::cuda_runtime, [&] { return real_cudaLaunchKernelExC(config, func, args); },
+      [&](void* f) {
+        DriverLaunchConfig c{config->grid.x,
+                             config->grid.y,
+                             config->grid.z,
+                             config->block.x,
+                             config->block.y,
+                             config->block.z,
+                             unsigned(config->shared_bytes),
+                             config->stream,
+                             config->attrs,
+                             config->num_attrs};
+        return kir::hook::driver_launch_ex(&c, f, args, nullptr, false);
+      });
 }
 
 KIR_EXPORT cudaError_t cudaLaunchCooperativeKernel(const void* func, Dim3 grid, Dim3 block, void** args,
                                                    size_t shared_bytes, cudaStream_t stream) {
-  KIR_REAL(cudaLaunchCooperativeKernel,
-           cudaError_t (*)(const void*, Dim3, Dim3, void**, size_t, cudaStream_t));
+  KIR_REAL(cudaLaunchCooperativeKernel, cudaError_t (*)(const void*, Dim3, Dim3, void**, size_t, cudaStream_t));
   return claimable_launch(
       launch_event("cudaLaunchCooperativeKernel", func, grid, block, shared_bytes, stream, args), &kStreamOps,
-      Vendor::cuda_runtime, [&] { return real_cudaLaunchCooperativeKernel(func, grid, block, args, shared_bytes, stream); },
-      [&](void* f) { return kir::hook::driver_launch_cooperative(f, grid, block, unsigned(shared_bytes), stream, args); });
+      Vendor::cuda_runtime,
+      [&] { return real_cudaLaunchCooperativeKernel(func, grid, block, args, shared_bytes, stream); },
+      [&](void* f) {
+        return kir::hook::driver_launch_cooperative(f, grid, block, unsigned(shared_bytes), stream, args);
+      });
 }
 
 // CUDA 13's <<<>>>: the launch site asks once for the kernel handle of its host
@@ -180,17 +190,21 @@ KIR_EXPORT cudaError_t __cudaLaunchKernel(void* kernel, Dim3 grid, Dim3 block, v
       launch_event("__cudaLaunchKernel", layer().stub_of_handle(kernel), grid, block, shared_bytes, stream, args),
       &kStreamOps, Vendor::cuda_runtime,
       [&] { return real___cudaLaunchKernel(kernel, grid, block, args, shared_bytes, stream); },
-      [&](void* f) { return kir::hook::driver_launch(f, grid, block, unsigned(shared_bytes), stream, args, nullptr, false); });
+      [&](void* f) {
+        return kir::hook::driver_launch(f, grid, block, unsigned(shared_bytes), stream, args, nullptr, false);
+      });
 }
 
-KIR_EXPORT cudaError_t __cudaLaunchKernel_ptsz(void* kernel, Dim3 grid, Dim3 block, void** args,
-                                               size_t shared_bytes, cudaStream_t stream) {
+KIR_EXPORT cudaError_t __cudaLaunchKernel_ptsz(void* kernel, Dim3 grid, Dim3 block, void** args, size_t shared_bytes,
+                                               cudaStream_t stream) {
   KIR_REAL(__cudaLaunchKernel_ptsz, cudaError_t (*)(void*, Dim3, Dim3, void**, size_t, cudaStream_t));
   return claimable_launch(
       launch_event("__cudaLaunchKernel_ptsz", layer().stub_of_handle(kernel), grid, block, shared_bytes, stream, args),
       &kStreamOps, Vendor::cuda_runtime,
       [&] { return real___cudaLaunchKernel_ptsz(kernel, grid, block, args, shared_bytes, stream); },
-      [&](void* f) { return kir::hook::driver_launch(f, grid, block, unsigned(shared_bytes), stream, args, nullptr, true); });
+      [&](void* f) {
+        return kir::hook::driver_launch(f, grid, block, unsigned(shared_bytes), stream, args, nullptr, true);
+      });
 }
 
 KIR_EXPORT cudaError_t cudaMalloc(void** ptr, size_t size) {
@@ -226,9 +240,11 @@ KIR_EXPORT cudaError_t cudaMallocFromPoolAsync(void** ptr, size_t size, void* po
 
 KIR_EXPORT cudaError_t cudaMallocPitch(void** ptr, size_t* pitch, size_t width, size_t height) {
   KIR_REAL(cudaMallocPitch, cudaError_t (*)(void**, size_t*, size_t, size_t));
-  return reported_call([&] { return real_cudaMallocPitch(ptr, pitch, width, height); }, [&] {
-    if (ptr && *ptr && pitch) layer().allocated(kir::hook::address_of(*ptr), *pitch * height, KIR_ALLOC_DEVICE);
-  });
+  return reported_call([&] { return real_cudaMallocPitch(ptr, pitch, width, height); },
+                       [&] {
+                         if (ptr && *ptr && pitch)
+                           layer().allocated(kir::hook::address_of(*ptr), *pitch * height, KIR_ALLOC_DEVICE);
+                       });
 }
 
 /// cudaPitchedPtr and cudaExtent, as cudaMalloc3D uses them.
@@ -242,11 +258,12 @@ struct Extent {
 
 KIR_EXPORT cudaError_t cudaMalloc3D(PitchedPtr* out, Extent extent) {
   KIR_REAL(cudaMalloc3D, cudaError_t (*)(PitchedPtr*, Extent));
-  return reported_call([&] { return real_cudaMalloc3D(out, extent); }, [&] {
-    if (out && out->ptr)
-      layer().allocated(kir::hook::address_of(out->ptr), out->pitch * extent.height * extent.depth,
-                        KIR_ALLOC_DEVICE);
-  });
+  return reported_call([&] { return real_cudaMalloc3D(out, extent); },
+                       [&] {
+                         if (out && out->ptr)
+                           layer().allocated(kir::hook::address_of(out->ptr), out->pitch * extent.height * extent.depth,
+                                             KIR_ALLOC_DEVICE);
+                       });
 }
 
 KIR_EXPORT cudaError_t cudaSetDevice(int device) {

@@ -92,8 +92,7 @@ bool in_libcuda(const char* path) { return file_name_starts(path, "libcuda.so");
 
 }  // namespace
 
-extern "C" __attribute__((visibility("hidden"), used)) void* kir_dlsym_override(void* handle,
-                                                                                const char* name,
+extern "C" __attribute__((visibility("hidden"), used)) void* kir_dlsym_override(void* handle, const char* name,
                                                                                 const void* caller) {
   if (!name || handle == RTLD_NEXT || handle == RTLD_DEFAULT) return nullptr;
   if (same(name, "cuGetProcAddress_v2")) return reinterpret_cast<void*>(&cuGetProcAddress_v2);
@@ -135,10 +134,10 @@ void* kir::hook::real_dlsym(void* handle, const char* name) {
 
 #if defined(__x86_64__)
 // dlsym(handle, name): rdi, rsi; the override also gets the caller's return
-// address (rdx). Entry rsp is 8 mod 16; two pushes and 8 bytes re-align it for the call. When the override answers, return it; else restore
-// the arguments and tail-jump to the real dlsym (the caller's return address is
-// still on top of the stack). Before the constructor ran, ask the real one via
-// the PLT-free path: kir_real_dlsym is resolved lazily by the override's caller.
+// address (rdx). Entry rsp is 8 mod 16; two pushes and 8 bytes re-align it for the call. When the override answers,
+// return it; else restore the arguments and tail-jump to the real dlsym (the caller's return address is still on top of
+// the stack). Before the constructor ran, ask the real one via the PLT-free path: kir_real_dlsym is resolved lazily by
+// the override's caller.
 __asm__(R"(
     .text
     .globl dlsym

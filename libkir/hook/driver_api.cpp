@@ -22,9 +22,8 @@ using CUdeviceptr = unsigned long long;
 using CUstream = void*;
 constexpr CUresult CUDA_SUCCESS = 0;
 
-#define KIR_REAL(name, type)                                                                    \
-  static const auto real_##name =                                                               \
-      reinterpret_cast<type>(kir::hook::find_real(#name, {"libcuda.so.1"}, "CUDA driver"))
+#define KIR_REAL(name, type) \
+  static const auto real_##name = reinterpret_cast<type>(kir::hook::find_real(#name, {"libcuda.so.1"}, "CUDA driver"))
 
 kir::hook::Layer& layer() { return kir::hook::Layer::get(); }
 bool reporting() { return !kir::hook::RuntimeCall::active(); }
@@ -39,7 +38,8 @@ bool reporting() { return !kir::hook::RuntimeCall::active(); }
 bool resolve_function(const void* f) {
   using GetModule = CUresult (*)(void**, const void*);
   using GetName = CUresult (*)(const char**, const void*);
-  static const auto get_module = reinterpret_cast<GetModule>(kir::hook::vendor_symbol("cuFuncGetModule", "libcuda.so.1"));
+  static const auto get_module =
+      reinterpret_cast<GetModule>(kir::hook::vendor_symbol("cuFuncGetModule", "libcuda.so.1"));
   static const auto get_name = reinterpret_cast<GetName>(kir::hook::vendor_symbol("cuFuncGetName", "libcuda.so.1"));
   static std::mutex mutex;
   static std::unordered_set<const void*> unnamed;  // grows by handles the driver cannot name
@@ -84,8 +84,8 @@ const kir::hook::StreamOps kStreamOps{synchronize, enqueue_host};
 /// A driver launch; `substitute(function)` launches a claimed substitute (API 4)
 /// with the app's configuration (its `params` or `extra`, untouched).
 template <class Call, class Substitute>
-CUresult launch(const char* api, const void* f, Dim3 grid, Dim3 block, unsigned shared, CUstream stream,
-                void** params, void** extra, Call&& call, Substitute&& substitute) {
+CUresult launch(const char* api, const void* f, Dim3 grid, Dim3 block, unsigned shared, CUstream stream, void** params,
+                void** extra, Call&& call, Substitute&& substitute) {
   if (!reporting()) return call();
   void* slots[64];
   void** args = params;
@@ -112,26 +112,26 @@ KIR_EXPORT CUresult cuModuleLoadData(void** module, const void* image) {
 KIR_EXPORT CUresult cuModuleLoadFatBinary(void** module, const void* fatbin) {
   KIR_REAL(cuModuleLoadFatBinary, CUresult (*)(void**, const void*));
   CUresult r = real_cuModuleLoadFatBinary(module, fatbin);
-  if (r == CUDA_SUCCESS && module && reporting()) layer().module_loaded(*module, fatbin, kir::hook::Vendor::cuda_driver);
+  if (r == CUDA_SUCCESS && module && reporting())
+    layer().module_loaded(*module, fatbin, kir::hook::Vendor::cuda_driver);
   return r;
 }
 
-KIR_EXPORT CUresult cuModuleLoadDataEx(void** module, const void* image, unsigned n, void* options,
-                                       void** values) {
+KIR_EXPORT CUresult cuModuleLoadDataEx(void** module, const void* image, unsigned n, void* options, void** values) {
   KIR_REAL(cuModuleLoadDataEx, CUresult (*)(void**, const void*, unsigned, void*, void**));
   CUresult r = real_cuModuleLoadDataEx(module, image, n, options, values);
   if (r == CUDA_SUCCESS && module && reporting()) layer().module_loaded(*module, image, kir::hook::Vendor::cuda_driver);
   return r;
 }
 
-KIR_EXPORT CUresult cuLibraryLoadData(void** library, const void* code, void* jit_options,
-                                      void** jit_values, unsigned n_jit, void* library_options,
-                                      void** library_values, unsigned n_library) {
-  KIR_REAL(cuLibraryLoadData,
-           CUresult (*)(void**, const void*, void*, void**, unsigned, void*, void**, unsigned));
-  CUresult r = real_cuLibraryLoadData(library, code, jit_options, jit_values, n_jit, library_options,
-                                      library_values, n_library);
-  if (r == CUDA_SUCCESS && library && reporting()) layer().module_loaded(*library, code, kir::hook::Vendor::cuda_driver);
+KIR_EXPORT CUresult cuLibraryLoadData(void** library, const void* code, void* jit_options, void** jit_values,
+                                      unsigned n_jit, void* library_options, void** library_values,
+                                      unsigned n_library) {
+  KIR_REAL(cuLibraryLoadData, CUresult (*)(void**, const void*, void*, void**, unsigned, void*, void**, unsigned));
+  CUresult r =
+      real_cuLibraryLoadData(library, code, jit_options, jit_values, n_jit, library_options, library_values, n_library);
+  if (r == CUDA_SUCCESS && library && reporting())
+    layer().module_loaded(*library, code, kir::hook::Vendor::cuda_driver);
   return r;
 }
 
@@ -172,11 +172,10 @@ KIR_EXPORT CUresult cuKernelGetFunction(void** function, void* kernel) {
   return r;
 }
 
-KIR_EXPORT CUresult cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
-                                   unsigned by, unsigned bz, unsigned shared, CUstream stream,
-                                   void** params, void** extra) {
-  KIR_REAL(cuLaunchKernel, CUresult (*)(void*, unsigned, unsigned, unsigned, unsigned, unsigned,
-                                        unsigned, unsigned, CUstream, void**, void**));
+KIR_EXPORT CUresult cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                                   unsigned bz, unsigned shared, CUstream stream, void** params, void** extra) {
+  KIR_REAL(cuLaunchKernel, CUresult (*)(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                        CUstream, void**, void**));
   return launch(
       "cuLaunchKernel", f, {gx, gy, gz}, {bx, by, bz}, shared, stream, params, extra,
       [&] { return real_cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shared, stream, params, extra); },
@@ -194,19 +193,19 @@ struct LaunchConfig {
 KIR_EXPORT CUresult cuLaunchKernelEx(const LaunchConfig* c, void* f, void** params, void** extra) {
   KIR_REAL(cuLaunchKernelEx, CUresult (*)(const LaunchConfig*, void*, void**, void**));
   if (!c) return real_cuLaunchKernelEx(c, f, params, extra);
-  return launch("cuLaunchKernelEx", f, {c->gx, c->gy, c->gz}, {c->bx, c->by, c->bz}, c->shared, c->stream,
-                params, extra, [&] { return real_cuLaunchKernelEx(c, f, params, extra); },
-                [&](void* g) { return real_cuLaunchKernelEx(c, g, params, extra); });
+  return launch(
+      "cuLaunchKernelEx", f, {c->gx, c->gy, c->gz}, {c->bx, c->by, c->bz}, c->shared, c->stream, params, extra,
+      [&] { return real_cuLaunchKernelEx(c, f, params, extra); },
+      [&](void* g) { return real_cuLaunchKernelEx(c, g, params, extra); });
 }
 
 // The per-thread-default-stream variants (what cuGetProcAddress returns for
 // CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, and what code built with
 // `--default-stream per-thread` calls): the same report around the real _ptsz call.
-KIR_EXPORT CUresult cuLaunchKernel_ptsz(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
-                                        unsigned by, unsigned bz, unsigned shared, CUstream stream,
-                                        void** params, void** extra) {
-  KIR_REAL(cuLaunchKernel_ptsz, CUresult (*)(void*, unsigned, unsigned, unsigned, unsigned, unsigned,
-                                             unsigned, unsigned, CUstream, void**, void**));
+KIR_EXPORT CUresult cuLaunchKernel_ptsz(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                                        unsigned bz, unsigned shared, CUstream stream, void** params, void** extra) {
+  KIR_REAL(cuLaunchKernel_ptsz, CUresult (*)(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                             unsigned, CUstream, void**, void**));
   return launch(
       "cuLaunchKernel_ptsz", f, {gx, gy, gz}, {bx, by, bz}, shared, stream, params, extra,
       [&] { return real_cuLaunchKernel_ptsz(f, gx, gy, gz, bx, by, bz, shared, stream, params, extra); },
@@ -216,19 +215,22 @@ KIR_EXPORT CUresult cuLaunchKernel_ptsz(void* f, unsigned gx, unsigned gy, unsig
 KIR_EXPORT CUresult cuLaunchKernelEx_ptsz(const LaunchConfig* c, void* f, void** params, void** extra) {
   KIR_REAL(cuLaunchKernelEx_ptsz, CUresult (*)(const LaunchConfig*, void*, void**, void**));
   if (!c) return real_cuLaunchKernelEx_ptsz(c, f, params, extra);
-  return launch("cuLaunchKernelEx_ptsz", f, {c->gx, c->gy, c->gz}, {c->bx, c->by, c->bz}, c->shared,
-                c->stream, params, extra, [&] { return real_cuLaunchKernelEx_ptsz(c, f, params, extra); },
-                [&](void* g) { return real_cuLaunchKernelEx_ptsz(c, g, params, extra); });
+  return launch(
+      "cuLaunchKernelEx_ptsz", f, {c->gx, c->gy, c->gz}, {c->bx, c->by, c->bz}, c->shared, c->stream, params, extra,
+      [&] { return real_cuLaunchKernelEx_ptsz(c, f, params, extra); },
+      [&](void* g) { return real_cuLaunchKernelEx_ptsz(c, g, params, extra); });
 }
 
 /// Allocation calls: the real one, then the tracker when it succeeded and the
 /// app (not the runtime on its behalf) made it.
-#define KIR_DRIVER_ALLOC(name, kind, size_expr, params, args)                         \
-  KIR_EXPORT CUresult name params {                                                   \
-    KIR_REAL(name, CUresult(*) params);                                               \
-    return kir::hook::reported_call([&] { return real_##name args; }, [&] {           \
-      if (ptr && *ptr) layer().allocated(kir::hook::address_of(*ptr), size_expr, kind); \
-    });                                                                               \
+#define KIR_DRIVER_ALLOC(name, kind, size_expr, params, args)                                              \
+  KIR_EXPORT CUresult name params {                                                                        \
+    KIR_REAL(name, CUresult(*) params);                                                                    \
+    return kir::hook::reported_call([&] { return real_##name args; },                                      \
+                                    [&] {                                                                  \
+                                      if (ptr && *ptr)                                                     \
+                                          layer().allocated(kir::hook::address_of(*ptr), size_expr, kind); \
+                                    });                                                                    \
   }
 
 KIR_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr* ptr, size_t size) {
@@ -241,14 +243,14 @@ KIR_EXPORT CUresult cuMemAllocAsync(CUdeviceptr* ptr, size_t size, CUstream stre
   return CUresult(kir::hook::device_alloc(ptr, size, stream, [&] { return real_cuMemAllocAsync(ptr, size, stream); }));
 }
 
-KIR_DRIVER_ALLOC(cuMemAllocManaged, KIR_ALLOC_MANAGED, size,
-                 (CUdeviceptr* ptr, size_t size, unsigned flags), (ptr, size, flags))
-KIR_DRIVER_ALLOC(cuMemAllocPitch_v2, KIR_ALLOC_DEVICE, *pitch * height,
-                 (CUdeviceptr* ptr, size_t* pitch, size_t width, size_t height, unsigned element),
+KIR_DRIVER_ALLOC(cuMemAllocManaged, KIR_ALLOC_MANAGED, size, (CUdeviceptr * ptr, size_t size, unsigned flags),
+                 (ptr, size, flags))
+KIR_DRIVER_ALLOC(cuMemAllocPitch_v2, KIR_ALLOC_DEVICE, *pitch* height,
+                 (CUdeviceptr * ptr, size_t* pitch, size_t width, size_t height, unsigned element),
                  (ptr, pitch, width, height, element))
 KIR_DRIVER_ALLOC(cuMemAllocHost_v2, KIR_ALLOC_HOST_PINNED, size, (void** ptr, size_t size), (ptr, size))
-KIR_DRIVER_ALLOC(cuMemHostAlloc, KIR_ALLOC_HOST_PINNED, size,
-                 (void** ptr, size_t size, unsigned flags), (ptr, size, flags))
+KIR_DRIVER_ALLOC(cuMemHostAlloc, KIR_ALLOC_HOST_PINNED, size, (void** ptr, size_t size, unsigned flags),
+                 (ptr, size, flags))
 
 KIR_EXPORT CUresult cuMemFree_v2(CUdeviceptr ptr) {
   KIR_REAL(cuMemFree_v2, CUresult (*)(CUdeviceptr));
@@ -268,8 +270,7 @@ KIR_EXPORT CUresult cuMemFreeHost(void* ptr) {
 /// Replace the driver's entry point for `symbol` in `*pfn` by the layer's, when it
 /// has one: the plain (legacy default stream) entry points, and the launches'
 /// per-thread-default-stream variants (flags 2).
-KIR_EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version, uint64_t flags,
-                                        int* status);
+KIR_EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version, uint64_t flags, int* status);
 KIR_EXPORT CUresult cuGetProcAddress(const char* symbol, void** pfn, int version, uint64_t flags);
 
 /// KIR_HOOK_LOG_PROCS=1: one stderr line per entry point asked of cuGetProcAddress
@@ -284,7 +285,6 @@ static bool log_procs() {
 }
 
 static void ours_for(const char* symbol, void** pfn, int version, uint64_t flags);
-
 
 /// ours_for, and with KIR_HOOK_LOG_PROCS the line saying what was handed out.
 static void hand_out(const char* symbol, void** pfn, int version, uint64_t flags) {
@@ -336,15 +336,15 @@ static const std::vector<Interposer>& interposers() {
 static void ours_for(const char* symbol, void** pfn, int version, uint64_t flags) {
   if (!pfn || !*pfn || !symbol) return;
   constexpr uint64_t kPerThreadDefaultStream = 2;  // CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
-  if (flags == kPerThreadDefaultStream) {  // only the launches have per-thread variants here
+  if (flags == kPerThreadDefaultStream) {          // only the launches have per-thread variants here
     if (std::strcmp(symbol, "cuLaunchKernel") == 0) *pfn = reinterpret_cast<void*>(&cuLaunchKernel_ptsz);
     if (std::strcmp(symbol, "cuLaunchKernelEx") == 0) *pfn = reinterpret_cast<void*>(&cuLaunchKernelEx_ptsz);
     return;
   }
   if (flags != 0 && flags != 1) return;
   if (std::strcmp(symbol, "cuGetProcAddress") == 0) {
-    *pfn = version >= 12000 ? reinterpret_cast<void*>(&cuGetProcAddress_v2)
-                            : reinterpret_cast<void*>(&cuGetProcAddress);
+    *pfn =
+        version >= 12000 ? reinterpret_cast<void*>(&cuGetProcAddress_v2) : reinterpret_cast<void*>(&cuGetProcAddress);
     return;
   }
   for (const Interposer& i : interposers())
@@ -355,13 +355,13 @@ static void ours_for(const char* symbol, void** pfn, int version, uint64_t flags
 /// the name (without its _v2/_ptsz suffix choice, which the driver makes from
 /// the requested version) selects ours when we have one. cuGetProcAddress itself
 /// is one of them: a statically linked runtime asks it for itself (dlsym.cpp).
-KIR_EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version, uint64_t flags,
-                                        int* status) {
+KIR_EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version, uint64_t flags, int* status) {
   KIR_REAL(cuGetProcAddress_v2, CUresult (*)(const char*, void**, int, uint64_t, int*));
   CUresult r = real_cuGetProcAddress_v2(symbol, pfn, version, flags, status);
   if (r == CUDA_SUCCESS) hand_out(symbol, pfn, version, flags);
-  else if (log_procs()) std::fprintf(stderr, "kir-hook: cuGetProcAddress %s version=%d flags=%llu -> error %d\n",
-                                     symbol ? symbol : "(null)", version, static_cast<unsigned long long>(flags), r);
+  else if (log_procs())
+    std::fprintf(stderr, "kir-hook: cuGetProcAddress %s version=%d flags=%llu -> error %d\n",
+                 symbol ? symbol : "(null)", version, static_cast<unsigned long long>(flags), r);
   return r;
 }
 

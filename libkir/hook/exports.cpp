@@ -27,9 +27,9 @@ static_assert(offsetof(kir_hook_launch, substitute_id) == 104);  // API 4
 static_assert(offsetof(kir_hook_launch, struct_size) == 120);    // API 6
 static_assert(sizeof(kir_hook_launch) == 128);
 static_assert(offsetof(kir_hook_code, arch) == 24 && sizeof(kir_hook_code) == 32);  // frozen: the caller's memory
-static_assert(offsetof(kir_hook_client, fatbin_unregistered) == 88);  // API 2
-static_assert(offsetof(kir_hook_client, launch_override) == 96);      // API 4
-static_assert(offsetof(kir_hook_client, launch_skips) == 104);        // API 5
+static_assert(offsetof(kir_hook_client, fatbin_unregistered) == 88);                // API 2
+static_assert(offsetof(kir_hook_client, launch_override) == 96);                    // API 4
+static_assert(offsetof(kir_hook_client, launch_skips) == 104);                      // API 5
 static_assert(sizeof(kir_hook_client) == 112);
 static_assert(offsetof(kir_hook_substitute, id) == 64);
 static_assert(offsetof(kir_hook_substitute, image_kind) == 80);  // API 6
@@ -64,15 +64,11 @@ KIR_EXPORT uint64_t kir_hook_failure_count(uint32_t code) { return kir::hook::fa
 
 KIR_EXPORT size_t kir_hook_kernel_count(void) { return Layer::get().registry().kernel_count(); }
 
-KIR_EXPORT const kir_hook_kernel* kir_hook_kernel_at(size_t index) {
-  return Layer::get().registry().kernel_at(index);
-}
+KIR_EXPORT const kir_hook_kernel* kir_hook_kernel_at(size_t index) { return Layer::get().registry().kernel_at(index); }
 
 KIR_EXPORT size_t kir_hook_global_count(void) { return Layer::get().registry().global_count(); }
 
-KIR_EXPORT const kir_hook_global* kir_hook_global_at(size_t index) {
-  return Layer::get().registry().global_at(index);
-}
+KIR_EXPORT const kir_hook_global* kir_hook_global_at(size_t index) { return Layer::get().registry().global_at(index); }
 
 KIR_EXPORT uint64_t kir_hook_global_device_address(const void* host_address) {
   return Layer::get().registry().global_device_address(host_address);

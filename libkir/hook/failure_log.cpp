@@ -44,7 +44,7 @@ class FailureLog {
  private:
   std::array<std::atomic<uint64_t>, kFailureKinds> counts_{};
   std::array<std::atomic<uint64_t>, kErrorCodes> by_code_{};  // [none] stays 0: failures of no libkir error
-  std::mutex mutex_;     // one line at a time
+  std::mutex mutex_;                                          // one line at a time
   FILE* file_ = nullptr;  // KIR_HOOK_LOG: "1" stderr, else a path; unset or "0": no lines
 };
 

@@ -17,9 +17,9 @@ using kir::hook::tracked_free;
 using hipError_t = int;
 using hipStream_t = void*;
 
-#define KIR_REAL(name, type)                                                                    \
-  static const auto real_##name = reinterpret_cast<type>(kir::hook::find_real(                  \
-      #name, {"libamdhip64.so.7", "libamdhip64.so.6", "libamdhip64.so"}, "HIP runtime"))
+#define KIR_REAL(name, type)                              \
+  static const auto real_##name = reinterpret_cast<type>( \
+      kir::hook::find_real(#name, {"libamdhip64.so.7", "libamdhip64.so.6", "libamdhip64.so"}, "HIP runtime"))
 
 kir::hook::Layer& layer() { return kir::hook::Layer::get(); }
 
@@ -55,25 +55,25 @@ KIR_EXPORT void __hipUnregisterFatBinary(void** handle) {
   real___hipUnregisterFatBinary(handle);
 }
 
-KIR_EXPORT void __hipRegisterFunction(void** handle, const void* host_fun, char* device_fun,
-                                      const char* device_name, unsigned thread_limit, void* tid,
-                                      void* bid, void* block_dim, void* grid_dim, int* warp_size) {
+KIR_EXPORT void __hipRegisterFunction(void** handle, const void* host_fun, char* device_fun, const char* device_name,
+                                      unsigned thread_limit, void* tid, void* bid, void* block_dim, void* grid_dim,
+                                      int* warp_size) {
   KIR_REAL(__hipRegisterFunction,
            void (*)(void**, const void*, char*, const char*, unsigned, void*, void*, void*, void*, int*));
-  real___hipRegisterFunction(handle, host_fun, device_fun, device_name, thread_limit, tid, bid, block_dim,
-                             grid_dim, warp_size);
+  real___hipRegisterFunction(handle, host_fun, device_fun, device_name, thread_limit, tid, bid, block_dim, grid_dim,
+                             warp_size);
   layer().kernel_registered(handle, host_fun, device_name ? device_name : device_fun);
 }
 
-KIR_EXPORT void __hipRegisterVar(void** handle, void* host_var, char* device_address, const char* device_name,
-                                 int ext, size_t size, int constant, int global) {
+KIR_EXPORT void __hipRegisterVar(void** handle, void* host_var, char* device_address, const char* device_name, int ext,
+                                 size_t size, int constant, int global) {
   KIR_REAL(__hipRegisterVar, void (*)(void**, void*, char*, const char*, int, size_t, int, int));
   real___hipRegisterVar(handle, host_var, device_address, device_name, ext, size, constant, global);
   layer().global_registered(handle, host_var, device_name, size, symbol_address);
 }
 
-KIR_EXPORT hipError_t hipLaunchKernel(const void* func, Dim3 grid, Dim3 block, void** args,
-                                      size_t shared_bytes, hipStream_t stream) {
+KIR_EXPORT hipError_t hipLaunchKernel(const void* func, Dim3 grid, Dim3 block, void** args, size_t shared_bytes,
+                                      hipStream_t stream) {
   KIR_REAL(hipLaunchKernel, hipError_t (*)(const void*, Dim3, Dim3, void**, size_t, hipStream_t));
   return kir::hook::claimable_launch(
       launch_event("hipLaunchKernel", func, grid, block, shared_bytes, stream, args), &kStreamOps,

@@ -14,8 +14,8 @@ int device_compute_capability() {
     auto attribute = reinterpret_cast<int (*)(int*, int, int)>(dlsym(driver, "cuDeviceGetAttribute"));
     constexpr int kMajor = 75, kMinor = 76;  // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR/MINOR
     int device = 0, major = 0, minor = 0;
-    if (!init || !get || !attribute || init(0) != 0 || get(&device, 0) != 0 ||
-        attribute(&major, kMajor, device) != 0 || attribute(&minor, kMinor, device) != 0)
+    if (!init || !get || !attribute || init(0) != 0 || get(&device, 0) != 0 || attribute(&major, kMajor, device) != 0 ||
+        attribute(&minor, kMinor, device) != 0)
       return 0;
     return major * 10 + minor;
   }();

@@ -74,8 +74,8 @@ inline void* find_real(const char* name, std::initializer_list<const char*> libr
 }
 
 /// A launch event's fields as every launch API has them.
-inline kir_hook_launch launch_event(const char* api, const void* function, Dim3 grid, Dim3 block,
-                                    size_t shared_bytes, const void* stream, void** args) {
+inline kir_hook_launch launch_event(const char* api, const void* function, Dim3 grid, Dim3 block, size_t shared_bytes,
+                                    const void* stream, void** args) {
   kir_hook_launch l;  // every field set here, one store each (a `{}` first cost a rep stos per launch)
   l.kernel = nullptr;
   l.host_stub = function;
@@ -131,8 +131,7 @@ int claimable_launch(kir_hook_launch launch, const StreamOps* ops, Vendor vendor
 /// The driver's launch entry points, for substitutes of runtime-API launches
 /// (override.cpp: found next in the lookup order or in libcuda.so.1; a missing
 /// one returns CUDA_ERROR_NOT_FOUND, 500). `config` is a CUlaunchConfig.
-int driver_launch(void* f, Dim3 grid, Dim3 block, unsigned shared, void* stream, void** args, void** extra,
-                  bool ptsz);
+int driver_launch(void* f, Dim3 grid, Dim3 block, unsigned shared, void* stream, void** args, void** extra, bool ptsz);
 int driver_launch_ex(const void* config, void* f, void** args, void** extra, bool ptsz);
 int driver_launch_cooperative(void* f, Dim3 grid, Dim3 block, unsigned shared, void* stream, void** args);
 /// hipModuleLaunchKernel, for substitutes of HIP launches.
@@ -170,10 +169,8 @@ int tracked_free(uint64_t address, Call&& call) {
 /// `address` as the allocation call's pointer type (void* or CUdeviceptr).
 template <class Ptr>
 Ptr as_pointer(uint64_t address) {
-  if constexpr (std::is_pointer_v<Ptr>)
-    return reinterpret_cast<Ptr>(static_cast<uintptr_t>(address));
-  else
-    return static_cast<Ptr>(address);
+  if constexpr (std::is_pointer_v<Ptr>) return reinterpret_cast<Ptr>(static_cast<uintptr_t>(address));
+  else return static_cast<Ptr>(address);
 }
 
 /// A device allocation: served by a client's allocator when one takes it

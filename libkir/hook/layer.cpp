@@ -137,12 +137,12 @@ kir_hash128 Layer::launch_identity(KernelRecord& k, const kir_hook_launch& launc
   const KernelRecord::IdentityPrefix* prefix = k.identity_prefix.load(std::memory_order_acquire);
   if (!prefix || prefix->arch != arch) {  // the first launch (or the image's arch changed)
     auto* fresh = new KernelRecord::IdentityPrefix{
-        arch, std::string(DynamicHash(HashDomain::launch_identity, {k.view.static_hash.high, k.view.static_hash.low},
-                                      arch).encoded())};
+        arch,
+        std::string(DynamicHash(HashDomain::launch_identity, {k.view.static_hash.high, k.view.static_hash.low}, arch)
+                        .encoded())};
     if (k.identity_prefix.compare_exchange_strong(prefix, fresh, std::memory_order_acq_rel))
-      prefix = fresh;  // the one it replaced (if any) stays allocated: another launch may hold it
-    else
-      delete fresh;  // another thread's is in place: `prefix` holds it now
+      prefix = fresh;   // the one it replaced (if any) stays allocated: another launch may hold it
+    else delete fresh;  // another thread's is in place: `prefix` holds it now
   }
   if (prefix->arch != arch)  // lost a race with an arch change: encode this one in full
     prefix = nullptr;
@@ -151,8 +151,7 @@ kir_hash128 Layer::launch_identity(KernelRecord& k, const kir_hook_launch& launc
   Hash128 d = prefix ? kir::launch_identity_from(prefix->bytes, launch.args, k.sizes.data(), uint32_t(k.sizes.size()),
                                                  grid, block, launch.shared_bytes)
                      : kir::launch_identity({k.view.static_hash.high, k.view.static_hash.low}, arch, launch.args,
-                                            k.sizes.data(), uint32_t(k.sizes.size()), grid, block,
-                                            launch.shared_bytes);
+                                            k.sizes.data(), uint32_t(k.sizes.size()), grid, block, launch.shared_bytes);
   return {d.high, d.low};
 }
 

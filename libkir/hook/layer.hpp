@@ -67,8 +67,7 @@ class Layer {
   /// The JIT arguments of the kernel registered with `stub` (Proteus ABI): set once.
   void set_jit_args(const void* stub, std::vector<kir_jit_arg> args) { registry_.set_jit_args(stub, std::move(args)); }
   /// `resolve` is the registering runtime's cudaGetSymbolAddress (or HIP's twin).
-  void global_registered(const void* handle, const void* host, const char* name, size_t size,
-                         SymbolResolver resolve);
+  void global_registered(const void* handle, const void* host, const char* name, size_t size, SymbolResolver resolve);
 
   void allocated(uint64_t address, uint64_t size, int kind);
   void freed(uint64_t address);

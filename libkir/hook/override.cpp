@@ -8,8 +8,8 @@
 #include <atomic>
 #include <cstring>
 #include <map>
-#include <optional>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <tuple>
 
@@ -21,10 +21,10 @@ namespace kir::hook {
 namespace {
 
 /// The CUDA driver's entry point `var`, found once.
-#define KIR_CUDA(var, type, name)                                                      \
+#define KIR_CUDA(var, type, name)                                              \
   static DriverEntry var##_entry(name, traits(Vendor::cuda_driver).libraries); \
   const auto var = var##_entry.get<type>()
-#define KIR_HIP(var, type, name)                                               \
+#define KIR_HIP(var, type, name)                                       \
   static DriverEntry var##_entry(name, traits(Vendor::hip).libraries); \
   const auto var = var##_entry.get<type>()
 
@@ -102,16 +102,16 @@ std::string unloadable(const kir_hook_substitute& s, const char* entry, const Ve
   if (!s.code || !s.code_size) return "code without bytes";
   std::optional<ImageKind> k = substitute_kind(s);
   if (!k || !t.loads(*k))
-    return (s.code_kind ? std::string("code kind \"") + s.code_kind + "\""
-                        : "image_kind " + std::to_string(s.image_kind) + (k ? std::string(" (") + name(*k) + ")" : "")) +
+    return (s.code_kind
+                ? std::string("code kind \"") + s.code_kind + "\""
+                : "image_kind " + std::to_string(s.image_kind) + (k ? std::string(" (") + name(*k) + ")" : "")) +
            " cannot be loaded by the " + t.runtime + " runtime (" + t.loadable + ")";
   return "";
 }
 
 /// The image handed to the driver: PTX must be NUL-terminated, so it is copied into `text` when it is not.
 const void* loadable_image(const kir_hook_substitute& s, ImageKind kind, std::string& text) {
-  if (kind != ImageKind::ptx || static_cast<const char*>(s.code)[s.code_size - 1] == 0)
-    return s.code;
+  if (kind != ImageKind::ptx || static_cast<const char*>(s.code)[s.code_size - 1] == 0) return s.code;
   text.assign(static_cast<const char*>(s.code), s.code_size);
   return text.c_str();
 }
@@ -148,9 +148,7 @@ void* load_code(const kir_hook_launch& launch, const Claim& claim, Vendor vendor
 }
 
 /// How a failure line names a substitute handle of kir_hook_substitute.kind `kind`.
-const char* handle_name(int kind) {
-  return kind == KIR_SUBSTITUTE_HIP_FUNCTION ? "a hipFunction_t" : "a CUDA handle";
-}
+const char* handle_name(int kind) { return kind == KIR_SUBSTITUTE_HIP_FUNCTION ? "a hipFunction_t" : "a CUDA handle"; }
 
 }  // namespace
 
@@ -165,15 +163,12 @@ void* substitute_function(const kir_hook_launch& launch, const Claim& claim, Ven
                nullptr;
       if (!s.function) return fail(launch, claim, "a NULL function"), nullptr;
       return const_cast<void*>(s.function);
-    case KIR_SUBSTITUTE_CODE:
-      return load_code(launch, claim, vendor);
-    default:
-      return fail(launch, claim, "unknown kir_hook_substitute.kind " + std::to_string(s.kind)), nullptr;
+    case KIR_SUBSTITUTE_CODE: return load_code(launch, claim, vendor);
+    default: return fail(launch, claim, "unknown kir_hook_substitute.kind " + std::to_string(s.kind)), nullptr;
   }
 }
 
-int driver_launch(void* f, Dim3 grid, Dim3 block, unsigned shared, void* stream, void** args, void** extra,
-                  bool ptsz) {
+int driver_launch(void* f, Dim3 grid, Dim3 block, unsigned shared, void* stream, void** args, void** extra, bool ptsz) {
   KIR_CUDA(plain, Launch, "cuLaunchKernel");
   KIR_CUDA(per_thread, Launch, "cuLaunchKernel_ptsz");
   Launch launch = ptsz && per_thread ? per_thread : plain;

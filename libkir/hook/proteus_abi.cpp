@@ -39,7 +39,18 @@ kir::hook::Layer& layer() { return kir::hook::Layer::get(); }
 
 /// Proteus's RuntimeConstantType (include/proteus/CompilerInterfaceTypes.h).
 enum ProteusType : int32_t {
-  kBool = 1, kInt8, kInt32, kInt64, kFloat, kDouble, kLongDouble, kPtr, kStaticArray, kVector, kArray, kObject
+  kBool = 1,
+  kInt8,
+  kInt32,
+  kInt64,
+  kFloat,
+  kDouble,
+  kLongDouble,
+  kPtr,
+  kStaticArray,
+  kVector,
+  kArray,
+  kObject
 };
 
 /// The kir_arg_type of a Proteus scalar (or array element) type; 0 for another.
@@ -79,7 +90,8 @@ void* describe(void* object, kir_jit_arg arg, int32_t pos, const char* call, boo
   std::lock_guard<std::mutex> lock(r.mutex);
   if (!object) object = &r.own.emplace_back();
   if (pos < 0 || !valid) {
-    kir::hook::report_failure(kir::hook::Failure::jit_args, std::string(call) + "(position " + std::to_string(pos) + ")",
+    kir::hook::report_failure(kir::hook::Failure::jit_args,
+                              std::string(call) + "(position " + std::to_string(pos) + ")",
                               "a runtime constant kir cannot describe (negative position, or an unknown "
                               "RuntimeConstantType): not among the kernel's jit_args");
     return object;
@@ -117,8 +129,7 @@ KIR_EXPORT void __proteus_register_linked_binary(void* wrapper, const char* modu
 
 KIR_EXPORT void __proteus_register_var(void* handle, const void* host, const char* name, size_t size) {
   static const auto real = next<void (*)(void*, const void*, const char*, size_t)>("__proteus_register_var");
-  static const auto resolve =
-      reinterpret_cast<kir::hook::SymbolResolver>(dlsym(RTLD_DEFAULT, "cudaGetSymbolAddress"));
+  static const auto resolve = reinterpret_cast<kir::hook::SymbolResolver>(dlsym(RTLD_DEFAULT, "cudaGetSymbolAddress"));
   layer().global_registered(handle, host, name, size, resolve);
   if (real) real(handle, host, name, size);
 }
@@ -133,9 +144,9 @@ KIR_EXPORT void* __proteus_create_runtime_constant_info_scalar(int32_t type, int
 }
 
 KIR_EXPORT void* __proteus_create_runtime_constant_info_array_const_size(int32_t type, int32_t pos, int32_t count,
-                                                                        int32_t element_type) {
-  static const auto real = proteus<void* (*)(int32_t, int32_t, int32_t, int32_t)>(
-      "__proteus_create_runtime_constant_info_array_const_size");
+                                                                         int32_t element_type) {
+  static const auto real =
+      proteus<void* (*)(int32_t, int32_t, int32_t, int32_t)>("__proteus_create_runtime_constant_info_array_const_size");
   kir_jit_arg a{};
   a.kind = KIR_JIT_ARRAY;
   a.type = arg_type(element_type);
@@ -147,8 +158,8 @@ KIR_EXPORT void* __proteus_create_runtime_constant_info_array_const_size(int32_t
 }
 
 KIR_EXPORT void* __proteus_create_runtime_constant_info_array_runconst_size(int32_t type, int32_t pos,
-                                                                           int32_t element_type,
-                                                                           int32_t count_type, int32_t count_pos) {
+                                                                            int32_t element_type, int32_t count_type,
+                                                                            int32_t count_pos) {
   static const auto real = proteus<void* (*)(int32_t, int32_t, int32_t, int32_t, int32_t)>(
       "__proteus_create_runtime_constant_info_array_runconst_size");
   kir_jit_arg a{};
@@ -161,8 +172,7 @@ KIR_EXPORT void* __proteus_create_runtime_constant_info_array_runconst_size(int3
                   "__proteus_create_runtime_constant_info_array_runconst_size", valid);
 }
 
-KIR_EXPORT void* __proteus_create_runtime_constant_info_object(int32_t type, int32_t pos, int32_t size,
-                                                              bool by_value) {
+KIR_EXPORT void* __proteus_create_runtime_constant_info_object(int32_t type, int32_t pos, int32_t size, bool by_value) {
   static const auto real =
       proteus<void* (*)(int32_t, int32_t, int32_t, bool)>("__proteus_create_runtime_constant_info_object");
   kir_jit_arg a{};
@@ -192,7 +202,8 @@ KIR_EXPORT void __proteus_register_function(void* handle, const void* stub, cons
       }
     }
     if (args.size() != size_t(count))
-      kir::hook::report_failure(kir::hook::Failure::jit_args, "__proteus_register_function(\"" + std::string(name ? name : "") + "\")",
+      kir::hook::report_failure(kir::hook::Failure::jit_args,
+                                "__proteus_register_function(\"" + std::string(name ? name : "") + "\")",
                                 std::to_string(size_t(count) - args.size()) + " of its " + std::to_string(count) +
                                     " runtime constants were not described through "
                                     "__proteus_create_runtime_constant_info_* (or not in a form kir keeps)");
@@ -201,16 +212,16 @@ KIR_EXPORT void __proteus_register_function(void* handle, const void* stub, cons
   if (real) real(handle, stub, name, infos, count);
 }
 
-KIR_EXPORT int __proteus_launch_kernel(const void* kernel, Dim3 grid, Dim3 block, void** args,
-                                       size_t shared_bytes, void* stream) {
+KIR_EXPORT int __proteus_launch_kernel(const void* kernel, Dim3 grid, Dim3 block, void** args, size_t shared_bytes,
+                                       void* stream) {
   static const auto real = next<LaunchFn>("__proteus_launch_kernel");
   // Without Proteus: cudaLaunchKernel (ours, which forwards without a second report).
   static const auto runtime = real ? nullptr : reinterpret_cast<LaunchFn>(dlsym(RTLD_DEFAULT, "cudaLaunchKernel"));
   static const kir::hook::StreamOps ops{
       reinterpret_cast<int (*)(void*)>(dlsym(RTLD_DEFAULT, "cudaStreamSynchronize")),
       reinterpret_cast<int (*)(void*, void (*)(void*), void*)>(dlsym(RTLD_DEFAULT, "cudaLaunchHostFunc"))};
-  kir_hook_launch launch = kir::hook::launch_event("__proteus_launch_kernel", kernel, grid, block, shared_bytes,
-                                                   stream, args);
+  kir_hook_launch launch =
+      kir::hook::launch_event("__proteus_launch_kernel", kernel, grid, block, shared_bytes, stream, args);
   return kir::hook::claimable_launch(
       launch, ops.synchronize && ops.enqueue_host ? &ops : nullptr, kir::hook::Vendor::cuda_runtime,
       [&] {

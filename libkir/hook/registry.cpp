@@ -53,8 +53,8 @@ const EmbeddedModule* embedded_ir_of(const DeviceCode& code, const std::string& 
 
 /// A new kernel record for `name` launched by `stub`, with its layout, IR and
 /// static hash from `fatbin`'s decoded code; `found`: whether that code has it.
-std::unique_ptr<KernelRecord> make_kernel(const void* handle, const void* stub, const char* name,
-                                          FatbinRecord* fatbin, bool& found) {
+std::unique_ptr<KernelRecord> make_kernel(const void* handle, const void* stub, const char* name, FatbinRecord* fatbin,
+                                          bool& found) {
   auto k = std::make_unique<KernelRecord>();
   k->name = name ? name : "";
   k->fatbin = fatbin;
@@ -239,7 +239,8 @@ void Registry::set_jit_args(const void* stub, std::vector<kir_jit_arg> args) {
   if (it == kernels_.end() || args.empty()) return;
   KernelRecord* k = it->second;
   if (__atomic_load_n(&k->view.jit_arg_count, __ATOMIC_ACQUIRE)) return;  // set once: clients may hold the pointer
-  std::sort(args.begin(), args.end(), [](const kir_jit_arg& a, const kir_jit_arg& b) { return a.position < b.position; });
+  std::sort(args.begin(), args.end(),
+            [](const kir_jit_arg& a, const kir_jit_arg& b) { return a.position < b.position; });
   k->jit_args = std::move(args);
   k->view.jit_args = k->jit_args.data();
   __atomic_store_n(&k->view.jit_arg_count, uint32_t(k->jit_args.size()), __ATOMIC_RELEASE);

@@ -134,10 +134,10 @@ class Registry {
 
   mutable std::shared_mutex mutex_;
   std::unordered_map<const void*, std::unique_ptr<FatbinRecord>> fatbins_;  // live ones
-  std::unordered_map<const void*, KernelRecord*> kernels_;  // live ones, by host stub / CUfunction
+  std::unordered_map<const void*, KernelRecord*> kernels_;                  // live ones, by host stub / CUfunction
   std::atomic<uint64_t> generation_{1};  ///< bumped at each change of kernels_ (kernel_for's per-thread answers)
   std::vector<std::unique_ptr<KernelRecord>> kernel_order_;  // all, never freed (kir_hook_kernel_at)
-  std::vector<std::unique_ptr<FatbinRecord>> retired_;  // unregistered, kept for their kernels' views
+  std::vector<std::unique_ptr<FatbinRecord>> retired_;       // unregistered, kept for their kernels' views
   std::atomic<uint64_t> unregistered_{0};
   std::unordered_map<const void*, const void*> stub_by_handle_;  // cudaKernel_t -> host stub
   std::vector<std::unique_ptr<GlobalRecord>> globals_order_;

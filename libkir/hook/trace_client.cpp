@@ -32,20 +32,20 @@
 
 #include <charconv>
 #include <cstdio>
-#include <ctime>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "kir/device_code.hpp"
+#include "kir/hooks.h"
 #include "kir/model.hpp"
 #include "kir/support/demangle.hpp"
 #include "kir/support/json.hpp"
 #include "kir/support/kernel_pattern.hpp"
-#include "kir/hooks.h"
 #include "kir_hook_internal/settings.hpp"
 
 namespace {
@@ -119,7 +119,10 @@ std::vector<std::string> parameter_types(const std::string& demangled, bool& ok)
   for (size_t i = demangled.size(); i-- > 0;) {
     char c = demangled[i];
     if (c == ')') ++depth;
-    else if (c == '(' && --depth == 0) { open = i; break; }
+    else if (c == '(' && --depth == 0) {
+      open = i;
+      break;
+    }
   }
   if (open == std::string::npos) return types;
   std::string inner = demangled.substr(open + 1, demangled.size() - open - 2);
@@ -150,15 +153,20 @@ std::vector<std::string> parameter_types(const std::string& demangled, bool& ok)
 ArgKind kind_of(const std::string& type, uint32_t size) {
   if (!type.empty() && (type.back() == '*' || type.back() == '&' || type.find("(*)") != std::string::npos))
     return size == sizeof(void*) ? ArgKind::pointer : ArgKind::raw;
-  struct Scalar { const char* name; uint32_t size; ArgKind kind; };
+  struct Scalar {
+    const char* name;
+    uint32_t size;
+    ArgKind kind;
+  };
   static const Scalar scalars[] = {
-      {"float", 4, ArgKind::floating}, {"double", 8, ArgKind::floating}, {"bool", 1, ArgKind::boolean},
-      {"char", 1, ArgKind::signed_int}, {"signed char", 1, ArgKind::signed_int},
-      {"unsigned char", 1, ArgKind::unsigned_int}, {"short", 2, ArgKind::signed_int},
-      {"unsigned short", 2, ArgKind::unsigned_int}, {"int", 4, ArgKind::signed_int},
-      {"unsigned int", 4, ArgKind::unsigned_int}, {"long", 8, ArgKind::signed_int},
-      {"unsigned long", 8, ArgKind::unsigned_int}, {"long long", 8, ArgKind::signed_int},
-      {"unsigned long long", 8, ArgKind::unsigned_int}, {"std::nullptr_t", 8, ArgKind::pointer},
+      {"float", 4, ArgKind::floating},         {"double", 8, ArgKind::floating},
+      {"bool", 1, ArgKind::boolean},           {"char", 1, ArgKind::signed_int},
+      {"signed char", 1, ArgKind::signed_int}, {"unsigned char", 1, ArgKind::unsigned_int},
+      {"short", 2, ArgKind::signed_int},       {"unsigned short", 2, ArgKind::unsigned_int},
+      {"int", 4, ArgKind::signed_int},         {"unsigned int", 4, ArgKind::unsigned_int},
+      {"long", 8, ArgKind::signed_int},        {"unsigned long", 8, ArgKind::unsigned_int},
+      {"long long", 8, ArgKind::signed_int},   {"unsigned long long", 8, ArgKind::unsigned_int},
+      {"std::nullptr_t", 8, ArgKind::pointer},
   };
   for (const Scalar& s : scalars)
     if (type == s.name) return s.size == size ? s.kind : ArgKind::raw;
@@ -189,10 +197,8 @@ const std::vector<ArgKind>& arg_kinds(const kir_hook_kernel* k, const std::strin
 std::string typed_arg_text(const void* value, uint32_t size, ArgKind kind) {
   char num[64];
   switch (kind) {
-    case ArgKind::raw:
-      return arg_text(value, size);
-    case ArgKind::pointer:
-      return arg_text(value, size);  // 0x..., as raw: a little-endian address
+    case ArgKind::raw: return arg_text(value, size);
+    case ArgKind::pointer: return arg_text(value, size);  // 0x..., as raw: a little-endian address
     case ArgKind::boolean: {
       uint8_t b;
       std::memcpy(&b, value, 1);
@@ -213,10 +219,19 @@ std::string typed_arg_text(const void* value, uint32_t size, ArgKind kind) {
     }
     case ArgKind::signed_int: {
       int64_t v = 0;
-      if (size == 1) { int8_t x; std::memcpy(&x, value, 1); v = x; }
-      else if (size == 2) { int16_t x; std::memcpy(&x, value, 2); v = x; }
-      else if (size == 4) { int32_t x; std::memcpy(&x, value, 4); v = x; }
-      else std::memcpy(&v, value, 8);
+      if (size == 1) {
+        int8_t x;
+        std::memcpy(&x, value, 1);
+        v = x;
+      } else if (size == 2) {
+        int16_t x;
+        std::memcpy(&x, value, 2);
+        v = x;
+      } else if (size == 4) {
+        int32_t x;
+        std::memcpy(&x, value, 4);
+        v = x;
+      } else std::memcpy(&v, value, 8);
       return std::to_string(v);
     }
     case ArgKind::unsigned_int: {
@@ -248,7 +263,7 @@ void line(const std::string& text) {
   std::fprintf(f, "%s\n", text.c_str());
   std::fflush(f);
   if (!was_pending) {
-    struct timespec zero {};
+    struct timespec zero{};
     sigtimedwait(&pipe, nullptr, &zero);
   }
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
@@ -260,14 +275,11 @@ void fatbin_line(const char* event, const void* handle, const char* count_name, 
   unsigned long long h = reinterpret_cast<uintptr_t>(handle);
   if (json)
     std::snprintf(buf, sizeof buf, "{\"event\":\"%s\",\"handle\":%llu,\"%s\":%zu}", event, h, count_name, count);
-  else
-    std::snprintf(buf, sizeof buf, "kir-trace %s handle=%#llx %s=%zu", event, h, count_name, count);
+  else std::snprintf(buf, sizeof buf, "kir-trace %s handle=%#llx %s=%zu", event, h, count_name, count);
   line(buf);
 }
 
-void on_fatbin(void*, const void* handle, size_t images) {
-  fatbin_line("register-fatbin", handle, "images", images);
-}
+void on_fatbin(void*, const void* handle, size_t images) { fatbin_line("register-fatbin", handle, "images", images); }
 
 /// Before the layer lets go of a fatbin or module, with the kernels registered with it.
 void on_unregister(void*, const void* handle, size_t kernels) {
@@ -278,19 +290,18 @@ void on_kernel(void*, const kir_hook_kernel* k) {
   if (!selected(k)) return;
   std::string name = k->name, demangled = kir::demangle(name), h = hex_hash(k->static_hash);
   if (json)
-    line("{\"event\":\"register-kernel\",\"kernel\":" + quoted(name) + ",\"demangled\":" +
-         quoted(demangled) + ",\"params\":" + std::to_string(k->param_count) + ",\"static\":\"" + h +
+    line("{\"event\":\"register-kernel\",\"kernel\":" + quoted(name) + ",\"demangled\":" + quoted(demangled) +
+         ",\"params\":" + std::to_string(k->param_count) + ",\"static\":\"" + h +
          "\",\"ir\":" + std::to_string(k->ir_size) + "}");
   else
-    line("kir-trace register-kernel " + demangled + " name=" + name + " params=" +
-         std::to_string(k->param_count) + " static=" + h + " ir=" + std::to_string(k->ir_size));
+    line("kir-trace register-kernel " + demangled + " name=" + name + " params=" + std::to_string(k->param_count) +
+         " static=" + h + " ir=" + std::to_string(k->ir_size));
 }
 
 void on_global(void*, const kir_hook_global* g) {
   if (json)
     line("{\"event\":\"register-global\",\"name\":" + quoted(g->name) + ",\"size\":" + std::to_string(g->size) + "}");
-  else
-    line("kir-trace register-global name=" + std::string(g->name) + " size=" + std::to_string(g->size));
+  else line("kir-trace register-global name=" + std::string(g->name) + " size=" + std::to_string(g->size));
 }
 
 void on_allocation(const char* event, const kir_hook_allocation* a) {
@@ -298,8 +309,8 @@ void on_allocation(const char* event, const kir_hook_allocation* a) {
   std::snprintf(buf, sizeof buf,
                 json ? "{\"event\":\"%s\",\"address\":%llu,\"size\":%llu,\"kind\":\"%s\"}"
                      : "kir-trace %s address=%#llx size=%llu kind=%s",
-                event, static_cast<unsigned long long>(a->address),
-                static_cast<unsigned long long>(a->size), kir::name(kir::AllocationKind(a->kind)));
+                event, static_cast<unsigned long long>(a->address), static_cast<unsigned long long>(a->size),
+                kir::name(kir::AllocationKind(a->kind)));
   line(buf);
 }
 
@@ -337,11 +348,12 @@ void on_launch(void*, const kir_hook_launch* l) {
                  : " claimed_by=" + by + " outcome=" + outcome + " substitute=" + id;
   }
   if (json)
-    line("{\"event\":\"launch\",\"api\":" + quoted(api) + ",\"kernel\":" + quoted(name) + ",\"demangled\":" + quoted(demangled) +
-         "," + dims + ",\"args\":[" + args + "],\"values\":[" + values + "],\"static\":\"" + s + "\",\"identity\":\"" + d + "\"" + claim + "}");
+    line("{\"event\":\"launch\",\"api\":" + quoted(api) + ",\"kernel\":" + quoted(name) +
+         ",\"demangled\":" + quoted(demangled) + "," + dims + ",\"args\":[" + args + "],\"values\":[" + values +
+         "],\"static\":\"" + s + "\",\"identity\":\"" + d + "\"" + claim + "}");
   else
-    line("kir-trace launch " + (l->kernel ? demangled : std::string("(unregistered)")) + " kernel=" +
-         name + " api=" + api + " " + dims + " args=[" + values + "] static=" + s + " identity=" + d + claim);
+    line("kir-trace launch " + (l->kernel ? demangled : std::string("(unregistered)")) + " kernel=" + name +
+         " api=" + api + " " + dims + " args=[" + values + "] static=" + s + " identity=" + d + claim);
 }
 
 /// The trace stream for KIR_TRACE_FD = "N" or "N:DEV:INO", on a high

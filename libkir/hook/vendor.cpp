@@ -21,7 +21,7 @@ uint64_t mapped_extent(const void* p) {
       [](dl_phdr_info* info, size_t, void* data) {
         auto* s = static_cast<Search*>(data);
         for (int i = 0; i < info->dlpi_phnum; ++i) {
-          const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+          const ElfW(Phdr) & ph = info->dlpi_phdr[i];
           uintptr_t start = info->dlpi_addr + ph.p_vaddr;
           if (ph.p_type == PT_LOAD && s->at >= start && s->at - start < ph.p_memsz) {
             s->extent = ph.p_memsz - (s->at - start);

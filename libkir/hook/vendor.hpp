@@ -31,8 +31,8 @@ struct VendorTraits {
   /// A registration (__cudaRegisterFatBinary's `__fatBinC_Wrapper_t`,
   /// __hipRegisterFatBinary's HIPF wrapper) read into a record and its image
   /// count; nullptr when `registry` has that very image under `handle` already.
-  std::unique_ptr<FatbinRecord> (*read_registration)(const void* handle, const void* wrapper,
-                                                     const Registry& registry, size_t& images);
+  std::unique_ptr<FatbinRecord> (*read_registration)(const void* handle, const void* wrapper, const Registry& registry,
+                                                     size_t& images);
   /// A module loaded through the driver (cuModuleLoadData...), sized from its
   /// own headers; nullptr where the layer does not interpose module loads.
   std::unique_ptr<FatbinRecord> (*read_module)(const void* module, const void* image, size_t& images);

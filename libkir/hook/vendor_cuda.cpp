@@ -49,26 +49,28 @@ std::vector<FatbinRecord::Unit> linked_units(const void* wrapper, const void* ha
   const std::string what = describe("fatbin", handle);
   for (size_t i = 0;; ++i) {
     if (i == kMaxLinkedUnits) {
-      report_failure(Failure::registration, what, "its list of linked units at " + hex_of(list) +
-                                                      " holds more than " + std::to_string(kMaxLinkedUnits) +
-                                                      " entries: the rest are ignored");
+      report_failure(Failure::registration, what,
+                     "its list of linked units at " + hex_of(list) + " holds more than " +
+                         std::to_string(kMaxLinkedUnits) + " entries: the rest are ignored");
       break;
     }
     const uint8_t* slot = slots + i * sizeof(void*);
     if (mapped_extent(slot) < sizeof(void*)) {
-      report_failure(Failure::registration, what, "its list of linked units at " + hex_of(list) + " ends at entry " +
-                                                      std::to_string(i) + " without a NULL");
+      report_failure(
+          Failure::registration, what,
+          "its list of linked units at " + hex_of(list) + " ends at entry " + std::to_string(i) + " without a NULL");
       break;
     }
     const void* unit = nullptr;
     std::memcpy(&unit, slot, sizeof unit);
     if (!unit) break;
     FatbinRecord::Unit u;
-    Expected<FatbinContainer> c =
-        FatbinContainer::create(ByteView(static_cast<const uint8_t*>(unit), std::min(kUnknownSize, mapped_extent(unit))));
+    Expected<FatbinContainer> c = FatbinContainer::create(
+        ByteView(static_cast<const uint8_t*>(unit), std::min(kUnknownSize, mapped_extent(unit))));
     if (c) u.container = std::move(*c);
-    else report_failure(Failure::registration, what,
-                        "linked unit " + std::to_string(i) + " at " + hex_of(unit) + ": ", c.error());
+    else
+      report_failure(Failure::registration, what, "linked unit " + std::to_string(i) + " at " + hex_of(unit) + ": ",
+                     c.error());
     units.push_back(std::move(u));
   }
   return units;
@@ -84,8 +86,7 @@ std::unique_ptr<FatbinRecord> read_registration(const void* handle, const void* 
     record->container = std::move(*c);
     record->units = linked_units(wrapper, handle);
   } else {
-    report_failure(Failure::registration, describe("fatbin", handle),
-                   "registered without its code: ", c.error());
+    report_failure(Failure::registration, describe("fatbin", handle), "registered without its code: ", c.error());
   }
   images = record->container ? record->container->entries().size() : 0;
   return record;
@@ -110,7 +111,9 @@ Expected<ByteView> sized_image(const void* image) {
 /// A bare cubin or PTX image loaded as a module: parsed at once, its bytes kept.
 void read_bare_image(FatbinRecord& record, ByteView bytes, const std::string& what) {
   record.decoded = true;
-  bool elf = bytes.starts_with("\x7f" "ELF");
+  bool elf = bytes.starts_with(
+      "\x7f"
+      "ELF");
   Expected<DeviceCode> code = elf ? parse_cubin(bytes) : parse_ptx(bytes);
   if (!code) {
     report_failure(Failure::image, what, elf ? "cubin: " : "PTX: ", code.error());
@@ -208,8 +211,7 @@ void decode_fatbin(FatbinRecord& f, const void* handle) {
 
 extern const VendorTraits kCudaTraits;
 const VendorTraits kCudaTraits = {
-    "CUDA",   kLibraries, read_registration, read_module, loads, "\"cubin\" or \"ptx\"",
-    own_handle, load_site, load,
+    "CUDA", kLibraries, read_registration, read_module, loads, "\"cubin\" or \"ptx\"", own_handle, load_site, load,
 };
 
 }  // namespace kir::hook

@@ -80,8 +80,7 @@ bool load(const void* image, const char* entry, const std::string& what, void*& 
 
 extern const VendorTraits kHipTraits;
 const VendorTraits kHipTraits = {
-    "HIP",    kLibraries, read_registration, nullptr, loads, "\"code-object\"",
-    own_handle, load_site, load,
+    "HIP", kLibraries, read_registration, nullptr, loads, "\"code-object\"", own_handle, load_site, load,
 };
 
 }  // namespace kir::hook

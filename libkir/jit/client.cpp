@@ -156,7 +156,8 @@ class JitClient {
       max_threads_ = max_threads;
       min_blocks_ = min_blocks;
     }
-    if (const char* ms = kir::hook::setting("KIR_JIT_RECHECK_MS")) recheck_ns_ = std::strtoull(ms, nullptr, 10) * 1000000ull;
+    if (const char* ms = kir::hook::setting("KIR_JIT_RECHECK_MS"))
+      recheck_ns_ = std::strtoull(ms, nullptr, 10) * 1000000ull;
     if (const char* stats = kir::hook::setting("KIR_JIT_STATS")) stats_path_ = stats;
     if (!driver_.load()) {
       std::fprintf(stderr, "kir-jit: the CUDA driver (libcuda.so.1) cannot be loaded: no launch is claimed\n");
@@ -171,7 +172,7 @@ class JitClient {
     if (!k || !l->args) return 0;
     uint32_t jit_count = __atomic_load_n(&k->jit_arg_count, __ATOMIC_ACQUIRE);
     if (jit_count == 0 && !all_kernels_) return 0;
-    ThreadState& t = thread_state;  // the one TLS access of a claim
+    ThreadState& t = thread_state;                     // the one TLS access of a claim
     bool timed = (Counts::add(kEligible) & 255) == 1;  // 1 launch in 256 of each thread
     uint64_t start = timed ? now_ns() : 0;
     const char* arch = device_arch(t);
@@ -302,10 +303,10 @@ class JitClient {
   };
   static constexpr size_t kMemos = 16;
   struct ThreadState {  // zero-initialized (thread storage duration)
-    void* context;  ///< the context `arch` was read for
+    void* context;      ///< the context `arch` was read for
     char arch[16];
     HitSlot hits[kHitSlots];  ///< keys this thread hit before
-    KeyMemo memos[kMemos];  ///< by kernel: the key of its last launch here
+    KeyMemo memos[kMemos];    ///< by kernel: the key of its last launch here
   };
 
   /// What kir_jit_key reads of this launch (docs/hashing.md, "JIT key").
@@ -377,9 +378,9 @@ class JitClient {
 
   bool parse_config(const char* text) {
     if (!text) {  // kir.jit.Options() defaults (docs/jit.md, "The JIT key and the cache entry")
-      static const char* const defaults[][2] = {{"opt", "3"},  {"codegen-opt", "3"},      {"ptx", ""},
-                                                {"features", ""}, {"kind", "cubin"},
-                                                {"assembler-options", ""}, {"kernels", "one"}};
+      static const char* const defaults[][2] = {{"opt", "3"},      {"codegen-opt", "3"}, {"ptx", ""},
+                                                {"features", ""},  {"kind", "cubin"},    {"assembler-options", ""},
+                                                {"kernels", "one"}};
       for (const auto& d : defaults) add_config(d[0], d[1]);
       return finish_config();
     }
@@ -399,7 +400,8 @@ class JitClient {
       for (size_t i = eq + 1; i < item.size(); i += 2) {
         unsigned byte;
         if (!std::isxdigit(static_cast<unsigned char>(item[i])) ||
-            !std::isxdigit(static_cast<unsigned char>(item[i + 1])) || std::sscanf(item.c_str() + i, "%2x", &byte) != 1) {
+            !std::isxdigit(static_cast<unsigned char>(item[i + 1])) ||
+            std::sscanf(item.c_str() + i, "%2x", &byte) != 1) {
           std::fprintf(stderr, "kir-jit: error: KIR_JIT_CONFIG: %s: not hexadecimal\n", item.c_str());
           return false;
         }
@@ -494,8 +496,7 @@ class JitClient {
     errors_.fetch_add(1, std::memory_order_relaxed);
     if (!remember(key)) return;
     std::lock_guard<std::mutex> lock(log_mutex_);
-    if (log_full())
-      unlogged();
+    if (log_full()) unlogged();
     else if (logged_errors_.insert(message).second)  // at most kLogLines messages
       log("kir-jit: error: " + std::string(message) + " (the app's own code runs)\n");
   }
@@ -514,12 +515,13 @@ class JitClient {
       const kir_jit_arg& a = k->jit_args[i];
       const void* value = a.position >= 1 && a.position <= k->param_count ? l->args[a.position - 1] : nullptr;
       std::string text = arg_text(a, value);
-      args += (args.empty() ? "" : " ") + (text.empty() ? "(argument " + std::to_string(a.position) + ": array or object)"
-                                                         : text);
+      args += (args.empty() ? "" : " ") +
+              (text.empty() ? "(argument " + std::to_string(a.position) + ": array or object)" : text);
       if (!text.empty()) command += " --arg " + text;
     }
     if (specialize_grid_)
-      command += " --grid " + std::to_string(l->grid.x) + "," + std::to_string(l->grid.y) + "," + std::to_string(l->grid.z);
+      command +=
+          " --grid " + std::to_string(l->grid.x) + "," + std::to_string(l->grid.y) + "," + std::to_string(l->grid.z);
     if (specialize_block_)
       command += " --block " + std::to_string(l->block.x) + "," + std::to_string(l->block.y) + "," +
                  std::to_string(l->block.z);
@@ -539,7 +541,6 @@ class JitClient {
     log("kir-jit: error: " + std::string(k->name) + ": JIT key: " + message + "\n");
   }
 
-
   std::string directory_, stats_path_;
   kir_cache* cache_ = nullptr;
   bool all_kernels_ = false, specialize_grid_ = false, specialize_block_ = false;
@@ -548,7 +549,7 @@ class JitClient {
   std::vector<std::string> config_keys_, config_values_;
   std::vector<kir_config_item> config_;
   std::string config_records_;  ///< config_ as kir_jit_config_records encodes it
-  Driver driver_;  // loaded at start
+  Driver driver_;               // loaded at start
   std::shared_mutex miss_mutex_;
   std::unordered_map<kir_hash128, uint64_t, KeyHash, KeyEqual> missed_;  // key -> look again after
   static constexpr unsigned kLogLines = 32;    ///< lines about misses and errors, then one summary

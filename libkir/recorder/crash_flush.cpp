@@ -21,7 +21,7 @@ namespace {
 
 constexpr int kSignals[] = {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL};
 
-struct sigaction previous[NSIG];          // written by install(), before the handlers are
+struct sigaction previous[NSIG];         // written by install(), before the handlers are
 std::atomic<bool> previous_spent[NSIG];  // an SA_RESETHAND handler of the app's ran once
 std::atomic<bool> installed{false};
 std::atomic<uint64_t> wait_ms{10000};
@@ -50,8 +50,9 @@ void flush() {
     ::nanosleep(&pause, nullptr);
   }
   if (busy.load() > 0)
-    write_text("kir-record: the app crashed and the record being written did not finish in time "
-               "(KIR_RECORD_CRASH_WAIT_MS); it is left out\n");
+    write_text(
+        "kir-record: the app crashed and the record being written did not finish in time "
+        "(KIR_RECORD_CRASH_WAIT_MS); it is left out\n");
 }
 
 // sa_handler and sa_sigaction share their storage: SIG_DFL and SIG_IGN read the same through either.
@@ -63,7 +64,7 @@ bool is_handler(const struct sigaction& a) { return !is_default(a) && !is_ignore
 /// the kernel raised at an instruction, which runs again (as Crashpad decides
 /// it, util/posix/signals.cc WillSignalReraiseAutonomously).
 bool faults_again(int signal, const siginfo_t* info) {
-  if (!info || info->si_code <= 0) return false;  // kill(), raise(), abort(), sigqueue()
+  if (!info || info->si_code <= 0) return false;                         // kill(), raise(), abort(), sigqueue()
   if (signal == SIGBUS && info->si_code == BUS_MCEERR_AO) return false;  // asynchronous
   return signal == SIGSEGV || signal == SIGBUS || signal == SIGFPE || signal == SIGILL;
 }
@@ -91,7 +92,7 @@ void call_app_handler(int signal, siginfo_t* info, void* context, const struct s
 /// (blocked while this handler runs, it is delivered as the handler returns;
 /// a fault is not raised again, it comes back by itself with its own siginfo).
 void die_by_default(int signal, const siginfo_t* info) {
-  struct sigaction fallback {};
+  struct sigaction fallback{};
   fallback.sa_handler = SIG_DFL;
   sigemptyset(&fallback.sa_mask);
   ::sigaction(signal, &fallback, nullptr);
@@ -107,7 +108,7 @@ void handler(int signal, siginfo_t* info, void* context) {
     // probe) resumes without waiting for the writer, and this handler stays.
     // (It may also leave by siglongjmp: nothing here needs undoing then.)
     call_app_handler(signal, info, context, before);
-    struct sigaction now {};
+    struct sigaction now{};
     if (::sigaction(signal, nullptr, &now) == 0 && is_default(now))
       flush();  // it left the signal to the default action: the app dies as this returns
   } else if (is_ignored(before) && !faults_again(signal, info)) {
@@ -177,7 +178,7 @@ bool install(uint64_t wait) {
   if (installed.exchange(true)) return true;
   bool ok = true;
   for (int signal : kSignals) {
-    struct sigaction action {};
+    struct sigaction action{};
     action.sa_sigaction = handler;
     action.sa_flags = SA_SIGINFO | SA_ONSTACK;
     sigemptyset(&action.sa_mask);

@@ -24,12 +24,12 @@
 #include "crash_flush.hpp"
 #include "driver.hpp"
 #include "kir/device_code.hpp"
-#include "kir/support/demangle.hpp"
 #include "kir/hooks.h"
 #include "kir/model.hpp"
 #include "kir/record/format.hpp"
 #include "kir/record/reachability.hpp"
 #include "kir/record/record_builder.hpp"
+#include "kir/support/demangle.hpp"
 #include "kir/support/kernel_pattern.hpp"
 #include "kir_hook_internal/settings.hpp"
 #include "snapshot.hpp"
@@ -52,8 +52,8 @@ uint64_t env_number(const char* name, uint64_t fallback) {
 
 /// The MPI rank the launcher gave this process, or -1.
 int64_t launcher_rank() {
-  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "MV2_COMM_WORLD_RANK", "PALS_RANKID",
-                           "SLURM_PROCID"})
+  for (const char* name :
+       {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "MV2_COMM_WORLD_RANK", "PALS_RANKID", "SLURM_PROCID"})
     if (const char* v = kir::hook::setting(name); v && *v) return std::strtoll(v, nullptr, 10);
   return -1;
 }
@@ -220,13 +220,13 @@ class Recorder {
     bool matches = false;  // by --kernel
   };
   std::unordered_map<const void*, KernelState> kernels_;
-  std::set<std::pair<uint64_t, uint64_t>> seen_;                   // launch identities recorded
+  std::set<std::pair<uint64_t, uint64_t>> seen_;  // launch identities recorded
   uint64_t seen_launches_ = 0, unknown_launches_ = 0;
   std::atomic<uint64_t> written_{0}, failed_{0};
   std::atomic<uint64_t> threads_refused_{0};  // thread starts refused (a thread limit): the work ran on fewer
-  std::mutex recording_mutex_;  // one launch recorded at a time, prologue to epilogue
+  std::mutex recording_mutex_;                // one launch recorded at a time, prologue to epilogue
   static thread_local std::unique_ptr<Pending> pending_;
-  std::thread writer_;  // stores and writes the last record while the app runs on
+  std::thread writer_;       // stores and writes the last record while the app runs on
   std::mutex writer_mutex_;  // joining and starting writer_
   bool exit_hook_ = false;
   std::atomic<bool> va_warned_{false};  // allocations come from any thread
@@ -322,8 +322,8 @@ void Recorder::summarize() {
   if (stats.failures)
     text += "; the hook could not use " + std::to_string(stats.failures) + " item(s) (KIR_HOOK_LOG=1 names them)";
   if (settings_.verbose) {
-    text += " [hook: " + std::to_string(stats.kernels) + " kernels, " + std::to_string(stats.launches) +
-            " launches, " + std::to_string(stats.live_allocations) + " live allocations]";
+    text += " [hook: " + std::to_string(stats.kernels) + " kernels, " + std::to_string(stats.launches) + " launches, " +
+            std::to_string(stats.live_allocations) + " live allocations]";
   }
   say(text);
 }
@@ -433,7 +433,8 @@ Status Recorder::snapshot_prologue(Pending& p, const std::vector<uint64_t>& root
   std::vector<size_t> kept;
   for (size_t i : reached) {
     size_t region = p.snapshotted[i];
-    if (Status s = b.snapshot(region, false, 0, ByteView(contents[i].data(), contents[i].size()), settings_.threads); !s)
+    if (Status s = b.snapshot(region, false, 0, ByteView(contents[i].data(), contents[i].size()), settings_.threads);
+        !s)
       return s;
     kept.push_back(region);
   }
@@ -451,10 +452,11 @@ void flag_regions(RecordBuilder& b) {
     if (r.kind != name(AllocationKind::host_pinned) && !r.in_va_range && !outside++) first_outside = r.address;
   }
   if (managed)
-    b.add_flag("managed-memory", std::to_string(managed) + " managed allocation(s), the first at " + hex(first_managed));
+    b.add_flag("managed-memory",
+               std::to_string(managed) + " managed allocation(s), the first at " + hex(first_managed));
   if (outside)
-    b.add_flag("outside-va-range", std::to_string(outside) + " allocation(s) outside the reserved range, the first at " +
-                                       hex(first_outside));
+    b.add_flag("outside-va-range", std::to_string(outside) +
+                                       " allocation(s) outside the reserved range, the first at " + hex(first_outside));
 }
 
 double seconds_since(std::chrono::steady_clock::time_point t) {
@@ -484,7 +486,8 @@ void Recorder::finish_record(Pending& p) {
     ++written_;
     if (settings_.verbose) say("recorded " + p.label + ": " + *path);
   }
-  for (const Flag& f : b.flags()) say("warning: " + p.label + " may not replay faithfully: " + f.flag + ": " + f.detail);
+  for (const Flag& f : b.flags())
+    say("warning: " + p.label + " may not replay faithfully: " + f.flag + ": " + f.detail);
 }
 
 std::unique_ptr<Recorder::Pending> Recorder::begin_record(const kir_hook_launch& l, uint64_t ordinal) {
@@ -511,9 +514,9 @@ std::unique_ptr<Recorder::Pending> Recorder::begin_record(const kir_hook_launch&
   if (va_ && va_->holds(va_->base())) b.set_va_range(va_->base(), va_->size());
   describe_kernel(b, l);
   std::vector<std::vector<uint8_t>> args = argument_bytes(l);
-  b.set_launch(l.api ? l.api : "", Hash128{l.launch_identity.high, l.launch_identity.low}, {l.grid.x, l.grid.y, l.grid.z},
-               {l.block.x, l.block.y, l.block.z}, l.shared_bytes, reinterpret_cast<uintptr_t>(l.stream), args,
-               ordinal);
+  b.set_launch(l.api ? l.api : "", Hash128{l.launch_identity.high, l.launch_identity.low},
+               {l.grid.x, l.grid.y, l.grid.z}, {l.block.x, l.block.y, l.block.z}, l.shared_bytes,
+               reinterpret_cast<uintptr_t>(l.stream), args, ordinal);
   p->snapshotted = add_regions(b, l, args);
   flag_regions(b);
   driver_->cuCtxSynchronize();  // earlier work, on any stream, done
@@ -531,7 +534,7 @@ void Recorder::launch_begin(const kir_hook_launch& l) {
   uint64_t ordinal = 0;
   if (!selected(l, ordinal)) return;
   crash::protect_this_thread();  // a stack overflow here still waits for the writer
-  recording_mutex_.lock();  // released in launch_completed, on this thread
+  recording_mutex_.lock();       // released in launch_completed, on this thread
   pending_ = begin_record(l, ordinal);
   if (!pending_) recording_mutex_.unlock();
 }

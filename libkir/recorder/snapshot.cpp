@@ -131,8 +131,8 @@ Status Snapshotter::prepare() {
     if (buffer) continue;
     void* p = nullptr;
     if (CUresult r = driver_.cuMemHostAlloc(&p, staging_bytes_, 0); r != 0)
-      return Error(ErrorCode::internal, "cannot allocate " + hex(staging_bytes_) + " bytes of pinned staging memory: " +
-                   driver_.error_name(r));
+      return Error(ErrorCode::internal, "cannot allocate " + hex(staging_bytes_) +
+                                            " bytes of pinned staging memory: " + driver_.error_name(r));
     buffer = static_cast<uint8_t*>(p);
   }
   return {};
@@ -172,8 +172,9 @@ Status Snapshotter::copy(RecordBuilder& builder, const std::vector<size_t>& regi
     builder.add_copy_wait(std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count());
     if (issued != 0 || done != 0) {
       writers.stop();  // the chunks already queued are stored; the record is not written
-      return Error(ErrorCode::internal, "copying " + hex(b.size) + " bytes at " + hex(builder.regions()[b.region].address + b.offset) +
-                   " to the host failed: " + driver_.error_name(issued ? issued : done));
+      return Error(ErrorCode::internal, "copying " + hex(b.size) + " bytes at " +
+                                            hex(builder.regions()[b.region].address + b.offset) +
+                                            " to the host failed: " + driver_.error_name(issued ? issued : done));
     }
     if (Status begun = builder.begin_snapshot(b.region, epilogue, b.offset, b.size); !begun) {
       writers.stop();
@@ -185,7 +186,7 @@ Status Snapshotter::copy(RecordBuilder& builder, const std::vector<size_t>& regi
 }
 
 std::optional<Snapshotter::DeviceCopy> Snapshotter::copy_on_device(const RecordBuilder& builder,
-                                                                  const std::vector<size_t>& regions) {
+                                                                   const std::vector<size_t>& regions) {
   if (!prepare_stream()) return std::nullopt;  // the staging buffers wait for the writer thread
   DeviceCopy copied;
   uint64_t total = 0;
@@ -220,7 +221,8 @@ Expected<std::vector<uint8_t>> Snapshotter::read(uint64_t address, uint64_t size
   std::vector<uint8_t> out(size);
   if (size == 0) return out;
   if (CUresult r = driver_.cuMemcpyDtoH(out.data(), address, size); r != 0)
-    return Error(ErrorCode::internal, "copying " + hex(size) + " bytes at " + hex(address) + " to the host failed: " + driver_.error_name(r));
+    return Error(ErrorCode::internal, "copying " + hex(size) + " bytes at " + hex(address) +
+                                          " to the host failed: " + driver_.error_name(r));
   return out;
 }
 

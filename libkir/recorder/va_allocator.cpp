@@ -9,7 +9,7 @@ namespace {
 
 CUmemAllocationProp device_memory(int device) {
   CUmemAllocationProp p{};
-  p.type = 1;  // CU_MEM_ALLOCATION_TYPE_PINNED
+  p.type = 1;                // CU_MEM_ALLOCATION_TYPE_PINNED
   p.location = {1, device};  // CU_MEM_LOCATION_TYPE_DEVICE
   return p;
 }

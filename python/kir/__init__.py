@@ -9,14 +9,24 @@ Open a binary and walk what it holds::
         for kernel in image.kernels:
             print(kernel.name, [(p.offset, p.size) for p in kernel.params])
 """
-from kir.errors import KirError
-from kir.binary import Binary, Container, Image, open
-from kir.model import AllocationKind, CodeKind, ImageKind, Param, TargetKind
-from kir._core import (DeviceCode, DeviceGlobal, Kernel, __version__, demangle,
-                       parse_code_object, parse_cubin, parse_ptx)
-from kir._core import abi_version, hook_api_version  # libkir's C ABI (libkir.so.N), kir/hooks.h's API
 # the running libkir's kir/kir.h and kir/cache.h ABI versions (docs/abi.md: what each added)
-from kir._core import c_abi_version, cache_abi_version
+from kir._core import (  # libkir's C ABI (libkir.so.N), kir/hooks.h's API
+    DeviceCode,
+    DeviceGlobal,
+    Kernel,
+    __version__,
+    abi_version,
+    c_abi_version,
+    cache_abi_version,
+    demangle,
+    hook_api_version,
+    parse_code_object,  # noqa: F401 (public: kir.parse_*)
+    parse_cubin,  # noqa: F401
+    parse_ptx,  # noqa: F401
+)
+from kir.binary import Binary, Container, Image, open
+from kir.errors import KirError
+from kir.model import AllocationKind, CodeKind, ImageKind, Param, TargetKind
 
 #: A kernel parameter's layout: kir.model.Param, the one type every kernel's `params` lists.
 KernelParam = Param

@@ -1,11 +1,10 @@
 """kir core bindings (libkir)"""
 
-from collections.abc import Callable, Mapping, Sequence
 import enum
+from collections.abc import Callable, Mapping, Sequence
 from typing import overload
 
 import kir.model
-
 
 abi_version: int = 0
 

@@ -57,6 +57,7 @@ def version_text() -> str:
     library has one: a `cmake --install` prefix's libkir.so.N; a wheel ships libkir.so)
     and the hook API clients are built against (kir/hooks.h KIR_HOOK_API_VERSION)."""
     from importlib import metadata
+
     import kir
     from kir.errors import distribution_name
     name = distribution_name()

@@ -31,7 +31,7 @@ from pathlib import Path
 from kir import _core
 from kir.errors import KirError, RecordError
 from kir.files import open_regular, read_exactly
-from kir.model import JitArg, JitArgKind, Param
+from kir.model import JitArg, Param
 
 __all__ = ["Code", "Device", "Flag", "JitArg", "Kernel", "Launch", "Param", "Process", "Record", "RecordError",
            "Recording", "Region", "Stats", "VaRange", "check_output_directory", "read_chunk", "read_record_body",

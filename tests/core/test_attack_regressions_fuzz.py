@@ -15,11 +15,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import damage
 import pytest
 
-import kir
-import damage
 import build as fixture_build
+import kir
 
 SEEDS = Path(__file__).parents[1] / "native" / "fuzz" / "seeds"
 #: Mutants of the module in the damaged object (about 1 in 12 crashes LLVM 22).

@@ -2,7 +2,6 @@
 never a crash, hang or traceback."""
 from __future__ import annotations
 
-import os
 import random
 import struct
 from pathlib import Path

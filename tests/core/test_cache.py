@@ -11,14 +11,14 @@ import struct
 import time
 from pathlib import Path
 
+import cache_reference as ref
 import pytest
 
-import cache_reference as ref
 import kir
 from kir import _core
-from kir.model import ArgType
 from kir.cache import Cache, encode_entry, parse_entry
 from kir.errors import KirError, OptionError
+from kir.model import ArgType
 
 ARCH = "sm_90"
 

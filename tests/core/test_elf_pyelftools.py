@@ -23,7 +23,7 @@ def test_sections_match(built, name):
                    s["sh_size"], s["sh_link"], s["sh_info"], s["sh_addralign"], s["sh_entsize"])
                   for i, s in enumerate(elf.iter_sections())]
     # pyelftools names types (SHT_PROGBITS); compare the numbers through its enum.
-    from elftools.elf.enums import ENUM_SH_TYPE_BASE, ENUM_SH_TYPE_AMD64
+    from elftools.elf.enums import ENUM_SH_TYPE_AMD64, ENUM_SH_TYPE_BASE
     names = {**ENUM_SH_TYPE_BASE, **ENUM_SH_TYPE_AMD64}
     theirs = [(i, n, names[t] if isinstance(t, str) else t, *rest) for i, n, t, *rest in theirs]
     assert ours == theirs
@@ -109,6 +109,7 @@ def test_sections_of_bytes_match(built, name):
     """kir.binary.elf_sections: kir's reader over an image in memory (as `kir diff`
     reads a decoded cubin's `.text.KERNEL` sections), against pyelftools."""
     from io import BytesIO
+
     from elftools.elf.enums import ENUM_SH_TYPE_BASE
     data = built[name].read_bytes()
     ours = kir.binary.elf_sections(data)

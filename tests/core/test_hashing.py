@@ -7,14 +7,13 @@ import json
 import struct
 from pathlib import Path
 
+import hash_reference as ref
 import pytest
 import xxhash
 from hypothesis import given, settings, strategies as st
 
 from kir import _core
 from kir.model import ArgType
-
-import hash_reference as ref
 
 VECTORS = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "golden" / "hash_vectors.json").read_text())
 TYPES = {name: getattr(ArgType, name) for name in ref.ARG_TYPES}

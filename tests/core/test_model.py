@@ -13,8 +13,7 @@ import pytest
 
 import kir
 from kir import _core
-from kir.model import (AllocationKind, ArgType, Codec, CodeKind, ContainerFormat, ImageKind, JitArgKind,
-                       TargetKind)
+from kir.model import AllocationKind, ArgType, Codec, CodeKind, ContainerFormat, ImageKind, JitArgKind, TargetKind
 
 ENUMS = [(ImageKind, "image"), (CodeKind, "code"), (TargetKind, "target"),
          (AllocationKind, "allocation"), (JitArgKind, "jit-arg"), (ContainerFormat, "container"),

@@ -10,12 +10,12 @@ import json
 import re
 import subprocess
 
+import hash_reference as canonical
+import proteus_reference as ref
 import pytest
 
-import hash_reference as canonical
 import kir
 from kir import hashing
-import proteus_reference as ref
 
 
 def work(built, name):

@@ -5,18 +5,17 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import struct
 import subprocess
+import sys
 from pathlib import Path
 
+import hash_reference as ref
 import pytest
 
 import kir
-from kir.hashing import kernel_hashes
-
-import hash_reference as ref
 from build import source  # tests/support/build.py: a source under tests/fixtures
+from kir.hashing import kernel_hashes
 
 
 def trace(kir_cli, built, *args, threads=0):

@@ -11,17 +11,16 @@ import json
 import subprocess
 from pathlib import Path
 
+import jit_rig
 import pytest
+import stub_cuda as override
 
 import kir
+from build import rpath, source  # tests/support/build.py (conftest puts it on the path)
 from kir import jit
 from kir.cache import Cache
 from kir.hashing import jit_key, kernel_hashes
 from kir.jit.client import client_environment
-
-import jit_rig
-import stub_cuda as override
-from build import rpath, source  # tests/support/build.py (conftest puts it on the path)
 
 # The stub runtimes are found whatever LD_LIBRARY_PATH says (a GPU machine names the
 # real driver's directory there): the programs carry DT_RPATH (issue 21, item 16).

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 import struct
 import subprocess
+from pathlib import Path
 
 import pytest
 
 import kir
-from kir.hashing import kernel_hashes
 from build import source  # tests/support/build.py: a source under tests/fixtures
+from kir.hashing import kernel_hashes
 
 driver = pytest.importorskip("cuda.bindings.driver", reason="cuda-bindings not installed")
 

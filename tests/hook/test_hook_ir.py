@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 import kir
-from kir.ir import ir_modules
 from build import source  # tests/support/build.py: a source under tests/fixtures
+from kir.ir import ir_modules
 
 HOOK = Path(kir.__file__).parent / "lib" / "libkir_hook.so"
 INCLUDE = Path(kir.__file__).parent / "include"

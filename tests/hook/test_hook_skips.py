@@ -9,8 +9,8 @@ from __future__ import annotations
 import subprocess
 
 import pytest
-
 from stub_cuda import AXPY, HOOK, INCLUDE, rig  # noqa: F401  (the stub runtime, driver and app)
+
 from build import source  # tests/support/build.py: a source under tests/fixtures
 
 CLIENT = source("hook/hook_skips_client.c")

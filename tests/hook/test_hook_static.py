@@ -11,7 +11,6 @@ cuBLAS GEMM are traced, recorded and replayed."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path

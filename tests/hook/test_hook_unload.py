@@ -15,20 +15,20 @@ from __future__ import annotations
 
 import json
 import os
-from collections import Counter
 import re
 import shutil
 import struct
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
 import kir
 import kir.hook
-from kir.hashing import kernel_hashes
 from build import source  # tests/support/build.py: a source under tests/fixtures
+from kir.hashing import kernel_hashes
 
 HOOK = Path(kir.__file__).parent / "lib" / "libkir_hook.so"
 INCLUDE = Path(kir.__file__).parent / "include"

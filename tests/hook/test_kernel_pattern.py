@@ -23,9 +23,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import stub_cuda as override
 
 import kir
-import stub_cuda as override
 from build import rpath, source  # tests/support/build.py (conftest puts it on the path)
 
 LENGTH = 100_000
@@ -391,6 +391,7 @@ def test_the_largest_program_still_matches_a_long_name_in_bounded_time():
     """About kMaxProgram instructions, all alive at once, over a 100,000-character name: the
     cost is the product (a few seconds at most), never more."""
     import time
+
     from kir import _core
     pattern = _core.KernelPattern(r"(k{1000}){4}x|k{990}$")
     assert 4990 < pattern.program_size <= 5000

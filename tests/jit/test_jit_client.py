@@ -12,15 +12,15 @@ import struct
 import subprocess
 
 import pytest
+import stub_cuda as override
+from jit_rig import APP, F32, JIT_CLIENT, key_for, rig, run_app, stub_lines  # noqa: F401  (rig: fixture)
 
+from build import rpath  # tests/support/build.py
 from kir import jit
 from kir.cache import Cache
 from kir.hashing import jit_key
 from kir.jit.client import client_environment
 
-import stub_cuda as override
-from build import rpath  # tests/support/build.py
-from jit_rig import APP, F32, JIT_CLIENT, key_for, rig, run_app, stub_lines  # noqa: F401  (rig: fixture)
 
 @pytest.mark.parametrize("defaults", [False, True], ids=["config-from-options", "built-in-defaults"])
 def test_a_cached_key_is_launched_instead_exactly_when_the_value_matches(rig, tmp_path, defaults):

@@ -15,9 +15,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from running import run_kir
 
 import build as fixture_build
-from running import run_kir
 from build import source  # tests/support/build.py: a source under tests/fixtures
 from kir.errors import KirError, OptionError
 
@@ -127,6 +127,7 @@ def test_pointer_argument_becomes_a_constant_address(app):
 
 def test_python_api_from_bitcode_and_from_an_llvmlite_module(app):
     import llvmlite.binding as llvm
+
     import kir.jit
     from_bytes = kir.jit.compile(app["bitcode"], DAXPY, "sm_90", specialize={"args": [(1, "f64", 2.5)]},
                                  options={"kind": "ptx"})
@@ -204,6 +205,7 @@ def test_libdevice_is_linked(app, tmp_path):
     """Built with -nocudalib, sin() stays a call of libdevice's __nv_sin: kir.jit
     links libdevice in; the call is inlined and the argument folded."""
     import llvmlite.binding as llvm
+
     import kir.jit
     source = tmp_path / "s.cu"
     source.write_text("#include <cmath>\n" + SOURCE[SOURCE.index("__global__ void sines"):
@@ -330,6 +332,7 @@ def test_cubin_disassembles_with_the_constant_folded(app, cuobjdump, tmp_path):
     the constant: DFMA with 2.5 as an immediate or a constant-bank operand, and no
     load of the parameter's constant-bank slot happens only in the unspecialized one."""
     import os
+
     import kir.jit
     nvdisasm = find_nvdisasm()
     if nvdisasm is None:
@@ -356,6 +359,7 @@ def test_register_cap_and_spills(app, cuobjdump, tmp_path):
     spills; cuobjdump agrees on registers and stack, and the SASS has local-memory
     stores (STL) exactly when spill stores are reported, more of them under the cap."""
     import os
+
     import kir.jit
     runs = {}
     for name, cap in (("free", ()), ("capped", ("--maxrregcount=32",))):
@@ -584,8 +588,8 @@ def test_arg_text_round_trips(text):
 
 
 def test_arg_values_are_the_key_bytes():
-    from kir.jit import ArgValue
     from kir.errors import OptionError
+    from kir.jit import ArgValue
     assert ArgValue.parse("1:f64:2.5").value == struct.pack("<d", 2.5)
     assert ArgValue.parse("1:i16:-2").value == struct.pack("<h", -2)
     assert ArgValue.parse("1:f64:0x1.4p+1").value == struct.pack("<d", 2.5)  # hex float
@@ -604,6 +608,7 @@ def test_llvm22_honours_attributes_not_annotations():
     """Why launch bounds are function attributes: LLVM 22's NVPTX back end writes
     .maxntid for "nvvm.maxntid", and nothing for an !nvvm.annotations maxntid."""
     import llvmlite.binding as llvm
+
     from kir.jit.codegen import emit_ptx, target_machine
     module = llvm.parse_assembly("""
         target triple = "nvptx64-nvidia-cuda"
@@ -686,6 +691,7 @@ def test_wrapper_attributes(module):
 
 def test_make_body(module):
     import llvmlite.binding as llvm
+
     from kir.jit import transform
     body = transform.make_body(module, module.get_function(DAXPY), [STRIDED])
     assert body == DAXPY + transform.BODY_SUFFIX

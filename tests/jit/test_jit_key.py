@@ -9,14 +9,13 @@ import json
 import struct
 from pathlib import Path
 
+import hash_reference as ref
 import pytest
 from hypothesis import given, settings, strategies as st
 
 from kir import _core, hashing
 from kir.errors import KirError, OptionError
 from kir.hashing import ARRAY, OBJECT, SCALAR, ArgType, JitArg
-
-import hash_reference as ref
 
 VECTORS = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "golden" / "hash_vectors.json").read_text())
 STATIC = ref.static_hash("_Z4axpyfPKfPfi", "ir", [b"BC\xc0\xde" + bytes(64)])

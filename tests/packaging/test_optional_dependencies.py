@@ -11,7 +11,6 @@ from importlib import metadata
 from pathlib import Path
 
 import pytest
-
 from replay_records import make_record
 
 TESTS = Path(__file__).resolve().parents[1] / "support"  # the rigs a child imports

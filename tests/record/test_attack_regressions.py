@@ -15,14 +15,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 import damage
+import pytest
+from attack import CS, TIMEOUT, expect_exit_2, kir_run, record_with, rewrite_meta
+
 import kir
 from kir import _core
 from kir.errors import KirError
 from kir.record import CHUNK_LAYOUT, Record, RecordError, read_chunk
-from attack import CS, TIMEOUT, expect_exit_2, kir_run, record_with, rewrite_meta
 
 # --- 1. the bitcode splitter looped forever on a wrapper of offset 0, size 0 -------------
 

@@ -12,15 +12,28 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import damage
 import pytest
 from hypothesis import strategies as st
-
-import damage
+from mneme_writer import (  # noqa: F401
+    GLOBAL_ADDR,
+    KERNEL,
+    PAGE,
+    VA_BASE,
+    VA_SIZE,
+    Blob,
+    Meta,
+    bytes_snapshot,
+    ints,
+    kernel_ir,  # (kernel_ir, recording: fixtures)
+    recording,
+    u64,
+    write_recording,
+)
 from record_fuzz import mutate  # the records' fuzzer's mutations, with its u64 op
+
 import kir._core as core
 from kir.record import Record, Recording
-from mneme_writer import (GLOBAL_ADDR, KERNEL, PAGE, VA_BASE, VA_SIZE, Blob, Meta, bytes_snapshot, ints,  # noqa: F401
-                          kernel_ir, recording, u64, write_recording)  # (kernel_ir, recording: fixtures)
 
 # --- conversion ----------------------------------------------------------------------
 

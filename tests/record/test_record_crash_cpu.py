@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from running import native_test_program, run_kir
+
 from kir.record import Record, Recording
 
 SIGNALS = {"segv": signal.SIGSEGV, "bus": signal.SIGBUS, "fpe": signal.SIGFPE, "ill": signal.SIGILL,

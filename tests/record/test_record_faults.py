@@ -16,9 +16,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
-from faults_rig import (assert_axpy_records, assert_whole_despite_the_limit, kir_record,  # noqa: F401
-                                    summary_line, thread_limit)
+from faults_rig import assert_axpy_records, assert_whole_despite_the_limit, kir_record, summary_line, thread_limit  # noqa: F401
 
 
 @pytest.fixture(scope="module")

@@ -21,9 +21,15 @@ import signal
 import subprocess
 
 import pytest
-
-from faults_rig import (N, assert_axpy_records, assert_whole_despite_the_limit, kir_record,  # noqa: F401
-                        stub_environment, summary_line, thread_limit)  # (thread_limit: a fixture)
+from faults_rig import (  # noqa: F401
+    N,
+    assert_axpy_records,
+    assert_whole_despite_the_limit,
+    kir_record,
+    stub_environment,  # (thread_limit: a fixture)
+    summary_line,
+    thread_limit,
+)
 
 # --- running the app --------------------------------------------------------------------------
 

@@ -23,10 +23,20 @@ import json
 import re
 
 import pytest
-
+from record_gpu_rig import (
+    NVCC_APPS,
+    POOL_FLAGS,
+    UNFLAGGED,
+    Recorded,
+    app_path,
+    assert_replays,
+    binary_globals,
+    binary_kernels,
+    read_meta,
+    record,
+    replay,
+)
 from running import run_kir
-from record_gpu_rig import (NVCC_APPS, POOL_FLAGS, UNFLAGGED, Recorded, app_path, assert_replays, binary_globals,
-                            binary_kernels, read_meta, record, replay)
 
 driver = pytest.importorskip("cuda.bindings.driver", reason="cuda-bindings not installed")
 msgpack = pytest.importorskip("msgpack", reason="msgpack not installed (the record reader needs it)")

@@ -14,10 +14,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from running import run_kir
-
 from record_gpu_rig import app_path, assert_replays, binary_kernels, record
+from running import run_kir
 
 driver = pytest.importorskip("cuda.bindings.driver", reason="cuda-bindings not installed")
 pytest.importorskip("msgpack", reason="msgpack not installed (the record reader needs it)")

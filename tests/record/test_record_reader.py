@@ -13,19 +13,17 @@ import struct
 import subprocess
 from pathlib import Path
 
+import hash_reference as ref
 import msgpack
 import pytest
+from record_builders import AXPY, BASE, CS, as_version_1, axpy_record, h128, rewrite_body
 
 import kir
-from kir import _core
-from kir.record import CHUNK_HEADER, FORMAT, RECORD_HEADER, Record, RecordError, Recording
-from kir import replay
 import kir.jit
-from kir.jit import libdevice
-
-import hash_reference as ref
 from build import source  # tests/support/build.py: a source under tests/fixtures
-from record_builders import AXPY, BASE, CS, as_version_1, axpy_record, h128, rewrite_body
+from kir import _core, replay
+from kir.jit import libdevice
+from kir.record import CHUNK_HEADER, FORMAT, RECORD_HEADER, Record, RecordError, Recording
 
 needs_builder = pytest.mark.skipif(not hasattr(_core, "RecordBuilder"),
                                    reason="kir._core.RecordBuilder is not in this build")
@@ -76,7 +74,7 @@ def test_every_field_round_trips(tmp_path):
     b.set_va_range(BASE, 1 << 34)
     offsets = [sum(sizes[:i]) + 4096 * i for i in range(len(sizes))]
     indices = [b.add_allocation(BASE + o, n, "device", True) for o, n in zip(offsets, sizes)]
-    host = b.add_allocation(0x10000, 64, "host-pinned", False)
+    b.add_allocation(0x10000, 64, "host-pinned", False)
     glob = b.add_global("table", 0xDEAD0000, 256)
     for i, (before, after) in zip(indices, data):
         b.snapshot(i, False, before)

@@ -197,7 +197,7 @@ def test_reachability_walk_agrees_with_a_python_walk():
             contents.append(b"".join(words))
         roots = [rng.choice(ranges)[0] for _ in range(rng.randint(0, 3))]
 
-        def holder(value):
+        def holder(value, ranges=ranges):
             for i, (a, s) in enumerate(ranges):
                 if a <= value < a + s:
                     return i

@@ -14,15 +14,15 @@ import struct
 import subprocess
 
 import pytest
+from running import run_kir
+from saxpy_record import F32, SAXPY, A, N, X, Y, saxpy, write_record  # noqa: F401  (saxpy: fixture)
 
 import kir._core as core
-from running import run_kir
 from kir import hashing
 from kir.errors import OptionError, PlanError
 from kir.jit import Options
 from kir.record import Record
 from kir.replay import Variant, compile_variant, plan, resolve, variant_jit_key
-from saxpy_record import A, F32, N, SAXPY, X, Y, saxpy, write_record  # noqa: F401  (saxpy: fixture)
 
 
 @pytest.fixture

@@ -12,7 +12,6 @@ import msgpack
 from kir import _core
 from kir.record import RECORD_HEADER, Record
 
-
 CS = 4096
 BASE = 0x7F00_0000_0000
 TIMEOUT = 60  # every verb here must answer long before this: a hang fails the test

@@ -20,7 +20,6 @@ from kir.app import library
 from kir.record import Recording
 from kir.recorder import recorder_environment
 
-
 N = 65536  # faults.c's floats per buffer
 
 

@@ -10,15 +10,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import stub_cuda as override
 
 import kir
+from build import rpath  # tests/support/build.py
 from kir import jit
 from kir.hashing import jit_key, kernel_hashes
 from kir.jit.client import client_environment
-
-import stub_cuda as override
-from build import rpath  # tests/support/build.py
-
 
 JIT_CLIENT = Path(kir.__file__).parent / "lib" / "libkir_jit.so"
 F32 = 11  # kir_arg_type

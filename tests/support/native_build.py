@@ -5,8 +5,6 @@ from __future__ import annotations
 import subprocess
 
 
-
-
 def run(*args, **kwargs) -> subprocess.CompletedProcess:
     proc = subprocess.run([str(a) for a in args], capture_output=True, text=True, **kwargs)
     assert proc.returncode == 0, f"{' '.join(map(str, args))}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"

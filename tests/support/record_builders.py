@@ -6,14 +6,13 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
+import hash_reference as ref
 import msgpack
 
 import kir
+import kir.jit
 from kir import _core
 from kir.record import FORMAT, RECORD_HEADER, Record
-import kir.jit
-
-import hash_reference as ref
 
 AXPY = "_Z4axpyfPKfPfi"
 BASE = 0x7F00_0000_0000

@@ -6,7 +6,6 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
-
 from kir import _core
 from kir.record import Record, Recording
 

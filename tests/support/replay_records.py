@@ -5,13 +5,11 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+import hash_reference as ref
 
 import kir
 from kir import _core
 from kir.record import Record
-
-import hash_reference as ref
-
 
 BASE = 0x7F00_0000_0000
 CS = 4096

@@ -11,7 +11,6 @@ import kir._core as core
 from kir import hashing
 from kir.record import Record
 
-
 SAXPY = "_Z5saxpyfPKfPfi"
 N = 4096
 A = 2.5

@@ -14,7 +14,6 @@ import pytest
 import kir
 from build import rpath  # tests/support/build.py (conftest puts it on the path)
 
-
 HOOK = Path(kir.__file__).parent / "lib" / "libkir_hook.so"
 INCLUDE = Path(kir.__file__).parent / "include"
 AXPY = "_Z4axpyfPKfPfi"

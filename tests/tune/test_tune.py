@@ -18,6 +18,10 @@ import pytest
 
 pytest.importorskip("optuna")
 
+import tune_fakes
+from saxpy_record import saxpy, write_record  # noqa: F401  (the saxpy fixture)
+from tune_fakes import cli
+
 import kir._core as core
 from kir.cache import Cache
 from kir.errors import OptionError
@@ -25,10 +29,6 @@ from kir.record import Record
 from kir.replay import Variant, variant_jit_key
 from kir.tune import Client, Space
 from kir.tune.space import Point, block_candidates, derived_grid
-from saxpy_record import saxpy, write_record  # noqa: F401  (the saxpy fixture)
-import tune_fakes
-
-from tune_fakes import cli
 
 TESTS = Path(__file__).resolve().parents[1]
 
@@ -92,7 +92,7 @@ def test_presets_and_files_agree(tmp_path, saxpy):  # noqa: F811
 
 
 def test_a_point_is_the_variant_it_names(tmp_path, saxpy):  # noqa: F811
-    record = write_record(tmp_path, saxpy)
+    write_record(tmp_path, saxpy)
     point = Point(block=(128, 1, 1), grid=(32, 1, 1), opt_level=2, codegen_opt=1, maxrregcount=64,
                   specialize_args=True, specialize_dims=True, launch_bounds=True, min_blocks=2, recorded_launch=False)
     v = point.variant(True)
@@ -243,6 +243,7 @@ def test_the_jit_client_runs_the_tuned_code(rig, tmp_path):  # noqa: F811
     times), and run the app under the JIT client with the cache: the launch is a hit,
     and the code it runs is the tuned trial's (the entry's metadata names it)."""
     import struct
+
     from jit_rig import run_app
     from saxpy_record import F32
     from stub_cuda import AXPY
@@ -273,7 +274,6 @@ def test_the_jit_client_runs_the_tuned_code(rig, tmp_path):  # noqa: F811
 
 
 from jit_rig import rig  # noqa: E402,F401  (the stub runtime and driver)
-
 
 # --- across Dask workers -------------------------------------------------------------------
 

@@ -10,8 +10,8 @@
 // Without a note, kernels come from their 64-byte `<name>.kd` descriptors
 // (u32 group segment size at 0, private segment size at 4, kernarg size at 8).
 #include "kir/amdgpu/code_object.hpp"
-#include "kir/support/demangle.hpp"
 #include "kir/object/elf.hpp"
+#include "kir/support/demangle.hpp"
 #include "kir/support/msgpack.hpp"
 
 namespace kir {
@@ -72,12 +72,10 @@ std::vector<ByteView> metadata_notes(const ElfFile& elf) {
 
 Status read_metadata(ByteView note, size_t index, DeviceCode& code) {
   Expected<MsgpackValue> meta = parse_msgpack(note);
-  if (!meta)
-    return meta.error().within("AMDGPU metadata note" + (index ? " #" + std::to_string(index) : ""));
+  if (!meta) return meta.error().within("AMDGPU metadata note" + (index ? " #" + std::to_string(index) : ""));
   if (const MsgpackValue* target = meta->get("amdhsa.target"); target && code.target.empty())
     code.target = std::string(target->string);
-  if (const MsgpackValue* kernels = meta->get("amdhsa.kernels");
-      kernels && kernels->type == MsgpackValue::Type::array)
+  if (const MsgpackValue* kernels = meta->get("amdhsa.kernels"); kernels && kernels->type == MsgpackValue::Type::array)
     for (const MsgpackValue& k : kernels->items) code.kernels.push_back(kernel_from_metadata(k));
   return {};
 }
@@ -131,8 +129,8 @@ Expected<DeviceCode> parse_code_object(ByteView bytes) {
   Expected<ElfFile> elf = ElfFile::create(bytes);
   if (!elf) return elf.error().within("code object");
   if (elf->machine() != elf::EM_AMDGPU)
-    return Error(ErrorCode::bad_magic, "code object: e_machine is " + std::to_string(elf->machine()) +
-                 ", expected 224 (EM_AMDGPU)");
+    return Error(ErrorCode::bad_magic,
+                 "code object: e_machine is " + std::to_string(elf->machine()) + ", expected 224 (EM_AMDGPU)");
   DeviceCode code;
   code.kind = ImageKind::code_object;
   std::vector<ByteView> notes = metadata_notes(*elf);
@@ -145,8 +143,7 @@ Expected<DeviceCode> parse_code_object(ByteView bytes) {
     if (!s) return s.error().within("code object");
   }
   for (const ElfSection& sec : elf->sections())
-    if (sec.name.rfind(kJitBitcodePrefix, 0) == 0 && sec.type != elf::SHT_NOBITS)
-      code.ir.push_back(jit_section(sec));
+    if (sec.name.rfind(kJitBitcodePrefix, 0) == 0 && sec.type != elf::SHT_NOBITS) code.ir.push_back(jit_section(sec));
   return code;
 }
 

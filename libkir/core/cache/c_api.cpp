@@ -10,7 +10,7 @@
 namespace kir::detail {
 int set_last_error(const kir::Error& error);  // core/c_api.cpp
 int set_last_error(const std::string& message);
-}
+}  // namespace kir::detail
 
 // Frozen layouts (docs/abi.md): appended fields stay where they are.
 static_assert(offsetof(kir_cache_options, max_bytes) == 8 && offsetof(kir_cache_options, flags) == 16,

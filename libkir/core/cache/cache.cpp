@@ -124,7 +124,8 @@ Expected<Cache::Trust> trust_for(const std::string& group) {
              std::all_of(group.begin(), group.end(), [](char c) { return c >= '0' && c <= '9'; })) {
     t.group = gid_t(std::strtoul(group.c_str(), nullptr, 10));  // a number: the group need not be named
   } else {
-    return Error(ErrorCode::not_found, "cache group '" + group + "': " + (e ? errno_text(e) : std::string("no such group")));
+    return Error(ErrorCode::not_found,
+                 "cache group '" + group + "': " + (e ? errno_text(e) : std::string("no such group")));
   }
   t.shared = true;
   t.group_name = group;
@@ -137,7 +138,7 @@ struct ReadResult {
   ReadState state = ReadState::failed;
   std::shared_ptr<Held> held;
   Error problem{""};  // damaged or refused: what (and where: its offset)
-  Error error{""};      // failed
+  Error error{""};    // failed
   dev_t dev = 0;
   ino_t ino = 0;
   bool foreign_version = false;
@@ -195,10 +196,12 @@ ReadResult read_entry(int shard, const std::string& name, const std::string& pat
   r.ino = st.st_ino;
   if (std::string why = trust.refusal(st); !why.empty())  // not read: another user's, or writable by others
     return r.problem = Error(ErrorCode::permission, std::move(why)), r.state = ReadState::refused, r;
-  if (!S_ISREG(st.st_mode)) return r.problem = Error(ErrorCode::malformed, "not a regular file", 0), r.state = ReadState::damaged, r;
+  if (!S_ISREG(st.st_mode))
+    return r.problem = Error(ErrorCode::malformed, "not a regular file", 0), r.state = ReadState::damaged, r;
   uint64_t size = uint64_t(st.st_size);
   if (size > kMaxEntrySize)
-    return r.problem = Error(ErrorCode::too_large, "file of " + hex(size) + " bytes, larger than any entry (" + hex(kMaxEntrySize) + ")", 0),
+    return r.problem = Error(ErrorCode::too_large,
+                             "file of " + hex(size) + " bytes, larger than any entry (" + hex(kMaxEntrySize) + ")", 0),
            r.state = ReadState::damaged, r;
   auto held = std::make_shared<Held>();
   held->bytes.resize(size);
@@ -473,9 +476,7 @@ Expected<const Held*> Cache::lookup(const Hash128& key) {
   Shard shard = open_shard(directory_fd_, shard_name, shard_path, trust_);
   switch (shard.state) {
     case ShardState::found: break;
-    case ShardState::missing:
-      misses_.fetch_add(1, std::memory_order_relaxed);
-      return static_cast<const Held*>(nullptr);
+    case ShardState::missing: misses_.fetch_add(1, std::memory_order_relaxed); return static_cast<const Held*>(nullptr);
     case ShardState::refused: return refuse("cache directory " + shard_path + ": " + shard.problem);
     case ShardState::failed:
       errors_.fetch_add(1, std::memory_order_relaxed);
@@ -489,9 +490,7 @@ Expected<const Held*> Cache::lookup(const Hash128& key) {
       // Moving keeps fill()'s pointers valid: the vectors hand over their buffers.
       return publish(std::move(held));
     }
-    case ReadState::missing:
-      misses_.fetch_add(1, std::memory_order_relaxed);
-      return static_cast<const Held*>(nullptr);
+    case ReadState::missing: misses_.fetch_add(1, std::memory_order_relaxed); return static_cast<const Held*>(nullptr);
     case ReadState::damaged:
       misses_.fetch_add(1, std::memory_order_relaxed);
       problem("cache entry " + path + ": " + r.problem.message());
@@ -499,8 +498,7 @@ Expected<const Held*> Cache::lookup(const Hash128& key) {
       return static_cast<const Held*>(nullptr);
     case ReadState::refused:  // left in place: `kir cache verify` shows it
       return refuse("cache entry " + path + ": " + r.problem.message());
-    case ReadState::failed:
-      break;
+    case ReadState::failed: break;
   }
   errors_.fetch_add(1, std::memory_order_relaxed);
   return r.error;
@@ -523,9 +521,11 @@ Status Cache::store(const Hash128& key, const EntryView& entry) {
   }
   Shard shard = open_shard(directory_fd_, shard_name, shard_path, trust_);
   if (shard.state == ShardState::refused)
-    return Error(ErrorCode::permission, "cache directory " + shard_path + ": " + shard.problem).within("cache store of " + key.hex());
+    return Error(ErrorCode::permission, "cache directory " + shard_path + ": " + shard.problem)
+        .within("cache store of " + key.hex());
   if (shard.state != ShardState::found)
-    return Error(ErrorCode::io, shard.state == ShardState::missing ? shard_path + ": removed while storing" : shard.problem);
+    return Error(ErrorCode::io,
+                 shard.state == ShardState::missing ? shard_path + ": removed while storing" : shard.problem);
   const int dir = shard.fd.fd;
   std::string temporary;
   Fd fd;
@@ -576,7 +576,8 @@ Expected<bool> Cache::remove(const Hash128& key) {
   Fd shard(::openat(directory_fd_, shard_name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!shard) {
     if (errno == ENOENT) return false;
-    if (errno == ELOOP || errno == ENOTDIR) return Error(ErrorCode::permission, shard_path + ": not a directory (a link is never followed)");
+    if (errno == ELOOP || errno == ENOTDIR)
+      return Error(ErrorCode::permission, shard_path + ": not a directory (a link is never followed)");
     return os_error("cannot open", shard_path, errno);
   }
   if (unlinkat(shard.fd, name.c_str(), 0) == 0) return true;
@@ -631,8 +632,9 @@ Expected<std::vector<Listing>> Cache::list(bool problems_too) const {
       std::optional<Hash128> key = Hash128::from_hex(name);
       if (!key || name.compare(0, 2, shard_name) != 0) {
         if (problems_too) {
-          stray(path, st, key ? "entry in the wrong subdirectory (expected " + name.substr(0, 2) + "/)"
-                              : "not a cache entry name (32 lowercase hex digits)");
+          stray(path, st,
+                key ? "entry in the wrong subdirectory (expected " + name.substr(0, 2) + "/)"
+                    : "not a cache entry name (32 lowercase hex digits)");
           if (key) out.back().key = *key, out.back().has_key = true;
         }
         continue;

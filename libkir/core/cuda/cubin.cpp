@@ -4,8 +4,8 @@
 #include <unordered_map>
 
 #include "kir/cuda/cubin.hpp"
-#include "kir/support/demangle.hpp"
 #include "kir/object/elf.hpp"
+#include "kir/support/demangle.hpp"
 
 namespace kir {
 
@@ -21,7 +21,7 @@ constexpr uint8_t kRegCount = 0x2f;
 constexpr uint8_t kCtaPerCluster = 0x3d;
 }  // namespace eiattr
 
-constexpr uint8_t kCudaObjectType = 13;  // STT_LOPROC: __constant__ and similar
+constexpr uint8_t kCudaObjectType = 13;                          // STT_LOPROC: __constant__ and similar
 constexpr std::string_view kJitBitcodePrefix = "_jit_bitcode_";  // Proteus (formats.md §5)
 
 /// Call `fn(attribute, format, value)` for every EIATTR record of `info`.
@@ -31,24 +31,28 @@ Status for_each_attribute(const ElfSection& info, Fn&& fn) {
   uint64_t off = 0;
   while (off < d.size()) {
     if (!d.contains(off, 4))
-      return Error(ErrorCode::truncated, "section '" + std::string(info.name) + "': attribute record at offset " +
-                   hex(off) + " is truncated", d.origin(off));
+      return Error(ErrorCode::truncated,
+                   "section '" + std::string(info.name) + "': attribute record at offset " + hex(off) + " is truncated",
+                   d.origin(off));
     uint8_t format = d.read<uint8_t>(off), attr = d.read<uint8_t>(off + 1);
     if (format == 4) {  // SVAL: u16 size, then the bytes
       uint16_t size = d.read<uint16_t>(off + 2);
       if (!d.contains(off + 4, size))
-        return Error(ErrorCode::out_of_bounds, "section '" + std::string(info.name) + "': attribute 0x" +
-                     hex(attr).substr(2) + " at offset " + hex(off) + " claims " +
-                     std::to_string(size) + " bytes, " + std::to_string(d.size() - off - 4) +
-                     " are left", d.origin(off));
+        return Error(ErrorCode::out_of_bounds,
+                     "section '" + std::string(info.name) + "': attribute 0x" + hex(attr).substr(2) + " at offset " +
+                         hex(off) + " claims " + std::to_string(size) + " bytes, " +
+                         std::to_string(d.size() - off - 4) + " are left",
+                     d.origin(off));
       fn(attr, format, d.sub(off + 4, size));
       off += 4 + uint64_t(size);
     } else if (format >= 1 && format <= 3) {
       fn(attr, format, d.sub(off + 2, 2));
       off += 4;
     } else {
-      return Error(ErrorCode::malformed, "section '" + std::string(info.name) + "': unknown attribute format " +
-                   std::to_string(format) + " at offset " + hex(off), d.origin(off));
+      return Error(ErrorCode::malformed,
+                   "section '" + std::string(info.name) + "': unknown attribute format " + std::to_string(format) +
+                       " at offset " + hex(off),
+                   d.origin(off));
     }
   }
   return {};
@@ -105,8 +109,8 @@ Expected<DeviceCode> parse_cubin(ByteView cubin) {
   Expected<ElfFile> elf = ElfFile::create(cubin);
   if (!elf) return elf.error().within("cubin");
   if (elf->machine() != elf::EM_CUDA)
-    return Error(ErrorCode::bad_magic, "cubin: e_machine is " + std::to_string(elf->machine()) +
-                 ", expected 190 (EM_CUDA)");
+    return Error(ErrorCode::bad_magic,
+                 "cubin: e_machine is " + std::to_string(elf->machine()) + ", expected 190 (EM_CUDA)");
   DeviceCode code;
   code.kind = ImageKind::cubin;
   const ElfSection* symtab = elf->symbol_table();
@@ -125,8 +129,7 @@ Expected<DeviceCode> parse_cubin(ByteView cubin) {
   const auto& sections = elf->sections();
 
   for (const ElfSymbol& sym : *symbols) {
-    if (sym.section == elf::SHN_UNDEF || sym.section >= sections.size() || sym.name.empty())
-      continue;
+    if (sym.section == elf::SHN_UNDEF || sym.section >= sections.size() || sym.name.empty()) continue;
     if (sym.type == elf::STT_FUNC) {
       if (!find(".nv.constant0.", sym.name)) {
         code.functions.emplace_back(sym.name);
@@ -141,10 +144,8 @@ Expected<DeviceCode> parse_cubin(ByteView cubin) {
       std::sort(k.params.begin(), k.params.end(),
                 [](const KernelParam& a, const KernelParam& b) { return a.ordinal < b.ordinal; });
       if (!k.param_bytes && k.params.empty()) k.param_bytes = 0;  // no parameters recorded
-      if (auto it = module->registers.find(sym.index); it != module->registers.end())
-        k.registers = it->second;
-      if (auto it = module->frame.find(sym.index); it != module->frame.end())
-        k.frame_bytes = it->second;
+      if (auto it = module->registers.find(sym.index); it != module->registers.end()) k.registers = it->second;
+      if (auto it = module->frame.find(sym.index); it != module->frame.end()) k.frame_bytes = it->second;
       const ElfSection* shared = find(".nv.shared.", sym.name);
       k.shared_bytes = shared ? shared->size : 0;
       code.kernels.push_back(std::move(k));
@@ -153,19 +154,18 @@ Expected<DeviceCode> parse_cubin(ByteView cubin) {
       // Proteus: the translation unit's device module, as a byte array.
       const ElfSection& init = sections[sym.section];
       if (!init.data.contains(sym.value, sym.size))
-        return Error(ErrorCode::out_of_bounds, "cubin: symbol '" + std::string(sym.name) + "' (offset " + hex(sym.value) +
-                     ", size " + hex(sym.size) + ") runs past the end of .nv.global.init (size " +
-                     hex(init.size) + ")");
+        return Error(ErrorCode::out_of_bounds,
+                     "cubin: symbol '" + std::string(sym.name) + "' (offset " + hex(sym.value) + ", size " +
+                         hex(sym.size) + ") runs past the end of .nv.global.init (size " + hex(init.size) + ")");
       EmbeddedModule m;
       m.name = std::string(sym.name);
       ByteView bytes = init.data.sub(sym.value, sym.size);
       m.bitcode.assign(bytes.data(), bytes.data() + bytes.size());
       m.digest = xxh3_128(bytes);
       code.ir.push_back(std::move(m));
-    } else if ((sym.type == elf::STT_OBJECT || sym.type == kCudaObjectType) &&
-               sym.name[0] != '.' && is_global_section(sections[sym.section].name)) {
-      code.globals.push_back(
-          {std::string(sym.name), std::string(sections[sym.section].name), sym.size});
+    } else if ((sym.type == elf::STT_OBJECT || sym.type == kCudaObjectType) && sym.name[0] != '.' &&
+               is_global_section(sections[sym.section].name)) {
+      code.globals.push_back({std::string(sym.name), std::string(sections[sym.section].name), sym.size});
     }
   }
   return code;

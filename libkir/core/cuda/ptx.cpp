@@ -28,8 +28,7 @@ constexpr string_view kJitBitcodePrefix = "_jit_bitcode_";  // Proteus (formats.
 
 bool is_space(char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; }
 bool is_ident(char c) {
-  return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '$' || c == '.' ||
-         c == '%';
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '$' || c == '.' || c == '%';
 }
 
 /// Size in bytes of a PTX fundamental type (".u32" -> 4), 0 when not one.
@@ -153,11 +152,8 @@ size_t skip_braces(string_view text, size_t open) {
 
 /// The initializer `{v0, v1, ...}` of byte array `name` (declared `size` bytes),
 /// its '{' at `open` in `text`: the module the Proteus pass embedded.
-Status parse_jit_bitcode(string_view text, size_t open, string_view name, uint64_t size,
-                         DeviceCode& code) {
-  auto where = [&](size_t at) {
-    return "PTX: initializer of " + std::string(name) + " at byte " + std::to_string(at);
-  };
+Status parse_jit_bitcode(string_view text, size_t open, string_view name, uint64_t size, DeviceCode& code) {
+  auto where = [&](size_t at) { return "PTX: initializer of " + std::string(name) + " at byte " + std::to_string(at); };
   EmbeddedModule m;
   m.name = std::string(name);
   m.bitcode.reserve(size);
@@ -168,8 +164,7 @@ Status parse_jit_bitcode(string_view text, size_t open, string_view name, uint64
     if (text[i] == '}' && m.bitcode.empty()) break;  // "{}"
     size_t b = i;
     uint32_t v = 0;
-    while (i < text.size() && text[i] >= '0' && text[i] <= '9' && v <= 255)
-      v = v * 10 + uint32_t(text[i++] - '0');
+    while (i < text.size() && text[i] >= '0' && text[i] <= '9' && v <= 255) v = v * 10 + uint32_t(text[i++] - '0');
     if (i == b) return Error(ErrorCode::malformed, where(b) + ": expected a decimal byte value");
     if (v > 255) return Error(ErrorCode::malformed, where(b) + ": value out of the range of .b8 (0..255)");
     if (m.bitcode.size() == size)
@@ -177,7 +172,10 @@ Status parse_jit_bitcode(string_view text, size_t open, string_view name, uint64
     m.bitcode.push_back(uint8_t(v));
     while (i < text.size() && is_space(text[i])) ++i;
     if (i >= text.size()) return Error(ErrorCode::truncated, where(open) + ": no closing '}'");
-    if (i < text.size() && text[i] == ',') { ++i; continue; }
+    if (i < text.size() && text[i] == ',') {
+      ++i;
+      continue;
+    }
     if (i < text.size() && text[i] == '}') break;
     return Error(ErrorCode::malformed, where(i) + ": expected ',' or '}'");
   }
@@ -207,23 +205,21 @@ Status parse_global(string_view text, size_t pos, string_view line, DeviceCode& 
   if (eq == string_view::npos || d.name.rfind(kJitBitcodePrefix, 0) != 0) return {};
   size_t open = text.find_first_not_of(" \t\r\n", pos + eq + 1);
   if (open == string_view::npos || text[open] != '{')
-    return Error(ErrorCode::malformed, "PTX: initializer of " + std::string(d.name) + " at byte " + std::to_string(pos + eq) +
-                 ": expected '{'");
+    return Error(ErrorCode::malformed, "PTX: initializer of " + std::string(d.name) + " at byte " +
+                                           std::to_string(pos + eq) + ": expected '{'");
   std::vector<string_view> types = tokens(rest);
-  bool bytes = std::any_of(types.begin(), types.end(), [](string_view x) {
-    return x == ".b8" || x == ".u8" || x == ".s8";
-  });
+  bool bytes =
+      std::any_of(types.begin(), types.end(), [](string_view x) { return x == ".b8" || x == ".u8" || x == ".s8"; });
   if (!bytes)
     return Error(ErrorCode::malformed, "PTX: " + std::string(d.name) + " at byte " + std::to_string(pos) +
-                 ": a Proteus module global must be a byte array (.b8)");
+                                           ": a Proteus module global must be a byte array (.b8)");
   return parse_jit_bitcode(text, open, d.name, d.size, code);
 }
 
 /// Offset of a `.entry` token in `line`, or npos.
 size_t find_entry(string_view line) {
   for (size_t at = line.find(".entry"); at != string_view::npos; at = line.find(".entry", at + 6))
-    if ((at == 0 || is_space(line[at - 1])) && at + 6 < line.size() && is_space(line[at + 6]))
-      return at;
+    if ((at == 0 || is_space(line[at - 1])) && at + 6 < line.size() && is_space(line[at + 6])) return at;
   return string_view::npos;
 }
 

@@ -51,12 +51,11 @@ namespace discover {
 
 Expected<WrapperFields> read_wrapper(ByteView w, uint32_t magic) {
   if (w.size() < kWrapperSize)
-    return Error(ErrorCode::truncated, "wrapper: " + std::to_string(w.size()) + " bytes, expected " +
-                 std::to_string(kWrapperSize));
+    return Error(ErrorCode::truncated,
+                 "wrapper: " + std::to_string(w.size()) + " bytes, expected " + std::to_string(kWrapperSize));
   WrapperFields f;
   f.magic = w.read<uint32_t>(0);
-  if (f.magic != magic)
-    return Error(ErrorCode::bad_magic, "expected magic " + hex(magic) + ", found " + hex(f.magic));
+  if (f.magic != magic) return Error(ErrorCode::bad_magic, "expected magic " + hex(magic) + ", found " + hex(f.magic));
   f.version = w.read<uint32_t>(4);
   f.data = w.read<uint64_t>(8);
   f.prelinked = w.read<uint64_t>(16);
@@ -73,8 +72,8 @@ Status load_relocations(const ElfFile& elf, const ElfSection& seg, std::vector<E
   if (!r) return r.error();
   relocs = std::move(*r);
   if (rela->link >= elf.sections().size())
-    return Error(ErrorCode::malformed, "relocation section links to missing symbol table [index " +
-                 std::to_string(rela->link) + "]");
+    return Error(ErrorCode::malformed,
+                 "relocation section links to missing symbol table [index " + std::to_string(rela->link) + "]");
   Expected<std::vector<ElfSymbol>> s = elf.symbols(elf.sections()[rela->link]);
   if (!s) return s.error();
   symbols = std::move(*s);
@@ -121,8 +120,8 @@ std::vector<uint64_t> read_prelinked(const ElfFile& elf, uint64_t array_vaddr) {
 
 }  // namespace
 
-Status read_wrappers(const ElfFile& elf, const ElfSection& seg, const std::string& member,
-                     const std::string& where, const std::function<Status(FatbinWrapper&)>& each) {
+Status read_wrappers(const ElfFile& elf, const ElfSection& seg, const std::string& member, const std::string& where,
+                     const std::function<Status(FatbinWrapper&)>& each) {
   bool hip = seg.name == ".hipFatBinSegment";
   uint32_t magic = hip ? kHipWrapperMagic : kFatbinWrapperMagic;
   // A section without bytes in the file has no wrappers, whatever its header's size says.
@@ -149,8 +148,7 @@ Status read_wrappers(const ElfFile& elf, const ElfSection& seg, const std::strin
 }
 
 /// The bytes a registered wrapper's data pointer leads to, no more than `max_size`.
-Expected<ByteView> registered_data(const void* wrapper, uint32_t magic, uint64_t max_size,
-                                   ReadableExtent readable) {
+Expected<ByteView> registered_data(const void* wrapper, uint32_t magic, uint64_t max_size, ReadableExtent readable) {
   if (!wrapper) return Error(ErrorCode::invalid_argument, "wrapper is NULL");
   Expected<WrapperFields> f = read_wrapper(ByteView(static_cast<const uint8_t*>(wrapper), kWrapperSize), magic);
   std::string where = "wrapper at " + hex(reinterpret_cast<uintptr_t>(wrapper));
@@ -162,8 +160,7 @@ Expected<ByteView> registered_data(const void* wrapper, uint32_t magic, uint64_t
 
 }  // namespace discover
 
-Expected<FatbinContainer> registered_fatbin(const void* wrapper, uint64_t max_size,
-                                           ReadableExtent readable) {
+Expected<FatbinContainer> registered_fatbin(const void* wrapper, uint64_t max_size, ReadableExtent readable) {
   Expected<ByteView> at = discover::registered_data(wrapper, kFatbinWrapperMagic, max_size, readable);
   if (!at) return at.error();
   Expected<FatbinContainer> c = FatbinContainer::create(*at);
@@ -171,8 +168,7 @@ Expected<FatbinContainer> registered_fatbin(const void* wrapper, uint64_t max_si
   return c;
 }
 
-Expected<ContainerSite> discover_registered_fatbin(const void* wrapper, uint64_t max_size,
-                                                   ReadableExtent readable) {
+Expected<ContainerSite> discover_registered_fatbin(const void* wrapper, uint64_t max_size, ReadableExtent readable) {
   Expected<FatbinContainer> c = registered_fatbin(wrapper, max_size, readable);
   if (!c) return c.error();
   ContainerSite site = site_of(*c);

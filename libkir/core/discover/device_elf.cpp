@@ -81,7 +81,8 @@ Expected<ContainerSite> sized_device_image(const void* image, uint64_t max_size)
   }
   // PTX text, NUL-terminated (its size includes the NUL, as the driver reads it)
   const void* nul = std::memchr(p, 0, max_size);
-  if (!nul) return Error(ErrorCode::truncated, "image: no NUL terminator within " + std::to_string(max_size) + " bytes");
+  if (!nul)
+    return Error(ErrorCode::truncated, "image: no NUL terminator within " + std::to_string(max_size) + " bytes");
   return one_image(ByteView(p, static_cast<const uint8_t*>(nul) - p + 1), ImageKind::ptx);
 }
 

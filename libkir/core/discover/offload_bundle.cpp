@@ -41,7 +41,8 @@ Image image_from_bundle(const BundleEntry& e, uint32_t index, bool in_file) {
 Status plausible(const OffloadBundle& b) {
   if (b.entries().empty()) return Error(ErrorCode::malformed, "bundle: no entries");
   for (const BundleEntry& e : b.entries())
-    if (parse_bundle_id(e.id).triple.empty()) return Error(ErrorCode::malformed, "bundle: entry id '" + e.id + "' has no triple");
+    if (parse_bundle_id(e.id).triple.empty())
+      return Error(ErrorCode::malformed, "bundle: entry id '" + e.id + "' has no triple");
   return {};
 }
 
@@ -77,8 +78,7 @@ Expected<ContainerSite> discover_bundle(ByteView at, DiscoverOptions options) {
 std::optional<ContainerSite> discover_object_bundle(const ElfFile& elf) {
   ContainerSite site;
   for (const ElfSection& s : elf.sections()) {
-    if (s.name.rfind(kOffloadBundleMagic, 0) != 0 || s.name.size() == kOffloadBundleMagic.size())
-      continue;
+    if (s.name.rfind(kOffloadBundleMagic, 0) != 0 || s.name.size() == kOffloadBundleMagic.size()) continue;
     if (site.images.empty()) {
       site.section = std::string(kOffloadBundleMagic) + "*";
       site.file_offset = s.data.origin();
@@ -92,8 +92,7 @@ std::optional<ContainerSite> discover_object_bundle(const ElfFile& elf) {
   return site;
 }
 
-Expected<ContainerSite> discover_registered_bundle(const void* wrapper, uint64_t max_size,
-                                                   ReadableExtent readable) {
+Expected<ContainerSite> discover_registered_bundle(const void* wrapper, uint64_t max_size, ReadableExtent readable) {
   Expected<ByteView> at = discover::registered_data(wrapper, kHipWrapperMagic, max_size, readable);
   if (!at) return at.error();
   std::string where = "bundle at " + hex(reinterpret_cast<uintptr_t>(at->data()));
@@ -101,7 +100,8 @@ Expected<ContainerSite> discover_registered_bundle(const void* wrapper, uint64_t
     Expected<CompressedBundle> c = CompressedBundle::create(*at);
     if (!c) return c.error().within(where);
     if (c->version < 2)
-      return Error(ErrorCode::unsupported, where + ": compressed bundle version 1 does not record its size: it cannot be read from memory");
+      return Error(ErrorCode::unsupported,
+                   where + ": compressed bundle version 1 does not record its size: it cannot be read from memory");
   }
   Expected<ContainerSite> site = discover_bundle(*at);
   if (!site) return site.error().within(where);

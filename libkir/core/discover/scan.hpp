@@ -14,8 +14,7 @@ namespace kir::discover {
 
 /// Offset of the first of `magics` in `d` at or after `from`, searching no
 /// further than `limit`; d.size() when none.
-inline uint64_t next_magic(ByteView d, uint64_t from, uint64_t limit,
-                           std::initializer_list<std::string_view> magics) {
+inline uint64_t next_magic(ByteView d, uint64_t from, uint64_t limit, std::initializer_list<std::string_view> magics) {
   uint64_t best = d.size();
   limit = std::min(limit, d.size());
   if (from >= limit) return best;
@@ -31,8 +30,7 @@ inline uint64_t next_magic(ByteView d, uint64_t from, uint64_t limit,
 /// bytes to skip past the hit (0: one). Returns the offset the next range's
 /// search resumes at (end, or past a container that runs over it).
 template <class At>
-uint64_t find_magic(ByteView d, uint64_t from, uint64_t end,
-                    std::initializer_list<std::string_view> magics, At&& at) {
+uint64_t find_magic(ByteView d, uint64_t from, uint64_t end, std::initializer_list<std::string_view> magics, At&& at) {
   uint64_t longest = 0;
   for (std::string_view m : magics) longest = std::max<uint64_t>(longest, m.size());
   uint64_t search_end = end + (longest ? longest - 1 : 0);

@@ -29,8 +29,8 @@ Expected<WrapperFields> read_wrapper(ByteView w, uint32_t magic);
 /// pointers resolved to file offsets (through relocations in `.o` files),
 /// handed to `each` in order; the first error stops the walk. The section's
 /// own errors are prefixed with `where`; errors of `each` pass as they are.
-Status read_wrappers(const ElfFile& elf, const ElfSection& seg, const std::string& member,
-                     const std::string& where, const std::function<Status(FatbinWrapper&)>& each);
+Status read_wrappers(const ElfFile& elf, const ElfSection& seg, const std::string& member, const std::string& where,
+                     const std::function<Status(FatbinWrapper&)>& each);
 
 /// The memory a registered wrapper (with magic `magic`) points to, as a view
 /// of `max_size` bytes, or fewer when `readable` says so (its container's

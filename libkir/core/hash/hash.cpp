@@ -54,7 +54,7 @@ struct Header {
   }
 };
 const Header kHeaders[] = {
-    {kJitKeyDomain, kJitKeyVersion},                   // HashDomain::jit_key
+    {kJitKeyDomain, kJitKeyVersion},                  // HashDomain::jit_key
     {kLaunchIdentityDomain, kLaunchIdentityVersion},  // HashDomain::launch_identity
     {kDynamicDomain, 1},                              // HashDomain::dynamic_v1
 };
@@ -108,15 +108,13 @@ Hash128 xxh3_128(ByteView bytes) {
   return from_xxh(XXH3_128bits(bytes.data(), bytes.size()));
 }
 
-Hash128 static_hash(std::string_view name, std::string_view code_kind,
-                    const std::vector<ByteView>& modules) {
+Hash128 static_hash(std::string_view name, std::string_view code_kind, const std::vector<ByteView>& modules) {
   std::vector<Hash128> digests;
   for (ByteView m : modules) digests.push_back(xxh3_128(m));
   return static_hash_of_digests(name, code_kind, std::move(digests));
 }
 
-Hash128 static_hash_of_digests(std::string_view name, std::string_view code_kind,
-                               std::vector<Hash128> modules) {
+Hash128 static_hash_of_digests(std::string_view name, std::string_view code_kind, std::vector<Hash128> modules) {
   // Modules enter by their own digests, sorted (bytewise, canonical form): the
   // result does not depend on registration or link order.
   std::vector<std::string> digests;
@@ -217,9 +215,8 @@ DynamicHash& DynamicHash::capture(std::string_view lambda, uint32_t slot, uint32
   return *this;
 }
 
-Hash128 launch_identity(const Hash128& static_hash, std::string_view arch, void* const* args,
-                        const uint32_t* sizes, uint32_t count, const uint32_t grid[3],
-                        const uint32_t block[3], uint64_t shared_bytes) {
+Hash128 launch_identity(const Hash128& static_hash, std::string_view arch, void* const* args, const uint32_t* sizes,
+                        uint32_t count, const uint32_t grid[3], const uint32_t block[3], uint64_t shared_bytes) {
   DynamicHash h(HashDomain::launch_identity, static_hash, arch);
   for (uint32_t i = 0; args && sizes && i < count; ++i)
     if (args[i]) h.arg(i + 1, ArgType::bytes, args[i], sizes[i]);

@@ -29,16 +29,17 @@ Error arg_error(uint32_t position, const std::string& what) {
 Expected<uint64_t> read_count(const kir_jit_key_input& in, const kir_jit_arg& a) {
   uint32_t p = a.count_position;
   if (p == 0 || p > in.param_count)
-    return arg_error(a.position, "its element count's position " + std::to_string(p) +
-                                     " is not a parameter (1.." + std::to_string(in.param_count) + ")");
+    return arg_error(a.position, "its element count's position " + std::to_string(p) + " is not a parameter (1.." +
+                                     std::to_string(in.param_count) + ")");
   if (!in.args[p - 1]) return arg_error(a.position, "its element count, argument " + std::to_string(p) + ", is NULL");
   size_t size = arg_type_size(a.count_type);
   bool is_signed = a.count_type == KIR_ARG_I8 || a.count_type == KIR_ARG_I16 || a.count_type == KIR_ARG_I32 ||
                    a.count_type == KIR_ARG_I64;
   bool is_integer = is_signed || a.count_type == KIR_ARG_U8 || a.count_type == KIR_ARG_U16 ||
                     a.count_type == KIR_ARG_U32 || a.count_type == KIR_ARG_U64;
-  if (!is_integer) return arg_error(a.position, "its element count's type " + std::to_string(a.count_type) +
-                                                    " is not an integer type");
+  if (!is_integer)
+    return arg_error(a.position,
+                     "its element count's type " + std::to_string(a.count_type) + " is not an integer type");
   if (in.param_sizes && in.param_sizes[p - 1] < size)
     return arg_error(a.position, "its element count, argument " + std::to_string(p) + ", is " +
                                      std::to_string(in.param_sizes[p - 1]) + " bytes, less than its type's " +
@@ -48,17 +49,15 @@ Expected<uint64_t> read_count(const kir_jit_key_input& in, const kir_jit_arg& a)
   std::memcpy(&raw, bytes, size);  // little-endian host
   if (is_signed && size < 8 && (raw >> (8 * size - 1)) & 1) raw |= ~uint64_t(0) << (8 * size);
   if (is_signed && int64_t(raw) < 0)
-    return arg_error(a.position, "its element count (argument " + std::to_string(p) + ") is negative: " +
-                                     std::to_string(int64_t(raw)));
+    return arg_error(a.position, "its element count (argument " + std::to_string(p) +
+                                     ") is negative: " + std::to_string(int64_t(raw)));
   return raw;
 }
 
 /// An ARG record of `size` bytes read at `address` through read_memory, in
 /// pieces through a stack buffer.
-Status add_read(DynamicHash& h, const kir_jit_key_input& in, const kir_jit_arg& a, uint64_t address,
-                uint64_t size) {
-  if (size > kMaxValueBytes)
-    return arg_error(a.position, std::to_string(size) + " bytes to read: more than 1 GiB");
+Status add_read(DynamicHash& h, const kir_jit_key_input& in, const kir_jit_arg& a, uint64_t address, uint64_t size) {
+  if (size > kMaxValueBytes) return arg_error(a.position, std::to_string(size) + " bytes to read: more than 1 GiB");
   if (size == 0) {
     h.arg(a.position, static_cast<ArgType>(a.type), nullptr, 0);
     return {};
@@ -82,8 +81,8 @@ Status add_read(DynamicHash& h, const kir_jit_key_input& in, const kir_jit_arg& 
 Status add_own(DynamicHash& h, const kir_jit_key_input& in, const kir_jit_arg& a, uint64_t size) {
   uint32_t p = a.position;
   if (in.param_sizes && in.param_sizes[p - 1] < size)
-    return arg_error(p, "needs " + std::to_string(size) + " bytes, the parameter has " +
-                            std::to_string(in.param_sizes[p - 1]));
+    return arg_error(
+        p, "needs " + std::to_string(size) + " bytes, the parameter has " + std::to_string(in.param_sizes[p - 1]));
   if (size > kMaxValueBytes) return arg_error(p, std::to_string(size) + " bytes: more than 1 GiB");
   h.arg(p, static_cast<ArgType>(a.type), in.args[p - 1], size_t(size));
   return {};
@@ -120,26 +119,29 @@ Status add_arg(DynamicHash& h, const kir_jit_key_input& in, const kir_jit_arg& a
         count = *c;
       }
       if (count > kMaxValueBytes / element)
-        return arg_error(p, std::to_string(count) + " elements of " + std::to_string(element) +
-                                " bytes: more than 1 GiB");
+        return arg_error(p,
+                         std::to_string(count) + " elements of " + std::to_string(element) + " bytes: more than 1 GiB");
       if (a.by_value) return add_own(h, in, a, count * element);
       if (!pointer_fits) return arg_error(p, "an array passed by pointer, but the parameter is smaller than a pointer");
       return add_read(h, in, a, pointer_of(in, a), count * element);
     }
     case KIR_JIT_OBJECT:
       if (a.by_value) return add_own(h, in, a, a.count);
-      if (!pointer_fits) return arg_error(p, "an object passed by pointer, but the parameter is smaller than a pointer");
+      if (!pointer_fits)
+        return arg_error(p, "an object passed by pointer, but the parameter is smaller than a pointer");
       return add_read(h, in, a, pointer_of(in, a), a.count);
-    default:
-      return arg_error(p, "kind " + std::to_string(a.kind) + " is not a kir_jit_arg_kind");
+    default: return arg_error(p, "kind " + std::to_string(a.kind) + " is not a kir_jit_arg_kind");
   }
 }
 
 }  // namespace
 
 Status add_jit_key_records(DynamicHash& h, const kir_jit_key_input& in) {
-  if (in.jit_arg_count && !in.jit_args) return Error(ErrorCode::invalid_argument, "jit_args is NULL, jit_arg_count " + std::to_string(in.jit_arg_count));
-  if (in.jit_arg_count && !in.args) return Error(ErrorCode::invalid_argument, "the launch's args are NULL, and the kernel has runtime-constant arguments");
+  if (in.jit_arg_count && !in.jit_args)
+    return Error(ErrorCode::invalid_argument, "jit_args is NULL, jit_arg_count " + std::to_string(in.jit_arg_count));
+  if (in.jit_arg_count && !in.args)
+    return Error(ErrorCode::invalid_argument,
+                 "the launch's args are NULL, and the kernel has runtime-constant arguments");
   // ARG records by increasing position, whatever order the client keeps them in
   // (a handful: selecting the next smallest each time needs no storage).
   uint32_t previous = 0;
@@ -160,12 +162,15 @@ Status add_jit_key_records(DynamicHash& h, const kir_jit_key_input& in) {
     previous = next->position;
   }
   if (has(in, &in.capture_count) && in.capture_count) {
-    if (!in.captures) return Error(ErrorCode::invalid_argument, "captures is NULL, capture_count " + std::to_string(in.capture_count));
+    if (!in.captures)
+      return Error(ErrorCode::invalid_argument, "captures is NULL, capture_count " + std::to_string(in.capture_count));
     for (size_t i = 0; i < in.capture_count; ++i) {
       const kir_jit_capture& c = in.captures[i];
       auto where = [i] { return "lambda capture #" + std::to_string(i); };  // errors only: no allocation otherwise
       if (!c.lambda) return Error(ErrorCode::invalid_argument, where() + ": lambda is NULL");
-      if (!valid_type(c.type)) return Error(ErrorCode::invalid_argument, where() + ": type " + std::to_string(c.type) + " is not a kir_arg_type");
+      if (!valid_type(c.type))
+        return Error(ErrorCode::invalid_argument,
+                     where() + ": type " + std::to_string(c.type) + " is not a kir_arg_type");
       if (!c.value && c.size) return Error(ErrorCode::invalid_argument, where() + ": value is NULL");
       h.capture(c.lambda, c.slot, c.offset, static_cast<ArgType>(c.type), c.value, c.size);
     }
@@ -179,15 +184,18 @@ Status add_jit_key_records(DynamicHash& h, const kir_jit_key_input& in) {
   h.shared(in.shared_bytes);
   if (has(in, &in.config_records_size) && in.config_records) {
     if (in.config_count || in.config)
-      return Error(ErrorCode::invalid_argument, "config_records and config are both given: one encoding of the CONFIG records");
+      return Error(ErrorCode::invalid_argument,
+                   "config_records and config are both given: one encoding of the CONFIG records");
     h.records(in.config_records, in.config_records_size);  // kir_jit_config_records' output
     return {};
   }
-  if (in.config_count && !in.config) return Error(ErrorCode::invalid_argument, "config is NULL, config_count " + std::to_string(in.config_count));
+  if (in.config_count && !in.config)
+    return Error(ErrorCode::invalid_argument, "config is NULL, config_count " + std::to_string(in.config_count));
   for (size_t i = 0; i < in.config_count; ++i) {
     const kir_config_item& c = in.config[i];
     if (!c.key) return Error(ErrorCode::invalid_argument, "config item #" + std::to_string(i) + ": key is NULL");
-    if (!c.value && c.size) return Error(ErrorCode::invalid_argument, "config item '" + std::string(c.key) + "': value is NULL");
+    if (!c.value && c.size)
+      return Error(ErrorCode::invalid_argument, "config item '" + std::string(c.key) + "': value is NULL");
     h.config(c.key, std::string_view(static_cast<const char*>(c.value), c.size));
   }
   return {};
@@ -195,18 +203,29 @@ Status add_jit_key_records(DynamicHash& h, const kir_jit_key_input& in) {
 
 size_t arg_type_size(uint8_t type) {
   switch (type) {
-    case KIR_ARG_I8: case KIR_ARG_U8: case KIR_ARG_BOOL: return 1;
-    case KIR_ARG_I16: case KIR_ARG_U16: case KIR_ARG_F16: case KIR_ARG_BF16: return 2;
-    case KIR_ARG_I32: case KIR_ARG_U32: case KIR_ARG_F32: return 4;
-    case KIR_ARG_I64: case KIR_ARG_U64: case KIR_ARG_F64: case KIR_ARG_PTR: return 8;
+    case KIR_ARG_I8:
+    case KIR_ARG_U8:
+    case KIR_ARG_BOOL: return 1;
+    case KIR_ARG_I16:
+    case KIR_ARG_U16:
+    case KIR_ARG_F16:
+    case KIR_ARG_BF16: return 2;
+    case KIR_ARG_I32:
+    case KIR_ARG_U32:
+    case KIR_ARG_F32: return 4;
+    case KIR_ARG_I64:
+    case KIR_ARG_U64:
+    case KIR_ARG_F64:
+    case KIR_ARG_PTR: return 8;
     default: return 0;
   }
 }
 
 Expected<Hash128> jit_key(const kir_jit_key_input& in) {
   if (!has(in, &in.user))
-    return Error(ErrorCode::invalid_argument, "kir_jit_key_input.struct_size " + std::to_string(in.struct_size) + " is too small (at least " +
-                 std::to_string(offsetof(kir_jit_key_input, user) + sizeof(void*)) + ")");
+    return Error(ErrorCode::invalid_argument,
+                 "kir_jit_key_input.struct_size " + std::to_string(in.struct_size) + " is too small (at least " +
+                     std::to_string(offsetof(kir_jit_key_input, user) + sizeof(void*)) + ")");
   const kir_dynamic_hash* prefix = has(in, &in.prefix) ? in.prefix : nullptr;
   if (prefix) {
     DynamicHash h = DynamicHash::extend(*std::launder(reinterpret_cast<const DynamicHash*>(prefix->opaque)));

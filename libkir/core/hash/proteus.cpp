@@ -60,15 +60,13 @@ std::optional<uint64_t> proteus_fold(const std::vector<uint64_t>& values, bool l
   return folded;
 }
 
-std::optional<uint64_t> proteus_cuda_module_hash(const std::vector<ByteView>& modules,
-                                                 bool llvm20_or_newer) {
+std::optional<uint64_t> proteus_cuda_module_hash(const std::vector<ByteView>& modules, bool llvm20_or_newer) {
   std::vector<uint64_t> hashes;
   for (ByteView m : modules) hashes.push_back(proteus_hash(m, llvm20_or_newer));
   return proteus_fold(hashes, llvm20_or_newer);
 }
 
-Expected<std::optional<uint64_t>> proteus_hip_module_hash(const DeviceCode& code,
-                                                          bool llvm20_or_newer) {
+Expected<std::optional<uint64_t>> proteus_hip_module_hash(const DeviceCode& code, bool llvm20_or_newer) {
   std::vector<uint64_t> suffixes;
   for (const EmbeddedModule& m : code.ir) {
     if (m.name.rfind(".jit.bitcode", 0) != 0) continue;
@@ -76,22 +74,20 @@ Expected<std::optional<uint64_t>> proteus_hip_module_hash(const DeviceCode& code
     std::optional<uint64_t> v = llvm_as_integer(suffix);
     if (!v)
       return Error(ErrorCode::malformed, "section " + m.name + ": its name's last field \"" + std::string(suffix) +
-                   "\" is not an integer (Proteus reads it as the section's hash)");
+                                             "\" is not an integer (Proteus reads it as the section's hash)");
     suffixes.push_back(*v);
   }
   return proteus_fold(suffixes, llvm20_or_newer);
 }
 
-uint64_t proteus_static_hash_of_module(std::string_view name, uint64_t module_hash,
-                                       bool llvm20_or_newer) {
+uint64_t proteus_static_hash_of_module(std::string_view name, uint64_t module_hash, bool llvm20_or_newer) {
   ByteView n(reinterpret_cast<const uint8_t*>(name.data()), name.size());
   return proteus_hash_combine(proteus_hash(n, llvm20_or_newer), module_hash, llvm20_or_newer);
 }
 
-uint64_t proteus_static_hash(std::string_view name, const std::vector<ByteView>& modules,
-                             bool llvm20_or_newer) {
-  return proteus_static_hash_of_module(
-      name, proteus_cuda_module_hash(modules, llvm20_or_newer).value_or(0), llvm20_or_newer);
+uint64_t proteus_static_hash(std::string_view name, const std::vector<ByteView>& modules, bool llvm20_or_newer) {
+  return proteus_static_hash_of_module(name, proteus_cuda_module_hash(modules, llvm20_or_newer).value_or(0),
+                                       llvm20_or_newer);
 }
 
 }  // namespace kir

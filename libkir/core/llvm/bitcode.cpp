@@ -47,20 +47,23 @@ class BitReader {
 Expected<uint64_t> module_end(ByteView bytes, uint64_t start, std::vector<uint32_t>* blocks) {
   uint64_t off = start + 4;
   while (off < bytes.size()) {
-    if (!bytes.contains(off, 4) || bytes.read<uint32_t>(off) == kRawMagic ||
-        bytes.read<uint32_t>(off) == 0)
-      break;
+    if (!bytes.contains(off, 4) || bytes.read<uint32_t>(off) == kRawMagic || bytes.read<uint32_t>(off) == 0) break;
     BitReader r(bytes, off);
     uint64_t abbrev, id, width, words;
     if (!r.read(2, abbrev) || abbrev != kEnterSubblock)
-      return Error(ErrorCode::malformed, "bitcode at offset " + hex(bytes.origin(start)) + ": expected a block at offset " +
-                   hex(bytes.origin(off)) + ", found abbreviation id " + std::to_string(abbrev), bytes.origin(off));
+      return Error(ErrorCode::malformed,
+                   "bitcode at offset " + hex(bytes.origin(start)) + ": expected a block at offset " +
+                       hex(bytes.origin(off)) + ", found abbreviation id " + std::to_string(abbrev),
+                   bytes.origin(off));
     if (!r.read_vbr(8, id) || !r.read_vbr(4, width))
-      return Error(ErrorCode::truncated, "bitcode block header at offset " + hex(bytes.origin(off)) + " is truncated", bytes.origin(off));
+      return Error(ErrorCode::truncated, "bitcode block header at offset " + hex(bytes.origin(off)) + " is truncated",
+                   bytes.origin(off));
     r.align32();
     if (!r.read(32, words) || !bytes.contains(r.byte(), words * 4))
-      return Error(ErrorCode::out_of_bounds, "bitcode block " + std::to_string(id) + " at offset " + hex(bytes.origin(off)) +
-                   " claims " + hex(words * 4) + " bytes, past the end of the data", bytes.origin(off));
+      return Error(ErrorCode::out_of_bounds,
+                   "bitcode block " + std::to_string(id) + " at offset " + hex(bytes.origin(off)) + " claims " +
+                       hex(words * 4) + " bytes, past the end of the data",
+                   bytes.origin(off));
     if (blocks) blocks->push_back(static_cast<uint32_t>(id));
     off = r.byte() + words * 4;
   }
@@ -70,8 +73,7 @@ Expected<uint64_t> module_end(ByteView bytes, uint64_t start, std::vector<uint32
 }  // namespace
 
 bool is_bitcode(ByteView bytes) {
-  return bytes.size() >= 4 &&
-         (bytes.read<uint32_t>(0) == kRawMagic || bytes.read<uint32_t>(0) == kWrapperMagic);
+  return bytes.size() >= 4 && (bytes.read<uint32_t>(0) == kRawMagic || bytes.read<uint32_t>(0) == kWrapperMagic);
 }
 
 Expected<std::vector<ByteView>> split_bitcode(ByteView bytes) {
@@ -85,26 +87,33 @@ Expected<std::vector<ByteView>> split_bitcode(ByteView bytes) {
     }
     if (magic == kWrapperMagic) {
       if (!bytes.contains(off, 20))
-        return Error(ErrorCode::truncated, "bitcode wrapper header at offset " + hex(bytes.origin(off)) + " is truncated", bytes.origin(off));
+        return Error(ErrorCode::truncated,
+                     "bitcode wrapper header at offset " + hex(bytes.origin(off)) + " is truncated", bytes.origin(off));
       uint32_t inner = bytes.read<uint32_t>(off + 8), size = bytes.read<uint32_t>(off + 12);
       // The module follows the 20-byte header and is not empty: each wrapper
       // moves `off` forward by at least 24 bytes, so the loop ends.
       if (inner < 20)
-        return Error(ErrorCode::malformed, "bitcode wrapper at offset " + hex(bytes.origin(off)) + ": module offset " +
-                     hex(inner) + " (byte " + hex(bytes.origin(off + 8)) +
-                     ") points into its own 20-byte header", bytes.origin(off + 8));
+        return Error(ErrorCode::malformed,
+                     "bitcode wrapper at offset " + hex(bytes.origin(off)) + ": module offset " + hex(inner) +
+                         " (byte " + hex(bytes.origin(off + 8)) + ") points into its own 20-byte header",
+                     bytes.origin(off + 8));
       if (size < 4)
-        return Error(ErrorCode::malformed, "bitcode wrapper at offset " + hex(bytes.origin(off)) + ": module size " +
-                     hex(size) + " (byte " + hex(bytes.origin(off + 12)) + ") is too small for a module", bytes.origin(off + 12));
+        return Error(ErrorCode::malformed,
+                     "bitcode wrapper at offset " + hex(bytes.origin(off)) + ": module size " + hex(size) + " (byte " +
+                         hex(bytes.origin(off + 12)) + ") is too small for a module",
+                     bytes.origin(off + 12));
       if (!bytes.contains(off + inner, size))
-        return Error(ErrorCode::out_of_bounds, "bitcode wrapper at offset " + hex(bytes.origin(off)) + " points past the data", bytes.origin(off));
+        return Error(ErrorCode::out_of_bounds,
+                     "bitcode wrapper at offset " + hex(bytes.origin(off)) + " points past the data",
+                     bytes.origin(off));
       modules.push_back(bytes.sub(off + inner, size));
       off = align_up(off + inner + size, 4);
       continue;
     }
     if (magic != kRawMagic)
-      return Error(ErrorCode::bad_magic, "expected bitcode magic 42 43 c0 de at offset " + hex(bytes.origin(off)) +
-                   ", found " + hex(magic), bytes.origin(off));
+      return Error(ErrorCode::bad_magic,
+                   "expected bitcode magic 42 43 c0 de at offset " + hex(bytes.origin(off)) + ", found " + hex(magic),
+                   bytes.origin(off));
     Expected<uint64_t> end = module_end(bytes, off, nullptr);
     if (!end) return end.error();
     modules.push_back(bytes.sub(off, *end - off));

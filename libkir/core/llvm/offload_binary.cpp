@@ -23,9 +23,8 @@ std::string OffloadBinaryEntry::string(const std::string& key) const {
 ImageKind offload_image_kind(uint16_t kind) {
   // LLVM's ImageKind (llvm/Object/OffloadBinary.h): IMG_None, IMG_Object,
   // IMG_Bitcode, IMG_Cubin, IMG_Fatbinary, IMG_PTX, IMG_SPIRV.
-  static const ImageKind kinds[] = {ImageKind::unknown, ImageKind::object, ImageKind::bitcode,
-                                    ImageKind::cubin,   ImageKind::fatbin, ImageKind::ptx,
-                                    ImageKind::spirv};
+  static const ImageKind kinds[] = {ImageKind::unknown, ImageKind::object, ImageKind::bitcode, ImageKind::cubin,
+                                    ImageKind::fatbin,  ImageKind::ptx,    ImageKind::spirv};
   return kind < 7 ? kinds[kind] : ImageKind::unknown;
 }
 
@@ -42,32 +41,39 @@ std::string offload_kind_name(uint16_t kind) {
 }
 
 Expected<OffloadBinary> OffloadBinary::create(ByteView bytes) {
-  if (!has_magic(bytes)) return Error(ErrorCode::bad_magic, "expected the offloading binary magic 10 ff 10 ad", bytes.origin(0));
+  if (!has_magic(bytes))
+    return Error(ErrorCode::bad_magic, "expected the offloading binary magic 10 ff 10 ad", bytes.origin(0));
   if (!bytes.contains(0, 32))
-    return Error(ErrorCode::truncated, "offloading binary header needs 0x20 bytes, only " + hex(bytes.size()) + " are left", bytes.origin(bytes.size()));
+    return Error(ErrorCode::truncated,
+                 "offloading binary header needs 0x20 bytes, only " + hex(bytes.size()) + " are left",
+                 bytes.origin(bytes.size()));
   OffloadBinary b;
   b.version_ = bytes.read<uint32_t>(4);
   b.total_size_ = bytes.read<uint64_t>(8);
   uint64_t entries_offset = bytes.read<uint64_t>(16);
   uint64_t table = bytes.read<uint64_t>(24);
   if (b.version_ < 1 || b.version_ > 3)
-    return Error(ErrorCode::unsupported_version, "unsupported offloading binary version " + std::to_string(b.version_) +
-                 " at offset " + hex(bytes.origin(4)) + ": expected 1, 2 or 3", bytes.origin(4));
+    return Error(ErrorCode::unsupported_version,
+                 "unsupported offloading binary version " + std::to_string(b.version_) + " at offset " +
+                     hex(bytes.origin(4)) + ": expected 1, 2 or 3",
+                 bytes.origin(4));
   if (!bytes.contains(0, b.total_size_) || b.total_size_ < 32)
-    return Error(ErrorCode::out_of_bounds, "offloading binary size " + hex(b.total_size_) + " (at offset " +
-                 hex(bytes.origin(8)) + ") does not fit the " + hex(bytes.size()) + " bytes available", bytes.origin(8));
+    return Error(ErrorCode::out_of_bounds,
+                 "offloading binary size " + hex(b.total_size_) + " (at offset " + hex(bytes.origin(8)) +
+                     ") does not fit the " + hex(bytes.size()) + " bytes available",
+                 bytes.origin(8));
   ByteView own = bytes.sub(0, b.total_size_);
   uint64_t count = b.version_ == 1 ? table / kEntrySize : table;
   if (b.version_ == 3 && own.contains(32, 8) && own.read<uint64_t>(32) != 0) {
     uint64_t inflated_size = own.read<uint64_t>(32);
     if (entries_offset > own.size())
-      return Error(ErrorCode::out_of_bounds, "offloading binary entries offset " + hex(entries_offset) + " lies past its end");
+      return Error(ErrorCode::out_of_bounds,
+                   "offloading binary entries offset " + hex(entries_offset) + " lies past its end");
     ByteView packed = own.from(entries_offset);
     Scratch scratch;
     uint64_t body = inflated_size > entries_offset ? inflated_size - entries_offset : 0;
-    Expected<ByteView> out = packed.starts_with("\x28\xB5\x2F\xFD")
-                                 ? decompress_zstd(packed, body, scratch)
-                                 : decompress_zlib(packed, body, scratch);
+    Expected<ByteView> out = packed.starts_with("\x28\xB5\x2F\xFD") ? decompress_zstd(packed, body, scratch)
+                                                                    : decompress_zlib(packed, body, scratch);
     if (!out) return out.error().within("compressed offloading binary at offset " + hex(own.origin()));
     auto inflated = std::make_shared<std::vector<uint8_t>>(own.data(), own.data() + entries_offset);
     inflated->insert(inflated->end(), out->data(), out->data() + out->size());
@@ -75,8 +81,10 @@ Expected<OffloadBinary> OffloadBinary::create(ByteView bytes) {
     own = ByteView(inflated->data(), inflated->size());
   }
   if (count > kMaxEntries)
-    return Error(ErrorCode::too_large, "offloading binary claims " + std::to_string(count) + " entries (at offset " +
-                 hex(bytes.origin(24)) + ")", bytes.origin(24));
+    return Error(
+        ErrorCode::too_large,
+        "offloading binary claims " + std::to_string(count) + " entries (at offset " + hex(bytes.origin(24)) + ")",
+        bytes.origin(24));
   if (Status s = b.read_entries(own, entries_offset, count); !s) return s.error();
   return b;
 }
@@ -86,8 +94,9 @@ Status OffloadBinary::read_entries(ByteView bytes, uint64_t entries_offset, uint
   for (uint64_t i = 0; i < count; ++i) {
     uint64_t at = entries_offset + i * kEntrySize;
     if (!bytes.contains(at, kEntrySize))
-      return Error(ErrorCode::out_of_bounds, entry_label(i) + " at offset " + hex(bytes.origin(at)) +
-                   " runs past the end of the binary", bytes.origin(at));
+      return Error(ErrorCode::out_of_bounds,
+                   entry_label(i) + " at offset " + hex(bytes.origin(at)) + " runs past the end of the binary",
+                   bytes.origin(at));
     OffloadBinaryEntry e;
     e.image_kind = bytes.read<uint16_t>(at);
     e.offload_kind = bytes.read<uint16_t>(at + 2);
@@ -96,15 +105,18 @@ Status OffloadBinary::read_entries(ByteView bytes, uint64_t entries_offset, uint
     uint64_t image = bytes.read<uint64_t>(at + 24), image_size = bytes.read<uint64_t>(at + 32);
     if (nstrings > kMaxStrings || !bytes.contains(strings, nstrings * string_size))
       return Error(ErrorCode::out_of_bounds, entry_label(i) + ": string map at offset " + hex(strings) + " (" +
-                   std::to_string(nstrings) + " entries) runs past the end of the binary");
+                                                 std::to_string(nstrings) +
+                                                 " entries) runs past the end of the binary");
     if (!bytes.contains(image, image_size))
-      return Error(ErrorCode::out_of_bounds, entry_label(i) + ": image at offset " + hex(image) + " (size " + hex(image_size) +
-                   ") runs past the end of the binary (size " + hex(bytes.size()) + ")");
+      return Error(ErrorCode::out_of_bounds, entry_label(i) + ": image at offset " + hex(image) + " (size " +
+                                                 hex(image_size) + ") runs past the end of the binary (size " +
+                                                 hex(bytes.size()) + ")");
     for (uint64_t j = 0; j < nstrings; ++j) {
       uint64_t s = strings + j * string_size;
       uint64_t key = bytes.read<uint64_t>(s), value = bytes.read<uint64_t>(s + 8);
       if (key >= bytes.size() || value > bytes.size())
-        return Error(ErrorCode::out_of_bounds, entry_label(i) + ": string #" + std::to_string(j) + " points outside the binary");
+        return Error(ErrorCode::out_of_bounds,
+                     entry_label(i) + ": string #" + std::to_string(j) + " points outside the binary");
       std::string_view v = string_size == 16 ? bytes.c_string(value)
                            : bytes.contains(value, bytes.read<uint64_t>(s + 16))
                                ? bytes.sub(value, bytes.read<uint64_t>(s + 16)).chars()

@@ -30,7 +30,7 @@ Error os_error(const std::string& what, const std::string& path) {
 Status make_directory(const std::string& path) {
   if (::mkdir(path.c_str(), 0700) == 0) return {};
   if (errno != EEXIST) return os_error("cannot create the directory", path);
-  struct stat st {};
+  struct stat st{};
   if (::stat(path.c_str(), &st) != 0) return os_error("cannot stat", path);
   if (!S_ISDIR(st.st_mode)) return Error(ErrorCode::io, path + ": exists and is not a directory");
   return {};
@@ -50,7 +50,8 @@ Status check_recording_directory(const std::string& path) {
   }
   ::closedir(dir);
   if (!empty && !recording)
-    return Error(ErrorCode::bad_magic, path + ": exists and is not a kir recording (no chunks/ or records/, and not empty)");
+    return Error(ErrorCode::bad_magic,
+                 path + ": exists and is not a kir recording (no chunks/ or records/, and not empty)");
   return {};
 }
 
@@ -97,7 +98,6 @@ Status write_all(int fd, const uint8_t* p, uint64_t size, const std::string& pat
   return {};
 }
 
-
 /// Whether zstd is likely to shrink `raw`: a large chunk whose first 64 KiB
 /// do not shrink by a tenth is stored raw without compressing the rest
 /// (incompressible data, such as float results, costs zstd the most).
@@ -117,8 +117,8 @@ Status write_file_atomically(const std::string& path, const void* bytes, uint64_
                                sync_data);
 }
 
-Status write_file_atomically(const std::string& path, ByteView head, ByteView body, bool sync_parent,
-                             bool sync_data, bool start_writeback) {
+Status write_file_atomically(const std::string& path, ByteView head, ByteView body, bool sync_parent, bool sync_data,
+                             bool start_writeback) {
   // A fresh, unpredictable name, created exclusively (never an existing file
   // or a symbolic link planted there), owner-only; (sync_data) its bytes on
   // disk before the rename, and (sync_parent) the rename on disk before returning.
@@ -183,18 +183,17 @@ bool ChunkStore::claim(const Hash128& name) {
 void ChunkStore::settle(const Hash128& name, bool stored) {
   {
     std::lock_guard<std::mutex> lock(known_mutex_);
-    if (stored)
-      known_[name] = true;
-    else
-      known_.erase(name);  // failed: a later put tries again
+    if (stored) known_[name] = true;
+    else known_.erase(name);  // failed: a later put tries again
   }
   settled_.notify_all();
 }
 
 namespace {
 uint64_t now_ns() {
-  return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                      std::chrono::steady_clock::now().time_since_epoch()).count());
+  return uint64_t(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count());
 }
 }  // namespace
 
@@ -225,7 +224,7 @@ Status ChunkStore::write_chunk(ByteView raw, const Hash128& name) {
   compress_ns_ += now_ns() - start;
   if (!packed) return packed.error().within(path);
   format::Codec codec = format::Codec::zstd;
-  ByteView body;  // the bytes after the header: in `file` (compressed), or the chunk itself
+  ByteView body;                // the bytes after the header: in `file` (compressed), or the chunk itself
   if (*packed >= raw.size()) {  // incompressible: stored as it is, written from where it is (no copy)
     codec = format::Codec::raw;
     file.resize(header.size);

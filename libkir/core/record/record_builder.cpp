@@ -16,7 +16,9 @@
 namespace kir::record {
 
 RecordBuilder::RecordBuilder(ChunkStore& store, uint64_t chunk_size)
-    : store_(store), chunk_size_(chunk_size ? chunk_size : 1), stored_before_(store.stored_bytes()),
+    : store_(store),
+      chunk_size_(chunk_size ? chunk_size : 1),
+      stored_before_(store.stored_bytes()),
       profile_before_(store.profile()) {}
 
 void RecordBuilder::set_process(int64_t pid, int64_t rank) { pid_ = pid, rank_ = rank; }
@@ -31,8 +33,7 @@ void RecordBuilder::set_kernel(std::string name, std::string demangled, Hash128 
   offsets_ = std::move(offsets), sizes_ = std::move(sizes);
 }
 
-Status RecordBuilder::store_code(std::optional<StoredCode>& slot, std::string kind, std::string arch,
-                                 ByteView bytes) {
+Status RecordBuilder::store_code(std::optional<StoredCode>& slot, std::string kind, std::string arch, ByteView bytes) {
   Expected<Hash128> chunk = store_.put(bytes);
   if (!chunk) return chunk.error();
   slot = StoredCode{std::move(kind), std::move(arch), *chunk, bytes.size()};
@@ -43,7 +44,9 @@ Status RecordBuilder::set_image(std::string kind, std::string arch, ByteView byt
   return store_code(image_, std::move(kind), std::move(arch), bytes);
 }
 
-Status RecordBuilder::set_ptx(std::string arch, ByteView bytes) { return store_code(ptx_, "ptx", std::move(arch), bytes); }
+Status RecordBuilder::set_ptx(std::string arch, ByteView bytes) {
+  return store_code(ptx_, "ptx", std::move(arch), bytes);
+}
 
 Status RecordBuilder::set_ir(ByteView bytes) { return store_code(ir_, "", "", bytes); }
 
@@ -95,8 +98,8 @@ Status RecordBuilder::begin_snapshot(size_t region, bool epilogue, uint64_t offs
     return Error("snapshot of " + hex(size) + " bytes at " + hex(offset) + " does not fit region #" +
                  std::to_string(region) + " (" + hex(r.size) + " bytes, chunks of " + hex(chunk_size_) + ")");
   if (offset + size != r.size && size % chunk_size_)
-    return Error("snapshot of " + hex(size) + " bytes at " + hex(offset) + " of region #" +
-                 std::to_string(region) + " (" + hex(r.size) + " bytes) ends inside a chunk of " + hex(chunk_size_) +
+    return Error("snapshot of " + hex(size) + " bytes at " + hex(offset) + " of region #" + std::to_string(region) +
+                 " (" + hex(r.size) + " bytes) ends inside a chunk of " + hex(chunk_size_) +
                  " bytes: only the region's last part may end off a chunk boundary");
   chunk_list(region, epilogue);  // sized here, before any thread writes into it
   bytes_[epilogue] += size;
@@ -335,7 +338,8 @@ Status check_complete(const Region& r, size_t index) {
 
 Expected<std::string> RecordBuilder::write() const {
   for (size_t i = 0; i < regions_.size(); ++i)
-    if (Status complete = check_complete(regions_[i], i); !complete) return complete.error().within("record not written");
+    if (Status complete = check_complete(regions_[i], i); !complete)
+      return complete.error().within("record not written");
   // The chunks it names reach the disk before the record does (crash-safe order);
   // timed first, so that the record's stats hold it.
   auto sync_start = std::chrono::steady_clock::now();

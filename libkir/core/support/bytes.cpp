@@ -5,10 +5,14 @@ namespace kir {
 Expected<ByteView> ByteView::slice(uint64_t off, uint64_t n, const char* what) const {
   if (contains(off, n)) return sub(off, n);
   if (off > size_)
-    return Error(ErrorCode::out_of_bounds, std::string(what) + " at offset " + hex(off) +
-                 " starts past the end of its buffer (size " + hex(size_) + ")", origin(off));
-  return Error(ErrorCode::out_of_bounds, std::string(what) + " at offset " + hex(off) + " (size " + hex(n) +
-               ") runs past the end of its buffer (" + hex(size_ - off) + " bytes left)", origin(off));
+    return Error(
+        ErrorCode::out_of_bounds,
+        std::string(what) + " at offset " + hex(off) + " starts past the end of its buffer (size " + hex(size_) + ")",
+        origin(off));
+  return Error(ErrorCode::out_of_bounds,
+               std::string(what) + " at offset " + hex(off) + " (size " + hex(n) +
+                   ") runs past the end of its buffer (" + hex(size_ - off) + " bytes left)",
+               origin(off));
 }
 
 std::string_view ByteView::c_string(uint64_t off) const {

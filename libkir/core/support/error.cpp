@@ -7,9 +7,8 @@ namespace kir {
 
 const char* error_code_name(ErrorCode code) {
   static const char* const names[kErrorCodes] = {
-      "none",        "bad_magic", "truncated", "out_of_bounds", "malformed",        "unsupported_version",
-      "unsupported", "corrupt",   "too_large", "io",            "permission",       "not_found",
-      "invalid_argument", "internal"};
+      "none",    "bad_magic", "truncated", "out_of_bounds", "malformed", "unsupported_version", "unsupported",
+      "corrupt", "too_large", "io",        "permission",    "not_found", "invalid_argument",    "internal"};
   auto i = static_cast<uint32_t>(code);
   return i < kErrorCodes ? names[i] : "internal";
 }

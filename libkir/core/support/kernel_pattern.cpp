@@ -84,9 +84,9 @@ class Parser {
   }
   std::optional<Error> grow(size_t extra, size_t at) const {
     if (prog_->code.size() + extra <= KernelPattern::kMaxProgram) return std::nullopt;
-    return error("pattern too large", at,
-                 "more than " + std::to_string(KernelPattern::kMaxProgram) +
-                     " NFA instructions (counted repetitions expanded)");
+    return error(
+        "pattern too large", at,
+        "more than " + std::to_string(KernelPattern::kMaxProgram) + " NFA instructions (counted repetitions expanded)");
   }
   void emit(Inst inst) { prog_->code.push_back(inst); }
   std::optional<Error> emit_set(ByteSet set, size_t at);
@@ -154,12 +154,19 @@ std::optional<Error> Parser::group_open() {
   if (p_.substr(i_, 3) == "(?:") {
     i_ += 3;
   } else if (p_.substr(i_, 2) == "(?") {
-    static const std::pair<std::string_view, const char*> kinds[] = {
-        {"(?<=", "lookbehind"}, {"(?<!", "negative lookbehind"}, {"(?=", "lookahead"},
-        {"(?!", "negative lookahead"}, {"(?P<", "named group"}, {"(?P=", "named backreference"},
-        {"(?P>", "named subroutine call"}, {"(?<", "named group"}, {"(?'", "named group"},
-        {"(?#", "comment"}, {"(?>", "atomic group"}, {"(?|", "branch reset group"},
-        {"(?(", "conditional"}};
+    static const std::pair<std::string_view, const char*> kinds[] = {{"(?<=", "lookbehind"},
+                                                                     {"(?<!", "negative lookbehind"},
+                                                                     {"(?=", "lookahead"},
+                                                                     {"(?!", "negative lookahead"},
+                                                                     {"(?P<", "named group"},
+                                                                     {"(?P=", "named backreference"},
+                                                                     {"(?P>", "named subroutine call"},
+                                                                     {"(?<", "named group"},
+                                                                     {"(?'", "named group"},
+                                                                     {"(?#", "comment"},
+                                                                     {"(?>", "atomic group"},
+                                                                     {"(?|", "branch reset group"},
+                                                                     {"(?(", "conditional"}};
     for (const auto& [prefix, name] : kinds)
       if (p_.substr(i_, prefix.size()) == prefix)
         return error(std::string(name) + " " + std::string(prefix), at, "not supported");
@@ -190,7 +197,8 @@ std::optional<Error> Parser::close_group(const Group& group) {
     size_t to = b < k ? group.branches[b] - group.start : tail.size();
     size_t length = to - from;
     if (b < k) emit({Op::Split, 0, 1, static_cast<int32_t>(length + 2)});
-    code.insert(code.end(), tail.begin() + static_cast<std::ptrdiff_t>(from), tail.begin() + static_cast<std::ptrdiff_t>(to));
+    code.insert(code.end(), tail.begin() + static_cast<std::ptrdiff_t>(from),
+                tail.begin() + static_cast<std::ptrdiff_t>(to));
     if (b < k) emit({Op::Jump, 0, static_cast<int32_t>(end - code.size())});
     from = to;
   }
@@ -304,8 +312,7 @@ std::optional<Error> Parser::bracket() {
           }
         if (!known) return error("class [:" + std::string(name) + ":]", at, "unknown");
         i_ = end + 2;
-        if (i_ + 1 < p_.size() && p_[i_] == '-' && p_[i_ + 1] != ']')
-          return error("range", at, "from a class");
+        if (i_ + 1 < p_.size() && p_[i_] == '-' && p_[i_ + 1] != ']') return error("range", at, "from a class");
         continue;
       }
       if (p_.substr(i_, 2) == "[=" || p_.substr(i_, 2) == "[.")
@@ -361,8 +368,7 @@ std::optional<Error> Parser::bracket() {
         if (class_escape(p_[i_ + 1], dummy)) return error("range", at, "to a class");
       }
       if (auto e = element(hi, nullptr)) return e;
-      if (hi < lo)
-        return error("range " + std::string(p_.substr(at, i_ - at)), at, "ends reversed");
+      if (hi < lo) return error("range " + std::string(p_.substr(at, i_ - at)), at, "ends reversed");
       set |= range(lo, hi);
     } else {
       set.set(lo);
@@ -410,9 +416,7 @@ Expected<std::shared_ptr<KernelPattern::Program>> Parser::run() {
     char c = p_[i_];
     std::optional<Error> failed;
     switch (c) {
-      case '(':
-        failed = group_open();
-        break;
+      case '(': failed = group_open(); break;
       case ')': {
         if (groups_.size() == 1) return error(")", at, "unmatched");
         Group group = std::move(groups_.back());
@@ -428,10 +432,12 @@ Expected<std::shared_ptr<KernelPattern::Program>> Parser::run() {
         last_ = Last::Nothing;
         ++i_;
         break;
-      case '*': case '+': case '?': case '{':
-        failed = repeat(at);
-        break;
-      case '^': case '$':
+      case '*':
+      case '+':
+      case '?':
+      case '{': failed = repeat(at); break;
+      case '^':
+      case '$':
         failed = grow(1, at);
         emit({c == '^' ? Op::Begin : Op::End});
         last_ = Last::Anchor;
@@ -441,15 +447,9 @@ Expected<std::shared_ptr<KernelPattern::Program>> Parser::run() {
         ++i_;
         failed = emit_set(~ByteSet().set('\n'), at);
         break;
-      case '[':
-        failed = bracket();
-        break;
-      case '\\':
-        failed = escape();
-        break;
-      default:
-        ++i_;
-        failed = emit_set(ByteSet().set(static_cast<unsigned char>(c)), at);
+      case '[': failed = bracket(); break;
+      case '\\': failed = escape(); break;
+      default: ++i_; failed = emit_set(ByteSet().set(static_cast<unsigned char>(c)), at);
     }
     if (failed) return *failed;
   }
@@ -515,8 +515,12 @@ bool KernelPattern::search(std::string_view text) const {
           stack.push_back(at + static_cast<uint32_t>(inst.y));
           stack.push_back(at + static_cast<uint32_t>(inst.x));
           break;
-        case Op::Begin: if (pos == 0) stack.push_back(at + 1); break;
-        case Op::End: if (pos == length) stack.push_back(at + 1); break;
+        case Op::Begin:
+          if (pos == 0) stack.push_back(at + 1);
+          break;
+        case Op::End:
+          if (pos == length) stack.push_back(at + 1);
+          break;
         case Op::WordBoundary: {
           bool before = pos > 0 && is_word(bytes[pos - 1]), after = pos < length && is_word(bytes[pos]);
           if (before != after) stack.push_back(at + 1);

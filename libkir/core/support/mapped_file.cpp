@@ -28,7 +28,8 @@ Expected<uint64_t> read_all(int fd, uint8_t* out, uint64_t size, const std::stri
   while (done < size) {
     ssize_t n = ::pread(fd, out + done, size - done, static_cast<off_t>(done));
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return Error(ErrorCode::io, path + ": cannot read at byte " + std::to_string(done) + ": " + std::strerror(errno));
+    if (n < 0)
+      return Error(ErrorCode::io, path + ": cannot read at byte " + std::to_string(done) + ": " + std::strerror(errno));
     if (n == 0) break;
     done += uint64_t(n);
   }
@@ -42,7 +43,7 @@ Expected<std::shared_ptr<const MappedFile>> MappedFile::open(const std::string& 
   // on the open descriptor (no race with a rename), before anything is read.
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) return Error(errno_code(errno), path + ": cannot open: " + std::strerror(errno));
-  struct stat st {};
+  struct stat st{};
   if (::fstat(fd, &st) != 0) {
     int err = errno;
     ::close(fd);
@@ -90,10 +91,8 @@ Expected<std::shared_ptr<const MappedFile>> MappedFile::open(const std::string& 
 }
 
 MappedFile::~MappedFile() {
-  if (copied_)
-    delete[] data_;
-  else if (data_)
-    ::munmap(const_cast<uint8_t*>(data_), size_);
+  if (copied_) delete[] data_;
+  else if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
 }
 
 void MappedFile::release(ByteView view) const {

@@ -27,7 +27,11 @@ class Reader {
     if ((tag & 0xe0) == 0xa0) return blob(out, T::string, tag & 0x1f);
     switch (tag) {
       case 0xc0: out.type = T::nil; return {};
-      case 0xc2: case 0xc3: out.type = T::boolean; out.integer = tag & 1; return {};
+      case 0xc2:
+      case 0xc3:
+        out.type = T::boolean;
+        out.integer = tag & 1;
+        return {};
       case 0xc4: return sized_blob(out, T::binary, 1);
       case 0xc5: return sized_blob(out, T::binary, 2);
       case 0xc6: return sized_blob(out, T::binary, 4);
@@ -54,7 +58,8 @@ class Reader {
 
  private:
   Error fail(const std::string& what) const {
-    return Error(ErrorCode::malformed, "msgpack at offset " + hex(bytes_.origin(off_)) + ": " + what, bytes_.origin(off_));
+    return Error(ErrorCode::malformed, "msgpack at offset " + hex(bytes_.origin(off_)) + ": " + what,
+                 bytes_.origin(off_));
   }
 
   template <class T>
@@ -178,10 +183,10 @@ Expected<MsgpackShape> measure_msgpack(ByteView bytes, uint64_t max_values, uint
     if (++shape.values > max_values) return fail(at, "more than " + std::to_string(max_values) + " values");
     if (!bytes.contains(off, 1)) return fail(at, "truncated value");
     const uint8_t tag = bytes.data()[off++];
-    uint64_t skip = 0;         // payload bytes of a scalar
-    uint64_t items = 0;        // items of a container
+    uint64_t skip = 0;   // payload bytes of a scalar
+    uint64_t items = 0;  // items of a container
     bool container = false;
-    unsigned width = 0;        // bytes of a length field
+    unsigned width = 0;  // bytes of a length field
     if (tag <= 0x7f || tag >= 0xe0 || tag == 0xc0 || tag == 0xc2 || tag == 0xc3) {
     } else if ((tag & 0xf0) == 0x80) {
       container = true, items = 2 * uint64_t(tag & 0x0f);
@@ -191,26 +196,34 @@ Expected<MsgpackShape> measure_msgpack(ByteView bytes, uint64_t max_values, uint
       skip = tag & 0x1f;
     } else {
       switch (tag) {
-        case 0xc4: case 0xd9: width = 1; break;                   // bin 8, str 8
-        case 0xc5: case 0xda: width = 2; break;                   // bin 16, str 16
-        case 0xc6: case 0xdb: width = 4; break;                   // bin 32, str 32
-        case 0xc7: width = 1, skip = 1; break;                    // ext 8 (+ its type byte)
-        case 0xc8: width = 2, skip = 1; break;                    // ext 16
-        case 0xc9: width = 4, skip = 1; break;                    // ext 32
-        case 0xca: skip = 4; break;                               // float 32
-        case 0xcb: skip = 8; break;                               // float 64
-        case 0xcc: case 0xd0: skip = 1; break;                    // (u)int 8
-        case 0xcd: case 0xd1: skip = 2; break;                    // (u)int 16
-        case 0xce: case 0xd2: skip = 4; break;                    // (u)int 32
-        case 0xcf: case 0xd3: skip = 8; break;                    // (u)int 64
-        case 0xd4: skip = 2; break;                               // fixext 1 (+ type)
+        case 0xc4:
+        case 0xd9: width = 1; break;  // bin 8, str 8
+        case 0xc5:
+        case 0xda: width = 2; break;  // bin 16, str 16
+        case 0xc6:
+        case 0xdb: width = 4; break;            // bin 32, str 32
+        case 0xc7: width = 1, skip = 1; break;  // ext 8 (+ its type byte)
+        case 0xc8: width = 2, skip = 1; break;  // ext 16
+        case 0xc9: width = 4, skip = 1; break;  // ext 32
+        case 0xca: skip = 4; break;             // float 32
+        case 0xcb: skip = 8; break;             // float 64
+        case 0xcc:
+        case 0xd0: skip = 1; break;  // (u)int 8
+        case 0xcd:
+        case 0xd1: skip = 2; break;  // (u)int 16
+        case 0xce:
+        case 0xd2: skip = 4; break;  // (u)int 32
+        case 0xcf:
+        case 0xd3: skip = 8; break;  // (u)int 64
+        case 0xd4: skip = 2; break;  // fixext 1 (+ type)
         case 0xd5: skip = 3; break;
         case 0xd6: skip = 5; break;
         case 0xd7: skip = 9; break;
         case 0xd8: skip = 17; break;
-        case 0xdc: container = true, width = 2; break;            // array 16
-        case 0xdd: container = true, width = 4; break;            // array 32
-        case 0xde: case 0xdf: container = true, width = tag == 0xde ? 2 : 4; break;  // map 16, 32
+        case 0xdc: container = true, width = 2; break;  // array 16
+        case 0xdd: container = true, width = 4; break;  // array 32
+        case 0xde:
+        case 0xdf: container = true, width = tag == 0xde ? 2 : 4; break;  // map 16, 32
         default: return fail(at, "type byte " + hex(tag) + " is not MessagePack");
       }
       uint64_t n = 0;
@@ -219,8 +232,7 @@ Expected<MsgpackShape> measure_msgpack(ByteView bytes, uint64_t max_values, uint
       else skip += n;
     }
     if (container) {
-      if (open.size() + 1 > max_depth)
-        return fail(at, "containers nested deeper than " + std::to_string(max_depth));
+      if (open.size() + 1 > max_depth) return fail(at, "containers nested deeper than " + std::to_string(max_depth));
       if (items > bytes.size() - off)  // every item takes a byte at least
         return fail(at, "a container of " + std::to_string(items) + " items cannot fit in the " +
                             std::to_string(bytes.size() - off) + " bytes left");

@@ -32,11 +32,11 @@
 #include <string>
 #include <vector>
 
-#include "kir/device_code.hpp"
-#include "kir/model.hpp"
 #include "kir/cuda/fatbin.hpp"
+#include "kir/device_code.hpp"
 #include "kir/llvm/offload_binary.hpp"
 #include "kir/llvm/offload_bundle.hpp"
+#include "kir/model.hpp"
 #include "kir/support/compression.hpp"
 #include "kir/support/error.hpp"
 #include "kir/support/mapped_file.hpp"
@@ -50,16 +50,16 @@ const char* found_by_name(FoundBy how);
 
 /// One device image or embedded module, whatever container holds it.
 struct Image {
-  uint32_t index = 0;   // position in its container
+  uint32_t index = 0;                   // position in its container
   ImageKind kind = ImageKind::unknown;  // kir/model.hpp (a fatbin entry's raw kind: fatbin->kind)
-  std::string target;   // "sm_90", "gfx90a:xnack+", "" when none
-  std::string triple;   // "nvptx64-nvidia-cuda", "amdgcn-amd-amdhsa-", "" when unknown
-  std::string id;       // bundle entry id, or the fatbin entry's identifier
+  std::string target;                   // "sm_90", "gfx90a:xnack+", "" when none
+  std::string triple;                   // "nvptx64-nvidia-cuda", "amdgcn-amd-amdhsa-", "" when unknown
+  std::string id;                       // bundle entry id, or the fatbin entry's identifier
   Compression compression = Compression::none;
-  ByteView stored;      // the bytes as stored (compressed when compressed)
-  std::optional<uint64_t> file_offset;  // of `stored`, when it lies in the file as is
-  uint64_t size = 0;    // bytes once decoded
-  std::optional<FatbinEntry> fatbin;    // CUDA: every header field
+  ByteView stored;                                           // the bytes as stored (compressed when compressed)
+  std::optional<uint64_t> file_offset;                       // of `stored`, when it lies in the file as is
+  uint64_t size = 0;                                         // bytes once decoded
+  std::optional<FatbinEntry> fatbin;                         // CUDA: every header field
   std::vector<std::pair<std::string, std::string>> strings;  // offloading binary string map
 
   /// The target's family (cuda for "sm_90", amdgpu for "gfx90a:xnack+", none for "").
@@ -71,12 +71,12 @@ Expected<ByteView> decode_image(const Image& image, Scratch& scratch);
 
 /// A `__fatBinC_Wrapper_t` from `.nvFatBinSegment` (or HIP's from `.hipFatBinSegment`).
 struct FatbinWrapper {
-  std::string member;        // archive member, "" outside archives
-  bool hip = false;          // "HIPF" magic: points at an offload bundle
-  uint64_t file_offset = 0;  // of the 24-byte struct
-  uint32_t version = 0;      // 1, or 2 (prelinked list present)
-  std::optional<uint64_t> container_offset;     // file offset of its container
-  std::vector<uint64_t> prelinked_offsets;      // v2: file offsets of prelinked containers
+  std::string member;                        // archive member, "" outside archives
+  bool hip = false;                          // "HIPF" magic: points at an offload bundle
+  uint64_t file_offset = 0;                  // of the 24-byte struct
+  uint32_t version = 0;                      // 1, or 2 (prelinked list present)
+  std::optional<uint64_t> container_offset;  // file offset of its container
+  std::vector<uint64_t> prelinked_offsets;   // v2: file offsets of prelinked containers
 };
 
 /// One container and its place in the file.
@@ -86,11 +86,11 @@ struct ContainerSite {
   uint64_t file_offset = 0;  // of the container header (object bundles: of the first entry)
   FoundBy found_by = FoundBy::section;
   ContainerFormat format = ContainerFormat::cuda_fatbin;
-  uint32_t version = 0;      // container format version (fatbin 1; CCOB 1..3; else 0)
-  uint64_t size = 0;         // bytes in the file
-  std::string compression;   // a compressed bundle's codec: "zlib", "zstd"; else ""
+  uint32_t version = 0;     // container format version (fatbin 1; CCOB 1..3; else 0)
+  uint64_t size = 0;        // bytes in the file
+  std::string compression;  // a compressed bundle's codec: "zlib", "zstd"; else ""
   std::vector<Image> images;
-  std::optional<uint32_t> wrapper;  // index into Binary::wrappers() that points here
+  std::optional<uint32_t> wrapper;                       // index into Binary::wrappers() that points here
   std::shared_ptr<const std::vector<uint8_t>> inflated;  // a compressed container, decompressed
 };
 
@@ -116,8 +116,7 @@ class Binary {
   Expected<DeviceCode> device_code(uint32_t container, uint32_t image) const;
   /// The same, decompressing into the caller's reusable buffer.
   /// `digest` also records the decoded image's XXH3-128 (for static hashes).
-  Expected<DeviceCode> device_code(uint32_t container, uint32_t image, Scratch& scratch,
-                                   bool digest = false) const;
+  Expected<DeviceCode> device_code(uint32_t container, uint32_t image, Scratch& scratch, bool digest = false) const;
 
   /// An image: (container index, image index in the container).
   using ImageRef = std::pair<uint32_t, uint32_t>;
@@ -125,13 +124,13 @@ class Binary {
   /// device_code() of each of `images`, on `threads` threads (0 = all cores),
   /// in the order given. `progress(done, total)` is called from one thread at
   /// a time. Each payload's pages are released once decoded.
-  std::vector<Expected<DeviceCode>> device_code_of(
-      const std::vector<ImageRef>& images, unsigned threads = 0,
-      const std::function<void(size_t, size_t)>& progress = {}, bool digests = false) const;
+  std::vector<Expected<DeviceCode>> device_code_of(const std::vector<ImageRef>& images, unsigned threads = 0,
+                                                   const std::function<void(size_t, size_t)>& progress = {},
+                                                   bool digests = false) const;
 
   /// device_code_of() every image, in container/entry order.
-  std::vector<Expected<DeviceCode>> all_device_code(
-      unsigned threads = 0, const std::function<void(size_t, size_t)>& progress = {}) const;
+  std::vector<Expected<DeviceCode>> all_device_code(unsigned threads = 0,
+                                                    const std::function<void(size_t, size_t)>& progress = {}) const;
 
   /// Where an image is, for messages: "container #1 image #2 (sm_90 cubin)".
   std::string image_label(uint32_t container, uint32_t image) const;

@@ -50,7 +50,7 @@ typedef struct kir_cache_options {
   uint64_t max_bytes;   /* 0: unbounded; else LRU eviction keeps the entries' total at most this */
   uint32_t flags;       /* KIR_CACHE_* */
   /* since cache ABI 2: */
-  const char* group;    /* a cache shared with this group (name or number; NULL or "": none) */
+  const char* group; /* a cache shared with this group (name or number; NULL or "": none) */
 } kir_cache_options;
 
 /** Open (creating it, and its parents, unless KIR_CACHE_OPEN_EXISTING) the cache
@@ -76,17 +76,17 @@ typedef struct kir_cache_meta {
 } kir_cache_meta;
 
 typedef struct kir_cache_entry {
-  uint32_t struct_size;    /* in: sizeof(kir_cache_entry) */
+  uint32_t struct_size; /* in: sizeof(kir_cache_entry) */
   const void* code;
   size_t code_size;
-  const char* code_kind;   /* "cubin" | "ptx" | "code-object" */
-  const char* arch;        /* "sm_90", "gfx90a" */
+  const char* code_kind;      /* "cubin" | "ptx" | "code-object" */
+  const char* arch;           /* "sm_90", "gfx90a" */
   const kir_cache_meta* meta; /* key inputs, compile options, resources, producer, version */
   size_t meta_count;
   /* since cache ABI 3 (a smaller struct_size leaves it out): */
-  uint32_t image_kind;     /* code_kind as a number: KIR_KIND_CUBIN, KIR_KIND_PTX or KIR_KIND_CODE_OBJECT
-                              (kir.h). Filled by kir_cache_lookup; kir_cache_store reads it when
-                              code_kind is NULL */
+  uint32_t image_kind; /* code_kind as a number: KIR_KIND_CUBIN, KIR_KIND_PTX or KIR_KIND_CODE_OBJECT
+                          (kir.h). Filled by kir_cache_lookup; kir_cache_store reads it when
+                          code_kind is NULL */
 } kir_cache_entry;
 
 /** Look up `key`: 1 hit (`out` valid until kir_cache_close), 0 miss (also for a
@@ -101,13 +101,13 @@ int kir_cache_store(kir_cache* cache, kir_hash128 key, const kir_cache_entry* en
 int kir_cache_remove(kir_cache* cache, kir_hash128 key);
 
 typedef struct kir_cache_stats {
-  uint32_t struct_size;  /* in: sizeof(kir_cache_stats) */
-  uint64_t hits;         /* lookups answered, from memory or disk */
-  uint64_t memory_hits;  /* of which from memory */
-  uint64_t misses;       /* lookups not answered (damaged and refused entries included) */
-  uint64_t errors;       /* damaged, refused or unreadable entries met (each also a miss) */
-  uint64_t evictions;    /* entries this handle removed to stay under max_bytes */
-  uint64_t stores;       /* entries this handle wrote */
+  uint32_t struct_size; /* in: sizeof(kir_cache_stats) */
+  uint64_t hits;        /* lookups answered, from memory or disk */
+  uint64_t memory_hits; /* of which from memory */
+  uint64_t misses;      /* lookups not answered (damaged and refused entries included) */
+  uint64_t errors;      /* damaged, refused or unreadable entries met (each also a miss) */
+  uint64_t evictions;   /* entries this handle removed to stay under max_bytes */
+  uint64_t stores;      /* entries this handle wrote */
 } kir_cache_stats;
 
 /** This handle's counters since open. 0 or -1. */

@@ -38,7 +38,8 @@ constexpr uint32_t kMaxArch = 64;
 constexpr uint32_t kMaxMetaCount = 1024;
 constexpr uint64_t kMaxMetaBytes = uint64_t(1) << 20;
 constexpr uint64_t kMaxCodeSize = uint64_t(1) << 30;
-constexpr uint64_t kMaxEntrySize = kHeaderSize + kMaxArch + kMaxMetaBytes + kCodeAlignment + kMaxCodeSize + kChecksumSize;
+constexpr uint64_t kMaxEntrySize =
+    kHeaderSize + kMaxArch + kMaxMetaBytes + kCodeAlignment + kMaxCodeSize + kChecksumSize;
 
 /// Header field offsets.
 namespace field {
@@ -94,7 +95,7 @@ struct Held {
   std::vector<kir_cache_meta> meta;  // points into strings
   kir_cache_entry entry{};           // points into bytes, strings, meta
   uint64_t file_size = 0;
-  int64_t mtime_ns = 0;              // the entry file's access stamp when read
+  int64_t mtime_ns = 0;  // the entry file's access stamp when read
 };
 
 /// One file (or refused directory) of the cache, as `entries()` and `verify()` see it.
@@ -107,7 +108,7 @@ struct Listing {
   std::shared_ptr<const Held> entry;  // null when damaged or refused (see problem)
   std::string problem;
   uint64_t problem_offset = UINT64_MAX;  // UINT64_MAX: not about a byte of the file
-  bool refused = false;  // not trusted: another user's, writable by others, or a link (docs/cache.md)
+  bool refused = false;                  // not trusted: another user's, writable by others, or a link (docs/cache.md)
 };
 
 class Cache {
@@ -179,7 +180,7 @@ class Cache {
   int directory_fd_ = -1;  // every file is reached from it (openat: no path is resolved again)
   std::string refused_;    // why the directory itself is refused ("" when trusted)
   std::atomic<Table*> table_{nullptr};
-  mutable std::mutex mutex_;  // writers of the table, last_problem_
+  mutable std::mutex mutex_;                    // writers of the table, last_problem_
   std::vector<std::unique_ptr<Table>> tables_;  // every table ever published (readers may hold old ones)
   std::vector<std::unique_ptr<Held>> held_;
   std::string last_problem_;

@@ -24,13 +24,13 @@ struct KernelParam {
 };
 
 struct Kernel {
-  std::string name;       // mangled
-  std::string demangled;  // C++ name (== name when not mangled)
-  std::vector<KernelParam> params;  // sorted by ordinal
-  std::optional<uint32_t> param_bytes;   // total parameter buffer size
-  std::optional<uint32_t> registers;     // per thread
-  std::optional<uint64_t> shared_bytes;  // static shared memory
-  std::optional<uint32_t> frame_bytes;   // per-thread stack frame
+  std::string name;                                    // mangled
+  std::string demangled;                               // C++ name (== name when not mangled)
+  std::vector<KernelParam> params;                     // sorted by ordinal
+  std::optional<uint32_t> param_bytes;                 // total parameter buffer size
+  std::optional<uint32_t> registers;                   // per thread
+  std::optional<uint64_t> shared_bytes;                // static shared memory
+  std::optional<uint32_t> frame_bytes;                 // per-thread stack frame
   std::optional<std::array<uint32_t, 3>> max_threads;  // __launch_bounds__
   std::optional<std::array<uint32_t, 3>> required_threads;
   std::optional<std::array<uint32_t, 3>> cluster_dims;
@@ -52,7 +52,7 @@ struct EmbeddedModule {
   std::string md5;     // HIP: the hex field of the section name; else ""
   std::string hash;    // HIP: the decimal hash field (Proteus's 64-bit hash); else ""
   std::vector<uint8_t> bitcode;
-  Hash128 digest;      // XXH3-128 of `bitcode` (a MODULE record of the static hash)
+  Hash128 digest;  // XXH3-128 of `bitcode` (a MODULE record of the static hash)
 };
 
 struct DeviceCode {
@@ -60,8 +60,8 @@ struct DeviceCode {
   std::vector<Kernel> kernels;
   std::vector<std::string> functions;  // defined non-kernel functions
   std::vector<DeviceGlobal> globals;
-  std::string target;                  // AMDGPU code objects: "amdgcn-amd-amdhsa--gfx90a:xnack+"
-  std::vector<EmbeddedModule> ir;      // IR embedded by the Proteus pass
+  std::string target;                   // AMDGPU code objects: "amdgcn-amd-amdhsa--gfx90a:xnack+"
+  std::vector<EmbeddedModule> ir;       // IR embedded by the Proteus pass
   std::optional<Hash128> image_digest;  // XXH3-128 of the decoded image, when asked for
 };
 

@@ -77,16 +77,14 @@ using ReadableExtent = uint64_t (*)(const void* address);
 /// __cudaRegisterFatBinary argument) points to, sized from its header and
 /// read no further than `max_size` bytes.
 Expected<FatbinContainer> registered_fatbin(const void* wrapper, uint64_t max_size = kUnknownSize,
-                                           ReadableExtent readable = nullptr);
+                                            ReadableExtent readable = nullptr);
 /// The same, as a site (found_by wrapper, format cuda-fatbin).
-Expected<ContainerSite> discover_registered_fatbin(const void* wrapper,
-                                                   uint64_t max_size = kUnknownSize,
+Expected<ContainerSite> discover_registered_fatbin(const void* wrapper, uint64_t max_size = kUnknownSize,
                                                    ReadableExtent readable = nullptr);
 /// The offload bundle a HIP wrapper ({"HIPF", version, bundle}, the argument
 /// of __hipRegisterFatBinary) points to: plain, or compressed v2/v3 (a v1
 /// CCOB does not say its size, so it is refused).
-Expected<ContainerSite> discover_registered_bundle(const void* wrapper,
-                                                   uint64_t max_size = kUnknownSize,
+Expected<ContainerSite> discover_registered_bundle(const void* wrapper, uint64_t max_size = kUnknownSize,
                                                    ReadableExtent readable = nullptr);
 /// An image handed to cuModuleLoadData and friends, sized from its own
 /// headers: a fatbin container (format cuda-fatbin), an ELF cubin or code

@@ -34,8 +34,8 @@
  * parse or load is counted (kir_hook_stats.failures; those that were libkir errors
  * also by their KIR_ERROR_* code, kir_hook_failure_count). KIR_HOOK_LOG=1 prints one
  * line per failure on stderr, KIR_HOOK_LOG=PATH appends them to PATH:
- *   kir-hook: error: fatbin 0x55d0c0a0: registered without its code: container at 0x7f..: <libkir's error, with its offset>
- * (a client named in KIR_HOOK_CLIENTS that cannot be loaded is printed always).
+ *   kir-hook: error: fatbin 0x55d0c0a0: registered without its code: container at 0x7f..: <libkir's error, with its
+ * offset> (a client named in KIR_HOOK_CLIENTS that cannot be loaded is printed always).
  *
  * Versions: KIR_HOOK_API_VERSION is the API a client is built against;
  * kir_hook_api_version() is the layer's, at run time. The layer refuses a
@@ -131,21 +131,21 @@ typedef struct kir_dim3 {
 } kir_dim3;
 
 typedef struct kir_hook_kernel {
-  const char* name;       /* mangled */
-  const void* host_stub;  /* the host function the app launches by */
-  const void* fatbin;     /* the registration handle it came with */
-  uint32_t param_count;   /* 0 when the layout is unknown */
+  const char* name;      /* mangled */
+  const void* host_stub; /* the host function the app launches by */
+  const void* fatbin;    /* the registration handle it came with */
+  uint32_t param_count;  /* 0 when the layout is unknown */
   const uint32_t* param_offsets;
   const uint32_t* param_sizes;
   kir_hash128 static_hash;
-  const void* ir;         /* LLVM bitcode the Proteus pass embedded for this kernel (HIP) or its
-                             translation unit (CUDA), from the same image; NULL when none.
-                             Valid until fatbin_unregistered returns, then NULL (API 3) */
+  const void* ir; /* LLVM bitcode the Proteus pass embedded for this kernel (HIP) or its
+                     translation unit (CUDA), from the same image; NULL when none.
+                     Valid until fatbin_unregistered returns, then NULL (API 3) */
   size_t ir_size;
   /* API 2: */
-  int unloaded;           /* 1 once its fatbin or module was unregistered (read it atomically:
-                             __atomic_load_n); the view stays valid, launches by `host_stub`
-                             no longer find it, kir_hook_kernel_code refuses it */
+  int unloaded; /* 1 once its fatbin or module was unregistered (read it atomically:
+                   __atomic_load_n); the view stays valid, launches by `host_stub`
+                   no longer find it, kir_hook_kernel_code refuses it */
   /* API 4: */
   uint32_t jit_arg_count; /* runtime-constant arguments (Proteus ABI), 0 when none or not yet
                              registered: read it with __atomic_load_n(..., __ATOMIC_ACQUIRE),
@@ -153,9 +153,9 @@ typedef struct kir_hook_kernel {
                              life, set once) */
   const kir_jit_arg* jit_args;
   /* API 6: */
-  uint32_t struct_size;   /* sizeof(kir_hook_kernel) as the layer was built: a field lies in
-                             the layer's struct when offsetof + its size <= struct_size. Present
-                             when kir_hook_api_version() >= 6 (docs/abi.md) */
+  uint32_t struct_size; /* sizeof(kir_hook_kernel) as the layer was built: a field lies in
+                           the layer's struct when offsetof + its size <= struct_size. Present
+                           when kir_hook_api_version() >= 6 (docs/abi.md) */
 } kir_hook_kernel;
 
 typedef struct kir_hook_global {
@@ -164,10 +164,10 @@ typedef struct kir_hook_global {
   size_t size;
   const void* fatbin;
   /* API 2: */
-  int unloaded;           /* 1 once its fatbin was unregistered; kir_hook_global_device_address
-                             then returns 0 for `host_address` (unless registered again) */
+  int unloaded; /* 1 once its fatbin was unregistered; kir_hook_global_device_address
+                   then returns 0 for `host_address` (unless registered again) */
   /* API 6: */
-  uint32_t struct_size;   /* sizeof(kir_hook_global) as the layer was built (as kir_hook_kernel's) */
+  uint32_t struct_size; /* sizeof(kir_hook_global) as the layer was built (as kir_hook_kernel's) */
 } kir_hook_global;
 
 /* Allocation kinds: the values of kir::AllocationKind (kir/model.hpp), whose
@@ -184,37 +184,37 @@ typedef struct kir_hook_allocation {
 } kir_hook_allocation;
 
 typedef struct kir_hook_launch {
-  const kir_hook_kernel* kernel;  /* NULL when the stub was never registered */
+  const kir_hook_kernel* kernel; /* NULL when the stub was never registered */
   const void* host_stub;
   kir_dim3 grid, block;
   size_t shared_bytes;
   const void* stream;
-  void** args;                    /* as the app passed them */
-  union {                         /* the launch identity (docs/hashing.md): static hash, arch,
-                                     every argument's bytes, grid, block and shared_bytes —
-                                     what a recorder deduplicates on. `dynamic_hash` is its
-                                     name before format 2 (same storage; it did not cover
-                                     shared_bytes then) */
+  void** args; /* as the app passed them */
+  union {      /* the launch identity (docs/hashing.md): static hash, arch,
+                  every argument's bytes, grid, block and shared_bytes —
+                  what a recorder deduplicates on. `dynamic_hash` is its
+                  name before format 2 (same storage; it did not cover
+                  shared_bytes then) */
     kir_hash128 launch_identity;
     kir_hash128 dynamic_hash;
   };
-  int result;                     /* launch_completed only: the runtime's return code */
-  const char* api;                /* "cudaLaunchKernel", "cuLaunchKernel", "__proteus_launch_kernel", ... */
+  int result;      /* launch_completed only: the runtime's return code */
+  const char* api; /* "cudaLaunchKernel", "cuLaunchKernel", "__proteus_launch_kernel", ... */
   /* API 4 (the launch override; see above): */
-  int outcome;                    /* KIR_LAUNCH_*: what ran (launch_begin: what will run) */
-  int claimed_by;                 /* the claiming client's index in the layer's table (registration
-                                     order, from 0: KIR_HOOK_CLIENTS in their order, then those
-                                     kir_hook_add_client adds), -1 when none claimed */
-  kir_hash128 substitute_id;      /* the claimer's kir_hook_substitute.id (e.g. its JIT key); zero
-                                     when none claimed */
+  int outcome;               /* KIR_LAUNCH_*: what ran (launch_begin: what will run) */
+  int claimed_by;            /* the claiming client's index in the layer's table (registration
+                                order, from 0: KIR_HOOK_CLIENTS in their order, then those
+                                kir_hook_add_client adds), -1 when none claimed */
+  kir_hash128 substitute_id; /* the claimer's kir_hook_substitute.id (e.g. its JIT key); zero
+                                when none claimed */
   /* API 6: */
-  uint32_t struct_size;           /* sizeof(kir_hook_launch) as the layer was built (as
-                                     kir_hook_kernel's) */
+  uint32_t struct_size; /* sizeof(kir_hook_launch) as the layer was built (as
+                           kir_hook_kernel's) */
 } kir_hook_launch;
 
-#define KIR_LAUNCH_ORIGINAL 0     /* the app's kernel (also when a claimed substitute failed) */
-#define KIR_LAUNCH_HANDLED 1      /* a client handled it: nothing was launched */
-#define KIR_LAUNCH_SUBSTITUTED 2  /* a client's substitute ran instead */
+#define KIR_LAUNCH_ORIGINAL 0    /* the app's kernel (also when a claimed substitute failed) */
+#define KIR_LAUNCH_HANDLED 1     /* a client handled it: nothing was launched */
+#define KIR_LAUNCH_SUBSTITUTED 2 /* a client's substitute ran instead */
 
 /* kir_hook_substitute.kind */
 #define KIR_SUBSTITUTE_HANDLED 1
@@ -225,12 +225,12 @@ typedef struct kir_hook_launch {
 
 /** What a client's launch_override claims (API 4; see "Launch override" above). */
 typedef struct kir_hook_substitute {
-  uint32_t struct_size;  /* set by the layer: sizeof(kir_hook_substitute) as it was compiled;
-                            the client writes no field that lies past it */
-  int kind;              /* KIR_SUBSTITUTE_* */
-  int result;            /* HANDLED: what the app's launch call returns (0: success) */
-  const void* function;  /* FUNCTION, KERNEL, HIP_FUNCTION: the handle to launch */
-  const void* code;      /* CODE: the image (cubin, PTX text, AMDGPU code object) */
+  uint32_t struct_size; /* set by the layer: sizeof(kir_hook_substitute) as it was compiled;
+                           the client writes no field that lies past it */
+  int kind;             /* KIR_SUBSTITUTE_* */
+  int result;           /* HANDLED: what the app's launch call returns (0: success) */
+  const void* function; /* FUNCTION, KERNEL, HIP_FUNCTION: the handle to launch */
+  const void* code;     /* CODE: the image (cubin, PTX text, AMDGPU code object) */
   size_t code_size;
   const char* code_kind; /* CODE: "cubin", "ptx" or "code-object" */
   const char* arch;      /* CODE: its target ("sm_90", "gfx90a"), for failure lines; the driver checks */
@@ -238,9 +238,9 @@ typedef struct kir_hook_substitute {
   kir_hash128 id;        /* the substitute's identity (its JIT key): reported as
                             kir_hook_launch.substitute_id; CODE: the module cache's key */
   /* API 6 (write it only when struct_size covers it: an API-5 layer's struct ends before): */
-  uint32_t image_kind;   /* CODE: the kind as a number, KIR_KIND_CUBIN, KIR_KIND_PTX or
-                            KIR_KIND_CODE_OBJECT (kir.h; as kir_cache_entry.image_kind), read
-                            when code_kind is NULL */
+  uint32_t image_kind; /* CODE: the kind as a number, KIR_KIND_CUBIN, KIR_KIND_PTX or
+                          KIR_KIND_CODE_OBJECT (kir.h; as kir_cache_entry.image_kind), read
+                          when code_kind is NULL */
 } kir_hook_substitute;
 
 /** A client's allocator for device memory (cudaMalloc, cudaMallocAsync,
@@ -267,21 +267,21 @@ typedef struct kir_hook_client {
   void (*freed)(void* user, const kir_hook_allocation* allocation);
   void (*launch_begin)(void* user, const kir_hook_launch* launch);
   void (*launch_completed)(void* user, const kir_hook_launch* launch); /* see `completion` */
-  int completion;       /* KIR_COMPLETION_*: when launch_completed comes (a smaller struct: RETURNED) */
+  int completion;                      /* KIR_COMPLETION_*: when launch_completed comes (a smaller struct: RETURNED) */
   const kir_hook_allocator* allocator; /* optional: installed when the client is added, as by
                                           kir_hook_set_allocator (a client loaded from the
                                           environment cannot call the layer while it loads) */
   /* API 2 (a client whose struct_size stops before this is never called with it): */
   void (*fatbin_unregistered)(void* user, const void* fatbin, size_t kernels);
-                        /* the registration handle or module, and how many kernels were
-                           registered with it, before the layer drops it: those kernels are
-                           not yet `unloaded` and kir_hook_kernel_code still answers; after
-                           the callback they are */
+  /* the registration handle or module, and how many kernels were
+     registered with it, before the layer drops it: those kernels are
+     not yet `unloaded` and kir_hook_kernel_code still answers; after
+     the callback they are */
   /* API 4: */
   int (*launch_override)(void* user, const kir_hook_launch* launch, kir_hook_substitute* out);
-                        /* return 1 to claim the launch (filling `*out`), 0 to let it be;
-                           asked before launch_begin, on the app's thread; `launch->kernel`
-                           is NULL for a kernel the layer does not know */
+  /* return 1 to claim the launch (filling `*out`), 0 to let it be;
+     asked before launch_begin, on the app's thread; `launch->kernel`
+     is NULL for a kernel the layer does not know */
   /* API 5: */
   uint32_t launch_skips; /* KIR_HOOK_SKIP_*: what of a launch event this client never reads,
                             so that the layer need not compute it at each launch. 0 (and any
@@ -331,13 +331,11 @@ const kir_hook_global* kir_hook_global_at(size_t index);
 uint64_t kir_hook_global_device_address(const void* host_address);
 
 /** A registered kernel's device code, as the layer holds it (valid until its
- *  fatbin or module is unregistered and fatbin_unregistered returns). `which`: KIR_CODE_LAUNCHED, the image its launches use
- *  (a cubin, or PTX the driver compiles); KIR_CODE_PTX, the PTX of the same
- *  registration that suits this device (the launched image when that is PTX).
- *  Returns 1 and fills `out`, or 0 when there is none: the image holds none, it
- *  could not be decoded (a failure, see KIR_HOOK_LOG), or the kernel is
- *  `unloaded` (refused even when its bytes were handed out before; those are
- *  freed once fatbin_unregistered returns). */
+ *  fatbin or module is unregistered and fatbin_unregistered returns). `which`: KIR_CODE_LAUNCHED, the image its
+ * launches use (a cubin, or PTX the driver compiles); KIR_CODE_PTX, the PTX of the same registration that suits this
+ * device (the launched image when that is PTX). Returns 1 and fills `out`, or 0 when there is none: the image holds
+ * none, it could not be decoded (a failure, see KIR_HOOK_LOG), or the kernel is `unloaded` (refused even when its bytes
+ * were handed out before; those are freed once fatbin_unregistered returns). */
 #define KIR_CODE_LAUNCHED 0
 #define KIR_CODE_PTX 1
 /* kir_hook_code is the caller's memory, filled by the layer: its four fields are
@@ -412,11 +410,11 @@ typedef struct kir_hook_stats {
   uint32_t struct_size;
   uint64_t fatbins, kernels, globals, live_allocations, launches;
   /* API 2: */
-  uint64_t failures;      /* items the layer could not use (see "Errors" above) */
-  uint64_t unregistered;  /* fatbins and modules unregistered or unloaded */
+  uint64_t failures;     /* items the layer could not use (see "Errors" above) */
+  uint64_t unregistered; /* fatbins and modules unregistered or unloaded */
   /* API 4: */
-  uint64_t handled;       /* launches a client handled (KIR_LAUNCH_HANDLED) */
-  uint64_t substituted;   /* launches of a client's substitute (KIR_LAUNCH_SUBSTITUTED) */
+  uint64_t handled;             /* launches a client handled (KIR_LAUNCH_HANDLED) */
+  uint64_t substituted;         /* launches of a client's substitute (KIR_LAUNCH_SUBSTITUTED) */
   uint64_t substitute_loads;    /* substitute code images loaded (once per context and id) */
   uint64_t substitute_failures; /* claims whose substitute could not be launched (also in failures) */
 } kir_hook_stats;

@@ -141,8 +141,8 @@ typedef struct kir_image_info {
   const char* target;    /* "sm_90", "gfx90a:xnack+", "" */
   const char* triple;    /* "nvptx64-nvidia-cuda", "amdgcn-amd-amdhsa-", "" */
   /* since ABI 4: kind_name and the target's family as numbers */
-  uint32_t image_kind;   /* KIR_KIND_*, any container (kind_name is its name) */
-  uint32_t target_kind;  /* KIR_TARGET_* */
+  uint32_t image_kind;  /* KIR_KIND_*, any container (kind_name is its name) */
+  uint32_t target_kind; /* KIR_TARGET_* */
 } kir_image_info;
 
 /** Describe image `index`. Returns 0, or -1 with kir_last_error set. */
@@ -150,20 +150,19 @@ int kir_binary_image_info(const kir_binary* binary, size_t index, kir_image_info
 
 /** Copy image `index`, decompressed, into `buffer` (up to `capacity` bytes).
  *  Returns the image size (call with capacity 0 to ask), or -1 on error. */
-int64_t kir_binary_read_image(const kir_binary* binary, size_t index, void* buffer,
-                              size_t capacity);
+int64_t kir_binary_read_image(const kir_binary* binary, size_t index, void* buffer, size_t capacity);
 
 typedef struct kir_kernel_info {
-  uint32_t struct_size;  /* in: sizeof(kir_kernel_info) */
-  const char* name;      /* mangled; valid until kir_binary_close */
+  uint32_t struct_size; /* in: sizeof(kir_kernel_info) */
+  const char* name;     /* mangled; valid until kir_binary_close */
   uint32_t param_count;
-  int64_t param_bytes;   /* -1 when unknown */
-  int32_t registers;     /* -1 when unknown */
-  int64_t shared_bytes;  /* static shared memory, -1 when unknown */
+  int64_t param_bytes;  /* -1 when unknown */
+  int32_t registers;    /* -1 when unknown */
+  int64_t shared_bytes; /* static shared memory, -1 when unknown */
 } kir_kernel_info;
 
 typedef struct kir_kernel_param {
-  uint32_t struct_size;  /* in: sizeof(kir_kernel_param) */
+  uint32_t struct_size; /* in: sizeof(kir_kernel_param) */
   uint32_t ordinal;
   uint32_t offset;
   uint32_t size;
@@ -171,11 +170,8 @@ typedef struct kir_kernel_param {
 
 /** Kernels of image `index` (decoding it on first use). Returns the count, or -1. */
 int64_t kir_binary_kernel_count(const kir_binary* binary, size_t index);
-int kir_binary_kernel_info(const kir_binary* binary, size_t index, size_t kernel,
-                           kir_kernel_info* out);
-int kir_binary_kernel_param(const kir_binary* binary, size_t index, size_t kernel, size_t param,
-                            kir_kernel_param* out);
-
+int kir_binary_kernel_info(const kir_binary* binary, size_t index, size_t kernel, kir_kernel_info* out);
+int kir_binary_kernel_param(const kir_binary* binary, size_t index, size_t kernel, size_t param, kir_kernel_param* out);
 
 /* ---- Kernel hashes (docs/hashing.md) ------------------------------------ */
 
@@ -211,12 +207,10 @@ int kir_binary_kernel_ir(const kir_binary* binary, size_t index, size_t kernel, 
 /** Static hash of kernel `name` (mangled) whose code is `modules` (IR modules in
  *  any order, or one device image) of `code_kind` ("ir", "cubin", "ptx", "code-object").
  *  kir_static_hash_of_kind takes the code kind as a number. */
-kir_hash128 kir_static_hash(const char* name, const char* code_kind, const kir_bytes* modules,
-                            size_t count);
+kir_hash128 kir_static_hash(const char* name, const char* code_kind, const kir_bytes* modules, size_t count);
 /** The same with `code_kind` a KIR_CODE_KIND_* value (since ABI 9); a value that is none: {0, 0} with
  *  kir_last_error set. */
-kir_hash128 kir_static_hash_of_kind(const char* name, uint32_t code_kind, const kir_bytes* modules,
-                                    size_t count);
+kir_hash128 kir_static_hash_of_kind(const char* name, uint32_t code_kind, const kir_bytes* modules, size_t count);
 
 #ifdef __cplusplus
 #define KIR_ALIGN64 alignas(64)
@@ -233,8 +227,20 @@ typedef struct kir_dynamic_hash {
 /** Argument types of kir_dynamic_hash_arg (the ARG record's type byte): kir/model.hpp
  *  ArgType's values, whose names ("i8" ... "bf16", "bool") and sizes live there. */
 enum kir_arg_type {
-  KIR_ARG_I8 = 1, KIR_ARG_I16, KIR_ARG_I32, KIR_ARG_I64, KIR_ARG_U8, KIR_ARG_U16, KIR_ARG_U32,
-  KIR_ARG_U64, KIR_ARG_F16, KIR_ARG_BF16, KIR_ARG_F32, KIR_ARG_F64, KIR_ARG_PTR, KIR_ARG_BYTES,
+  KIR_ARG_I8 = 1,
+  KIR_ARG_I16,
+  KIR_ARG_I32,
+  KIR_ARG_I64,
+  KIR_ARG_U8,
+  KIR_ARG_U16,
+  KIR_ARG_U32,
+  KIR_ARG_U64,
+  KIR_ARG_F16,
+  KIR_ARG_BF16,
+  KIR_ARG_F32,
+  KIR_ARG_F64,
+  KIR_ARG_PTR,
+  KIR_ARG_BYTES,
   KIR_ARG_BOOL
 };
 
@@ -270,8 +276,7 @@ void kir_launch_identity_begin(kir_dynamic_hash* h, kir_hash128 static_hash, con
  *  No allocation, no hashing: the per-launch hot path. */
 void kir_dynamic_hash_extend(kir_dynamic_hash* h, const kir_dynamic_hash* prefix);
 /** `position` is 1-based; add arguments by increasing position. */
-void kir_dynamic_hash_arg(kir_dynamic_hash* h, uint32_t position, uint8_t type, const void* value,
-                          size_t size);
+void kir_dynamic_hash_arg(kir_dynamic_hash* h, uint32_t position, uint8_t type, const void* value, size_t size);
 void kir_dynamic_hash_grid(kir_dynamic_hash* h, uint32_t x, uint32_t y, uint32_t z);
 void kir_dynamic_hash_block(kir_dynamic_hash* h, uint32_t x, uint32_t y, uint32_t z);
 void kir_dynamic_hash_bounds(kir_dynamic_hash* h, uint32_t max_threads, uint32_t min_blocks);
@@ -284,8 +289,8 @@ void kir_dynamic_hash_shared(kir_dynamic_hash* h, uint64_t bytes);
 #define KIR_SPECIALIZE_BOUNDS 4u
 void kir_dynamic_hash_specialize(kir_dynamic_hash* h, uint32_t flags);
 /** CAPTURE: a lambda's captured runtime constant (see kir_jit_capture). */
-void kir_dynamic_hash_capture(kir_dynamic_hash* h, const char* lambda, uint32_t slot, uint32_t offset,
-                              uint8_t type, const void* value, size_t size);
+void kir_dynamic_hash_capture(kir_dynamic_hash* h, const char* lambda, uint32_t slot, uint32_t offset, uint8_t type,
+                              const void* value, size_t size);
 /** The hash; ends the builder (begin or extend it again to reuse the storage). */
 kir_hash128 kir_dynamic_hash_finish(kir_dynamic_hash* h);
 
@@ -304,17 +309,17 @@ typedef struct kir_config_item {
  *  __proteus_register_variable; `slot` and `offset` its RuntimeConstant's Pos and
  *  Offset). */
 typedef struct kir_jit_capture {
-  const char* lambda;   /* the lambda's type name, as the client identifies it */
-  uint32_t slot;        /* the capture's index */
-  uint32_t offset;      /* its byte offset in the closure */
-  uint8_t type;         /* kir_arg_type */
+  const char* lambda; /* the lambda's type name, as the client identifies it */
+  uint32_t slot;      /* the capture's index */
+  uint32_t offset;    /* its byte offset in the closure */
+  uint8_t type;       /* kir_arg_type */
   const void* value;
   size_t size;
 } kir_jit_capture;
 
 /** Everything a kernel's JIT key covers, as a launch gives it. */
 typedef struct kir_jit_key_input {
-  uint32_t struct_size;        /* sizeof(kir_jit_key_input) as the caller was compiled */
+  uint32_t struct_size; /* sizeof(kir_jit_key_input) as the caller was compiled */
   kir_hash128 static_hash;
   const char* arch;            /* the device's: "sm_90", "gfx90a:xnack+" */
   void* const* args;           /* args[i]: the bytes of parameter i+1 (kir_hook_launch.args) */
@@ -324,7 +329,7 @@ typedef struct kir_jit_key_input {
   const kir_jit_arg* jit_args; /* the runtime-constant arguments, any order (sorted by position) */
   size_t jit_arg_count;
   uint32_t grid[3], block[3];
-  uint64_t shared_bytes;       /* dynamic shared memory */
+  uint64_t shared_bytes;                 /* dynamic shared memory */
   int specialize_grid, specialize_block; /* non-zero: the GRID / BLOCK record enters */
   uint32_t max_threads, min_blocks;      /* launch bounds; 0,0: no bounds */
   const kir_config_item* config;         /* CONFIG records, in this (client-fixed) order */
@@ -334,16 +339,16 @@ typedef struct kir_jit_key_input {
   int (*read_memory)(void* user, uint64_t address, void* out, size_t size);
   void* user;
   /* appended after `user` (a smaller struct_size leaves them out: none, NULL; ABI 6): */
-  const kir_jit_capture* captures;       /* CAPTURE records, in this (client-fixed) order */
+  const kir_jit_capture* captures; /* CAPTURE records, in this (client-fixed) order */
   size_t capture_count;
-  const kir_dynamic_hash* prefix;        /* optional: a builder begun with kir_dynamic_hash_begin
-                                            for this static hash and arch (then `static_hash` and
-                                            `arch` are not read): saves re-encoding them */
+  const kir_dynamic_hash* prefix; /* optional: a builder begun with kir_dynamic_hash_begin
+                                     for this static hash and arch (then `static_hash` and
+                                     `arch` are not read): saves re-encoding them */
   /* since ABI 8: */
-  const void* config_records;            /* optional: the CONFIG records already encoded by
-                                            kir_jit_config_records (then `config` must be NULL
-                                            and config_count 0): a client's fixed options,
-                                            encoded once instead of at every launch */
+  const void* config_records; /* optional: the CONFIG records already encoded by
+                                 kir_jit_config_records (then `config` must be NULL
+                                 and config_count 0): a client's fixed options,
+                                 encoded once instead of at every launch */
   size_t config_records_size;
 } kir_jit_key_input;
 
@@ -372,9 +377,8 @@ int kir_jit_key(const kir_jit_key_input* in, kir_hash128* out);
  *  every argument's bytes — args[i] of param_sizes[i] bytes, NULL ones left out —,
  *  grid, block, dynamic shared memory). The hook layer's kir_hook_launch.launch_identity. */
 kir_hash128 kir_launch_identity(kir_hash128 static_hash, const char* arch, void* const* args,
-                                const uint32_t* param_sizes, uint32_t param_count,
-                                const uint32_t grid[3], const uint32_t block[3],
-                                uint64_t shared_bytes);
+                                const uint32_t* param_sizes, uint32_t param_count, const uint32_t grid[3],
+                                const uint32_t block[3], uint64_t shared_bytes);
 
 /** Writes 32 hex digits and a NUL into `out` (33 bytes). */
 void kir_hash_to_hex(kir_hash128 hash, char out[33]);
@@ -383,8 +387,7 @@ int kir_hash_from_hex(const char* text, kir_hash128* out);
 
 /** Proteus's current 64-bit static hash (migration of existing caches/records):
  *  `llvm20_or_newer` selects XXH3-64 (LLVM >= 20 builds) or FNV-1a (older). */
-uint64_t kir_proteus_static_hash(const char* name, const kir_bytes* modules, size_t count,
-                                 int llvm20_or_newer);
+uint64_t kir_proteus_static_hash(const char* name, const kir_bytes* modules, size_t count, int llvm20_or_newer);
 
 #ifdef __cplusplus
 }

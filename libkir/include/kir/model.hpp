@@ -60,21 +60,21 @@ enum class AllocationKind : uint8_t {
 /// (docs/hashing.md), kir.h's KIR_ARG_* and kir_jit_arg.type. Values are never
 /// renumbered; 0 is no type.
 enum class ArgType : uint8_t {
-  i8 = 1,  // "i8"
-  i16,     // "i16"
-  i32,     // "i32"
-  i64,     // "i64"
-  u8,      // "u8"
-  u16,     // "u16"
-  u32,     // "u32"
-  u64,     // "u64"
-  f16,     // "f16": IEEE half
-  bf16,    // "bf16": bfloat16
-  f32,     // "f32"
-  f64,     // "f64"
-  ptr,     // "ptr": a 64-bit device address
-  bytes,   // "bytes": an object's bytes (no fixed size)
-  boolean, // "bool": one byte, 0 or 1
+  i8 = 1,   // "i8"
+  i16,      // "i16"
+  i32,      // "i32"
+  i64,      // "i64"
+  u8,       // "u8"
+  u16,      // "u16"
+  u32,      // "u32"
+  u64,      // "u64"
+  f16,      // "f16": IEEE half
+  bf16,     // "bf16": bfloat16
+  f32,      // "f32"
+  f64,      // "f64"
+  ptr,      // "ptr": a 64-bit device address
+  bytes,    // "bytes": an object's bytes (no fixed size)
+  boolean,  // "bool": one byte, 0 or 1
 };
 
 /// What a runtime-constant argument is (kir.h's KIR_JIT_*, kir_jit_arg.kind).

@@ -17,9 +17,9 @@ import sys
 import time
 from pathlib import Path
 
-from kir.envelope import envelope
 from kir.cache import Cache, Entry
 from kir.commands.printable import printable
+from kir.envelope import envelope
 from kir.errors import KirError, OptionError
 
 SCHEMA = "kir.cache/1"

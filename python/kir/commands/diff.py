@@ -28,7 +28,7 @@ import hashlib
 import sys
 
 from kir.envelope import envelope
-from kir.errors import KirError, OptionError
+from kir.errors import KirError
 from kir.kernel_pattern import HELP as KERNEL_HELP, kernel_pattern
 
 SCHEMA = "kir.diff/1"

@@ -31,13 +31,12 @@ import os
 import re
 import sys
 
-from kir.envelope import envelope
 from kir.binary import Binary
 from kir.commands import inputs
+from kir.envelope import envelope
 from kir.errors import KirError
 from kir.model import ImageKind
-from kir.progress import Progress
-from kir.progress import add_argument as add_progress_argument
+from kir.progress import Progress, add_argument as add_progress_argument
 from kir.report import parse_arch_filter, parse_kind_filter, processor, selected_images
 
 SUFFIX = {ImageKind.cubin: "cubin", ImageKind.old_cubin: "cubin", ImageKind.ptx: "ptx",
@@ -151,6 +150,7 @@ def run(args) -> int:
         out.close()
     if args.json:
         import json
+
         import kir
         print(json.dumps(envelope(SCHEMA, kir_version=kir.__version__, output=args.output,
                           files=report, errors=failures), separators=(",", ":")))

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import sys
 
-from kir.envelope import envelope
 from kir.commands import inputs
+from kir.envelope import envelope
 from kir.errors import OptionError
 from kir.jit.values import pack, parse_number
 from kir.kernel_pattern import HELP as KERNEL_HELP, kernel_pattern

@@ -11,8 +11,7 @@ import sys
 
 from kir.envelope import envelope
 from kir.mneme import convert
-from kir.progress import Progress
-from kir.progress import add_argument as add_progress_argument
+from kir.progress import Progress, add_argument as add_progress_argument
 
 SCHEMA = "kir.import-mneme/1"
 

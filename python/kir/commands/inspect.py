@@ -25,10 +25,18 @@ from kir.envelope import envelope
 from kir.errors import KirError, OptionError
 from kir.kernel_pattern import HELP as KERNEL_HELP, kernel_pattern
 from kir.model import ImageKind
-from kir.progress import Progress
-from kir.progress import add_argument as add_progress_argument
-from kir.report import (KINDS, KernelsText, build_report, parse_arch_filter, parse_kind_filter, processor, table_parts,
-                        selected_images, selected_rows)
+from kir.progress import Progress, add_argument as add_progress_argument
+from kir.report import (
+    KINDS,
+    KernelsText,
+    build_report,
+    parse_arch_filter,
+    parse_kind_filter,
+    processor,
+    selected_images,
+    selected_rows,
+    table_parts,
+)
 
 SCHEMA_FILES = "kir.inspect-files/1"
 

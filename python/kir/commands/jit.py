@@ -12,7 +12,6 @@ from kir.envelope import envelope
 from kir.errors import KirError, LLVMCrashError, OptionError
 from kir.kernel_pattern import kernel_pattern
 
-
 SCHEMA = "kir.jit-compile/1"  # `kir jit compile --json`
 
 

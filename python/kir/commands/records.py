@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 import sys
 
-from kir.envelope import envelope
 from kir.commands.printable import printable
+from kir.envelope import envelope
 from kir.record import Record, RecordError, Recording
 
 SCHEMA = "kir.records/1"

@@ -19,8 +19,13 @@ import sys
 from dataclasses import dataclass
 
 from kir.commands.replay_all import SCHEMA_ALL, ClusterOptions, run_all
-from kir.commands.replay_variant import (VariantOptions, add_variant_arguments, describe_result, plan_variant,
-                                         print_variant_plan)
+from kir.commands.replay_variant import (
+    VariantOptions,
+    add_variant_arguments,
+    describe_result,
+    plan_variant,
+    print_variant_plan,
+)
 from kir.envelope import envelope
 from kir.errors import OptionError
 from kir.replay import CODE_KINDS, DTYPES, NORMS, Tolerance

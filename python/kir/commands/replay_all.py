@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kir.envelope import envelope
-from kir.errors import KirError, OptionError
+from kir.errors import OptionError
 from kir.progress import Progress
 from kir.record import RecordError, Recording
 from kir.replay.batch import STATUSES, ReplayJob, run_records

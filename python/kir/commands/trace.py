@@ -20,8 +20,14 @@ import sys
 import threading
 
 from kir.app import finish, run_app_process
-from kir.commands.app import (add_kernel_argument, add_program_argument, command_of, hook_library,
-                              hooked_environment, warn_if_static_runtime)
+from kir.commands.app import (
+    add_kernel_argument,
+    add_program_argument,
+    command_of,
+    hook_library,
+    hooked_environment,
+    warn_if_static_runtime,
+)
 from kir.kernel_pattern import HELP as KERNEL_HELP, kernel_pattern
 
 __all__ = ["add_arguments", "run", "hook_library", "warn_if_static_runtime"]

@@ -16,8 +16,8 @@ kernel whose IR a binary holds (the IR the Proteus pass embeds, or bitcode).
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
 from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
 
 from kir.errors import KirError, LLVMCrashError, OptionError
 from kir.jit import codegen, libdevice, pipeline, transform
@@ -143,6 +143,7 @@ class CompiledKernel:
         producer and version."""
         import llvmlite
         import llvmlite.binding as llvm
+
         from kir import __version__
         out = {"producer": "kir.jit", "version": __version__,
                "llvm": ".".join(map(str, llvm.llvm_version_info)), "llvmlite": llvmlite.__version__,
@@ -298,6 +299,7 @@ def _used_globals(module) -> list[str]:
     """The device global variables (not kir's private constants) the module's
     functions refer to."""
     import re
+
     import llvmlite.binding as llvm
     bodies = "\n".join(re.findall(r"^define [^\n]*\{\n(.*?)^\}", str(module), re.M | re.S))
     found = []

@@ -46,6 +46,7 @@ def link(module, path: Path, error: type[KirError] = KirError) -> None:
     """Link libdevice at `path` into the llvmlite `module` (in kir's LLVM worker), its
     functions internal."""
     import llvmlite.binding as llvm
+
     from kir.files import read_file
     from kir.record import MAX_CHUNK_BYTES
     library = llvm.parse_bitcode(read_file(path, f"libdevice {path}", MAX_CHUNK_BYTES, error))

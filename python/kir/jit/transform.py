@@ -351,6 +351,7 @@ def kernel_params(module, fn) -> list[Param]:
     definition prints them, with the size of each by-value object
     (kir.ir.pointee_size, under the module's data layout)."""
     import llvmlite.binding as llvm
+
     from kir.ir import pointee_size
     text = str(fn)
     start, end = _define_line(text, fn.name)

@@ -27,11 +27,22 @@ Everything is importable from `kir.replay` itself::
 """
 from kir.errors import NoDeviceError, PlanError, ReplayError
 from kir.replay.comparison import DTYPES, NORMS, Mismatch, Tolerance, compare, tolerance_for
-from kir.replay.planner import (CODE_KINDS, RESERVE_ALIGNMENT, CodeChoice, Hashes, Mapping, ReplayPlan,
-                                dynamic_hash, launch_identity, pack_args, plan, recompute_hashes, static_hash)
+from kir.replay.planner import (
+                                CODE_KINDS,
+                                RESERVE_ALIGNMENT,
+                                CodeChoice,
+                                Hashes,
+                                Mapping,
+                                ReplayPlan,
+                                dynamic_hash,
+                                launch_identity,
+                                pack_args,
+                                plan,
+                                recompute_hashes,
+                                static_hash,
+)
 from kir.replay.replayer import Replayer, RunResult
-from kir.replay.variant import Resolved, Variant, compile_variant, resolve
-from kir.replay.variant import jit_key as variant_jit_key
+from kir.replay.variant import Resolved, Variant, compile_variant, jit_key as variant_jit_key, resolve
 
 __all__ = [
     "CODE_KINDS", "DTYPES", "NORMS", "RESERVE_ALIGNMENT", "CodeChoice", "Hashes", "Mapping",

@@ -389,8 +389,7 @@ class Replayer:
         each from the prologue, with the variant's grid, block and dynamic shared
         memory; then device memory against the epilogues (bitwise, or within
         `variant.tolerance`)."""
-        from kir.replay.variant import resolve
-        from kir.replay.variant import jit_key as variant_key
+        from kir.replay.variant import jit_key as variant_key, resolve
         resolved = resolve(self.record, variant)
         key = variant_key(self.record, resolved, self.device_arch)
         cached = key is not None and key in self._variant_code

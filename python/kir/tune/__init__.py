@@ -52,7 +52,7 @@ class RecordTuning:
 
 
 def tune(paths, space: Space | None = None, trials: int = 20, *, storage: str | None = None, cluster=None,
-         seed: int | None = None, executor: str | None = None, client: Client = Client(), cache=None,
+         seed: int | None = None, executor: str | None = None, client: Client = Client(), cache=None,  # noqa: B008 (frozen)
          store: str = "better", device: int = 0, progress=None) -> list[RecordTuning]:
     """Tune every record of `paths` (`trials` trials each) and hand each winner to the
     JIT client's cache. `cluster`: a kir.distribute.Cluster to run on (each record's

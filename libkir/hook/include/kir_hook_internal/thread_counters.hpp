@@ -53,7 +53,8 @@ class ThreadCounters {
     Block* block = nullptr;
     ~Owner() {
       if (!block) return;
-      current_ = reinterpret_cast<Block*>(kRetired);  // a count after this (the thread's last destructors) adds to shared()
+      current_ =
+          reinterpret_cast<Block*>(kRetired);  // a count after this (the thread's last destructors) adds to shared()
       std::lock_guard<std::mutex> lock(free_mutex());
       block->next_free = free_list();
       free_list() = block;

@@ -66,9 +66,9 @@ using Compression = Codec;
 
 /// One device image: a view over its header and stored payload.
 struct FatbinEntry {
-  uint32_t index = 0;    // position in its container
-  uint64_t offset = 0;   // from the container start
-  uint16_t kind = 0;     // FatbinEntryKind value
+  uint32_t index = 0;   // position in its container
+  uint64_t offset = 0;  // from the container start
+  uint16_t kind = 0;    // FatbinEntryKind value
   uint16_t format_version = 0;
   uint32_t header_size = 0;
   uint64_t payload_size = 0;  // padded
@@ -87,9 +87,7 @@ struct FatbinEntry {
   Compression compression() const;
   bool obfuscated() const { return (flags & fatbin_flag::kObfuscated) != 0; }
   /// Size of the image once decompressed (payload size when stored plain).
-  uint64_t image_size() const {
-    return compression() == Compression::none ? payload.size() : uncompressed_size;
-  }
+  uint64_t image_size() const { return compression() == Compression::none ? payload.size() : uncompressed_size; }
 };
 
 struct FatbinParseOptions {
@@ -101,9 +99,7 @@ struct FatbinParseOptions {
 class FatbinContainer {
  public:
   /// True when `bytes` starts with the container magic.
-  static bool has_magic(ByteView bytes) {
-    return bytes.size() >= 4 && bytes.read<uint32_t>(0) == kFatbinMagic;
-  }
+  static bool has_magic(ByteView bytes) { return bytes.size() >= 4 && bytes.read<uint32_t>(0) == kFatbinMagic; }
 
   /// Parse the container starting at `bytes` (which may extend past it) and
   /// validate every entry header.
@@ -133,11 +129,9 @@ class Scratch;
 /// The image bytes: the stored payload when plain, else decompressed into
 /// `scratch` (valid until its next use). Refuses obfuscated entries, unknown
 /// compression, and claimed sizes over `max_size`.
-Expected<ByteView> decode_image(const FatbinEntry& entry, Scratch& scratch,
-                                uint64_t max_size = kMaxImageSize);
+Expected<ByteView> decode_image(const FatbinEntry& entry, Scratch& scratch, uint64_t max_size = kMaxImageSize);
 
 /// The image bytes as an owned copy (decode_image into a fresh buffer).
-Expected<std::vector<uint8_t>> read_image(const FatbinEntry& entry,
-                                          uint64_t max_size = kMaxImageSize);
+Expected<std::vector<uint8_t>> read_image(const FatbinEntry& entry, uint64_t max_size = kMaxImageSize);
 
 }  // namespace kir

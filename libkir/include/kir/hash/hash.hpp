@@ -20,11 +20,11 @@
 // buffer, hashed in one call at finish() (streamed only if it fills up).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <algorithm>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -56,19 +56,19 @@ struct Hash128 {
 
 /// Record tags of the encoding (docs/hashing.md lists the payloads).
 namespace hash_tag {
-constexpr uint8_t kHeader = 0x00;  // domain name, then u32 format version
-constexpr uint8_t kName = 0x01;    // mangled kernel name
-constexpr uint8_t kCodeKind = 0x02;  // "ir", "cubin", "ptx", "code-object", ...
-constexpr uint8_t kModule = 0x03;  // 16-byte XXH3-128 of one module / image (sorted)
-constexpr uint8_t kStatic = 0x10;  // 16 bytes: the static hash
-constexpr uint8_t kArch = 0x11;    // target architecture, "sm_90", "gfx90a:xnack+"
-constexpr uint8_t kArg = 0x12;     // u32 position (1-based), u8 type, value bytes
-constexpr uint8_t kGrid = 0x13;    // u32 x, y, z
-constexpr uint8_t kBlock = 0x14;   // u32 x, y, z
-constexpr uint8_t kBounds = 0x15;  // u32 max threads per block, u32 min blocks per SM
-constexpr uint8_t kConfig = 0x16;  // u32 key length, key, value
-constexpr uint8_t kShared = 0x17;  // u64 dynamic shared memory bytes
-constexpr uint8_t kCapture = 0x18;  // u32 lambda length, lambda, u32 slot, u32 offset, u8 type, value
+constexpr uint8_t kHeader = 0x00;      // domain name, then u32 format version
+constexpr uint8_t kName = 0x01;        // mangled kernel name
+constexpr uint8_t kCodeKind = 0x02;    // "ir", "cubin", "ptx", "code-object", ...
+constexpr uint8_t kModule = 0x03;      // 16-byte XXH3-128 of one module / image (sorted)
+constexpr uint8_t kStatic = 0x10;      // 16 bytes: the static hash
+constexpr uint8_t kArch = 0x11;        // target architecture, "sm_90", "gfx90a:xnack+"
+constexpr uint8_t kArg = 0x12;         // u32 position (1-based), u8 type, value bytes
+constexpr uint8_t kGrid = 0x13;        // u32 x, y, z
+constexpr uint8_t kBlock = 0x14;       // u32 x, y, z
+constexpr uint8_t kBounds = 0x15;      // u32 max threads per block, u32 min blocks per SM
+constexpr uint8_t kConfig = 0x16;      // u32 key length, key, value
+constexpr uint8_t kShared = 0x17;      // u64 dynamic shared memory bytes
+constexpr uint8_t kCapture = 0x18;     // u32 lambda length, lambda, u32 slot, u32 offset, u8 type, value
 constexpr uint8_t kSpecialize = 0x19;  // u32 flags: kSpecialize* below
 }  // namespace hash_tag
 
@@ -93,13 +93,11 @@ Hash128 xxh3_128(ByteView bytes);
 
 /// The static hash of kernel `name` whose code is `modules` (the IR modules of
 /// relocatable device code in any order, or one device image) of `code_kind`.
-Hash128 static_hash(std::string_view name, std::string_view code_kind,
-                    const std::vector<ByteView>& modules);
+Hash128 static_hash(std::string_view name, std::string_view code_kind, const std::vector<ByteView>& modules);
 
 /// The same from the modules' XXH3-128 digests (xxh3_128 of each), for callers
 /// hashing many kernels of one image or module: each module is hashed once.
-Hash128 static_hash_of_digests(std::string_view name, std::string_view code_kind,
-                               std::vector<Hash128> digests);
+Hash128 static_hash_of_digests(std::string_view name, std::string_view code_kind, std::vector<Hash128> digests);
 
 /// The same with the code kind as the model's enum (its name enters the hash).
 inline Hash128 static_hash(std::string_view name, CodeKind code_kind, const std::vector<ByteView>& modules) {
@@ -188,8 +186,8 @@ class DynamicHash {
   }
   /// A lambda's captured runtime constant (Proteus: a jit_variable of the
   /// lambda type `lambda`, registered with __proteus_register_variable).
-  DynamicHash& capture(std::string_view lambda, uint32_t slot, uint32_t offset, ArgType type,
-                       const void* value, size_t size);
+  DynamicHash& capture(std::string_view lambda, uint32_t slot, uint32_t offset, ArgType type, const void* value,
+                       size_t size);
 
   /// An ARG record whose `size` value bytes the caller then gives through
   /// append(), in pieces (arrays read from device memory, streamed through a
@@ -289,9 +287,8 @@ void encode_config_record(std::string& out, std::string_view key, std::string_vi
 /// of type bytes, one per parameter whose `args[i]` is not null, `sizes[i]`
 /// bytes), grid, block and dynamic shared memory. The hook layer computes it
 /// for every launch it reports (kir_hook_launch.launch_identity).
-Hash128 launch_identity(const Hash128& static_hash, std::string_view arch, void* const* args,
-                        const uint32_t* sizes, uint32_t count, const uint32_t grid[3],
-                        const uint32_t block[3], uint64_t shared_bytes);
+Hash128 launch_identity(const Hash128& static_hash, std::string_view arch, void* const* args, const uint32_t* sizes,
+                        uint32_t count, const uint32_t grid[3], const uint32_t block[3], uint64_t shared_bytes);
 /// The same from its prefix: HEADER, STATIC and ARCH as
 /// `DynamicHash(HashDomain::launch_identity, static_hash, arch).encoded()` holds
 /// them (the hook layer keeps one per kernel instead of encoding them each launch).

@@ -51,25 +51,21 @@ std::optional<uint64_t> proteus_fold(const std::vector<uint64_t>& values, bool l
 
 /// CUDA ModuleHash: the fold of proteus_hash(module) over the binary's
 /// `_jit_bitcode_*` modules in registration order.
-std::optional<uint64_t> proteus_cuda_module_hash(const std::vector<ByteView>& modules,
-                                                 bool llvm20_or_newer);
+std::optional<uint64_t> proteus_cuda_module_hash(const std::vector<ByteView>& modules, bool llvm20_or_newer);
 
 /// HIP ModuleHash of an AMDGPU code object: the fold of the name suffixes of its
 /// `.jit.bitcode*` sections (DeviceCode::ir of parse_code_object, section order).
 /// nullopt without such a section; an error when a suffix is not an integer
 /// (Proteus would use an indeterminate value).
-Expected<std::optional<uint64_t>> proteus_hip_module_hash(const DeviceCode& code,
-                                                          bool llvm20_or_newer);
+Expected<std::optional<uint64_t>> proteus_hip_module_hash(const DeviceCode& code, bool llvm20_or_newer);
 
 /// createStaticHash: combine(hash(name), module_hash).
-uint64_t proteus_static_hash_of_module(std::string_view name, uint64_t module_hash,
-                                       bool llvm20_or_newer);
+uint64_t proteus_static_hash_of_module(std::string_view name, uint64_t module_hash, bool llvm20_or_newer);
 
 /// The static hash of kernel `name` in a CUDA binary whose modules, in
 /// registration order, are `modules`: proteus_static_hash_of_module(name,
 /// proteus_cuda_module_hash(modules)). No modules: combine(hash(name), 0).
-uint64_t proteus_static_hash(std::string_view name, const std::vector<ByteView>& modules,
-                             bool llvm20_or_newer);
+uint64_t proteus_static_hash(std::string_view name, const std::vector<ByteView>& modules, bool llvm20_or_newer);
 
 /// 64-bit FNV-1a (offset basis 0xcbf29ce484222325, prime 0x100000001b3).
 uint64_t fnv1a_64(ByteView bytes);

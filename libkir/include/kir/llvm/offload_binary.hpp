@@ -52,9 +52,7 @@ std::string offload_kind_name(uint16_t kind);
 
 class OffloadBinary {
  public:
-  static bool has_magic(ByteView bytes) {
-    return bytes.size() >= 4 && bytes.read<uint32_t>(0) == kOffloadBinaryMagic;
-  }
+  static bool has_magic(ByteView bytes) { return bytes.size() >= 4 && bytes.read<uint32_t>(0) == kOffloadBinaryMagic; }
 
   /// Parse the binary at the start of `bytes` (which may extend past it).
   static Expected<OffloadBinary> create(ByteView bytes);

@@ -83,7 +83,7 @@ struct CompressedBundle {
   uint16_t version = 0;
   BundleCodec codec = BundleCodec::zlib;
   uint32_t header_size = 0;
-  uint64_t total_size = 0;         // header + payload
+  uint64_t total_size = 0;  // header + payload
   uint64_t uncompressed_size = 0;
   uint64_t hash = 0;
   ByteView payload;

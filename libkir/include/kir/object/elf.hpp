@@ -25,8 +25,8 @@
 namespace kir {
 
 namespace elf {
-constexpr uint32_t SHT_NULL = 0, SHT_PROGBITS = 1, SHT_SYMTAB = 2, SHT_STRTAB = 3,
-                   SHT_RELA = 4, SHT_NOBITS = 8, SHT_REL = 9, SHT_DYNSYM = 11;
+constexpr uint32_t SHT_NULL = 0, SHT_PROGBITS = 1, SHT_SYMTAB = 2, SHT_STRTAB = 3, SHT_RELA = 4, SHT_NOBITS = 8,
+                   SHT_REL = 9, SHT_DYNSYM = 11;
 constexpr uint32_t PT_LOAD = 1;
 constexpr uint16_t ET_REL = 1, ET_EXEC = 2, ET_DYN = 3;
 constexpr uint16_t EM_X86_64 = 62, EM_CUDA = 190, EM_AMDGPU = 224;
@@ -64,9 +64,9 @@ struct ElfSymbol {
   std::string_view name;
   uint64_t value = 0;
   uint64_t size = 0;
-  uint8_t type = 0;     // STT_*
-  uint8_t binding = 0;  // STB_*
-  uint8_t other = 0;    // visibility and, in cubins, CUDA flags
+  uint8_t type = 0;      // STT_*
+  uint8_t binding = 0;   // STB_*
+  uint8_t other = 0;     // visibility and, in cubins, CUDA flags
   uint16_t section = 0;  // st_shndx
 };
 
@@ -80,7 +80,11 @@ struct ElfRelocation {
 class ElfFile {
  public:
   /// True when `bytes` starts with the ELF magic (of any class).
-  static bool is_elf(ByteView bytes) { return bytes.starts_with("\x7f" "ELF"); }
+  static bool is_elf(ByteView bytes) {
+    return bytes.starts_with(
+        "\x7f"
+        "ELF");
+  }
 
   /// Validate headers and the section and program header tables.
   static Expected<ElfFile> create(ByteView bytes);

@@ -5,11 +5,11 @@
 #pragma once
 
 #include <atomic>
-#include <memory>
+#include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
-#include <condition_variable>
 #include <unordered_map>
 
 #include "kir/hash/hash.hpp"
@@ -23,8 +23,8 @@ namespace kir::record {
 /// (unpredictable name, O_CREAT|O_EXCL|O_NOFOLLOW, mode 0600), fsync (with `sync_data`), rename,
 /// and with `sync_parent` fsync of the directory. A crash leaves the old state
 /// or the new, never a part.
-Status write_file_atomically(const std::string& path, const void* bytes, uint64_t size,
-                             bool sync_parent = true, bool sync_data = true);
+Status write_file_atomically(const std::string& path, const void* bytes, uint64_t size, bool sync_parent = true,
+                             bool sync_data = true);
 /// The same for a file of two parts written one after the other (a header and a
 /// body kept elsewhere: nothing is copied to join them); with `start_writeback`
 /// (and no `sync_data`), the file's writeback to disk is started before it is

@@ -57,18 +57,34 @@ struct Table;
 struct Field {
   const char* key;
   Type type;
-  const char* doc;                  // one line: what it holds (the doc's and the schema's description)
-  const Table* table = nullptr;     // map, maps: the fields of the nested maps
-  uint64_t low = 0, high = ~uint64_t(0);  // uint
-  const char* const* choices = nullptr;   // choice: nullptr-terminated
-  bool nullable = false;           // nil is a value (no image, not snapshotted, ...)
+  const char* doc;                              // one line: what it holds (the doc's and the schema's description)
+  const Table* table = nullptr;                 // map, maps: the fields of the nested maps
+  uint64_t low = 0, high = ~uint64_t(0);        // uint
+  const char* const* choices = nullptr;         // choice: nullptr-terminated
+  bool nullable = false;                        // nil is a value (no image, not snapshotted, ...)
   uint32_t since = 1, until = 0, appeared = 0;  // versions (above); appeared 0: = since
 
-  constexpr Field range(uint64_t lo, uint64_t hi) const { Field f = *this; f.low = lo, f.high = hi; return f; }
-  constexpr Field or_nil() const { Field f = *this; f.nullable = true; return f; }
-  constexpr Field in(uint32_t first, uint32_t last = 0) const { Field f = *this; f.since = first, f.until = last; return f; }
+  constexpr Field range(uint64_t lo, uint64_t hi) const {
+    Field f = *this;
+    f.low = lo, f.high = hi;
+    return f;
+  }
+  constexpr Field or_nil() const {
+    Field f = *this;
+    f.nullable = true;
+    return f;
+  }
+  constexpr Field in(uint32_t first, uint32_t last = 0) const {
+    Field f = *this;
+    f.since = first, f.until = last;
+    return f;
+  }
   /// Added within version 1 (before the rule): may be absent from version-1 records.
-  constexpr Field optional_in_v1() const { Field f = *this; f.appeared = 1, f.since = 2; return f; }
+  constexpr Field optional_in_v1() const {
+    Field f = *this;
+    f.appeared = 1, f.since = 2;
+    return f;
+  }
   constexpr uint32_t first() const { return appeared ? appeared : since; }
   /// Whether records of `version` carry the field (`required`: always).
   constexpr bool in_version(uint32_t version) const { return first() <= version && (!until || version <= until); }
@@ -114,9 +130,9 @@ inline constexpr uint64_t kU32 = 0xffffffffu;
 /// The largest parameter buffer a reader accepts (CUDA's is at most 32764 bytes).
 inline constexpr uint64_t kMaxParamBytes = 65536;
 
-#define KIR_RECORD_TABLE(var, name, doc, ...)                                                  \
-  inline constexpr const Field* var##_fields[] = {__VA_ARGS__};                                \
-  inline constexpr Table var{name, doc, var##_fields, uint32_t(sizeof(var##_fields) / sizeof(const Field*))}
+#define KIR_RECORD_TABLE(var, name, doc, ...)                   \
+  inline constexpr const Field* var##_fields[] = {__VA_ARGS__}; \
+  inline constexpr Table var { name, doc, var##_fields, uint32_t(sizeof(var##_fields) / sizeof(const Field*)) }
 
 namespace process {
 inline constexpr Field pid = sint("pid", "the recorded process's id");
@@ -155,11 +171,15 @@ namespace jit_arg {
 inline constexpr const char* kKinds[] = {"scalar", "array", "object", nullptr};  // kir_jit_arg.kind
 inline constexpr Field position = uint("position", "its parameter's 1-based position").range(1, kU32);
 inline constexpr Field kind = choice("kind", kKinds, "`scalar`, `array` or `object`");
-inline constexpr Field type = uint("type", "the kir_arg_type: the scalar's, an array's elements' (14, bytes, for objects)", 255);
-inline constexpr Field by_value = uint("by_value", "1: an object passed by value, an array of the argument's own bytes", 1);
+inline constexpr Field type =
+    uint("type", "the kir_arg_type: the scalar's, an array's elements' (14, bytes, for objects)", 255);
+inline constexpr Field by_value =
+    uint("by_value", "1: an object passed by value, an array of the argument's own bytes", 1);
 inline constexpr Field count = uint("count", "a constant-size array's elements; an object's bytes", kU32);
-inline constexpr Field count_type = uint("count_type", "a run-time-size array: the kir_arg_type of the argument holding its count", 255);
-inline constexpr Field count_position = uint("count_position", "its 1-based position; 0 when `count` is constant", kU32);
+inline constexpr Field count_type =
+    uint("count_type", "a run-time-size array: the kir_arg_type of the argument holding its count", 255);
+inline constexpr Field count_position =
+    uint("count_position", "its 1-based position; 0 when `count` is constant", kU32);
 KIR_RECORD_TABLE(table, "jit_arg", "a runtime-constant argument (kir_jit_arg, kir/kir.h)", &position, &kind, &type,
                  &by_value, &count, &count_type, &count_position);
 }  // namespace jit_arg
@@ -169,29 +189,36 @@ inline constexpr Field name = str("name", "the mangled name");
 inline constexpr Field demangled = str("demangled", "the demangled name");
 inline constexpr Field static_hash = hash("static_hash", "the static hash (docs/hashing.md)");
 inline constexpr Field params = maps("params", param::table, "the image's parameter layout");
-inline constexpr Field image = map("image", code::table, "the image the launch ran; nil (flag `no-layout`) when the hook held none").or_nil();
+inline constexpr Field image =
+    map("image", code::table, "the image the launch ran; nil (flag `no-layout`) when the hook held none").or_nil();
 inline constexpr Field ptx = map("ptx", code::table, "the same fatbin's PTX for the device, or nil").or_nil();
 inline constexpr Field ir = map("ir", ir::table, "the LLVM bitcode embedded for the kernel, or nil").or_nil();
-inline constexpr Field ptx_units = maps("ptx_units", code::table,
-    "relocatable device code: the PTX of every unit the image was device-linked from, in link order; else empty").optional_in_v1();
-inline constexpr Field jit_args = maps("jit_args", jit_arg::table,
-    "the kernel's runtime-constant arguments (kir/hooks.h API 4), by position; else empty").optional_in_v1();
+inline constexpr Field ptx_units =
+    maps("ptx_units", code::table,
+         "relocatable device code: the PTX of every unit the image was device-linked from, in link order; else empty")
+        .optional_in_v1();
+inline constexpr Field jit_args =
+    maps("jit_args", jit_arg::table,
+         "the kernel's runtime-constant arguments (kir/hooks.h API 4), by position; else empty")
+        .optional_in_v1();
 KIR_RECORD_TABLE(table, "kernel", "the launched kernel", &name, &demangled, &static_hash, &params, &image, &ptx, &ir,
                  &ptx_units, &jit_args);
 }  // namespace kernel
 
 namespace launch {
 inline constexpr Field api = str("api", "`cudaLaunchKernel`, `cuLaunchKernel`, ...");
-inline constexpr Field launch_identity = hash("launch_identity",
-    "the launch identity the hook computed (docs/hashing.md); the recorder deduplicates on it").optional_in_v1();
-inline constexpr Field dynamic_hash = hash("dynamic_hash",
-    "version 1 only: format 1's dynamic hash (docs/hashing.md: no shared memory)").in(1, 1);
+inline constexpr Field launch_identity =
+    hash("launch_identity", "the launch identity the hook computed (docs/hashing.md); the recorder deduplicates on it")
+        .optional_in_v1();
+inline constexpr Field dynamic_hash =
+    hash("dynamic_hash", "version 1 only: format 1's dynamic hash (docs/hashing.md: no shared memory)").in(1, 1);
 inline constexpr Field grid = dims("grid", "the grid, `[x, y, z]`");
 inline constexpr Field block = dims("block", "the block, `[x, y, z]`");
 inline constexpr Field shared_bytes = uint("shared_bytes", "dynamic shared memory, bytes", kU32);
 inline constexpr Field stream = uint("stream", "the app's stream handle, for information");
 inline constexpr Field args = bins("args", "one bin per parameter: the bytes the app passed");
-inline constexpr Field ordinal = uint("ordinal", "this kernel's launch count in the process, 0-based, before any filter");
+inline constexpr Field ordinal =
+    uint("ordinal", "this kernel's launch count in the process, 0-based, before any filter");
 KIR_RECORD_TABLE(table, "launch", "the launch", &api, &launch_identity, &dynamic_hash, &grid, &block, &shared_bytes,
                  &stream, &args, &ordinal);
 }  // namespace launch
@@ -209,7 +236,9 @@ inline constexpr Field size = uint("size", "its size in bytes");
 inline constexpr Field kind = str("kind", "`device`, `managed`, `host-pinned` (kir/model.hpp AllocationKind)");
 inline constexpr Field in_va_range = boolean("in_va_range", "whether it lies in `va_range`");
 inline constexpr Field prologue = chunks("prologue",
-    "the chunks holding its bytes before the kernel, in order (each `chunk_size` bytes but the last); nil: not snapshotted").or_nil();
+                                         "the chunks holding its bytes before the kernel, in order (each `chunk_size` "
+                                         "bytes but the last); nil: not snapshotted")
+                                      .or_nil();
 inline constexpr Field epilogue = chunks("epilogue", "the same after the kernel; nil: not snapshotted").or_nil();
 KIR_RECORD_TABLE(allocation, "allocation", "an allocation and its contents", &address, &size, &kind, &in_va_range,
                  &prologue, &epilogue);
@@ -228,18 +257,20 @@ inline constexpr Field prologue_seconds = number("prologue_seconds", "how long t
 inline constexpr Field epilogue_bytes = uint("epilogue_bytes", "bytes snapshotted after the kernel");
 inline constexpr Field epilogue_seconds = number("epilogue_seconds", "how long the app waited for that snapshot");
 inline constexpr Field stored_bytes = uint("stored_bytes", "bytes of chunk files this record added");
-inline constexpr Field store_seconds = number("store_seconds",
-    "storing snapshots first copied to device scratch memory, after the app moved on (0 when none was)").optional_in_v1();
-inline constexpr Field store_hash_seconds = number("store_hash_seconds",
-    "the writer's threads hashing chunks (summed)").optional_in_v1();
-inline constexpr Field store_compress_seconds = number("store_compress_seconds",
-    "compressing them, the probe included (summed)").optional_in_v1();
-inline constexpr Field store_write_seconds = number("store_write_seconds",
-    "writing chunk files (summed)").optional_in_v1();
-inline constexpr Field copy_wait_seconds = number("copy_wait_seconds",
-    "waiting for a device-to-host copy the store had caught up with").optional_in_v1();
-inline constexpr Field sync_seconds = number("sync_seconds",
-    "making the chunks durable before the record was written").optional_in_v1();
+inline constexpr Field store_seconds =
+    number("store_seconds",
+           "storing snapshots first copied to device scratch memory, after the app moved on (0 when none was)")
+        .optional_in_v1();
+inline constexpr Field store_hash_seconds =
+    number("store_hash_seconds", "the writer's threads hashing chunks (summed)").optional_in_v1();
+inline constexpr Field store_compress_seconds =
+    number("store_compress_seconds", "compressing them, the probe included (summed)").optional_in_v1();
+inline constexpr Field store_write_seconds =
+    number("store_write_seconds", "writing chunk files (summed)").optional_in_v1();
+inline constexpr Field copy_wait_seconds =
+    number("copy_wait_seconds", "waiting for a device-to-host copy the store had caught up with").optional_in_v1();
+inline constexpr Field sync_seconds =
+    number("sync_seconds", "making the chunks durable before the record was written").optional_in_v1();
 KIR_RECORD_TABLE(table, "stats", "what the recorder measured", &prologue_bytes, &prologue_seconds, &epilogue_bytes,
                  &epilogue_seconds, &stored_bytes, &store_seconds, &store_hash_seconds, &store_compress_seconds,
                  &store_write_seconds, &copy_wait_seconds, &sync_seconds);
@@ -255,10 +286,12 @@ inline constexpr Field process = map("process", process::table, "the recorded pr
 inline constexpr Field device = map("device", device::table, "the device");
 inline constexpr Field kernel = map("kernel", kernel::table, "the kernel");
 inline constexpr Field launch = map("launch", launch::table, "the launch");
-inline constexpr Field chunk_size = uint("chunk_size",
-    "the size memory was cut into (the last chunk of a region may be shorter)").range(1, format::kMaxChunkBytes);
-inline constexpr Field va_range = map("va_range", va_range::table,
-    "the range the recording served device allocations from, or nil (fallback)").or_nil();
+inline constexpr Field chunk_size =
+    uint("chunk_size", "the size memory was cut into (the last chunk of a region may be shorter)")
+        .range(1, format::kMaxChunkBytes);
+inline constexpr Field va_range =
+    map("va_range", va_range::table, "the range the recording served device allocations from, or nil (fallback)")
+        .or_nil();
 inline constexpr Field allocations = maps("allocations", region::allocation, "the allocations");
 inline constexpr Field globals = maps("globals", region::global, "the module globals");
 inline constexpr Field flags = maps("flags", flag::table, "why this launch may not replay faithfully; empty when none");
@@ -270,10 +303,10 @@ KIR_RECORD_TABLE(table, "record", "a record's metadata", &format, &version, &kir
 #undef KIR_RECORD_TABLE
 
 /// Every table, the record's first (each once).
-inline constexpr const Table* kTables[] = {
-    &record::table, &process::table, &device::table, &kernel::table, &code::table,     &ir::table,
-    &param::table,  &jit_arg::table, &launch::table, &va_range::table, &region::allocation, &region::global,
-    &flag::table,   &stats::table};
+inline constexpr const Table* kTables[] = {&record::table, &process::table,  &device::table,      &kernel::table,
+                                           &code::table,   &ir::table,       &param::table,       &jit_arg::table,
+                                           &launch::table, &va_range::table, &region::allocation, &region::global,
+                                           &flag::table,   &stats::table};
 
 namespace detail {
 constexpr bool same(const char* a, const char* b) {

@@ -44,8 +44,8 @@ class RecordBuilder {
 
   void set_process(int64_t pid, int64_t rank);
   void set_device(std::string name, std::string arch, int64_t ordinal);
-  void set_kernel(std::string name, std::string demangled, Hash128 static_hash,
-                  std::vector<uint32_t> offsets, std::vector<uint32_t> sizes);
+  void set_kernel(std::string name, std::string demangled, Hash128 static_hash, std::vector<uint32_t> offsets,
+                  std::vector<uint32_t> sizes);
   Status set_image(std::string kind, std::string arch, ByteView bytes);
   Status set_ptx(std::string arch, ByteView bytes);
   Status set_ir(ByteView bytes);
@@ -57,9 +57,8 @@ class RecordBuilder {
   /// (kir_hook_kernel.jit_args); written as `kernel.jit_args` when there is any.
   void set_jit_args(std::vector<kir_jit_arg> args) { jit_args_ = std::move(args); }
   /// `launch_identity`: the hook's (kir_hook_launch.launch_identity).
-  void set_launch(std::string api, Hash128 launch_identity, std::array<uint32_t, 3> grid,
-                  std::array<uint32_t, 3> block, uint64_t shared_bytes, uint64_t stream,
-                  std::vector<std::vector<uint8_t>> args, uint64_t ordinal);
+  void set_launch(std::string api, Hash128 launch_identity, std::array<uint32_t, 3> grid, std::array<uint32_t, 3> block,
+                  uint64_t shared_bytes, uint64_t stream, std::vector<std::vector<uint8_t>> args, uint64_t ordinal);
   void set_va_range(uint64_t base, uint64_t size);
   size_t add_allocation(uint64_t address, uint64_t size, std::string kind, bool in_va_range);
   size_t add_global(std::string name, uint64_t address, uint64_t size);

@@ -19,8 +19,7 @@ namespace kir {
 class ByteView {
  public:
   ByteView() = default;
-  ByteView(const uint8_t* data, uint64_t size, uint64_t origin = 0)
-      : data_(data), size_(size), origin_(origin) {}
+  ByteView(const uint8_t* data, uint64_t size, uint64_t origin = 0) : data_(data), size_(size), origin_(origin) {}
 
   const uint8_t* data() const { return data_; }
   uint64_t size() const { return size_; }
@@ -30,14 +29,10 @@ class ByteView {
   uint64_t origin(uint64_t off = 0) const { return origin_ + off; }
 
   /// True when [off, off + n) lies inside the view (overflow-safe).
-  bool contains(uint64_t off, uint64_t n) const {
-    return off <= size_ && n <= size_ - off;
-  }
+  bool contains(uint64_t off, uint64_t n) const { return off <= size_ && n <= size_ - off; }
 
   /// Unchecked sub-view; call contains() first.
-  ByteView sub(uint64_t off, uint64_t n) const {
-    return ByteView(data_ + off, n, origin_ + off);
-  }
+  ByteView sub(uint64_t off, uint64_t n) const { return ByteView(data_ + off, n, origin_ + off); }
   /// Unchecked: the bytes from `off` to the end.
   ByteView from(uint64_t off) const { return sub(off, size_ - off); }
 
@@ -55,9 +50,7 @@ class ByteView {
     return v;
   }
 
-  std::string_view chars() const {
-    return std::string_view(reinterpret_cast<const char*>(data_), size_);
-  }
+  std::string_view chars() const { return std::string_view(reinterpret_cast<const char*>(data_), size_); }
 
   /// The NUL-terminated string starting at `off` (up to the end of the view).
   std::string_view c_string(uint64_t off) const;

@@ -30,20 +30,20 @@ namespace kir {
 /// Python's kir.errors.ErrorCode); they are never renumbered, new codes are
 /// appended. error_code_name() gives each its name.
 enum class ErrorCode : uint32_t {
-  none = 0,              // no error (kir_last_error_code() before any failure)
-  bad_magic = 1,         // not the format asked for: no magic, wrong magic, an unrecognized file
-  truncated = 2,         // the data ends inside a structure that must be whole (a header, a record)
-  out_of_bounds = 3,     // an offset, size, count or index in the data points outside its buffer
-  malformed = 4,         // a field holds a value the format does not allow (not about bounds)
+  none = 0,                 // no error (kir_last_error_code() before any failure)
+  bad_magic = 1,            // not the format asked for: no magic, wrong magic, an unrecognized file
+  truncated = 2,            // the data ends inside a structure that must be whole (a header, a record)
+  out_of_bounds = 3,        // an offset, size, count or index in the data points outside its buffer
+  malformed = 4,            // a field holds a value the format does not allow (not about bounds)
   unsupported_version = 5,  // a format version this kir does not read
-  unsupported = 6,       // valid, but not something kir reads (ELF32, an unknown codec, obfuscated code)
-  corrupt = 7,           // a checksum or hash does not match the bytes: damaged after it was written
-  too_large = 8,         // over a limit kir enforces (a decompressed size, a count)
-  io = 9,                // the operating system failed a read, write, open, map
-  permission = 10,       // refused: the system's permissions, or kir's trust rules (a cache not the user's)
-  not_found = 11,        // no such file, group, image, kernel or entry
-  invalid_argument = 12, // the caller's mistake: a NULL pointer, an index out of range, a bad struct_size
-  internal = 13,         // anything else: a device driver's or a library's failure
+  unsupported = 6,          // valid, but not something kir reads (ELF32, an unknown codec, obfuscated code)
+  corrupt = 7,              // a checksum or hash does not match the bytes: damaged after it was written
+  too_large = 8,            // over a limit kir enforces (a decompressed size, a count)
+  io = 9,                   // the operating system failed a read, write, open, map
+  permission = 10,          // refused: the system's permissions, or kir's trust rules (a cache not the user's)
+  not_found = 11,           // no such file, group, image, kernel or entry
+  invalid_argument = 12,    // the caller's mistake: a NULL pointer, an index out of range, a bad struct_size
+  internal = 13,            // anything else: a device driver's or a library's failure
 };
 constexpr uint32_t kErrorCodes = 14;
 
@@ -96,7 +96,7 @@ class Error {
 template <class T>
 class [[nodiscard]] Expected {
  public:
-  Expected(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
+  Expected(T value) : v_(std::move(value)) {}      // NOLINT: implicit by design
   Expected(Error error) : v_(std::move(error)) {}  // NOLINT
 
   explicit operator bool() const { return v_.index() == 0; }

@@ -21,7 +21,7 @@ struct MsgpackValue {
   Type type = Type::nil;
   int64_t integer = 0;  // also booleans (0/1); unsigned values above INT64_MAX saturate
   double floating = 0;
-  std::string_view string;  // strings and binary blobs
+  std::string_view string;          // strings and binary blobs
   std::vector<MsgpackValue> items;  // arrays; maps as key, value, key, value ...
 
   /// A map's value for a string key, or nullptr.
