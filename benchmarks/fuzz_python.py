@@ -69,7 +69,6 @@ def mneme_seed(directory: Path) -> tuple[list[Path], callable]:
     """A small Mneme recording (two instances: a diff and a bytes epilogue)."""
     sys.path[:0] = [str(ROOT / "tests" / "support")]
     import mneme_writer as writer
-
     from kir import mneme
     writer.write_recording(directory, b"BC\xc0\xde", sizes=(600, 40))
     files = sorted(p for p in directory.iterdir() if not p.name.endswith(".bc"))

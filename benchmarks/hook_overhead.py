@@ -17,9 +17,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from common import pin_to
-
 import kir
+from common import pin_to
 
 HERE = Path(__file__).resolve().parent
 # Counts the launches it is told about, and says how many at exit: the

@@ -26,9 +26,8 @@ from kir.jit.client import client_environment
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests" / "support"))
-from common import pin_to  # noqa: E402
-
 import build as fixture_build  # noqa: E402
+from common import pin_to  # noqa: E402
 
 
 def host_ns(app: Path, launches: int, env: dict, cpu: int | None = None) -> tuple[float, str]:

@@ -40,10 +40,9 @@ from kir.jit.client import client_environment
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests" / "support"))
+import build as fixture_build  # noqa: E402
 import jit_rig  # noqa: E402
 import stub_cuda as override  # noqa: E402
-
-import build as fixture_build  # noqa: E402
 
 HOOK = Path(kir.__file__).parent / "lib" / "libkir_hook.so"
 JIT_CLIENT = Path(kir.__file__).parent / "lib" / "libkir_jit.so"

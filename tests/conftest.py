@@ -14,9 +14,8 @@ ROOT = Path(__file__).resolve().parent.parent
 # runtimes' rigs ...) import by their plain names; no test module imports another.
 sys.path.insert(0, str(Path(__file__).resolve().parent / "support"))
 
-from running import run_kir  # noqa: E402
-
 import build as fixture_build  # noqa: E402
+from running import run_kir  # noqa: E402
 
 # The suite's settings, not its caller's: a KIR_* variable from a kir user's shell
 # (KIR_HOOK_LOG, KIR_RECORD_KERNELS, KIR_TRACE ...) would reach every program the

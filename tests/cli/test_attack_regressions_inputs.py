@@ -19,12 +19,12 @@ from pathlib import Path
 
 import msgpack
 import pytest
-from attack import BASE, CS, TIMEOUT, builder, expect_exit_2, record_with, rewrite_meta
-from mneme_writer import kernel_ir, recording  # noqa: F401 - fixtures: a real Mneme recording
 
+from attack import BASE, CS, TIMEOUT, builder, expect_exit_2, record_with, rewrite_meta
 from kir import _core, hashing
 from kir.errors import KirError, OptionError
 from kir.record import RECORD_HEADER, Record, RecordError
+from mneme_writer import kernel_ir, recording  # noqa: F401 - fixtures: a real Mneme recording
 
 LIMIT = 3 << 30  # the address space a kir process gets where the old code read without end
 

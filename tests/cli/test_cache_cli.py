@@ -8,9 +8,9 @@ from __future__ import annotations
 import json
 import time
 
-import cache_reference as ref
 import pytest
 
+import cache_reference as ref
 import kir
 from kir.cache import Cache
 

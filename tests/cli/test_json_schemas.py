@@ -127,10 +127,10 @@ def test_record(tmp_path):
     from kir/record/metadata.hpp; tests/record/test_record_versions.py checks the files are
     what the table gives), and the checked-in version-1 recording against version 1's."""
     import msgpack
-    from record_fuzz import write_recording
 
     from kir.record import FORMAT, RECORD_LAYOUT, Recording
     from kir.record_schema import as_json
+    from record_fuzz import write_recording
     path, _ = write_recording(tmp_path)
     meta = as_json(msgpack.unpackb(path.read_bytes()[RECORD_LAYOUT.size:]))
     validate(meta, f"record-v{FORMAT['version']}")

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from mneme_writer import kernel_ir, write_recording  # noqa: F401  (the kernel_ir fixture)
 from replay_records import KERNELS, make_record
 from saxpy_record import saxpy, write_record  # noqa: F401  (the saxpy fixture)

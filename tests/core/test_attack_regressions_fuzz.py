@@ -15,10 +15,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import damage
 import pytest
 
 import build as fixture_build
+import damage
 import kir
 
 SEEDS = Path(__file__).parents[1] / "native" / "fuzz" / "seeds"

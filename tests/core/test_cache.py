@@ -11,9 +11,9 @@ import struct
 import time
 from pathlib import Path
 
-import cache_reference as ref
 import pytest
 
+import cache_reference as ref
 import kir
 from kir import _core
 from kir.cache import Cache, encode_entry, parse_entry

@@ -12,10 +12,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import cache_reference as ref
 import pytest
-from cache_worker import KEYS, WRITERS, code_of, meta_of
 
+import cache_reference as ref
+from cache_worker import KEYS, WRITERS, code_of, meta_of
 from kir.cache import Cache
 
 WORKER = Path(__file__).resolve().parents[1] / "support" / "cache_worker.py"

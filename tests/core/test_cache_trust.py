@@ -20,11 +20,11 @@ import time
 from pathlib import Path
 
 import pytest
-from jit_rig import key_for, rig, run_app, stub_lines  # noqa: F401  (rig: the fixture)
-from saxpy_record import saxpy, write_record  # noqa: F401  (saxpy: the fixture)
 
+from jit_rig import key_for, rig, run_app, stub_lines  # noqa: F401  (rig: the fixture)
 from kir.cache import Cache, encode_entry
 from kir.errors import KirError
+from saxpy_record import saxpy, write_record  # noqa: F401  (saxpy: the fixture)
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="chown to another user needs root")
 

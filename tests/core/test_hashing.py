@@ -7,11 +7,11 @@ import json
 import struct
 from pathlib import Path
 
-import hash_reference as ref
 import pytest
 import xxhash
 from hypothesis import given, settings, strategies as st
 
+import hash_reference as ref
 from kir import _core
 from kir.model import ArgType
 

@@ -9,10 +9,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from proteus_layout import fnv1a64  # noqa: E402
 
 import kir
 from kir import ir
+from proteus_layout import fnv1a64  # noqa: E402
 
 
 def work(built, name: str) -> Path:

@@ -10,11 +10,11 @@ import json
 import re
 import subprocess
 
-import hash_reference as canonical
-import proteus_reference as ref
 import pytest
 
+import hash_reference as canonical
 import kir
+import proteus_reference as ref
 from kir import hashing
 
 

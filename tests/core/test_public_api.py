@@ -155,9 +155,8 @@ def test_an_architecture_is_one_string_everywhere(built, kir_cli):
 
 
 def test_a_kir_hash_is_32_hex_digits_everywhere(built, kir_cli, tmp_path):
-    from replay_records import make_record
-
     from kir.hashing import Hash128, kernel_hashes
+    from replay_records import make_record
     cubin = built["kernels_sm90.cubin"]
     hashes, errors = kernel_hashes(kir.open(cubin))
     assert not errors and hashes

@@ -10,9 +10,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import hash_reference as ref
 import pytest
 
+import hash_reference as ref
 import kir
 from build import source  # tests/support/build.py: a source under tests/fixtures
 from kir.hashing import kernel_hashes

@@ -14,11 +14,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from stub_cuda import AXPY, HOOK, INCLUDE, rig  # noqa: F401  (the stub runtime, driver and app)
 
 import kir
 from build import source  # tests/support/build.py: a source under tests/fixtures
 from kir import hook
+from stub_cuda import AXPY, HOOK, INCLUDE, rig  # noqa: F401  (the stub runtime, driver and app)
 
 API5 = Path(__file__).parents[1] / "fixtures" / "hook_api5"
 

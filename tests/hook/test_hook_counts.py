@@ -11,11 +11,11 @@ import json
 import subprocess
 from pathlib import Path
 
-import jit_rig
 import pytest
-import stub_cuda as override
 
+import jit_rig
 import kir
+import stub_cuda as override
 from build import rpath, source  # tests/support/build.py (conftest puts it on the path)
 from kir import jit
 from kir.cache import Cache

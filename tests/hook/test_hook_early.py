@@ -27,11 +27,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-import stub_cuda as override
-from jit_rig import DRIVER
 
 import kir
+import stub_cuda as override
 from build import rpath, source  # tests/support/build.py (conftest puts it on the path)
+from jit_rig import DRIVER
 
 LIB = Path(kir.__file__).parent / "lib"
 

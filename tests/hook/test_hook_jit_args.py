@@ -16,12 +16,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from stub_cuda import STUBS
 
 import kir
 from build import rpath, source  # tests/support/build.py (conftest puts it on the path)
 from kir import _core
 from kir.record import JitArg, Record
+from stub_cuda import STUBS
 
 HOOK = Path(kir.__file__).parent / "lib" / "libkir_hook.so"
 INCLUDE = Path(kir.__file__).parent / "include"

@@ -17,11 +17,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from stub_cuda import AXPY, HOOK, lines, rig, run  # noqa: F401  (rig: fixture)
 
 import kir
 from build import source  # tests/support/build.py: a source under tests/fixtures
 from kir.errors import KirError
+from stub_cuda import AXPY, HOOK, lines, rig, run  # noqa: F401  (rig: fixture)
 
 # The stub runtimes are found whatever LD_LIBRARY_PATH says (a GPU machine names the
 # real driver's directory there): the programs carry DT_RPATH (issue 21, item 16).

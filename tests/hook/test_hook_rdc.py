@@ -18,13 +18,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from record_builders import as_version_1
 
 import kir
 from build import source  # tests/support/build.py: a source under tests/fixtures
 from kir import _core, replay
 from kir.errors import PlanError
 from kir.record import Record
+from record_builders import as_version_1
 
 HOOK = Path(kir.__file__).parent / "lib" / "libkir_hook.so"
 INCLUDE = Path(kir.__file__).parent / "include"

@@ -9,9 +9,9 @@ from __future__ import annotations
 import subprocess
 
 import pytest
-from stub_cuda import AXPY, HOOK, INCLUDE, rig  # noqa: F401  (the stub runtime, driver and app)
 
 from build import source  # tests/support/build.py: a source under tests/fixtures
+from stub_cuda import AXPY, HOOK, INCLUDE, rig  # noqa: F401  (the stub runtime, driver and app)
 
 CLIENT = source("hook/hook_skips_client.c")
 

@@ -23,9 +23,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-import stub_cuda as override
 
 import kir
+import stub_cuda as override
 from build import rpath, source  # tests/support/build.py (conftest puts it on the path)
 
 LENGTH = 100_000

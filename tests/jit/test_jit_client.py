@@ -12,10 +12,10 @@ import struct
 import subprocess
 
 import pytest
-import stub_cuda as override
-from jit_rig import APP, F32, JIT_CLIENT, key_for, rig, run_app, stub_lines  # noqa: F401  (rig: fixture)
 
+import stub_cuda as override
 from build import rpath  # tests/support/build.py
+from jit_rig import APP, F32, JIT_CLIENT, key_for, rig, run_app, stub_lines  # noqa: F401  (rig: fixture)
 from kir import jit
 from kir.cache import Cache
 from kir.hashing import jit_key

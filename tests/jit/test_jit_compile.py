@@ -15,11 +15,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from running import run_kir
 
 import build as fixture_build
 from build import source  # tests/support/build.py: a source under tests/fixtures
 from kir.errors import KirError, OptionError
+from running import run_kir
 
 SOURCE = source("jit/jit_compile_app.cu")
 

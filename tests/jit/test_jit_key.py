@@ -9,10 +9,10 @@ import json
 import struct
 from pathlib import Path
 
-import hash_reference as ref
 import pytest
 from hypothesis import given, settings, strategies as st
 
+import hash_reference as ref
 from kir import _core, hashing
 from kir.errors import KirError, OptionError
 from kir.hashing import ARRAY, OBJECT, SCALAR, ArgType, JitArg

@@ -12,9 +12,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from native_build import downstream_expected, run
 
 import kir
+from native_build import downstream_expected, run
 
 ROOT = Path(__file__).resolve().parents[2]
 FUZZ_SECONDS = int(os.environ.get("KIR_FUZZ_SECONDS", "60"))

@@ -11,6 +11,7 @@ from importlib import metadata
 from pathlib import Path
 
 import pytest
+
 from replay_records import make_record
 
 TESTS = Path(__file__).resolve().parents[1] / "support"  # the rigs a child imports

@@ -17,6 +17,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+
 from native_build import run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -155,8 +156,7 @@ def test_downstream_project_against_the_installed_wheel(installed, built, tmp_pa
     run("cmake", "-S", ROOT / "tests" / "packaging" / "downstream", "-B", build, "-G", "Ninja", f"-Dkir_DIR={cmake_dir}")
     run("cmake", "--build", build, "--target", target)
     out = run(build / target, built["app"]).stdout.splitlines()
-    from native_build import downstream_expected
-
     import kir
+    from native_build import downstream_expected
     expected = downstream_expected(built["app"]) + [f"read {kir.open(built['app']).images[0].size}"]
     assert out == expected

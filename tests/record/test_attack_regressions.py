@@ -15,11 +15,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-import damage
 import pytest
-from attack import CS, TIMEOUT, expect_exit_2, kir_run, record_with, rewrite_meta
 
+import damage
 import kir
+from attack import CS, TIMEOUT, expect_exit_2, kir_run, record_with, rewrite_meta
 from kir import _core
 from kir.errors import KirError
 from kir.record import CHUNK_LAYOUT, Record, RecordError, read_chunk

@@ -15,11 +15,11 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from record_fuzz import mutate, read_everything, write_recording
 
 from kir import _core
 from kir.errors import KirError
 from kir.record import FORMAT
+from record_fuzz import mutate, read_everything, write_recording
 
 hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402

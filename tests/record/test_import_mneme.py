@@ -12,9 +12,12 @@ import shutil
 import tempfile
 from pathlib import Path
 
-import damage
 import pytest
 from hypothesis import strategies as st
+
+import damage
+import kir._core as core
+from kir.record import Record, Recording
 from mneme_writer import (  # noqa: F401
     GLOBAL_ADDR,
     KERNEL,
@@ -31,9 +34,6 @@ from mneme_writer import (  # noqa: F401
     write_recording,
 )
 from record_fuzz import mutate  # the records' fuzzer's mutations, with its u64 op
-
-import kir._core as core
-from kir.record import Record, Recording
 
 # --- conversion ----------------------------------------------------------------------
 

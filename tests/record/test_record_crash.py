@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from record_gpu_rig import app_path, read_meta, replay
 
 MODES = {"in-flight": signal.SIGSEGV, "segv": signal.SIGSEGV, "abort": signal.SIGABRT, "fpe": signal.SIGFPE, "bus": signal.SIGBUS,

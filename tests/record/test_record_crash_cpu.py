@@ -17,9 +17,9 @@ import time
 from pathlib import Path
 
 import pytest
-from running import native_test_program, run_kir
 
 from kir.record import Record, Recording
+from running import native_test_program, run_kir
 
 SIGNALS = {"segv": signal.SIGSEGV, "bus": signal.SIGBUS, "fpe": signal.SIGFPE, "ill": signal.SIGILL,
            "abort": signal.SIGABRT, "terminate": signal.SIGABRT}

@@ -16,6 +16,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
 from faults_rig import assert_axpy_records, assert_whole_despite_the_limit, kir_record, summary_line, thread_limit  # noqa: F401
 
 

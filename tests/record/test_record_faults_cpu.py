@@ -21,6 +21,7 @@ import signal
 import subprocess
 
 import pytest
+
 from faults_rig import (  # noqa: F401
     N,
     assert_axpy_records,

@@ -23,6 +23,7 @@ import json
 import re
 
 import pytest
+
 from record_gpu_rig import (
     NVCC_APPS,
     POOL_FLAGS,

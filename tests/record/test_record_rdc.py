@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from record_gpu_rig import app_path, assert_replays, binary_kernels, record
 from running import run_kir
 

@@ -13,17 +13,17 @@ import struct
 import subprocess
 from pathlib import Path
 
-import hash_reference as ref
 import msgpack
 import pytest
-from record_builders import AXPY, BASE, CS, as_version_1, axpy_record, h128, rewrite_body
 
+import hash_reference as ref
 import kir
 import kir.jit
 from build import source  # tests/support/build.py: a source under tests/fixtures
 from kir import _core, replay
 from kir.jit import libdevice
 from kir.record import CHUNK_HEADER, FORMAT, RECORD_HEADER, Record, RecordError, Recording
+from record_builders import AXPY, BASE, CS, as_version_1, axpy_record, h128, rewrite_body
 
 needs_builder = pytest.mark.skipif(not hasattr(_core, "RecordBuilder"),
                                    reason="kir._core.RecordBuilder is not in this build")

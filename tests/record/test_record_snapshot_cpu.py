@@ -12,9 +12,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from running import native_test_program
 
 from kir.record import Recording
+from running import native_test_program
 
 
 def sizes(chunk: int) -> tuple[int, int, int]:

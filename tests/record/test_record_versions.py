@@ -10,15 +10,15 @@ import shutil
 import struct
 from pathlib import Path
 
-import hash_reference as ref
 import msgpack
 import pytest
-from record_builders import as_version_1, axpy_record, rewrite_body
-from record_fuzz import write_recording
 
+import hash_reference as ref
 from kir import _core, record_schema
 from kir.errors import KirError
 from kir.record import FORMAT, METADATA_TABLES, RECORD_LAYOUT, Record, RecordError, Recording
+from record_builders import as_version_1, axpy_record, rewrite_body
+from record_fuzz import write_recording
 
 ROOT = Path(__file__).resolve().parents[2]
 V1 = Path(__file__).resolve().parents[1] / "fixtures" / "records_v1"

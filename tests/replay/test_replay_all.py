@@ -20,10 +20,10 @@ import time
 from pathlib import Path
 
 import pytest
-from replay_records import KERNELS, make_record
 
 import kir
 from kir.record import RECORD_HEADER, Record
+from replay_records import KERNELS, make_record
 
 TESTS = Path(__file__).resolve().parents[1] / "support"  # the rigs a child imports
 @pytest.fixture
@@ -279,7 +279,6 @@ def test_an_executor_that_raises_or_returns_garbage(recording):
 @needs_dask
 def test_map_items_in_order_with_failures():
     import replay_fakes
-
     from kir.distribute import Cluster, Failure, map_items
     items = ["a", "b", "crash", "c", "raise", "d", "e"]
     with Cluster(workers=2, gpus=0) as cluster:

@@ -14,8 +14,6 @@ import struct
 import subprocess
 
 import pytest
-from running import run_kir
-from saxpy_record import F32, SAXPY, A, N, X, Y, saxpy, write_record  # noqa: F401  (saxpy: fixture)
 
 import kir._core as core
 from kir import hashing
@@ -23,6 +21,8 @@ from kir.errors import OptionError, PlanError
 from kir.jit import Options
 from kir.record import Record
 from kir.replay import Variant, compile_variant, plan, resolve, variant_jit_key
+from running import run_kir
+from saxpy_record import F32, SAXPY, A, N, X, Y, saxpy, write_record  # noqa: F401  (saxpy: fixture)
 
 
 @pytest.fixture

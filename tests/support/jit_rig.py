@@ -10,9 +10,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-import stub_cuda as override
 
 import kir
+import stub_cuda as override
 from build import rpath  # tests/support/build.py
 from kir import jit
 from kir.hashing import jit_key, kernel_hashes

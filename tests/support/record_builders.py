@@ -6,9 +6,9 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
-import hash_reference as ref
 import msgpack
 
+import hash_reference as ref
 import kir
 import kir.jit
 from kir import _core

@@ -7,9 +7,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from running import run_kir
 
 from kir.record import FORMAT, Record
+from running import run_kir
 
 msgpack = pytest.importorskip("msgpack", reason="msgpack not installed (the record reader needs it)")
 

@@ -6,7 +6,6 @@ import random
 from pathlib import Path
 
 import hash_reference as ref
-
 import kir
 from kir import _core
 from kir.record import Record

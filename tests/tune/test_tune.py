@@ -18,17 +18,16 @@ import pytest
 
 pytest.importorskip("optuna")
 
-import tune_fakes
-from saxpy_record import saxpy, write_record  # noqa: F401  (the saxpy fixture)
-from tune_fakes import cli
-
 import kir._core as core
+import tune_fakes
 from kir.cache import Cache
 from kir.errors import OptionError
 from kir.record import Record
 from kir.replay import Variant, variant_jit_key
 from kir.tune import Client, Space
 from kir.tune.space import Point, block_candidates, derived_grid
+from saxpy_record import saxpy, write_record  # noqa: F401  (the saxpy fixture)
+from tune_fakes import cli
 
 TESTS = Path(__file__).resolve().parents[1]
 
