@@ -87,8 +87,9 @@ int kir_cache_store(kir_cache* cache, kir_hash128 key, const kir_cache_entry* en
     return set_last_error("kir_cache_store: entry struct_size " + std::to_string(entry->struct_size) +
                           " is too small (" + std::to_string(sizeof e) + ")");
   if (!e.code && e.code_size) return set_last_error("kir_cache_store: code is NULL");
-  if (!e.code_kind && entry->struct_size >= offsetof(kir_cache_entry, image_kind) + sizeof(uint32_t)) {
-    e.code_kind = kir::cache::code_kind_name(e.image_kind);  // the kind as a number (KIR_KIND_*)
+  // The kind as a number when code_kind is NULL; 0 (not set) leaves code_kind NULL.
+  if (!e.code_kind && e.image_kind && entry->struct_size >= offsetof(kir_cache_entry, image_kind) + sizeof(uint32_t)) {
+    e.code_kind = kir::cache::code_kind_name(e.image_kind);  // KIR_KIND_*
     if (!e.code_kind)
       return set_last_error("kir_cache_store: image_kind " + std::to_string(e.image_kind) +
                             " is not a kind a cache holds (KIR_KIND_CUBIN, KIR_KIND_PTX, KIR_KIND_CODE_OBJECT)");
