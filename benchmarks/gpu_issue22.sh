@@ -17,7 +17,7 @@ export PYTHONPATH=/tmp/site CMAKE_PREFIX_PATH=/tmp/deps/usr CPATH=/tmp/deps/usr/
   LIBRARY_PATH=/tmp/deps/usr/lib/x86_64-linux-gnu
 tests() {  # one named group of tests, its log under $OUT
   local name=$1; shift
-  timeout "${LIMIT:-560}" python3 -m pytest -p no:cacheprovider -q -rfEs -m "not slow" --durations=15 "$@" \
+  timeout "${LIMIT:-560}" python3 -m pytest -p no:cacheprovider -q -rfEs -m "not slow" --durations=15 ${PYTEST_ARGS:-} "$@" \
     >"$OUT/$name.log" 2>&1
   echo "$name: exit $?; $(tail -1 "$OUT/$name.log")"
 }
@@ -35,6 +35,8 @@ if [ "$part" = hook ]; then
   tail -3 "$OUT/setup.log"
   LIMIT=270 tests hook tests/hook
   LIMIT=240 tests record tests/record
+elif [ "$part" = hook-again ]; then  # run AF's hook part ran past 270 s: on 8 workers, a file per worker
+  PYTEST_ARGS="-n 8 --dist loadfile" LIMIT=500 tests hook tests/hook
 elif [ "$part" = rest ]; then
   LIMIT=200 tests replay-jit-tune tests/replay tests/jit tests/tune
   LIMIT=330 tests core-cli tests/core tests/cli
