@@ -41,7 +41,8 @@ void Layer::module_loaded(const void* module, const void* image, Vendor vendor) 
   const VendorTraits& t = traits(vendor);
   if (!t.read_module) return;
   size_t images = 0;
-  publish(module, t.read_module(module, image, images), images);
+  std::unique_ptr<FatbinRecord> record = t.read_module(module, image, images);  // sets images: not in one call
+  publish(module, std::move(record), images);
 }
 
 void Layer::publish(const void* handle, std::unique_ptr<FatbinRecord> record, size_t images) {

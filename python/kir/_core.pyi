@@ -1,10 +1,11 @@
 """kir core bindings (libkir)"""
 
-import enum
 from collections.abc import Callable, Mapping, Sequence
+import enum
 from typing import overload
 
 import kir.model
+
 
 abi_version: int = 0
 

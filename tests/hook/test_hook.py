@@ -81,7 +81,9 @@ def test_launch_hashes_are_kir_hashes(built, kir_cli):
     static = {h.kernel: h.static.hex for h in hashes if h.target == "sm_90" and h.code_kind == "cubin"}
     axpy = launches[0]
     assert axpy["static"] == static["_Z4axpyfPKfPfi"]
-    args = [struct.pack("<f", 2.5), bytes(8), bytes(8), struct.pack("<i", 256)]
+    # The two pointers as the app passed them: NULL without a driver, device addresses on a GPU.
+    pointers = [struct.pack("<Q", int(axpy["args"][i], 16)) for i in (1, 2)]
+    args = [struct.pack("<f", 2.5), *pointers, struct.pack("<i", 256)]
     assert axpy["identity"] == ref.launch_identity(axpy["static"], "sm_90", args, [4, 1, 1], [64, 1, 1], 0)
     # the launch with dynamic shared memory: its identity covers it
     with_struct = launches[1]

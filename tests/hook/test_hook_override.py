@@ -237,3 +237,15 @@ def test_hip_launches_can_be_claimed(hip_rig):
     wrong = run_hip(hip_rig, A_MODE="function")
     assert lines(wrong, "launch ") == ["launch 100", "launch 100"]
     assert wrong.stderr.count("a CUDA handle for a HIP launch") == 2
+
+
+def test_a_module_loaded_through_the_driver_is_traced_with_its_images(rig):
+    """cuModuleLoadData of a bare cubin is one image, and the registered fatbin has its
+    container's images (run AF on the H200: the layer passed the module's count on before
+    reading the module, and the trace said 0)."""
+    import json
+
+    import kir
+    proc = run(rig, "r", KIR_TRACE="json")
+    fatbins = [json.loads(l) for l in proc.stderr.splitlines() if l.startswith('{"event":"register-fatbin"')]
+    assert [e["images"] for e in fatbins] == [len(kir.open(rig[1]).containers[0].images), 1]

@@ -28,6 +28,9 @@ def test_ci_runs_the_suite_in_a_new_users_environment(tmp_path):
     (checkout / ".ci" / "run").write_bytes((ROOT / ".ci" / "run").read_bytes())
     # tests/run.sh stands in: it writes the environment and arguments it got
     (checkout / "tests" / "run.sh").write_text('printf "%s\\n" "$@" > args\nexec env -0 > environment\n')
+    # scripts/lint.sh (the style gate, run first) stands in the same way
+    (checkout / "scripts").mkdir()
+    (checkout / "scripts" / "lint.sh").write_text('env -0 > lint-environment\n')
     home = tmp_path / "home"
     caller = {**os.environ, "HOME": str(home), "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}",
               "PYTHONUNBUFFERED": "1", "VIRTUAL_ENV": str(tmp_path / "venv"), "LD_LIBRARY_PATH": "/opt/cuda/lib64",
@@ -39,6 +42,8 @@ def test_ci_runs_the_suite_in_a_new_users_environment(tmp_path):
     for made_by_bash in ("PWD", "OLDPWD", "SHLVL", "_"):
         seen.pop(made_by_bash, None)
     assert seen == {"PATH": PLAIN_PATH, "HOME": str(home), "CI": "true"}
+    linted = dict(v.split("=", 1) for v in (checkout / "lint-environment").read_text().split("\0") if v)
+    assert {k: v for k, v in linted.items() if k not in ("PWD", "OLDPWD", "SHLVL", "_")} == seen
     assert (checkout / "args").read_text().splitlines() == ["tests/test_cache.py", "-x"]
 
 
