@@ -46,11 +46,16 @@ elif [ "$part" = rest ]; then  # after run AF's fixes: kir rebuilt, AF's failure
     tests/core/test_model.py tests/core/test_ir.py tests/cli/test_cli_app_args.py tests/cli/test_attack_regressions_inputs.py
 else
   # The unload test's app alone, bare and under the hook (run AF: 372 s for the test's 2 x 2000 cycles)
-  f=$(ls -d build/test-fixtures/*/ | head -1)
-  for pre in "" "$(python3 -c 'import kir, pathlib; print(pathlib.Path(kir.__file__).parent / "lib" / "libkir_hook.so")')"; do
-    s=$(date +%s.%N); LD_PRELOAD=$pre "$f/unload_app" "$f/libunload_big.so" 300 rss >/dev/null 2>&1
-    echo "unload_app 300 cycles, LD_PRELOAD='$pre': exit $?, $(echo "$(date +%s.%N) - $s" | bc) s"
-  done
+  python3 - <<'PY'
+import glob, os, pathlib, subprocess, time, kir
+f = pathlib.Path(sorted(glob.glob("build/test-fixtures/*/"))[0])
+hook = pathlib.Path(kir.__file__).parent / "lib" / "libkir_hook.so"
+for preload in ("", str(hook)):
+    t = time.perf_counter()
+    r = subprocess.run([f / "unload_app", f / "libunload_big.so", "300", "rss"], capture_output=True,
+                       env={**os.environ, "LD_PRELOAD": preload})
+    print(f"unload_app 300 cycles, LD_PRELOAD={preload or '(none)'}: exit {r.returncode}, {time.perf_counter() - t:.1f} s")
+PY
   python3 benchmarks/hook_overhead.py --pairs 7 --launches 100000 >"$OUT/hook_overhead.log" 2>&1
   echo "hook_overhead: exit $?"; tail -15 "$OUT/hook_overhead.log"
   KIR_BENCH_QUICK=1 timeout 300 python3 benchmarks/record_replay.py --quick >"$OUT/record_replay.log" 2>&1
