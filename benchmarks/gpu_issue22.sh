@@ -21,7 +21,7 @@ tests() {  # one named group of tests, its log under $OUT
     >"$OUT/$name.log" 2>&1
   echo "$name: exit $?; $(tail -1 "$OUT/$name.log")"
 }
-if [ "$part" = hook ]; then
+setup() {  # kir built and installed with the carried wheels and -dev packages
   {
     python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl
     for d in .debs/*.deb; do dpkg -x "$d" /tmp/deps; done
@@ -33,12 +33,15 @@ if [ "$part" = hook ]; then
     nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
   } >"$OUT/setup.log" 2>&1
   tail -3 "$OUT/setup.log"
+}
+if [ "$part" = hook ]; then
+  setup
   LIMIT=270 tests hook tests/hook
   LIMIT=240 tests record tests/record
 elif [ "$part" = hook-again ]; then  # run AF's hook part ran past 270 s: on 8 workers, a file per worker
   PYTEST_ARGS="-n 8 --dist loadfile" LIMIT=500 tests hook tests/hook
 elif [ "$part" = rest ]; then  # after run AF's fixes: kir rebuilt, AF's failures again, then the other areas
-  python3 -m pip install --no-build-isolation --no-deps -q . >"$OUT/setup.log" 2>&1
+  setup  # a machine that went cold between calls starts bare
   PYTEST_ARGS="-n 8 --dist loadfile" LIMIT=120 tests hook-fixed tests/hook/test_hook.py tests/hook/test_hook_gpu.py \
     tests/hook/test_hook_override.py tests/hook/test_hook_abi.py
   PYTEST_ARGS="-n 8 --dist loadfile" LIMIT=240 tests replay-jit-tune tests/replay tests/jit tests/tune
