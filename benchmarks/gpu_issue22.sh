@@ -47,6 +47,20 @@ elif [ "$part" = rest ]; then  # after run AF's fixes: kir rebuilt, AF's failure
   PYTEST_ARGS="-n 8 --dist loadfile" LIMIT=240 tests replay-jit-tune tests/replay tests/jit tests/tune
   PYTEST_ARGS="-n 8 --dist loadfile" LIMIT=150 tests core-cli-gpu tests/core/test_gpu.py tests/core/test_hash_agreement.py \
     tests/core/test_model.py tests/core/test_ir.py tests/cli/test_cli_app_args.py tests/cli/test_attack_regressions_inputs.py
+elif [ "$part" = side-by-side ]; then
+  # The hook's launch overhead before (main at b11cd72, carried as build/old-src: `git archive
+  # b11cd72 libkir bindings python CMakeLists.txt pyproject.toml README.md LICENSE`) and after
+  # the redesign, on one machine, runs alternated.
+  setup
+  python3 -m pip install --no-build-isolation --no-deps -q --target /tmp/oldkir build/old-src >"$OUT/old-setup.log" 2>&1
+  PYTHONPATH=/tmp/oldkir:/tmp/site python3 -c "import kir; print('before:', kir.__file__, 'hook API', kir.hook_api_version)"
+  for round in 1 2; do
+    for who in after before; do
+      pp=/tmp/site; [ "$who" = before ] && pp=/tmp/oldkir:/tmp/site
+      PYTHONPATH=$pp python3 benchmarks/hook_overhead.py --pairs 7 --launches 100000 >"$OUT/overhead-$who-$round.log" 2>&1
+      echo "== $who, round $round (exit $?)"; grep -E "^\| (bare|hook)" "$OUT/overhead-$who-$round.log"
+    done
+  done
 else
   # The unload test's app alone, bare and under the hook (run AF: 372 s for the test's 2 x 2000 cycles)
   python3 - <<'PY'
