@@ -13,6 +13,7 @@ import pytest
 import kir
 from kir import ir
 from proteus_layout import fnv1a64  # noqa: E402
+from running import require
 
 
 def work(built, name: str) -> Path:
@@ -21,6 +22,7 @@ def work(built, name: str) -> Path:
 
 
 def llvm_dis(data: bytes, tmp_path: Path) -> str:
+    require("llvm-dis-22")
     path = tmp_path / "m.bc"
     path.write_bytes(data)
     return subprocess.run(["llvm-dis-22", path, "-o", "-"], capture_output=True, text=True,
@@ -127,6 +129,7 @@ def test_extract_ir(built, kir_cli, tmp_path):
     names = sorted(p.name for p in tmp_path.iterdir())
     assert "hip_rdc.ir1.amdgcn.bc" in names and "hip_rdc.ir1.amdgcn.ll" in names
     # The .ll assembles back with LLVM's own assembler.
+    require("llvm-as-22")
     subprocess.run(["llvm-as-22", tmp_path / "hip_rdc.ir1.amdgcn.ll", "-o", tmp_path / "x.bc"],
                    check=True)
     assert (tmp_path / "hip_rdc.ir1.amdgcn.bc").read_bytes()[:4] == b"BC\xc0\xde"
@@ -140,6 +143,7 @@ def test_proteus_jit_metadata(tmp_path):
         "define ptx_kernel void @k(i32 %n) !proteus.jit !0 { ret void }\n"
         "define ptx_kernel void @plain(i32 %n) { ret void }\n"
         "!0 = !{i32 1}\n")
+    require("llvm-as-22")
     subprocess.run(["llvm-as-22", source, "-o", tmp_path / "m.bc"], check=True)
     m = ir.read_module((tmp_path / "m.bc").read_bytes())
     assert m.function("k").jit and not m.function("plain").jit

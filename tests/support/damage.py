@@ -6,7 +6,6 @@ itself (read by llvmlite directly, in a child process: the oracle, not kir)."""
 from __future__ import annotations
 
 import random
-import shutil
 import struct
 import subprocess
 import sys
@@ -14,14 +13,14 @@ from pathlib import Path
 
 import pytest
 
+from running import require
+
 INTERESTING = (b"\xff\xff\xff\xff", b"\0\0\0\0", b"\x7f\xff\xff\xff", b"\x80\0\0\0")
 
 
 def object_with_section(directory: Path, name: str, data: bytes) -> Path:
     """A real ELF object (clang-22) with `data` as its section `name` (llvm-objcopy-22)."""
-    for tool in ("clang-22", "llvm-objcopy-22"):
-        if shutil.which(tool) is None:
-            pytest.skip(f"{tool} is not installed")
+    require("clang-22", "llvm-objcopy-22")
     (directory / "e.c").write_text("int x;\n")
     subprocess.run(["clang-22", "-c", directory / "e.c", "-o", directory / "e.o"], check=True)
     (directory / "section.bin").write_bytes(data)

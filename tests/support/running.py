@@ -12,6 +12,13 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def require(*tools: str) -> None:
+    """Skip the calling test, naming them, unless every program in `tools` is on PATH (the
+    LLVM tools are not on the GPU machine: run AI)."""
+    missing = [t for t in tools if shutil.which(t) is None]
+    if missing:
+        pytest.skip(f"{', '.join(missing)} not installed")
+
 
 class Result:
     def __init__(self, proc: subprocess.CompletedProcess) -> None:
