@@ -10,25 +10,14 @@ set -uo pipefail
 OUT=${OUT:-/tmp/kir-gpu}
 mkdir -p "$OUT"
 part=${1:?items or rest}
-export PYTHONPATH=/tmp/site CMAKE_PREFIX_PATH=/tmp/deps/usr CPATH=/tmp/deps/usr/include \
-  LIBRARY_PATH=/tmp/deps/usr/lib/x86_64-linux-gnu
+. "$(dirname "$0")/gpu_setup.sh"
 run() {  # one named group of tests, its log under $OUT
   local name=$1; shift
   python3 -m pytest -p no:cacheprovider -rs -v "$@" 2>&1 | tail -60 | tee "$OUT/$name.log"
 }
 if [ "$part" = items ]; then
 {
-python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl
-for d in .debs/*.deb; do dpkg -x "$d" /tmp/deps; done
-# The -dev packages' libzstd.so/liblz4.so point at runtimes not carried: the system's.
-for l in zstd lz4; do ln -sf "$(ls /usr/lib/x86_64-linux-gnu/lib$l.so.1)" /tmp/deps/usr/lib/x86_64-linux-gnu/lib$l.so; done
-# The -dev packages' libraries are found at link time (LIBRARY_PATH) and the shared ones
-# at run time from the system: no LD_LIBRARY_PATH, which would outrank the tests' stub
-# runtimes found through RUNPATH (issue 21, item 16).
-rm -rf build/cp*
-python3 -m pip install --no-build-isolation --no-deps -q . 2>&1 | tail -3
-python3 -c "import kir; print('kir', kir.__version__)"
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+gpu_setup
 echo "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
 } 2>&1 | tee "$OUT/setup.log"
 # Item 1: a cache entry (and a whole cache) planted by uid 65534 is refused on the GPU.

@@ -13,25 +13,15 @@ set -uo pipefail
 OUT=${OUT:-/tmp/kir-gpu}
 mkdir -p "$OUT"
 part=${1:?hook, rest or bench}
-export PYTHONPATH=/tmp/site CMAKE_PREFIX_PATH=/tmp/deps/usr CPATH=/tmp/deps/usr/include \
-  LIBRARY_PATH=/tmp/deps/usr/lib/x86_64-linux-gnu
+. "$(dirname "$0")/gpu_setup.sh"
 tests() {  # one named group of tests, its log under $OUT
   local name=$1; shift
   timeout "${LIMIT:-560}" python3 -m pytest -p no:cacheprovider -q -rfEs -m "not slow" --durations=15 ${PYTEST_ARGS:-} "$@" \
     >"$OUT/$name.log" 2>&1
   echo "$name: exit $?; $(tail -1 "$OUT/$name.log")"
 }
-setup() {  # kir built and installed with the carried wheels and -dev packages
-  {
-    python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl
-    for d in .debs/*.deb; do dpkg -x "$d" /tmp/deps; done
-    # The -dev packages' libzstd.so/liblz4.so point at runtimes not carried: the system's.
-    for l in zstd lz4; do ln -sf "$(ls /usr/lib/x86_64-linux-gnu/lib$l.so.1)" /tmp/deps/usr/lib/x86_64-linux-gnu/lib$l.so; done
-    rm -rf build/cp*
-    python3 -m pip install --no-build-isolation --no-deps -q . 2>&1 | tail -3
-    python3 -c "import kir; print('kir', kir.__version__, 'ABI', kir.c_abi_version, 'hook API', kir.hook_api_version)"
-    nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-  } >"$OUT/setup.log" 2>&1
+setup() {
+  gpu_setup >"$OUT/setup.log" 2>&1
   tail -3 "$OUT/setup.log"
 }
 if [ "$part" = hook ]; then
