@@ -307,6 +307,18 @@ def test_hip_launches_can_be_claimed(hip_rig):
     assert wrong.stderr.count("a CUDA handle for a HIP launch") == 2
 
 
+def test_a_hip_launch_event_names_its_device(hip_rig):
+    """Hook API 7 on HIP: hipGetDevice's ordinal, the target of the code object the layer
+    reads for the kernel (HIP has no stable C call naming the device's), no context."""
+    targets = {i.target for c in kir.open(hip_rig[1]).containers for i in c.images if i.target.startswith("gfx")}
+    proc = run_hip(hip_rig, A_DEVICE="1")
+    begins = lines(proc, "A device-begin")
+    assert len(begins) == 2, proc.stdout
+    for line in begins:
+        m = re.fullmatch(r"A device-begin hipLaunchKernel device=0 arch=(\S+) context=\(nil\)", line)
+        assert m and m.group(1) in targets, (line, targets)
+
+
 def test_a_module_loaded_through_the_driver_is_traced_with_its_images(rig):
     """cuModuleLoadData of a bare cubin is one image, and the registered fatbin has its
     container's images (run AF on the H200: the layer passed the module's count on before
