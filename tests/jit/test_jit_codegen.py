@@ -10,6 +10,7 @@ import collections
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -163,11 +164,26 @@ def test_replay_variant_takes_fp_contract():
 # --- the assembler -----------------------------------------------------------------
 
 
-def test_auto_assembler_is_ptxas_first_then_nvjitlink():
-    assert jit.pick_assembler("auto", 0, True) == "ptxas"
-    assert jit.pick_assembler("auto", 1, True) == "nvjitlink"
-    assert jit.pick_assembler("auto", 0, False) == "nvjitlink"
-    assert jit.pick_assembler("ptxas", 5, True) == "ptxas"
+def test_auto_assembler_is_ptxas_until_nvjitlink_is_warm(built):
+    assert jit.pick_assembler("auto", False, True) == "ptxas"
+    assert jit.pick_assembler("auto", True, True) == "nvjitlink"
+    assert jit.pick_assembler("auto", False, False) == "nvjitlink"
+    assert jit.pick_assembler("ptxas", True, True) == "ptxas"
+    if codegen.nvjitlink_module() is None:
+        pytest.skip("nvJitLink does not load")
+    # In a fresh worker: the first cubin from ptxas, nvJitLink warmed meanwhile, later ones
+    # from nvJitLink; the same code either way.
+    script = ("import sys, time, kir.jit as jit\n"
+              "bc = open(sys.argv[1], 'rb').read()\n"
+              "first = jit.compile(bc, '_Z5daxpydPKdPdi', 'sm_90')\n"
+              "time.sleep(5)\n"
+              "later = jit.compile(bc, '_Z5daxpydPKdPdi', 'sm_90')\n"
+              "print(first.resources.tool, '|', later.resources.tool, '|', first.code == later.code)\n")
+    out = _run([sys.executable, "-c", script, built["dir"] / "fast.bc"]).strip().splitlines()[-1]
+    first, later, same = out.split(" | ")
+    assert first.startswith("ptxas") and later.startswith("nvJitLink"), out
+    assert jit.compile(built["fast"][0], "_Z5daxpydPKdPdi", "sm_90", options={"assembler": "ptxas"}).resources.registers == \
+        jit.compile(built["fast"][0], "_Z5daxpydPKdPdi", "sm_90", options={"assembler": "nvjitlink"}).resources.registers
 
 
 # --- spill numbers (issue 23 §1: "spill stores None / loads None" through nvJitLink) ---
@@ -181,9 +197,11 @@ def test_nvjitlink_spills_are_numbers(built):
         compiled = jit.compile(bitcode, kernel, "sm_90", options={"assembler": "nvjitlink"})
         r = compiled.resources
         assert r.tool.startswith("nvJitLink") and (r.spill_stores, r.spill_loads, r.stack_frame) == (0, 0, 0)
-        # nvJitLink's log without the ptxas lines it repeats (on the H200 it left them out in 4
-        # of 5 runs): its own summary ("used N registers, ..., 0 stack, ...") and the cubin
-        # still say the frame is empty, hence no spills.
+        # nvJitLink's log without the ptxas lines, as nvJitLink 13.0 gives it on a hit in the
+        # driver's compute cache (the H200: every `kir jit compile` of a kernel after the first,
+        # "spill stores None" in 4 of 5 runs; nvJitLink here caches nothing): its own summary
+        # ("used N registers, ..., 0 stack, ...") and the cubin say the frame is empty, hence
+        # no spills.
         summary = "\n".join(line for line in r.log.splitlines() if not line.startswith("ptxas"))
         assert f"Function properties for '{kernel}'" in summary and " 0 stack" in summary
         alone = codegen.Resources()

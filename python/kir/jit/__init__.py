@@ -15,6 +15,7 @@ kernel whose IR a binary holds (the IR the Proteus pass embeds, or bitcode).
 """
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
@@ -42,8 +43,9 @@ class Options:
     ptx_version: e.g. 80 for PTX ISA 8.0 (default: the IR's +ptxNN, else LLVM's
       default for the arch); features: more LLVM target features ("+ptx85,...");
     kind: "cubin" or "ptx" (the driver's own PTX JIT assembles it at load, and
-      caches it); assembler: "auto" (the fastest at hand: ptxas for a process's
-      first cubin, nvJitLink after, `pick_assembler`), "nvjitlink" or "ptxas"; assembler_options: ptxas options
+      caches it); assembler: "auto" (the fastest at hand: ptxas until nvJitLink
+      has started in the background, nvJitLink after, `pick_assembler`),
+      "nvjitlink" or "ptxas"; assembler_options: ptxas options
       (nvJitLink gets each as -Xptxas=OPTION), e.g. ("-O3", "--maxrregcount=32");
     keep_other_kernels: keep the module's other kernels as kernels (default:
       only the specialized kernel is an entry; the others are dropped, as the
@@ -330,26 +332,48 @@ def _used_globals(module) -> list[str]:
     return sorted(found)
 
 
-#: Cubins this process assembled (kir's LLVM worker lives across compiles).
-_assembled = 0
-
-
-def pick_assembler(asked: str, compiled_before: int, ptxas_found: bool) -> str:
-    """What `assembler` "auto" uses (docs/jit.md, "Compile latency"): loading
-    libnvJitLink costs a process ~300 ms the first time (H200 host and here), after
-    which it assembles in-process faster than a ptxas process starts and runs (daxpy
-    8 ms against 14 ms on the H200). So a process's first cubin goes to ptxas when
-    it is found; from the second on (kir's LLVM worker serving several compiles: a
-    batch, `kir run`'s compile service) nvJitLink, loaded once."""
+def pick_assembler(asked: str, nvjitlink_warm: bool, ptxas_found: bool) -> str:
+    """What `assembler` "auto" uses (docs/jit.md, "Compile latency"). On the H200 host
+    a process's first nvJitLink call costs ~200 ms (the library's start, after ~100 ms
+    importing it), later ones 0.3-8 ms; a ptxas process 17-37 ms for one kernel. So:
+    ptxas until nvJitLink is warm in this process (kir's LLVM worker warms it in the
+    background at its first cubin, `warm_nvjitlink`), nvJitLink after; nvJitLink when
+    ptxas is not found."""
     if asked != "auto":
         return asked
-    return "nvjitlink" if compiled_before or not ptxas_found else "ptxas"
+    return "nvjitlink" if nvjitlink_warm or not ptxas_found else "ptxas"
+
+
+_warm = threading.Event()
+_warming: list = []
+
+
+def warm_nvjitlink(ptx: str, arch: str) -> None:
+    """Start nvJitLink in a background thread (once per process): it assembles an
+    empty kernel with `ptx`'s header, then `_warm` is set."""
+    if _warming:
+        return
+    header = "\n".join(line for line in ptx.splitlines() if line.startswith((".version", ".target", ".address_size")))
+
+    def start() -> None:
+        link = codegen.nvjitlink_module()
+        if link is None:
+            return
+        try:
+            codegen.nvjitlink(header + "\n.visible .entry kir_warm()\n{\n\tret;\n}\n", arch, [], link)
+            _warm.set()
+        except KirError:
+            pass
+    thread = threading.Thread(target=start, name="kir-nvjitlink-warm", daemon=True)
+    _warming.append(thread)
+    thread.start()
 
 
 def _assemble(ptx: str, arch: str, opts: Options, kernel: str, resources: Resources) -> bytes:
-    global _assembled
-    chosen = pick_assembler(opts.assembler, _assembled, codegen.find_ptxas() is not None)
-    _assembled += 1
+    ptxas_found = codegen.find_ptxas() is not None
+    chosen = pick_assembler(opts.assembler, _warm.is_set(), ptxas_found)
+    if opts.assembler == "auto" and ptxas_found:
+        warm_nvjitlink(ptx, arch)
     link = codegen.nvjitlink_module() if chosen == "nvjitlink" else None
     if opts.assembler == "nvjitlink" and link is None:
         raise codegen.nvjitlink_missing("assembler 'nvjitlink' (else use 'ptxas' or 'auto')")

@@ -127,10 +127,13 @@ def parse_info_log(log: str, entry: str, resources: Resources) -> None:
 
 def complete_spills(resources: Resources) -> None:
     """Spill stores and loads when the log gave none: spilled registers live in the
-    stack frame, so a kernel whose frame is 0 bytes spills nothing. nvJitLink's info
-    log does not always repeat ptxas's lines (issue 23: "spill stores None / loads
-    None" in 4 of 5 `kir jit compile` runs on the H200); its own summary, and the
-    cubin, still give the frame. With a frame and no ptxas line they stay None."""
+    stack frame, so a kernel whose frame is 0 bytes spills nothing. nvJitLink keeps
+    the cubins it made in the driver's compute cache (~/.nv/ComputeCache; not with
+    CUDA_CACHE_DISABLE=1): on a hit ptxas does not run and the info log has only
+    nvJitLink's own summary (issue 23: "spill stores None / loads None" in 4 of 5
+    `kir jit compile` runs on the H200, nvJitLink 13.0: every run after the first);
+    the summary and the cubin still give the frame. With a frame and no ptxas line
+    the spills stay None."""
     if resources.stack_frame == 0:
         for name in ("spill_stores", "spill_loads"):
             if getattr(resources, name) is None:
