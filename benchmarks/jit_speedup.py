@@ -181,7 +181,8 @@ def run(directory: Path, launches: int, repeats: int, names: list[str]) -> None:
         else:
             off_cache = work / name / "off"
             jit_compile(app, kernel, args, off_cache, ["--fp-contract", "off"])
-            _, off_sum = median_run(kir("run", "--jit-cache", off_cache, "--", app_off, name, launches), 1)
+            _, off_sum = median_run(kir("run", "--jit-cache", off_cache, "--fp-contract", "off", "--", app_off, name,
+                                        launches), 1)
             _, aot_off_sum = median_run([app_off, name, launches], 1)
             output = ("contraction only (bitwise with fp-contract off = AOT -ffp-contract=off)"
                       if off_sum == aot_off_sum else "DIFFERS (also with fp-contract off)")
