@@ -122,6 +122,12 @@ def median_run(command, repeats, env=None) -> tuple[float, str]:
     sums = {r[1] for r in results}
     if len(sums) != 1:
         raise RuntimeError(f"{command}: the output changed between runs: {sums}")
+    if "run" in command and "--jit-cache" in command:  # every launch must have run the cached code
+        said = re.search(r"kir: jit: (\d+) launches looked up in .*: (\d+) hits, (\d+) misses, (\d+) substituted",
+                         results[0][3])
+        if not said or said[1] != said[2] or said[2] != said[4]:
+            raise RuntimeError(f"{' '.join(map(str, command))}: not every launch ran the cached code: "
+                               f"{said[0] if said else results[0][3][-400:]}")
     return statistics.median(r[0] for r in results), results[0][1]
 
 
