@@ -18,7 +18,7 @@
 //   KIR_JIT_ALL=1            every kernel, not only those with JIT arguments
 //   KIR_JIT_CONFIG=K=HEX,... the CONFIG records, as `kir.jit.Options().config()`
 //                            gives them (values hex-encoded); default: those of
-//                            the default options (opt 3, codegen-opt 3, kind cubin)
+//                            the default options (opt 3, codegen-opt 3, kind cubin, fp-contract auto)
 //   KIR_JIT_SPECIALIZE=grid,block  the key covers grid / block (the code was
 //                            compiled for them: `kir jit compile --grid/--block`)
 //   KIR_JIT_BOUNDS=MAXT[,MINB]     launch bounds the code was compiled with
@@ -378,9 +378,9 @@ class JitClient {
 
   bool parse_config(const char* text) {
     if (!text) {  // kir.jit.Options() defaults (docs/jit.md, "The JIT key and the cache entry")
-      static const char* const defaults[][2] = {{"opt", "3"},      {"codegen-opt", "3"}, {"ptx", ""},
-                                                {"features", ""},  {"kind", "cubin"},    {"assembler-options", ""},
-                                                {"kernels", "one"}};
+      static const char* const defaults[][2] = {{"opt", "3"},       {"codegen-opt", "3"},   {"ptx", ""},
+                                                {"features", ""},   {"kind", "cubin"},      {"assembler-options", ""},
+                                                {"kernels", "one"}, {"fp-contract", "auto"}};
       for (const auto& d : defaults) add_config(d[0], d[1]);
       return finish_config();
     }

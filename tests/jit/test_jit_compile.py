@@ -94,6 +94,16 @@ def test_unspecialized_kernel_loads_the_parameter(app):
     assert re.search(r"\bfma\.rn\.f64\s+%rd\d+, %rd\d+, %rd\d+, %rd\d+;", body), body
 
 
+def test_fp_contract_option(app):
+    """--fp-contract off: a*x[i]+y[i] stays a multiply and an add, both `.rn` (ptxas keeps
+    them apart); the default, auto, reads the app's -ffp-contract=fast from the IR: an fma."""
+    off = entry_body(compile_ptx(app, "--kernel", DAXPY, "--fp-contract", "off"), DAXPY)
+    assert "fma." not in off and re.search(r"\bmul\.rn\.f64\b", off) and re.search(r"\badd\.rn\.f64\b", off)
+    assert re.search(r"\bfma\.rn\.f64\b", entry_body(compile_ptx(app, "--kernel", DAXPY), DAXPY))
+    bad = run_kir("jit", "compile", app["app"], "--kernel", DAXPY, "--fp-contract", "strict")
+    assert bad.returncode == 2 and "--fp-contract" in bad.stderr
+
+
 def test_the_entry_keeps_the_kernel_signature(app):
     plain = entry_body(compile_ptx(app, "--kernel", DAXPY), DAXPY)
     special = entry_body(compile_ptx(app, "--kernel", DAXPY, "--arg", "1:f64:2.5"), DAXPY)

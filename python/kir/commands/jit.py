@@ -50,6 +50,9 @@ def add_arguments(parser) -> None:
                    help="an option for ptxas (nvJitLink: -Xptxas=OPT), e.g. --ptxas-option=--maxrregcount=32")
     c.add_argument("--keep-other-kernels", action="store_true",
                    help="keep the module's other kernels (default: only this kernel is an entry)")
+    c.add_argument("--fp-contract", choices=("auto", "fast", "on", "off"), default="auto",
+                   help="floating-point contraction: fast (any a*b+c may become an fma), on (where the IR "
+                        "allows it), off (never: as -ffp-contract=off), auto (default: what the IR was built with)")
     c.add_argument("--cache", metavar="DIR", help="store the result in this kernel-object cache")
     c.add_argument("-o", "--output", metavar="FILE", help="write the cubin / PTX here")
     c.add_argument("--json", action="store_true", help="print one JSON object")
@@ -96,7 +99,7 @@ def compile_command(args) -> int:
                           codegen_opt=args.codegen_opt, ptx_version=args.ptx_version,
                           features=args.features, kind="ptx" if args.ptx else "cubin",
                           assembler=args.assembler, assembler_options=tuple(args.ptxas_option),
-                          keep_other_kernels=args.keep_other_kernels)
+                          keep_other_kernels=args.keep_other_kernels, fp_contract=args.fp_contract)
     from kir.jit.codegen import check_arch
     check_arch(args.arch)
     if args.cache:

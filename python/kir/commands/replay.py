@@ -160,7 +160,7 @@ def check_options(args: argparse.Namespace) -> None:
             raise OptionError(f"{option} launches a variant of one record: not with --all")
     if VariantOptions.wanted(args):
         raise OptionError("--specialize, --specialize-dims, --bounds, -O, --pipeline, --ptxas-option, "
-                          "--warmup and --jit-cache make a variant of one record: not with --all")
+                          "--fp-contract, --warmup and --jit-cache make a variant of one record: not with --all")
 
 
 def print_plan(record, opts: ReplayOptions) -> int:

@@ -24,6 +24,9 @@ def add_variant_arguments(parser) -> None:
     group.add_argument("--pipeline", metavar="TEXT", help="an LLVM pass pipeline instead of -O")
     group.add_argument("--ptxas-option", action="append", default=[], metavar="OPT",
                        help="an option for ptxas, e.g. --maxrregcount=32. Repeatable")
+    group.add_argument("--fp-contract", choices=("auto", "fast", "on", "off"), default=None,
+                       help="floating-point contraction of the variant (default auto: as the IR was built; "
+                            "off: bit-identical with a -ffp-contract=off build)")
     group.add_argument("--warmup", type=int, default=None, metavar="N",
                        help="untimed launches before the timed ones (default 1 for a variant)")
     group.add_argument("--timing", choices=("each", "graph"), default=None,
@@ -53,7 +56,7 @@ class VariantOptions:
         """Whether the command line gives any variant option."""
         return bool(args.specialize or args.specialize_dims or args.bounds or args.opt_level is not None or
                     args.pipeline or args.ptxas_option or args.warmup is not None or args.jit_cache or
-                    args.timing is not None)
+                    args.timing is not None or getattr(args, "fp_contract", None) is not None)
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> VariantOptions:
@@ -64,9 +67,9 @@ class VariantOptions:
         if set(dims) - {"grid", "block"}:
             raise OptionError(f"--specialize-dims {args.specialize_dims!r}: expected grid, block or grid,block")
         options = None
-        if args.opt_level is not None or args.pipeline or args.ptxas_option:
+        if args.opt_level is not None or args.pipeline or args.ptxas_option or args.fp_contract is not None:
             options = {"opt_level": 3 if args.opt_level is None else args.opt_level, "pipeline": args.pipeline,
-                       "assembler_options": tuple(args.ptxas_option)}
+                       "assembler_options": tuple(args.ptxas_option), "fp_contract": args.fp_contract or "auto"}
         bounds = None
         if args.bounds:
             try:

@@ -41,6 +41,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--ptx", action="store_true", help="the entries are PTX")
     parser.add_argument("--ptxas-option", action="append", default=[], metavar="OPT")
     parser.add_argument("--keep-other-kernels", action="store_true")
+    parser.add_argument("--fp-contract", choices=("auto", "fast", "on", "off"), default="auto",
+                        help="the contraction the entries were compiled with (default auto)")
     parser.add_argument("--stats", metavar="FILE", help="write the client's counters here as JSON")
     add_program_argument(parser)
 
@@ -58,7 +60,7 @@ def run(args) -> int:
     options = jit.Options(opt_level=3 if args.opt is None else args.opt, pipeline=args.pipeline,
                           codegen_opt=args.codegen_opt, ptx_version=args.ptx_version, features=args.features,
                           kind="ptx" if args.ptx else "cubin", assembler_options=tuple(args.ptxas_option),
-                          keep_other_kernels=args.keep_other_kernels)
+                          keep_other_kernels=args.keep_other_kernels, fp_contract=args.fp_contract)
     fd, stats_path = tempfile.mkstemp(prefix="kir-jit-", suffix=".json")
     os.close(fd)
     try:

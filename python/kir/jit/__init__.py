@@ -15,6 +15,7 @@ kernel whose IR a binary holds (the IR the Proteus pass embeds, or bitcode).
 """
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
@@ -25,8 +26,8 @@ from kir.jit.codegen import Resources
 from kir.jit.transform import TransformReport
 from kir.jit.values import ArgValue, Specialization
 
-__all__ = ["ArgValue", "CompiledKernel", "Options", "Resources", "Specialization", "TransformReport",
-           "compile", "jit_key", "key_inputs", "store"]
+__all__ = ["ArgValue", "CompiledKernel", "Options", "pick_assembler", "Resources", "Specialization",
+           "TransformReport", "compile", "jit_key", "key_inputs", "store"]
 
 KINDS = ("cubin", "ptx")
 ASSEMBLERS = ("auto", "nvjitlink", "ptxas")
@@ -41,12 +42,20 @@ class Options:
     codegen_opt: the back end's optimization level (default: opt_level);
     ptx_version: e.g. 80 for PTX ISA 8.0 (default: the IR's +ptxNN, else LLVM's
       default for the arch); features: more LLVM target features ("+ptx85,...");
-    kind: "cubin" or "ptx"; assembler: "auto" (nvJitLink when its library loads,
-      else ptxas), "nvjitlink" or "ptxas"; assembler_options: ptxas options
+    kind: "cubin" or "ptx" (the driver's own PTX JIT assembles it at load, and
+      caches it); assembler: "auto" (the fastest at hand: ptxas until nvJitLink
+      has started in the background, nvJitLink after, `pick_assembler`),
+      "nvjitlink" or "ptxas"; assembler_options: ptxas options
       (nvJitLink gets each as -Xptxas=OPTION), e.g. ("-O3", "--maxrregcount=32");
     keep_other_kernels: keep the module's other kernels as kernels (default:
       only the specialized kernel is an entry; the others are dropped, as the
-      module Proteus compiles holds just the kernel and what it calls)."""
+      module Proteus compiles holds just the kernel and what it calls);
+    fp_contract: floating-point contraction (a*b+c as one fma): "fast" (the back
+      end may fuse any multiply and add: clang's CUDA default, -ffp-contract=fast),
+      "on" (only where the IR allows it: llvm.fmuladd and `contract` operations,
+      LLVM's FPOpFusion::Standard), "off" (never: bit-identical with an AOT
+      -ffp-contract=off build) or "auto" (default: what the app was built with, as
+      the kernel's IR tells, kir.jit.transform.fp_contract_of)."""
     opt_level: int = 3
     pipeline: str | None = None
     codegen_opt: int | None = None
@@ -56,6 +65,7 @@ class Options:
     assembler: str = "auto"
     assembler_options: tuple[str, ...] = ()
     keep_other_kernels: bool = False
+    fp_contract: str = "auto"
 
     def __post_init__(self) -> None:
         for name in ("opt_level", "codegen_opt"):
@@ -77,6 +87,8 @@ class Options:
         if isinstance(self.assembler_options, str):
             self.assembler_options = tuple(self.assembler_options.split())
         self.assembler_options = tuple(self.assembler_options)
+        if self.fp_contract not in transform.FP_CONTRACT:
+            raise OptionError(f"fp_contract {self.fp_contract!r}: expected {', '.join(transform.FP_CONTRACT)}")
         if not isinstance(self.features, str):
             raise OptionError(f"features {self.features!r}: expected text such as '+ptx85'")
 
@@ -109,7 +121,8 @@ class Options:
                  ("features", self.features.encode()),
                  ("kind", self.kind.encode()),
                  ("assembler-options", " ".join(self.assembler_options).encode()),
-                 ("kernels", b"all" if self.keep_other_kernels else b"one")]
+                 ("kernels", b"all" if self.keep_other_kernels else b"one"),
+                 ("fp-contract", self.fp_contract.encode())]
         return items
 
 
@@ -132,6 +145,8 @@ class CompiledKernel:
     #: device global variables the compiled code defines (after optimization): its
     #: own copies, not the running program's (Proteus relinks them; kir.jit does not)
     device_globals: list[str] = field(default_factory=list)
+    #: the contraction the code was compiled with ("auto" resolved from the IR)
+    fp_contract: str = ""
 
     @property
     def config(self) -> list[tuple[str, bytes]]:
@@ -156,6 +171,7 @@ class CompiledKernel:
             out[f"config.{key}"] = value.decode()
         out["assembler"] = self.resources.tool or "none"
         out["device_globals"] = " ".join(self.device_globals)
+        out["fp_contract"] = self.fp_contract
         out.update({f"specialize.{k}": v for k, v in self.specialization.meta().items()})
         out.update(self.resources.meta())
         return out
@@ -172,7 +188,7 @@ class CompiledKernel:
                                 "bounds": self.specialization.bounds,
                                 "dims_replaced": self.transform.replaced_dims,
                                 "kernels_dropped": self.transform.dropped_kernels},
-                "config": {k: v.decode() for k, v in self.config},
+                "config": {k: v.decode() for k, v in self.config}, "fp_contract": self.fp_contract,
                 "device_globals": self.device_globals}
 
 
@@ -254,6 +270,7 @@ def _compile(module, kernel: str, arch: str, spec: Specialization, opts: Options
     timings = {}
 
     step = time.perf_counter()
+    contract = opts.fp_contract if opts.fp_contract != "auto" else transform.fp_contract_of(str(parsed))
     ptx_version = opts.ptx_version or _ptx_from_ir(parsed, kernel)
     specialized, report = transform.specialize(parsed, kernel, spec, arch, ptx_version,
                                                opts.keep_other_kernels)
@@ -266,6 +283,10 @@ def _compile(module, kernel: str, arch: str, spec: Specialization, opts: Options
                         [f for f in opts.features.split(",") if f])
     machine = codegen.target_machine(arch, features,
                                      opts.codegen_opt if opts.codegen_opt is not None else opts.opt_level)
+    if contract == "off":
+        text, changed = transform.strip_contraction(str(specialized))
+        if changed:
+            specialized = transform.parse_verified(text, kernel)
     pipeline.cleanup(specialized, machine)
     timings["specialize"] = time.perf_counter() - step
 
@@ -276,7 +297,7 @@ def _compile(module, kernel: str, arch: str, spec: Specialization, opts: Options
     device_globals = _used_globals(specialized)
 
     step = time.perf_counter()
-    ptx = codegen.emit_ptx(specialized, machine)
+    ptx = codegen.emit_ptx(specialized, machine, contract)
     timings["codegen"] = time.perf_counter() - step
     if f".entry {kernel}(" not in ptx:
         raise KirError(f"the PTX has no entry {kernel} (a bug in kir's transform, please report it)")
@@ -292,7 +313,7 @@ def _compile(module, kernel: str, arch: str, spec: Specialization, opts: Options
                           resources=resources, compile_seconds=time.perf_counter() - started,
                           options=opts, specialization=spec, static_hash=static_hash,
                           ptx_version=ptx_version, timings=timings, transform=report,
-                          device_globals=device_globals)
+                          device_globals=device_globals, fp_contract=contract)
 
 
 def _used_globals(module) -> list[str]:
@@ -311,8 +332,49 @@ def _used_globals(module) -> list[str]:
     return sorted(found)
 
 
+def pick_assembler(asked: str, nvjitlink_warm: bool, ptxas_found: bool) -> str:
+    """What `assembler` "auto" uses (docs/jit.md, "Compile latency"). On the H200 host
+    a process's first nvJitLink call costs ~200 ms (the library's start, after ~100 ms
+    importing it), later ones 0.3-8 ms; a ptxas process 17-37 ms for one kernel. So:
+    ptxas until nvJitLink is warm in this process (kir's LLVM worker warms it in the
+    background at its first cubin, `warm_nvjitlink`), nvJitLink after; nvJitLink when
+    ptxas is not found."""
+    if asked != "auto":
+        return asked
+    return "nvjitlink" if nvjitlink_warm or not ptxas_found else "ptxas"
+
+
+_warm = threading.Event()
+_warming: list = []
+
+
+def warm_nvjitlink(ptx: str, arch: str) -> None:
+    """Start nvJitLink in a background thread (once per process): it assembles an
+    empty kernel with `ptx`'s header, then `_warm` is set."""
+    if _warming:
+        return
+    header = "\n".join(line for line in ptx.splitlines() if line.startswith((".version", ".target", ".address_size")))
+
+    def start() -> None:
+        link = codegen.nvjitlink_module()
+        if link is None:
+            return
+        try:
+            codegen.nvjitlink(header + "\n.visible .entry kir_warm()\n{\n\tret;\n}\n", arch, [], link)
+            _warm.set()
+        except KirError:
+            pass
+    thread = threading.Thread(target=start, name="kir-nvjitlink-warm", daemon=True)
+    _warming.append(thread)
+    thread.start()
+
+
 def _assemble(ptx: str, arch: str, opts: Options, kernel: str, resources: Resources) -> bytes:
-    link = codegen.nvjitlink_module() if opts.assembler in ("auto", "nvjitlink") else None
+    ptxas_found = codegen.find_ptxas() is not None
+    chosen = pick_assembler(opts.assembler, _warm.is_set(), ptxas_found)
+    if opts.assembler == "auto" and ptxas_found:
+        warm_nvjitlink(ptx, arch)
+    link = codegen.nvjitlink_module() if chosen == "nvjitlink" else None
     if opts.assembler == "nvjitlink" and link is None:
         raise codegen.nvjitlink_missing("assembler 'nvjitlink' (else use 'ptxas' or 'auto')")
     if link is not None:

@@ -34,7 +34,16 @@ def target_machine(arch: str, features: str, opt: int):
     return target.create_target_machine(cpu=arch, features=features, opt=opt)
 
 
-def emit_ptx(module, machine) -> str:
+def emit_ptx(module, machine, fp_contract: str = "on") -> str:
+    """PTX of `module`. fp_contract "fast" is clang's CUDA back end with
+    TargetOptions::AllowFPOpFusion = Fast (clang -ffp-contract=fast): NVPTX may fuse
+    any multiply and add and prints the operations it leaves unfused without `.rn`,
+    so ptxas may fuse them too. llvmlite cannot set AllowFPOpFusion; NVPTX's own
+    option -nvptx-fma-level=1 has the same effect (NVPTXTargetLowering::allowFMA),
+    and 0 is llvmlite's FPOpFusion::Standard (only `contract` operations and
+    llvm.fmuladd fused; the rest printed `.rn`, which ptxas never fuses)."""
+    import llvmlite.binding as llvm
+    llvm.set_option("kir", f"-nvptx-fma-level={1 if fp_contract == 'fast' else 0}")
     try:
         return machine.emit_assembly(module)
     except RuntimeError as error:
@@ -74,6 +83,8 @@ _USED = re.compile(r"\bused (\d+) registers", re.I)
 _BARRIERS = re.compile(r"\bused (\d+) barriers", re.I)
 _BYTES = re.compile(r"(\d+) bytes (smem|lmem|cmem\[\d+\])")
 _FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+#: nvJitLink's own summary line: "used 10 registers, used 0 barriers, 0 stack, 0 bytes smem, ..."
+_STACK = re.compile(r"\bused \d+ registers,.* (\d+) stack\b", re.I)
 
 
 def parse_info_log(log: str, entry: str, resources: Resources) -> None:
@@ -96,6 +107,9 @@ def parse_info_log(log: str, entry: str, resources: Resources) -> None:
         if frame:
             for name, value in zip(("stack_frame", "spill_stores", "spill_loads"), map(int, frame.groups())):
                 first(name, value)
+        stack = _STACK.search(line)
+        if stack:
+            first("stack_frame", int(stack[1]))
         used = _USED.search(line)
         if used:
             first("registers", int(used[1]))
@@ -109,6 +123,21 @@ def parse_info_log(log: str, entry: str, resources: Resources) -> None:
                     first("local_bytes", int(size))
                 else:
                     resources.constant_bytes.setdefault(kind, int(size))
+
+
+def complete_spills(resources: Resources) -> None:
+    """Spill stores and loads when the log gave none: spilled registers live in the
+    stack frame, so a kernel whose frame is 0 bytes spills nothing. nvJitLink keeps
+    the cubins it made in the driver's compute cache (~/.nv/ComputeCache; not with
+    CUDA_CACHE_DISABLE=1): on a hit ptxas does not run and the info log has only
+    nvJitLink's own summary (issue 23: "spill stores None / loads None" in 4 of 5
+    `kir jit compile` runs on the H200, nvJitLink 13.0: every run after the first);
+    the summary and the cubin still give the frame. With a frame and no ptxas line
+    the spills stay None."""
+    if resources.stack_frame == 0:
+        for name in ("spill_stores", "spill_loads"):
+            if getattr(resources, name) is None:
+                setattr(resources, name, 0)
 
 
 def elf_sections(data: bytes) -> dict[str, int]:
@@ -158,6 +187,7 @@ def from_cubin(cubin: bytes, entry: str, resources: Resources) -> None:
     if resources.local_bytes is None:
         resources.local_bytes = sections.get(f".nv.local.{entry}", 0)
     resources.constant_bytes = dict(sorted(resources.constant_bytes.items()))
+    complete_spills(resources)
 
 
 def find_ptxas() -> str | None:
@@ -240,6 +270,6 @@ def nvjitlink(ptx: str, arch: str, options: list[str], module=None) -> tuple[byt
         link.destroy(handle)
 
 
-__all__ = ["check_arch", "elf_sections", "emit_ptx", "find_ptxas", "from_cubin", "nvjitlink",
+__all__ = ["check_arch", "complete_spills", "elf_sections", "emit_ptx", "find_ptxas", "from_cubin", "nvjitlink",
            "nvjitlink_missing", "nvjitlink_module", "NVPTX_TRIPLE", "parse_info_log", "ptxas", "Resources",
            "target_machine"]

@@ -123,11 +123,41 @@ def _split(text: str, whole: str) -> list[str]:
     return parts
 
 
+def tuning(level: int):
+    """The pipeline tuning options clang gives its CUDA device compile at -O`level`
+    (clang/lib/CodeGen/BackendUtil.cpp, EmitAssemblyHelper::RunOptimizationPipeline:
+    LoopUnrolling and LoopInterleaving = UnrollLoops, LoopVectorization =
+    VectorizeLoop, SLPVectorization = VectorizeSLP; the driver turns unrolling and
+    both vectorizers on from -O2, `clang -### --cuda-device-only -O3` shows
+    -vectorize-loops -vectorize-slp). llvmlite's own default leaves the SLP
+    vectorizer off at every level."""
+    import llvmlite.binding as llvm
+    pto = llvm.PipelineTuningOptions(speed_level=level)
+    pto.loop_unrolling = pto.loop_interleaving = level >= 2
+    pto.loop_vectorization = pto.slp_vectorization = level >= 2
+    return pto
+
+
+def clang_options() -> None:
+    """The LLVM options clang's CUDA driver passes to a device compile (`-mllvm
+    -enable-memcpyopt-without-libcalls`: NVPTX has no memcpy library call), set once
+    in the process that runs the pipeline (kir's LLVM worker)."""
+    global _options_set
+    if not _options_set:
+        import llvmlite.binding as llvm
+        llvm.set_option("kir", "-enable-memcpyopt-without-libcalls")
+        _options_set = True
+
+
+_options_set = False
+
+
 def run(module, machine, stages: list[tuple[str, object]]) -> None:
     import llvmlite.binding as llvm
+    clang_options()
     for kind, value in stages:
         if kind == "default":
-            builder = llvm.create_pass_builder(machine, llvm.PipelineTuningOptions(speed_level=value))
+            builder = llvm.create_pass_builder(machine, tuning(value))
             builder.getModulePassManager().run(module, builder)
         else:
             builder = llvm.create_pass_builder(machine, llvm.PipelineTuningOptions(speed_level=2))
@@ -145,4 +175,4 @@ def cleanup(module, machine) -> None:
     run(module, machine, [("passes", ["always-inline", "globaldce", "strip-dead-prototypes"])])
 
 
-__all__ = ["ADAPTORS", "cleanup", "parse", "PASSES", "run"]
+__all__ = ["ADAPTORS", "clang_options", "cleanup", "parse", "PASSES", "run", "tuning"]

@@ -499,3 +499,61 @@ __all__ = ["add_definitions", "BODY_SUFFIX", "build_wrapper", "check_specializat
            "demote_kernels", "describe", "find_kernel", "inline_body", "KERNEL_CC", "kernel_names", "kernel_params",
            "make_body", "Param", "parse_params", "parse_verified", "replace_dims", "retarget_attribute_groups",
            "specialize", "symbol", "TransformReport", "wrapper_attributes"]
+
+
+# --- floating-point contraction (Options.fp_contract) -----------------------------
+
+FP_CONTRACT = ("auto", "fast", "on", "off")
+_FP_OPS = r"fadd|fsub|fmul|fdiv|frem|fneg|call|select|phi|fptrunc|fpext|uitofp|sitofp"
+_FLAGS = re.compile(rf"\b({_FP_OPS})((?: (?:nnan|ninf|nsz|arcp|contract|afn|reassoc|fast))+)(?= )")
+_FMULADD = re.compile(r"^(\s*)(%[-\w.$]+) = (?:(?:tail|notail|musttail) )?call ((?:[a-z]+ )*)(<\d+ x \w+>|\w+) "
+                      r"@llvm\.fmuladd\.[\w.]+\(\4 ([^,]+), \4 ([^,]+), \4 ([^,)]+)\)", re.M)
+
+
+def fp_contract_of(text: str) -> str:
+    """What the front end's -ffp-contract was, as the IR tells it: `contract` (or
+    `fast`) on a floating-point operation: fast (CUDA's default, clang marks every
+    operation); llvm.fmuladd without them: on (C's default); plain operations only:
+    off. A module with neither says nothing: fast, CUDA's default."""
+    if any("contract" in m[2] or "fast" in m[2] for m in _FLAGS.finditer(text)):
+        return "fast"
+    if re.search(r"= (?:[a-z]+ )*call [^\n]*@llvm\.fmuladd\.", text):
+        return "on"
+    if re.search(r"= (?:fadd|fmul|fsub) ", text):
+        return "off"
+    return "fast"
+
+
+def strip_contraction(text: str) -> tuple[str, int]:
+    """The module text with no contraction allowed (fp_contract off, as clang
+    -ffp-contract=off writes it): `contract` dropped from every operation (`fast`
+    spelled out without it) and each llvm.fmuladd split into fmul and fadd, which
+    the back end then never fuses. Returns the text and how many places changed."""
+    count = 0
+
+    def flags(m: re.Match) -> str:
+        nonlocal count
+        words = m[2].split()
+        if "contract" not in words and "fast" not in words:
+            return m[0]
+        count += 1
+        kept = []
+        for w in words:
+            if w == "fast":
+                kept += [f for f in ("reassoc", "nnan", "ninf", "nsz", "arcp", "afn") if f not in words]
+            elif w != "contract":
+                kept.append(w)
+        return m[1] + "".join(" " + w for w in kept)
+
+    def split(m: re.Match) -> str:
+        nonlocal count
+        count += 1
+        indent, name, fmf, ty, a, b, c = m.groups()
+        fmf = " ".join(w for w in fmf.split() if w in ("nnan", "ninf", "nsz", "arcp", "afn", "reassoc"))
+        fmf = fmf + " " if fmf else ""
+        product = f"%kir.mul.{name[1:]}"
+        return f"{indent}{product} = fmul {fmf}{ty} {a}, {b}\n{indent}{name} = fadd {fmf}{ty} {product}, {c}"
+
+    text = _FLAGS.sub(flags, text)
+    text = _FMULADD.sub(split, text)
+    return text, count
