@@ -3,6 +3,8 @@
 
 #include <link.h>
 
+#include <cstring>
+
 #include "kir/discover.hpp"
 
 namespace kir::hook {
@@ -11,6 +13,16 @@ extern const VendorTraits kCudaTraits;  // vendor_cuda.cpp
 extern const VendorTraits kHipTraits;   // vendor_hip.cpp
 
 const VendorTraits& traits(Vendor vendor) { return vendor == Vendor::hip ? kHipTraits : kCudaTraits; }
+
+const VendorTraits* traits_of_wrapper(const void* wrapper) {
+  uint64_t extent = wrapper ? mapped_extent(wrapper) : 0;
+  if (!wrapper || extent < sizeof(uint32_t)) return nullptr;  // kUnknownSize (the heap) is large
+  uint32_t magic = 0;
+  std::memcpy(&magic, wrapper, sizeof magic);
+  for (const VendorTraits* t : {&kCudaTraits, &kHipTraits})
+    if (t->wrapper_magic == magic) return t;
+  return nullptr;
+}
 
 uint64_t mapped_extent(const void* p) {
   struct Search {
