@@ -163,6 +163,15 @@ def test_one_compile_for_two_processes_sharing_a_cache(rig, kir_cli, tmp_path):
     assert not any((cache / STATE / "locks").iterdir()), "a lock file left behind"
 
 
+def test_a_full_queue_means_the_original_runs(rig, kir_cli, tmp_path):
+    """--queue 1, async: a=2.5 is queued; a=3.5, asked while it compiles, finds the queue
+    full and runs the original, counted (and asked again at its next recheck)."""
+    result, stats = kir_run(kir_cli, rig, tmp_path / "cache", "rvr", tmp_path, "--mode", "async", "--queue", "1")
+    assert launch_kinds(result.stdout) == ["cudaLaunchKernel"] * 2
+    assert (stats["compile_requests"], stats["queue_full"]) == (2, 1), stats
+    assert "1 queue full" in result.stderr.splitlines()[-1]
+
+
 def test_a_compile_failure_is_remembered_as_a_negative_entry(rig, kir_cli, tmp_path):
     cache = tmp_path / "cache"
     static = rig["jit_axpy_bad.fatbin"][1]
@@ -324,6 +333,9 @@ def test_kir_run_honours_proteus_settings_and_says_which(rig, kir_cli, tmp_path)
                            rig["cubin"], "rr")
     assert disabled.returncode == 0 and launch_kinds(disabled.stdout) == ["cudaLaunchKernel"] * 2
     assert "kir: jit: disabled (PROTEUS_DISABLE / KIR_JIT_DISABLE)" in disabled.stderr
+    # No cache named anywhere: exit 2 before the app runs.
+    nothing = kir_cli("run", "--", "true")
+    assert nothing.returncode == 2 and "no cache: --jit-cache DIR" in nothing.stderr, nothing.stderr
     assert not (tmp_path / "c3").exists() or not any((tmp_path / "c3").iterdir())
     # PROTEUS_USE_STORED_CACHE=0: a cache for this run only.
     result, stats = kir_run(kir_cli, rig, None, "rr", tmp_path, env={"PROTEUS_USE_STORED_CACHE": "0"})
@@ -337,6 +349,16 @@ def test_kir_run_honours_proteus_settings_and_says_which(rig, kir_cli, tmp_path)
                        block=(32, 1, 1), bounds=(32, 0), shared_bytes=16, config=jit.Options().config())
     assert [e.key for e in Cache(cache).entries()] == [expected] and stats["substituted"] == 1
     assert Cache(cache).lookup(expected).meta["specialize.bounds"] == "32,0"
+    # PROTEUS_SPECIALIZE_ARGS=0, PROTEUS_OPT_LEVEL=2, PROTEUS_CODEGEN_OPT_LEVEL=1: one entry for every
+    # value of a (the key has no ARG record), compiled at -O2 / codegen -O1 (the key's CONFIG records).
+    cache = tmp_path / "no-args"
+    result, stats = kir_run(kir_cli, rig, cache, "rvrvr", tmp_path,
+                            env={"PROTEUS_SPECIALIZE_ARGS": "0", "PROTEUS_OPT_LEVEL": "2",
+                                 "PROTEUS_CODEGEN_OPT_LEVEL": "1"})
+    expected = jit_key(rig["jit_axpy.fatbin"][1], "sm_90", [], shared_bytes=16,
+                       config=jit.Options(opt_level=2, codegen_opt=1).config())
+    assert [e.key for e in Cache(cache).entries()] == [expected], result.stderr
+    assert launch_kinds(result.stdout) == ["cuLaunchKernel"] * 3 and stats["compiled"] == 1
 
 
 # ---- defects of the client (issue 23 §1) ---------------------------------------------
