@@ -492,6 +492,10 @@ def start(cache_dir: str | Path, options, *, group: str | None = None, workers: 
         raise KirError(f"compile service: {workers} workers, queue {queue}: expected >= 1 each")
     directory = tempfile.mkdtemp(prefix="kir-jit-")  # mode 0700
     socket_path = os.path.join(directory, "compile.sock")
+    if len(socket_path.encode()) >= 100:  # sockaddr_un holds 108 bytes: a long $TMPDIR cannot name it
+        os.rmdir(directory)
+        directory = tempfile.mkdtemp(prefix="kir-jit-", dir="/tmp")
+        socket_path = os.path.join(directory, "compile.sock")
     command = [sys.executable, "-c", "import sys\nif sys.path[:1] == ['']: del sys.path[0]\n"
                "from kir.jit.service import main\nmain()\n",
                "--socket", socket_path, "--cache", str(cache_dir), "--options", json.dumps(asdict(options)),
