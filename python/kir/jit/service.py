@@ -333,7 +333,9 @@ class Service:
         process.run(None)
         while True:
             job, future = self.jobs.get()
-            future.set_result(process.run(job))
+            result = process.run(job)
+            self._done(job[3], result)  # said (and the key no longer pending) before it is answered
+            future.set_result(result)
 
     def stop(self) -> None:
         for process in self.processes:
@@ -359,16 +361,14 @@ class Service:
                 future = Future()
                 self.jobs.put(((self.cache_dir, self.group, self.options, header, modules), future))
                 self.pending[key] = future
-        if new:
-            future.add_done_callback(lambda f, h=header: self._done(h, f))
         if not header.get("wait", True):
             return "queued" if new else "pending"
         status, message = future.result()
         return f"failed {message}" if status == "mismatch" else f"{status} {message}"
 
-    def _done(self, header: dict, future: Future) -> None:
+    def _done(self, header: dict, result: tuple[str, str]) -> None:
         key, kernel = header["key"], header["kernel"]
-        status, message = future.result()
+        status, message = result
         with self.lock:
             self.pending.pop(key, None)
             if status == "mismatch":
