@@ -13,6 +13,17 @@
 // count every launch. A missed key is looked up again after KIR_JIT_RECHECK_MS;
 // at most kRemembered missed keys are remembered (then all are forgotten at once).
 //
+// With a compile service (KIR_JIT_SERVICE, started by `kir run`: python/kir/jit/
+// service.py), a miss is compiled, out of the app's process: the request carries the
+// kernel's IR (kir_hook_kernel_ir), name, arch, static hash, the runtime-constant
+// values the key covers, the dims/bounds when specialized and the key; the service
+// compiles with kir.jit, checks that the result's key is this key and stores it in
+// the cache. sync (default): the launch waits for the answer, then looks the key up
+// again and launches the code; async: the request is queued and the original runs
+// until a recheck finds the entry. One connection per request (nothing shared with
+// a forked child); whatever fails (no service, a timeout, a compile error, a full
+// queue), the app's own kernel runs. A key whose compile failed is not asked again.
+//
 // Settings (read once, when the layer loads the client; docs/jit.md):
 //   KIR_JIT_CACHE=DIR        the cache (required: without it nothing is claimed)
 //   KIR_JIT_ALL=1            every kernel, not only those with JIT arguments
@@ -27,12 +38,23 @@
 //   KIR_JIT_RECHECK_MS=N     a key that missed is looked up again after N ms
 //                            (default 1000: another process may fill it)
 //   KIR_CACHE_GROUP=GROUP    the cache is shared with GROUP's members (docs/cache.md)
+//   KIR_JIT_SERVICE=PATH     the compile service's Unix socket (`kir run` sets it)
+//   KIR_JIT_MODE=sync|async  wait for a miss's code (default) or run the original meanwhile
+//   KIR_JIT_TIMEOUT_MS=N     sync: the longest a launch waits for its code (default 120000)
+//   KIR_JIT_DISABLE=1        look nothing up, claim nothing (PROTEUS_DISABLE, via `kir run`)
+//   KIR_JIT_ARGS=0           the key covers no argument value (PROTEUS_SPECIALIZE_ARGS=0)
+//   KIR_JIT_BOUNDS=launch    launch bounds = each launch's block size (PROTEUS_SPECIALIZE_LAUNCH_BOUNDS)
 #include <dlfcn.h>
+#include <limits.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <cerrno>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
@@ -125,9 +147,112 @@ std::string arg_text(const kir_jit_arg& a, const void* value) {
   return std::to_string(a.position) + ":" + t + ":" + buf;
 }
 
+/// One request to the compile service (python/kir/jit/service.py): a fresh connection
+/// (so a forked child never shares its parent's), frames of an 8-byte little-endian
+/// length and the bytes: the JSON header, then each IR module; the answer is one frame,
+/// "STATUS MESSAGE". false with `error` set when the service cannot be reached or
+/// does not answer within `timeout_ms`; `unreachable`: it is not there at all.
+bool service_request(const std::string& path, const std::string& header, const std::vector<kir_bytes>& modules,
+                     uint64_t timeout_ms, std::string& reply, std::string& error, bool& unreachable) {
+  unreachable = false;
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  if (path.size() >= sizeof address.sun_path) {
+    error = "socket path too long";
+    unreachable = true;
+    return false;
+  }
+  std::memcpy(address.sun_path, path.c_str(), path.size() + 1);
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    error = std::string("socket: ") + std::strerror(errno);
+    return false;
+  }
+  timeval tv{time_t(timeout_ms / 1000), suseconds_t((timeout_ms % 1000) * 1000)};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  auto fail = [&](const char* what) {
+    error = std::string(what) + ": " + (errno == EAGAIN ? "no answer in time" : std::strerror(errno));
+    ::close(fd);
+    return false;
+  };
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
+    unreachable = errno == ENOENT || errno == ECONNREFUSED;
+    return fail("connect");
+  }
+  auto send_all = [&](const void* data, size_t size) {
+    const char* p = static_cast<const char*>(data);
+    while (size) {
+      ssize_t n = ::send(fd, p, size, MSG_NOSIGNAL);  // a dead service is an error, not SIGPIPE
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return false;
+      p += n, size -= size_t(n);
+    }
+    return true;
+  };
+  auto send_frame = [&](const void* data, size_t size) {
+    unsigned char length[8];
+    for (int i = 0; i < 8; ++i) length[i] = static_cast<unsigned char>(uint64_t(size) >> (8 * i));
+    return send_all(length, 8) && send_all(data, size);
+  };
+  if (!send_frame(header.data(), header.size())) return fail("send");
+  for (const kir_bytes& m : modules)
+    if (!send_frame(m.data, m.size)) return fail("send");
+  auto receive = [&](void* data, size_t size) {
+    char* p = static_cast<char*>(data);
+    while (size) {
+      ssize_t n = ::recv(fd, p, size, 0);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        if (n == 0) errno = EPIPE;
+        return false;
+      }
+      p += n, size -= size_t(n);
+    }
+    return true;
+  };
+  unsigned char length[8];
+  if (!receive(length, 8)) return fail("receive");
+  uint64_t size = 0;
+  for (int i = 0; i < 8; ++i) size |= uint64_t(length[i]) << (8 * i);
+  if (size > 65536) {
+    errno = EPROTO;
+    return fail("receive");
+  }
+  reply.resize(size_t(size));
+  if (size && !receive(&reply[0], size_t(size))) return fail("receive");
+  ::close(fd);
+  return true;
+}
+
+/// The file holding `stub` (the kernel's host function): dladdr's object, made
+/// absolute; the main program as /proc/self/exe names it.
+std::string binary_of(const void* stub) {
+  Dl_info info{};
+  char path[PATH_MAX];
+  if (stub && dladdr(stub, &info) && info.dli_fname && info.dli_fname[0] == '/' && realpath(info.dli_fname, path))
+    return path;
+  ssize_t n = ::readlink("/proc/self/exe", path, sizeof path - 1);
+  if (n <= 0) return "BINARY";
+  path[n] = 0;
+  return path;
+}
+
+std::string hex_bytes(const void* data, size_t size) {
+  static const char digits[] = "0123456789abcdef";
+  std::string out(size * 2, '0');
+  const unsigned char* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < size; ++i) out[2 * i] = digits[p[i] >> 4], out[2 * i + 1] = digits[p[i] & 15];
+  return out;
+}
+
 class JitClient {
  public:
   bool start() {
+    if (const char* off = kir::hook::setting("KIR_JIT_DISABLE"); off && *off && std::strcmp(off, "0") != 0) {
+      std::fprintf(stderr, "kir-jit: disabled (KIR_JIT_DISABLE=%s): no launch is looked up or claimed\n", off);
+      return false;
+    }
     const char* dir = kir::hook::setting("KIR_JIT_CACHE");
     if (!dir || !*dir) {
       std::fprintf(stderr, "kir-jit: KIR_JIT_CACHE is not set: no launch is claimed\n");
@@ -148,7 +273,9 @@ class JitClient {
       specialize_grid_ = std::strstr(s, "grid") != nullptr;
       specialize_block_ = std::strstr(s, "block") != nullptr;
     }
-    if (const char* b = kir::hook::setting("KIR_JIT_BOUNDS")) {
+    if (const char* b = kir::hook::setting("KIR_JIT_BOUNDS"); b && std::strcmp(b, "launch") == 0) {
+      bounds_from_launch_ = true;  // Proteus: specializeIR's setLaunchBoundsForKernel(block size, 0)
+    } else if (b) {
       unsigned max_threads = 0, min_blocks = 0;
       if (std::sscanf(b, "%u,%u", &max_threads, &min_blocks) < 1) {
         std::fprintf(stderr, "kir-jit: error: KIR_JIT_BOUNDS=%s: expected MAXT[,MINB]\n", b);
@@ -160,6 +287,17 @@ class JitClient {
     if (const char* ms = kir::hook::setting("KIR_JIT_RECHECK_MS"))
       recheck_ns_ = std::strtoull(ms, nullptr, 10) * 1000000ull;
     if (const char* stats = kir::hook::setting("KIR_JIT_STATS")) stats_path_ = stats;
+    if (const char* a = kir::hook::setting("KIR_JIT_ARGS")) specialize_args_ = std::strcmp(a, "0") != 0;
+    if (const char* service = kir::hook::setting("KIR_JIT_SERVICE"); service && *service) service_ = service;
+    if (const char* mode = kir::hook::setting("KIR_JIT_MODE")) {
+      if (std::strcmp(mode, "async") != 0 && std::strcmp(mode, "sync") != 0) {
+        std::fprintf(stderr, "kir-jit: error: KIR_JIT_MODE=%s: expected sync or async\n", mode);
+        return false;
+      }
+      async_ = std::strcmp(mode, "async") == 0;
+    }
+    if (const char* ms = kir::hook::setting("KIR_JIT_TIMEOUT_MS")) timeout_ms_ = std::strtoull(ms, nullptr, 10);
+    pid_ = ::getpid();
     if (!driver_.load()) {
       std::fprintf(stderr, "kir-jit: the CUDA driver (libcuda.so.1) cannot be loaded: no launch is claimed\n");
       return false;
@@ -173,8 +311,13 @@ class JitClient {
     if (!k || !l->args) return 0;
     uint32_t jit_count = __atomic_load_n(&k->jit_arg_count, __ATOMIC_ACQUIRE);
     if (jit_count == 0 && !all_kernels_) return 0;
-    ThreadState& t = thread_state;                     // the one TLS access of a claim
-    bool timed = (Counts::add(kEligible) & 255) == 1;  // 1 launch in 256 of each thread
+    if (!specialize_args_) jit_count = 0;  // the key (and the code) cover no argument value
+    ThreadState& t = thread_state;         // the one TLS access of a claim
+    Counts::add(kEligible);
+    // 1 launch in 256 of each thread is timed: its 2nd, 258th, ... — never its first, which
+    // carries one-time costs (the device's arch, the cache's first lookup); nor one that
+    // waited for a compile (compile_wait_ns counts those).
+    bool timed = (++t.launches & 255) == 2;
     uint64_t start = timed ? now_ns() : 0;
     const char* arch = device_arch(t);
     if (!arch) return 0;
@@ -233,8 +376,8 @@ class JitClient {
         claimed = 1;
       } else if (found < 0) {  // refused (not trusted) or unreadable: the app's own code runs
         failed(key, kir_last_error());
-      } else {
-        miss(key, k, l, arch, jit_count);
+      } else if (miss(key, k, l, arch, jit_count, timed) && lookup(key, arch, slot, out)) {
+        claimed = 1;  // compiled for this launch (sync)
       }
     } else {
       Counts::add(kMisses);
@@ -264,22 +407,31 @@ class JitClient {
       std::shared_lock<std::shared_mutex> lock(miss_mutex_);
       remembered = missed_.size();
     }
-    if (!stats_path_.empty()) {
+    // A forked child inherited its parent's counts and stats file: it says its own line.
+    bool child = ::getpid() != pid_;
+    if (!stats_path_.empty() && !child) {
       if (FILE* f = std::fopen(stats_path_.c_str(), "w")) {
         std::fprintf(f,
                      "{\"cache\":%s,\"launches\":%" PRIu64 ",\"hits\":%" PRIu64 ",\"misses\":%" PRIu64
                      ",\"errors\":%" PRIu64 ",\"substituted\":%" PRIu64 ",\"substitute_failures\":%" PRIu64
-                     ",\"added_ns_per_launch\":%.1f,\"not_logged\":%" PRIu64 ",\"remembered\":%" PRIu64
-                     ",\"missed\":[%s]}\n",
+                     ",\"added_ns_per_launch\":%.1f,\"timed_launches\":%" PRIu64 ",\"not_logged\":%" PRIu64
+                     ",\"remembered\":%" PRIu64 ",\"service\":%s,\"mode\":\"%s\",\"compile_requests\":%" PRIu64
+                     ",\"compiled\":%" PRIu64 ",\"compile_failures\":%" PRIu64 ",\"queue_full\":%" PRIu64
+                     ",\"service_errors\":%" PRIu64 ",\"no_ir\":%" PRIu64
+                     ",\"compile_wait_ms\":%.3f,\"missed\":[%s]}\n",
                      kir::json_quoted(directory_).c_str(), eligible, hits, misses, errors_.load(), hook.substituted,
-                     hook.substitute_failures, per_launch, not_logged, remembered, missed.c_str());
+                     hook.substitute_failures, per_launch, timed, not_logged, remembered,
+                     service_.empty() ? "null" : kir::json_quoted(service_).c_str(), async_ ? "async" : "sync",
+                     requests_.load(), compiled_.load(), compile_failed_.load(), queue_full_.load(),
+                     service_errors_.load(), no_ir_.load(), double(compile_wait_ns_.load()) / 1e6, missed.c_str());
         std::fclose(f);
       }
     } else if (eligible) {
       std::fprintf(stderr,
-                   "kir-jit: %" PRIu64 " launches looked up: %" PRIu64 " hits, %" PRIu64 " misses, %" PRIu64
-                   " errors, %" PRIu64 " substituted, %.0f ns added per launch (%s)\n",
-                   eligible, hits, misses, errors_.load(), hook.substituted, per_launch, directory_.c_str());
+                   "kir-jit:%s %" PRIu64 " launches looked up: %" PRIu64 " hits, %" PRIu64 " misses, %" PRIu64
+                   " errors, %" PRIu64 " substituted, %" PRIu64 " compiled, %.0f ns added per launch (%s)\n",
+                   child ? (" (pid " + std::to_string(::getpid()) + ", forked)").c_str() : "", eligible, hits, misses,
+                   errors_.load(), hook.substituted, compiled_.load(), per_launch, directory_.c_str());
     }
   }
 
@@ -316,6 +468,7 @@ class JitClient {
   };
   static constexpr size_t kMemos = 16;
   struct ThreadState {  // zero-initialized (thread storage duration)
+    uint64_t launches;  ///< this thread's eligible launches (which are timed)
     void* context;      ///< the context `arch` was read for
     char arch[16];
     HitSlot hits[kHitSlots];  ///< keys this thread hit before
@@ -341,6 +494,7 @@ class JitClient {
     in.specialize_block = specialize_block_;
     in.max_threads = max_threads_;
     in.min_blocks = min_blocks_;
+    launch_bounds(l, in.max_threads, in.min_blocks);
     in.config_records = config_records_.data();
     in.config_records_size = config_records_.size();
     in.read_memory = &JitClient::read_memory;
@@ -360,6 +514,7 @@ class JitClient {
     p.dims[0] = specialize_grid_ ? l->grid.x : 0, p.dims[1] = specialize_grid_ ? l->grid.y : 0;
     p.dims[2] = specialize_grid_ ? l->grid.z : 0, p.dims[3] = specialize_block_ ? l->block.x : 0;
     p.dims[4] = specialize_block_ ? l->block.y : 0, p.dims[5] = specialize_block_ ? l->block.z : 0;
+    if (bounds_from_launch_) p.dims[3] = l->block.x, p.dims[4] = l->block.y, p.dims[5] = l->block.z;
     p.size = 0;
     for (uint32_t i = 0; i < jit_count; ++i) {
       const kir_jit_arg& a = k->jit_args[i];
@@ -514,16 +669,31 @@ class JitClient {
       log("kir-jit: error: " + std::string(message) + " (the app's own code runs)\n");
   }
 
-  void miss(const kir_hash128& key, const kir_hook_kernel* k, const kir_hook_launch* l, const char* arch,
-            uint32_t jit_count) {
+  /// A miss: counted, remembered, logged once per key (the command that fills it) and,
+  /// with a compile service, compiled. true when the service stored the code (sync).
+  bool miss(const kir_hash128& key, const kir_hook_kernel* k, const kir_hook_launch* l, const char* arch,
+            uint32_t jit_count, bool& timed) {
     Counts::add(kMisses);
-    if (!remember(key)) return;
+    if (remember(key)) log_miss(key, k, l, arch, jit_count);
+    if (service_.empty() || service_gone_.load(std::memory_order_relaxed) || failed_before(key)) return false;
+    timed = false;  // a launch that asks for a compile is not a sample of the per-launch cost
+    uint64_t started = now_ns();
+    bool ready = compile(key, k, l, arch, jit_count);
+    compile_wait_ns_.fetch_add(now_ns() - started, std::memory_order_relaxed);
+    if (ready) forget(key);
+    return ready;
+  }
+
+  void log_miss(const kir_hash128& key, const kir_hook_kernel* k, const kir_hook_launch* l, const char* arch,
+                uint32_t jit_count) {
     {
       std::lock_guard<std::mutex> lock(log_mutex_);
       if (log_full() && miss_lines_.size() >= kMissRecords) return unlogged();  // nothing to write
     }
-    // Once per key: the command that fills it (scalars; arrays and objects are named).
-    std::string args, command = "kir jit compile BINARY --kernel " + std::string(k->name) + " --arch " + arch;
+    // Once per key: the command that fills it (scalars; arrays and objects are named), on
+    // the file that holds the kernel (its host function's object, else the program).
+    std::string args, command = "kir jit compile " + binary_of(k->host_stub) + " --kernel " + std::string(k->name) +
+                                " --arch " + arch;
     for (size_t i = 0; i < jit_count; ++i) {
       const kir_jit_arg& a = k->jit_args[i];
       const void* value = a.position >= 1 && a.position <= k->param_count ? l->args[a.position - 1] : nullptr;
@@ -538,6 +708,10 @@ class JitClient {
     if (specialize_block_)
       command += " --block " + std::to_string(l->block.x) + "," + std::to_string(l->block.y) + "," +
                  std::to_string(l->block.z);
+    uint32_t max_threads = max_threads_, min_blocks = min_blocks_;
+    launch_bounds(l, max_threads, min_blocks);
+    if (max_threads) command += " --bounds " + std::to_string(max_threads) + "," + std::to_string(min_blocks);
+    if (l->shared_bytes) command += " --shared-bytes " + std::to_string(l->shared_bytes);
     command += " --cache " + directory_;
     std::string key_text = hex(key);
     std::string line = "kir-jit: miss " + std::string(k->name) + " key=" + key_text + " static=" + hex(k->static_hash) +
@@ -549,14 +723,202 @@ class JitClient {
                             "\",\"command\":" + kir::json_quoted(command) + "}");
   }
 
+  /// The launch bounds the key covers: the fixed ones, or the launch's block size.
+  void launch_bounds(const kir_hook_launch* l, uint32_t& max_threads, uint32_t& min_blocks) const {
+    if (bounds_from_launch_) max_threads = l->block.x * l->block.y * l->block.z, min_blocks = 0;
+  }
+
+  /// The value bytes kir_jit_key hashes for `a` (its rules, kir/kir.h): a scalar's own
+  /// bytes; an array's elements or an object's bytes, its own or read from the device.
+  /// TODO(i23-launch): kir_jit_key returning the values it hashed (API 7) replaces this.
+  bool value_bytes(const kir_jit_arg& a, const kir_hook_kernel* k, const kir_hook_launch* l, std::string& out,
+                   std::string& error) {
+    uint32_t p = a.position;
+    if (p == 0 || p > k->param_count || !l->args[p - 1]) {
+      error = "argument " + std::to_string(p) + " has no value";
+      return false;
+    }
+    const char* own = static_cast<const char*>(l->args[p - 1]);
+    uint64_t param = k->param_sizes ? k->param_sizes[p - 1] : UINT64_MAX;
+    auto take_own = [&](uint64_t size) {
+      if (size > param || size > (1ull << 30)) {
+        error = "argument " + std::to_string(p) + ": " + std::to_string(size) + " bytes, more than its parameter";
+        return false;
+      }
+      out.assign(own, size_t(size));
+      return true;
+    };
+    auto take_read = [&](uint64_t size) {
+      uint64_t address = 0;
+      if (param < sizeof address || size > (1ull << 30)) {
+        error = "argument " + std::to_string(p) + ": not a pointer to " + std::to_string(size) + " bytes";
+        return false;
+      }
+      std::memcpy(&address, own, sizeof address);
+      out.assign(size_t(size), '\0');
+      if (size && (!address || driver_.memcpy_dtoh(&out[0], address, size_t(size)) != 0)) {
+        error =
+            "argument " + std::to_string(p) + ": reading " + std::to_string(size) + " bytes of device memory failed";
+        return false;
+      }
+      return true;
+    };
+    switch (a.kind) {
+      case KIR_JIT_SCALAR: {
+        uint64_t size = kir::arg_type_size(a.type);
+        return take_own(size ? size : param);
+      }
+      case KIR_JIT_ARRAY: {
+        uint64_t element = kir::arg_type_size(a.type), count = a.count;
+        if (a.count_position) {
+          uint32_t c = a.count_position;
+          size_t size = kir::arg_type_size(a.count_type);
+          if (c > k->param_count || !l->args[c - 1] || size == 0 || size > 8) {
+            error = "argument " + std::to_string(p) + ": no element count";
+            return false;
+          }
+          count = 0;
+          std::memcpy(&count, l->args[c - 1], size);
+          bool is_signed = a.count_type == KIR_ARG_I8 || a.count_type == KIR_ARG_I16 || a.count_type == KIR_ARG_I32 ||
+                           a.count_type == KIR_ARG_I64;
+          if (is_signed && (count >> (8 * size - 1)) & 1) {
+            error = "argument " + std::to_string(p) + ": a negative element count";
+            return false;
+          }
+        }
+        if (element == 0 || count > (1ull << 30) / element) {
+          error = "argument " + std::to_string(p) + ": an array kir cannot read";
+          return false;
+        }
+        return a.by_value ? take_own(count * element) : take_read(count * element);
+      }
+      case KIR_JIT_OBJECT: return a.by_value ? take_own(a.count) : take_read(a.count);
+      default: error = "argument " + std::to_string(p) + ": unknown kind"; return false;
+    }
+  }
+
+  /// Ask the compile service for `key`; true when it answered that the cache holds it.
+  bool compile(const kir_hash128& key, const kir_hook_kernel* k, const kir_hook_launch* l, const char* arch,
+               uint32_t jit_count) {
+    std::vector<kir_bytes> modules;
+    for (size_t i = 0, n = kir_hook_kernel_ir_count(k); i < n; ++i) {
+      kir_bytes b{};
+      if (kir_hook_kernel_ir(k, i, &b) && b.data && b.size) modules.push_back(b);
+    }
+    if (modules.empty()) {
+      give_up(key, k, "no LLVM IR (the Proteus pass embeds it; kir_hook_kernel_ir): not compiled", no_ir_);
+      return false;
+    }
+    std::string args;
+    for (uint32_t i = 0; i < jit_count; ++i) {
+      std::string bytes, error;
+      if (!value_bytes(k->jit_args[i], k, l, bytes, error)) {
+        give_up(key, k, error, compile_failed_);
+        return false;
+      }
+      args += std::string(args.empty() ? "" : ",") + "[" + std::to_string(k->jit_args[i].position) + "," +
+              std::to_string(unsigned(k->jit_args[i].type)) + ",\"" + hex_bytes(bytes.data(), bytes.size()) + "\"]";
+    }
+    auto dims = [](bool on, const kir_dim3& d) {
+      return on ? "[" + std::to_string(d.x) + "," + std::to_string(d.y) + "," + std::to_string(d.z) + "]"
+                : std::string("null");
+    };
+    uint32_t max_threads = max_threads_, min_blocks = min_blocks_;
+    launch_bounds(l, max_threads, min_blocks);
+    std::string bounds =
+        max_threads ? "[" + std::to_string(max_threads) + "," + std::to_string(min_blocks) + "]" : "null";
+    std::string header = "{\"protocol\":1,\"key\":\"" + hex(key) + "\",\"kernel\":" + kir::json_quoted(k->name) +
+                         ",\"arch\":" + kir::json_quoted(arch) + ",\"static_hash\":\"" + hex(k->static_hash) +
+                         "\",\"args\":[" + args + "],\"grid\":" + dims(specialize_grid_, l->grid) +
+                         ",\"block\":" + dims(specialize_block_, l->block) + ",\"bounds\":" + bounds +
+                         ",\"shared_bytes\":" + std::to_string(l->shared_bytes) +
+                         ",\"modules\":" + std::to_string(modules.size()) + ",\"wait\":" + (async_ ? "false" : "true") +
+                         ",\"pid\":" + std::to_string(::getpid()) + "}";
+    requests_.fetch_add(1, std::memory_order_relaxed);
+    std::string reply, error;
+    bool unreachable = false;
+    // async: only the answer "queued" is waited for (the service answers at once)
+    if (!service_request(service_, header, modules, async_ ? 10000 : timeout_ms_, reply, error, unreachable)) {
+      service_errors_.fetch_add(1, std::memory_order_relaxed);
+      if (unreachable) service_gone_.store(true, std::memory_order_relaxed);  // not asked again
+      note_service(error + (unreachable ? " (not asked again)" : ""));
+      return false;
+    }
+    std::string status = reply.substr(0, reply.find(' '));
+    std::string message = reply.size() > status.size() ? reply.substr(status.size() + 1) : "";
+    if (status == "ok") {
+      compiled_.fetch_add(1, std::memory_order_relaxed);
+      return !async_;
+    }
+    if (status == "queued" || status == "pending") return false;  // async: a recheck finds it
+    if (status == "full") {
+      queue_full_.fetch_add(1, std::memory_order_relaxed);
+      return false;
+    }
+    if (status == "failed") {
+      give_up(key, k, "compile failed: " + message, compile_failed_);
+      return false;
+    }
+    service_errors_.fetch_add(1, std::memory_order_relaxed);
+    note_service(reply);
+    return false;
+  }
+
+  /// `key` is not compiled (again) by this process: counted in `counter`, logged.
+  void give_up(const kir_hash128& key, const kir_hook_kernel* k, const std::string& why,
+               std::atomic<uint64_t>& counter) {
+    counter.fetch_add(1, std::memory_order_relaxed);
+    {
+      std::unique_lock<std::shared_mutex> lock(miss_mutex_);
+      if (failed_keys_.size() >= kRemembered) failed_keys_.clear();
+      failed_keys_.insert(key);
+    }
+    std::lock_guard<std::mutex> lock(log_mutex_);
+    log("kir-jit: " + std::string(k->name) + " key=" + hex(key) + ": " + why + " (the app's own code runs)\n");
+  }
+
+  bool failed_before(const kir_hash128& key) {
+    std::shared_lock<std::shared_mutex> lock(miss_mutex_);
+    return !failed_keys_.empty() && failed_keys_.count(key);
+  }
+
+  void forget(const kir_hash128& key) {
+    std::unique_lock<std::shared_mutex> lock(miss_mutex_);
+    missed_.erase(key);
+  }
+
+  void note_service(const std::string& message) {
+    std::lock_guard<std::mutex> lock(log_mutex_);
+    if (log_full()) return unlogged();
+    if (logged_errors_.insert("service: " + message).second)
+      log("kir-jit: error: compile service " + service_ + ": " + message + " (the app's own code runs)\n");
+  }
+
+  /// After a compile: the entry, claimed as a hit is.
+  bool lookup(const kir_hash128& key, const char* arch, HitSlot& slot, kir_hook_substitute* out) {
+    kir_cache_entry entry{};
+    entry.struct_size = sizeof entry;
+    if (kir_cache_lookup(cache_, key, &entry) != 1 || std::strcmp(entry.arch, arch) != 0) return false;
+    slot = {key, entry.code, entry.code_size, entry.code_kind, entry.arch};
+    fill(out, key, entry.code, entry.code_size, entry.code_kind, entry.arch);
+    return true;
+  }
+
   void note_error(const kir_hook_kernel* k, const char* message) {
     std::lock_guard<std::mutex> lock(log_mutex_);
     log("kir-jit: error: " + std::string(k->name) + ": JIT key: " + message + "\n");
   }
 
-  std::string directory_, stats_path_;
+  std::string directory_, stats_path_, service_;
   kir_cache* cache_ = nullptr;
   bool all_kernels_ = false, specialize_grid_ = false, specialize_block_ = false;
+  bool specialize_args_ = true, bounds_from_launch_ = false, async_ = false;
+  uint64_t timeout_ms_ = 120000;
+  pid_t pid_ = 0;  ///< the process that loaded the client (a forked child's differs)
+  std::atomic<bool> service_gone_{false};
+  std::unordered_set<kir_hash128, KeyHash, KeyEqual> failed_keys_;  ///< not compiled again (miss_mutex_)
+  std::atomic<uint64_t> requests_{0}, compiled_{0}, compile_failed_{0}, queue_full_{0}, service_errors_{0}, no_ir_{0},
+      compile_wait_ns_{0};
   uint32_t max_threads_ = 0, min_blocks_ = 0;
   uint64_t recheck_ns_ = 1000000000ull;
   std::vector<std::string> config_keys_, config_values_;

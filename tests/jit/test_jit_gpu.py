@@ -28,7 +28,9 @@ def device_arch() -> str:
 
 
 def run_under_client(kir_cli, app, cache, stats):
-    result = kir_cli("run", "--jit-cache", cache, "--stats", stats, "--", app, str(LAUNCHES))
+    # --no-compile: these tests fill the cache offline (`kir jit compile`); compiling on a
+    # miss is test_kir_run_compiles_on_a_miss_from_an_empty_cache's
+    result = kir_cli("run", "--jit-cache", cache, "--stats", stats, "--no-compile", "--", app, str(LAUNCHES))
     assert result.returncode == 0, result.stderr[-3000:]
     return result, json.loads(stats.read_text())
 
@@ -41,8 +43,8 @@ def test_the_cached_specialization_runs_and_changes_nothing(gpu, built, kir_cli,
     first, stats = run_under_client(kir_cli, app, cache, tmp_path / "s1.json")
     assert first.stdout == plain.stdout
     assert stats["launches"] == WARM_UP + LAUNCHES + 1 and stats["hits"] == 0
-    # The miss says how to fill it, as a command.
-    assert (f"kir jit compile BINARY --kernel _Z5daxpydPKdPdi --arch {arch} --arg 1:f64:2.5 --cache "
+    # The miss says how to fill it, as a command on the app's file.
+    assert (f"kir jit compile {app.resolve()} --kernel _Z5daxpydPKdPdi --arch {arch} --arg 1:f64:2.5 --cache "
             in first.stderr), first.stderr[-2000:]
     compiled = kir_cli("jit", "compile", app, "--kernel", "daxpy", "--arch", arch, "--arg", "1:f64:2.5",
                        "--cache", cache, "--json")
@@ -64,6 +66,34 @@ def test_an_entry_for_another_value_never_hits(gpu, built, kir_cli, tmp_path):
     result, stats = run_under_client(kir_cli, app, cache, tmp_path / "s.json")
     assert stats["hits"] == 0 and stats["substituted"] == 0, stats
     assert result.stdout == subprocess.run([app, str(LAUNCHES)], capture_output=True, text=True, check=True).stdout
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_kir_run_compiles_on_a_miss_from_an_empty_cache(gpu, built, kir_cli, tmp_path, mode):
+    """Issue 23 §3: one `kir run` from an empty cache. sync: every launch runs code kir's
+    compile service compiled for its value (a=0 for the warm-up, 2.5, 3), the first of
+    each included; async: the original runs until the code is ready. The output is
+    bitwise the plain run's either way."""
+    app = built["jit_app"]
+    plain = subprocess.run([app, str(LAUNCHES)], capture_output=True, text=True, check=True)
+    cache = tmp_path / "cache"
+    stats_path = tmp_path / "s.json"
+    result = kir_cli("run", "--jit-cache", cache, "--stats", stats_path, "--mode", mode, "--", app, str(LAUNCHES))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout == plain.stdout, "the compiled kernels changed the output"
+    stats = json.loads(stats_path.read_text())
+    assert stats["compile_failures"] == 0 and stats["service_errors"] == 0, stats
+    assert stats["substitute_failures"] == 0, stats
+    total = WARM_UP + LAUNCHES + 1
+    if mode == "sync":
+        assert stats["compiled"] == 3 and stats["substituted"] == total, stats
+        assert stats["misses"] == 3 and stats["hits"] == total - 3, stats
+        second = kir_cli("run", "--jit-cache", cache, "--stats", stats_path, "--", app, str(LAUNCHES))
+        assert second.stdout == plain.stdout
+        again = json.loads(stats_path.read_text())
+        assert again["hits"] == total and again["compile_requests"] == 0, again
+    else:
+        assert stats["compile_requests"] >= 1 and stats["compile_wait_ms"] < 1000, stats
 
 
 NOBODY = 65534

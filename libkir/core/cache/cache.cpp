@@ -34,6 +34,9 @@ namespace {
 constexpr size_t kInitialSlots = 64;
 constexpr int64_t kStaleTemporaryNs = int64_t(3600) * 1000000000;  // a writer that died an hour ago
 constexpr const char* kTemporaryPrefix = ".tmp-";
+/// DIR/.jit: the JIT's own state beside the entries (per-key locks, negative entries:
+/// python/kir/jit/service.py, docs/cache.md); not part of the entries, not a stray.
+constexpr const char* kJitState = ".jit";
 
 std::string errno_text(int e) { return std::strerror(e); }
 
@@ -608,6 +611,7 @@ Expected<std::vector<Listing>> Cache::list(bool problems_too) const {
     std::string shard_path = directory_ + "/" + shard_name;
     struct stat st;
     if (fstatat(directory_fd_, shard_name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;  // removed meanwhile
+    if (shard_name == kJitState) continue;
     if (!is_hex(shard_name, 2) || !(S_ISDIR(st.st_mode) || S_ISLNK(st.st_mode))) {
       if (problems_too) stray(shard_path, st, "not part of a kir cache (entries live in 2-hex-digit subdirectories)");
       continue;
