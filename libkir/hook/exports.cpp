@@ -25,12 +25,18 @@ static_assert(offsetof(kir_hook_launch, outcome) == 96);         // API 4
 static_assert(offsetof(kir_hook_launch, claimed_by) == 100);     // API 4
 static_assert(offsetof(kir_hook_launch, substitute_id) == 104);  // API 4
 static_assert(offsetof(kir_hook_launch, struct_size) == 120);    // API 6
-static_assert(sizeof(kir_hook_launch) == 128);
+static_assert(offsetof(kir_hook_launch, device) == 124);          // API 7
+static_assert(offsetof(kir_hook_launch, arch) == 128);            // API 7
+static_assert(offsetof(kir_hook_launch, context) == 136);         // API 7
+static_assert(sizeof(kir_hook_launch) == 144);
 static_assert(offsetof(kir_hook_code, arch) == 24 && sizeof(kir_hook_code) == 32);  // frozen: the caller's memory
 static_assert(offsetof(kir_hook_client, fatbin_unregistered) == 88);                // API 2
 static_assert(offsetof(kir_hook_client, launch_override) == 96);                    // API 4
 static_assert(offsetof(kir_hook_client, launch_skips) == 104);                      // API 5
-static_assert(sizeof(kir_hook_client) == 112);
+static_assert(offsetof(kir_hook_client, on_loaded) == 112);                         // API 7
+static_assert(sizeof(kir_hook_client) == 120);
+static_assert(offsetof(kir_hook_loaded, id) == 8 && offsetof(kir_hook_loaded, arch) == 64);  // API 7
+static_assert(sizeof(kir_hook_loaded) == 72);
 static_assert(offsetof(kir_hook_substitute, id) == 64);
 static_assert(offsetof(kir_hook_substitute, image_kind) == 80);  // API 6
 static_assert(sizeof(kir_hook_substitute) == 88);

@@ -118,7 +118,7 @@
 extern "C" {
 #endif
 
-#define KIR_HOOK_API_VERSION 6
+#define KIR_HOOK_API_VERSION 7
 
 /** The API of the layer in this process (KIR_HOOK_API_VERSION as it was built):
  *  a client built for a newer API calls this before reading a field the layer
@@ -210,6 +210,16 @@ typedef struct kir_hook_launch {
   /* API 6: */
   uint32_t struct_size; /* sizeof(kir_hook_launch) as the layer was built (as
                            kir_hook_kernel's) */
+  /* API 7 (read them only when struct_size covers them): the device the launch runs on,
+     set before launch_override is asked. Zero / NULL for every client when all of them
+     skip it (KIR_HOOK_SKIP_DEVICE, or a client built for API 6 or older). */
+  int device;          /* its ordinal (CUDA: cuCtxGetDevice in `context`; HIP: hipGetDevice), -1 unknown */
+  const char* arch;    /* CUDA: "sm_90" (the device's compute capability); HIP: the target of the
+                          code object the layer reads for the kernel ("gfx90a:sramecc+:xnack-"),
+                          "" when unknown; valid for the process's life */
+  const void* context; /* CUDA: the CUcontext current at the launch (for a runtime-API launch
+                          with none current, the primary context, made current first as the
+                          runtime itself would); HIP: NULL */
 } kir_hook_launch;
 
 #define KIR_LAUNCH_ORIGINAL 0    /* the app's kernel (also when a claimed substitute failed) */
@@ -242,6 +252,25 @@ typedef struct kir_hook_substitute {
                           KIR_KIND_CODE_OBJECT (kir.h; as kir_cache_entry.image_kind), read
                           when code_kind is NULL */
 } kir_hook_substitute;
+
+/** API 7. A CODE substitute the layer loaded for the client that claimed it
+ *  (kir_hook_client.on_loaded): where, and the handles it made, so that the
+ *  client can prepare them before the first launch — write the module's device
+ *  globals (Proteus relinks `NAME$ptr` globals to the app's: cuModuleGetGlobal
+ *  on `module`, then a copy, through kir_hook_driver_symbol's entry points), or
+ *  set function attributes — without loading modules itself. The handles stay
+ *  valid for the process's life (the layer never unloads an accepted substitute). */
+typedef struct kir_hook_loaded {
+  uint32_t struct_size;          /* sizeof(kir_hook_loaded) as the layer was built */
+  int device;                    /* the device ordinal (as kir_hook_launch.device), -1 unknown */
+  kir_hash128 id;                /* the claim's kir_hook_substitute.id (the code bytes' hash when it was zero) */
+  const kir_hook_kernel* kernel; /* the launched kernel; NULL when the layer does not know it */
+  const void* module;            /* the CUmodule / hipModule_t the layer loaded the code into */
+  const void* function;          /* its CUfunction / hipFunction_t `entry`: what the layer launches */
+  const void* context;           /* CUDA: the CUcontext it was loaded in; HIP: NULL */
+  const char* entry;             /* the kernel's name in the module (valid during the call) */
+  const char* arch;              /* as kir_hook_launch.arch */
+} kir_hook_loaded;
 
 /** A client's allocator for device memory (cudaMalloc, cudaMallocAsync,
  *  cuMemAlloc, cuMemAllocAsync and their frees): a recorder serving
@@ -287,6 +316,14 @@ typedef struct kir_hook_client {
                             so that the layer need not compute it at each launch. 0 (and any
                             client whose struct_size stops before this field): everything is
                             computed, as for API 1-4 clients. */
+  /* API 7 (launch services; see kir_hook_loaded): */
+  int (*on_loaded)(void* user, const kir_hook_loaded* loaded);
+  /* a CODE substitute this client claimed was just loaded: called
+     once per (context, id), on the launching thread, before its
+     first launch, while no other thread can launch it. Return 0 to
+     launch it; non-zero refuses it (the layer unloads the module,
+     counts a substitute failure and launches the original; the
+     next claim of that id loads it again) */
 } kir_hook_client;
 
 /* kir_hook_client.launch_skips. The layer computes a launch event's
@@ -297,6 +334,9 @@ typedef struct kir_hook_client {
  * callbacks. SKIP_KERNEL implies SKIP_IDENTITY. */
 #define KIR_HOOK_SKIP_IDENTITY 0x1u
 #define KIR_HOOK_SKIP_KERNEL 0x2u
+/* API 7: the client never reads kir_hook_launch.device, arch, context (one
+ * cuCtxGetCurrent per launch saved when no client reads them). */
+#define KIR_HOOK_SKIP_DEVICE 0x4u
 
 /* When a client's launch_completed is called, for launches the runtime accepted
  * (a failed launch is reported at once, with its error):

@@ -39,7 +39,7 @@ const char* kir_last_error(void);
 /* ---- Since ABI 9: the ABI version, error codes ---------------------------- */
 
 /** This header's ABI version (docs/abi.md). */
-#define KIR_ABI_VERSION 9
+#define KIR_ABI_VERSION 10
 
 /** The ABI version of the libkir running (KIR_ABI_VERSION as it was built): a
  *  caller compiled against a higher KIR_ABI_VERSION must not call what that
@@ -317,6 +317,20 @@ typedef struct kir_jit_capture {
   size_t size;
 } kir_jit_capture;
 
+/** ABI 10. One runtime-constant argument's value as kir_jit_key hashed it (its ARG
+ *  record's bytes): kir_jit_key_input.values. */
+typedef struct kir_jit_value {
+  uint32_t position;   /* 1-based, the kir_jit_arg's */
+  uint8_t kind;        /* the kir_jit_arg's kir_jit_arg_kind */
+  uint8_t type;        /* the kir_jit_arg's kir_arg_type */
+  uint8_t from_memory; /* 1: read through read_memory at the pointer the argument holds;
+                          0: the argument's own bytes (scalars, by-value arrays and objects) */
+  uint8_t reserved;
+  uint64_t count;     /* scalars: 1; arrays: elements (the run-time count where it is one); objects: bytes */
+  const void* bytes;  /* in kir_jit_key_input.value_bytes */
+  uint64_t size;      /* bytes */
+} kir_jit_value;
+
 /** Everything a kernel's JIT key covers, as a launch gives it. */
 typedef struct kir_jit_key_input {
   uint32_t struct_size; /* sizeof(kir_jit_key_input) as the caller was compiled */
@@ -350,6 +364,15 @@ typedef struct kir_jit_key_input {
                                  and config_count 0): a client's fixed options,
                                  encoded once instead of at every launch */
   size_t config_records_size;
+  /* since ABI 10 (optional; a smaller struct_size or a NULL `values`: none are returned):
+     the values the key hashed, for a client that specializes on them — arrays and
+     objects behind pointers read through read_memory once, for the key and for the
+     client. Outputs: the pointers are the caller's memory, kir_jit_key writes through them. */
+  kir_jit_value* values;       /* room for jit_arg_count entries: filled by increasing position */
+  void* value_bytes;           /* the values' bytes are copied here, each at an offset aligned to 16 */
+  size_t value_bytes_capacity; /* its size; too small: kir_jit_key fails before reading anything
+                                  (KIR_ERROR_TOO_LARGE) and sets *value_bytes_size to the size needed */
+  size_t* value_bytes_size;    /* optional: set to the bytes the values need (success or not) */
 } kir_jit_key_input;
 
 /** The CONFIG records of `items` (in this order) as the JIT key encodes them, for
