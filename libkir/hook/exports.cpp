@@ -100,6 +100,16 @@ KIR_EXPORT int kir_hook_kernel_ir(const kir_hook_kernel* kernel, size_t index, k
   return out && kir::hook::kernel_ir(Layer::get().registry(), kernel, index, *out) ? 1 : 0;
 }
 
+KIR_EXPORT size_t kir_hook_kernel_captures(const kir_hook_kernel* kernel, kir_jit_capture* out, size_t capacity) {
+  (void)kernel, (void)out, (void)capacity;
+  return 0;  // API 7: implemented next
+}
+
+KIR_EXPORT size_t kir_hook_fatbin_globals(const void* fatbin, const kir_hook_global** out, size_t capacity) {
+  (void)fatbin, (void)out, (void)capacity;
+  return 0;  // API 7: implemented next
+}
+
 KIR_EXPORT void kir_hook_track_allocation(uint64_t address, uint64_t size, int kind) {
   if (kind < KIR_ALLOC_DEVICE || kind > KIR_ALLOC_HOST_PINNED)  // tracked all the same: the memory exists
     kir::hook::report_failure(kir::hook::Failure::allocation, "kir_hook_track_allocation " + kir::hex(address),

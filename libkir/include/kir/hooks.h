@@ -465,6 +465,44 @@ void kir_hook_get_stats(kir_hook_stats* out);
  *  have no code and are counted under none. 0 for KIR_ERROR_NONE and unknown codes. */
 uint64_t kir_hook_failure_count(uint32_t code);
 
+/* ---- API 7 (the Proteus ABI): lambda captures, one registration's globals ---- */
+
+/** API 7. The runtime constants captured by the lambdas `kernel` calls, as
+ *  CAPTURE records for kir_jit_key_input.captures (kir.h kir_jit_capture).
+ *  Proteus-built apps register them from the host: `proteus::jit_variable(v)` in a
+ *  lambda's capture list calls __proteus_register_variable(RuntimeConstant, lambda
+ *  type) and `proteus::register_lambda(f)` calls __proteus_register_lambda(lambda
+ *  type) (Proteus include/proteus/JitInterface.h; the pass puts the demangled lambda
+ *  type in both, src/pass/ProteusPass.cpp registerJitVariablesWithLambda,
+ *  registerLambdaFunctions). The layer interposes both (and forwards them to the
+ *  Proteus runtime when it is loaded) and keeps, per lambda type, the values of
+ *  its latest register_lambda that followed new jit_variable calls, as Proteus's
+ *  LambdaRegistry does.
+ *  A kernel calls the lambdas of type T whose call operator `T::operator()` is a
+ *  function of the kernel's embedded IR (the modules kir_hook_kernel_ir lists), as
+ *  Proteus's JitEngineDevice::getLambdaJitValues matches the functions of the
+ *  kernel's module (LambdaRegistry::matchJitVariableMap); and those whose type T
+ *  is named in the kernel's demangled name (a kernel templated on the lambda, with
+ *  or without IR). Records come by lambda type (in the order the types were first
+ *  registered), then in jit_variable call order: `lambda` the demangled type, `slot`
+ *  and `offset` the RuntimeConstant's Pos and Offset, `type` a kir_arg_type,
+ *  `value`/`size` the value's bytes. Returns how many records there are and fills
+ *  the first min(that, capacity) of `out` (NULL with capacity 0: only count); 0
+ *  for NULL, an unloaded kernel or one with none. `lambda` and `value` point into
+ *  the layer's memory, valid for the process's life (each distinct set of values
+ *  is kept once). The values are those registered when this is called: call it at
+ *  each launch. */
+size_t kir_hook_kernel_captures(const kir_hook_kernel* kernel, kir_jit_capture* out, size_t capacity);
+
+/** API 7. The device variables registered with the live registration `fatbin`
+ *  (a kir_hook_kernel.fatbin / kir_hook_global.fatbin handle), each once, in
+ *  registration order: a variable registered twice — the runtime's
+ *  __cudaRegisterVar / __hipRegisterVar and the Proteus pass's
+ *  __proteus_register_var — is one global. Returns their count and fills the
+ *  first min(count, capacity) of `out` (views valid for the process's life); 0
+ *  when `fatbin` is not a live registration. */
+size_t kir_hook_fatbin_globals(const void* fatbin, const kir_hook_global** out, size_t capacity);
+
 #ifdef __cplusplus
 }
 #endif

@@ -247,16 +247,20 @@ enum kir_arg_type {
 /** A kernel's runtime-constant argument: one the JIT specializes on (Proteus:
  *  RuntimeConstantInfo, from __proteus_create_runtime_constant_info_* and
  *  __proteus_register_function; or from IR annotations). */
-/* kir_jit_arg_kind: kir/model.hpp JitArgKind's values ("scalar", "array", "object"). */
-enum kir_jit_arg_kind { KIR_JIT_SCALAR = 0, KIR_JIT_ARRAY = 1, KIR_JIT_OBJECT = 2 };
+/* kir_jit_arg_kind: kir/model.hpp JitArgKind's values ("scalar", "array", "object", "vector").
+ * KIR_JIT_VECTOR (since ABI 10): Proteus's VECTOR, a vector-typed argument (`<N x T>`) whose
+ * `count` elements of `type` are its own bytes (by_value 1); until ABI 9 it was a KIR_JIT_ARRAY
+ * with by_value 1, which now means STATIC_ARRAY (`[N x T]`) alone. Its JIT key is encoded as a
+ * by-value array's (docs/hashing.md): the same key as before. */
+enum kir_jit_arg_kind { KIR_JIT_SCALAR = 0, KIR_JIT_ARRAY = 1, KIR_JIT_OBJECT = 2, KIR_JIT_VECTOR = 3 };
 typedef struct kir_jit_arg {
   uint32_t position;       /* 1-based kernel parameter position (the ARG record's) */
   uint8_t kind;            /* kir_jit_arg_kind */
   uint8_t type;            /* kir_arg_type: the scalar's; an array's elements'; KIR_ARG_BYTES for objects */
   uint8_t by_value;        /* objects: 1 passed by value (the argument's bytes are the object),
                               0 by pointer (the object is read through it); arrays: 1 the
-                              elements are the argument's own bytes (Proteus STATIC_ARRAY,
-                              VECTOR), 0 they are read through a pointer (ARRAY) */
+                              elements are the argument's own bytes (Proteus STATIC_ARRAY;
+                              a KIR_JIT_VECTOR always), 0 they are read through a pointer (ARRAY) */
   uint8_t count_type;      /* arrays of run-time size: kir_arg_type of the argument holding the count */
   uint32_t count;          /* arrays of constant size: element count; objects: size in bytes */
   uint32_t count_position; /* arrays of run-time size: 1-based position of the argument holding
@@ -387,7 +391,8 @@ size_t kir_jit_config_records(const kir_config_item* items, size_t count, void* 
  *    KIR_JIT_ARRAY   `count` elements of `type` (or as many as the argument at
  *                    `count_position`, of type `count_type`, holds), read through
  *                    read_memory at the pointer the argument holds — or, with
- *                    `by_value` (Proteus STATIC_ARRAY, VECTOR), the argument's own bytes;
+ *                    `by_value` (Proteus STATIC_ARRAY), the argument's own bytes;
+ *    KIR_JIT_VECTOR  `count` elements of `type`, the argument's own bytes (as a by-value array);
  *    KIR_JIT_OBJECT  `count` bytes, the argument's own bytes when `by_value`, else read
  *                    through read_memory at the pointer it holds.
  *  Allocation-free; arrays and objects are read in pieces through a 4 KiB stack buffer.
