@@ -29,6 +29,7 @@
 #include <llvm/TargetParser/Triple.h>
 #include <llvm/Transforms/IPO/GlobalDCE.h>
 #include <llvm/Transforms/IPO/Internalize.h>
+#include <llvm/Transforms/Utils/ModuleUtils.h>
 
 #include <algorithm>
 #include <cstring>
@@ -49,7 +50,7 @@ using namespace llvm;
 enum : uint8_t {
   I8 = 1, I16, I32, I64, U8, U16, U32, U64, F16, BF16, F32, F64, PTR, BYTES, BOOL
 };
-enum : uint8_t { SCALAR = 0, ARRAY = 1, OBJECT = 2 };  // kir_jit_arg_kind
+enum : uint8_t { SCALAR = 0, ARRAY = 1, OBJECT = 2, VECTOR = 3 };  // kir_jit_arg_kind
 
 uint64_t little_endian(const std::vector<unsigned char>& bytes, size_t size) {
   uint64_t v = 0;
@@ -105,7 +106,7 @@ Constant* constant_for(Module& m, Argument& arg, const RuntimeConstant& rc, std:
     }
     return why = "a scalar of a type the argument does not have", nullptr;
   }
-  if (rc.kind == ARRAY && rc.by_value) {  // STATIC_ARRAY ([N x T]) or VECTOR (<N x T>): the argument's own bytes
+  if ((rc.kind == ARRAY && rc.by_value) || rc.kind == VECTOR) {  // STATIC_ARRAY ([N x T]), VECTOR (<N x T>)
     Type* elt = element_type(ctx, rc.type);
     if (!elt) return why = "an array of an unknown element type", nullptr;
     uint64_t count = rc.bytes.size() / std::max<uint64_t>(1, elt->getPrimitiveSizeInBits() / 8);
@@ -134,6 +135,8 @@ void replace_calls(Module& m, const char* name, uint32_t value) {
 /// CoreLLVMDevice.h, and getKernelFunctionFromImage's relink-by-copy, CoreDeviceCUDA.h):
 /// the JIT's code then reads and writes the application's own variable.
 bool relink_through_pointer(Module& m, GlobalVariable* gv, std::string& why) {
+  // clang keeps every __device__ variable in llvm.compiler.used: not a use of the code's.
+  removeFromUsedLists(m, [&](Constant* c) { return c->stripPointerCasts() == gv; });
   convertUsersOfConstantsToInstructions({gv});
   for (User* u : gv->users())
     if (!isa<Instruction>(u)) return why = "it is used by a constant initializer", false;
@@ -150,6 +153,7 @@ bool relink_through_pointer(Module& m, GlobalVariable* gv, std::string& why) {
     IRBuilder<> b(at);
     use.set(b.CreateLoad(type, slot, gv->getName() + ".addr"));
   }
+  gv->eraseFromParent();  // the module's own copy: no longer read
   return true;
 }
 
