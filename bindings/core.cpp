@@ -755,7 +755,7 @@ void bind_hash(nb::module_& m) {
          bool specialize_grid, bool specialize_block, uint64_t shared_bytes, std::array<uint32_t, 2> bounds,
          const std::vector<std::pair<std::string, nb::bytes>>& config,
          const std::vector<std::tuple<std::string, uint32_t, uint32_t, uint8_t, nb::bytes>>& captures,
-         std::optional<std::vector<uint32_t>> param_sizes) {
+         std::optional<std::vector<uint32_t>> param_sizes, bool values) -> nb::object {
         std::vector<void*> args;
         std::vector<uint32_t> sizes;
         for (const std::optional<nb::bytes>& b : params) {
@@ -802,17 +802,42 @@ void bind_hash(nb::module_& m) {
             }
           return 1;
         };
+        // ABI 10: the values too, into a buffer grown to the size kir_jit_key says it needs.
+        std::vector<kir_jit_value> slots(values ? jit_args.size() : 0);
+        std::vector<unsigned char> buffer(values ? 256 : 0);
+        size_t needed = 0;
+        if (values) {
+          in.values = slots.data();
+          in.value_bytes = buffer.data();
+          in.value_bytes_capacity = buffer.size();
+          in.value_bytes_size = &needed;
+        }
         kir_hash128 out;
-        if (kir_jit_key(&in, &out) != 0)
+        int rc = kir_jit_key(&in, &out);
+        if (rc != 0 && values && needed > buffer.size()) {  // refused before reading anything: once more
+          buffer.resize(needed);
+          in.value_bytes = buffer.data();
+          in.value_bytes_capacity = buffer.size();
+          rc = kir_jit_key(&in, &out);
+        }
+        if (rc != 0)
           raise(kir::Error(kir::ErrorCode(kir_last_error_code()), kir_last_error(), kir_last_error_offset()));
-        return kir::Hash128{out.high, out.low}.hex();
+        std::string key = kir::Hash128{out.high, out.low}.hex();
+        if (!values) return nb::cast(key);
+        nb::list decoded;
+        for (const kir_jit_value& v : slots)
+          decoded.append(nb::make_tuple(v.position, v.kind, v.type, bool(v.from_memory), v.count,
+                                        nb::bytes(static_cast<const char*>(v.bytes), size_t(v.size))));
+        return nb::make_tuple(key, decoded);
       },
       "static_hash"_a, "arch"_a, "params"_a, "jit_args"_a, "memory"_a, "grid"_a, "block"_a, "specialize_grid"_a,
       "specialize_block"_a, "shared_bytes"_a, "bounds"_a, "config"_a, "captures"_a, "param_sizes"_a = nb::none(),
+      "values"_a = false,
       "The JIT key through kir_jit_key (the C API): each runtime-constant argument, kir_jit_arg's "
       "fields (position, kind, type, by_value, count, count_type, count_position), read from `params` (the launch's "
       "argument bytes) and, by pointer, from `memory` ({address: bytes}); KirError with "
-      "kir_last_error() when kir_jit_key fails.");
+      "kir_last_error() when kir_jit_key fails. With `values`: (key, [(position, kind, type, from_memory, count, "
+      "value bytes)]), the values it hashed (kir_jit_key_input.values, ABI 10).");
   m.def(
       "launch_identity_of",
       [](const kir::Hash128& static_hash, const std::string& arch, const std::vector<std::optional<nb::bytes>>& params,

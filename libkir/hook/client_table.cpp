@@ -22,6 +22,8 @@ uint32_t launch_needs(const kir_hook_client& c, uint32_t struct_size) {
   uint32_t needs = 0;
   if (!(skips & KIR_HOOK_SKIP_KERNEL)) needs |= ClientTable::kNeedsKernel;
   if (!(skips & KIR_HOOK_SKIP_IDENTITY)) needs |= ClientTable::kNeedsIdentity;
+  // API 7: the device fields lie past an older client's kir_hook_launch: only an API-7 client reads them.
+  if (c.api_version >= 7 && !(skips & KIR_HOOK_SKIP_DEVICE)) needs |= ClientTable::kNeedsDevice;
   if (!c.launch_begin && !c.launch_completed && !c.launch_override) needs = 0;  // never sees a launch
   return needs;
 }

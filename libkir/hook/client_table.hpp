@@ -26,7 +26,7 @@ class ClientTable {
  public:
   static constexpr size_t kMaxClients = 16;
   /// What some client reads of a launch event (from kir_hook_client.launch_skips, API 5).
-  static constexpr uint32_t kNeedsKernel = 1, kNeedsIdentity = 2;
+  static constexpr uint32_t kNeedsKernel = 1, kNeedsIdentity = 2, kNeedsDevice = 4;
   enum class Added { added, null, too_small, too_new, full };
 
   /// Add `client` (the fields its struct_size covers; the rest zero). On `added`,
@@ -46,6 +46,9 @@ class ClientTable {
   bool overriding() const { return has_override_.load(std::memory_order_relaxed); }
   /// kNeeds* of every client, or'ed.
   uint32_t needs() const { return needs_.load(std::memory_order_acquire); }
+
+  /// The client at `index` (the layer's copy; fields past its struct_size zero).
+  const kir_hook_client& at(size_t index) const { return clients_[index]; }
 
   /// Ask the overriding clients in order; the first that claims `launch` fills
   /// `sub` and is returned (its index), else -1.

@@ -25,9 +25,9 @@ static_assert(offsetof(kir_hook_launch, outcome) == 96);         // API 4
 static_assert(offsetof(kir_hook_launch, claimed_by) == 100);     // API 4
 static_assert(offsetof(kir_hook_launch, substitute_id) == 104);  // API 4
 static_assert(offsetof(kir_hook_launch, struct_size) == 120);    // API 6
-static_assert(offsetof(kir_hook_launch, device) == 124);          // API 7
-static_assert(offsetof(kir_hook_launch, arch) == 128);            // API 7
-static_assert(offsetof(kir_hook_launch, context) == 136);         // API 7
+static_assert(offsetof(kir_hook_launch, device) == 124);         // API 7
+static_assert(offsetof(kir_hook_launch, arch) == 128);           // API 7
+static_assert(offsetof(kir_hook_launch, context) == 136);        // API 7
 static_assert(sizeof(kir_hook_launch) == 144);
 static_assert(offsetof(kir_hook_code, arch) == 24 && sizeof(kir_hook_code) == 32);  // frozen: the caller's memory
 static_assert(offsetof(kir_hook_client, fatbin_unregistered) == 88);                // API 2

@@ -91,6 +91,9 @@ inline kir_hook_launch launch_event(const char* api, const void* function, Dim3 
   l.claimed_by = -1;
   l.substitute_id = {0, 0};
   l.struct_size = sizeof l;
+  l.device = -1;  // API 7: set in launch_begin when a client reads them
+  l.arch = "";
+  l.context = nullptr;
   return l;
 }
 

@@ -179,10 +179,34 @@ void Layer::launch_begin(kir_hook_launch& launch, Claim* claim, Vendor vendor) {
   KernelRecord* k = needs & ClientTable::kNeedsKernel ? registry_.kernel_for(launch.host_stub) : nullptr;
   launch.kernel = k ? &k->view : nullptr;
   if (k && (needs & ClientTable::kNeedsIdentity)) launch.launch_identity = launch_identity(*k, launch);  // API 5
+  if (needs & ClientTable::kNeedsDevice) fill_device(launch, vendor, k);                                 // API 7
   if (claim && clients_.overriding()) this->claim(launch, *claim, vendor);
   clients_.each([&](const kir_hook_client& c) {
     if (c.launch_begin) c.launch_begin(c.user, &launch);
   });
+}
+
+void Layer::fill_device(kir_hook_launch& launch, Vendor vendor, const KernelRecord* k) {
+  const VendorTraits& t = traits(vendor);
+  std::string why;
+  if (const void* site = t.load_site(vendor, why))
+    t.device(site, k && k->fatbin ? &k->fatbin->arch : nullptr, launch.device, launch.arch, launch.context);
+}
+
+int Layer::substitute_loaded(int client, const kir_hook_launch& launch, Vendor vendor, const void* site, kir_hash128 id,
+                             void* module, void* function, const char* entry) {
+  const kir_hook_client& c = clients_.at(size_t(client));
+  if (!c.on_loaded) return 0;
+  const KernelRecord* k = registry_.kernel_for(launch.host_stub);
+  kir_hook_loaded loaded{};
+  loaded.struct_size = sizeof loaded;
+  loaded.id = id;
+  loaded.kernel = k ? &k->view : nullptr;
+  loaded.module = module;
+  loaded.function = function;
+  loaded.entry = entry;
+  traits(vendor).device(site, k && k->fatbin ? &k->fatbin->arch : nullptr, loaded.device, loaded.arch, loaded.context);
+  return c.on_loaded(c.user, &loaded);
 }
 
 void Layer::stats(kir_hook_stats& out) const {

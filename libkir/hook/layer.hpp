@@ -65,7 +65,14 @@ class Layer {
   /// The registered kernel behind a host stub or CUfunction, or nullptr.
   const kir_hook_kernel* kernel_view(const void* stub);
   /// The JIT arguments of the kernel registered with `stub` (Proteus ABI): set once.
-  void set_jit_args(const void* stub, std::vector<kir_jit_arg> args) { registry_.set_jit_args(stub, std::move(args)); }
+  /// The tracing client (trace_client.cpp, in this library) is told when a kernel's JIT
+  /// arguments are set; hooks.h clients read them at launch.
+  void set_jit_args(const void* stub, std::vector<kir_jit_arg> args) {
+    const kir_hook_kernel* view = registry_.set_jit_args(stub, std::move(args));
+    if (view && jit_args_observer) jit_args_observer(view);
+  }
+  /// Set once, by the tracing client's constructor, before any registration it traces.
+  static inline void (*jit_args_observer)(const kir_hook_kernel* kernel) = nullptr;
   /// `resolve` is the registering runtime's cudaGetSymbolAddress (or HIP's twin).
   void global_registered(const void* handle, const void* host, const char* name, size_t size, SymbolResolver resolve);
 
@@ -89,6 +96,10 @@ class Layer {
   void count_launch() { Counts::add(kLaunches); }
   bool has_clients() const { return clients_.any(); }
   void count_substitute_load() { ++substitute_loads_; }
+  /// A CODE substitute client `client` claimed was loaded at `site` (load_site's
+  /// answer): its on_loaded (API 7), when it has one. 0: launch it; else refused.
+  int substitute_loaded(int client, const kir_hook_launch& launch, Vendor vendor, const void* site, kir_hash128 id,
+                        void* module, void* function, const char* entry);
 
   /// kir_hook_add_client, or a KIR_HOOK_CLIENTS library's client (`source`: its
   /// path; a refusal is then printed always): 0, or -1 when refused.
@@ -104,6 +115,8 @@ class Layer {
   /// The launch identity of `launch` of kernel `k` (docs/hashing.md).
   static kir_hash128 launch_identity(KernelRecord& k, const kir_hook_launch& launch);
   void claim(kir_hook_launch& launch, Claim& claim, Vendor vendor);
+  /// The launch's device, arch and context (API 7), from `vendor`'s traits.
+  static void fill_device(kir_hook_launch& launch, Vendor vendor, const KernelRecord* k);
 
   Registry registry_;
   AllocationTracker allocations_;

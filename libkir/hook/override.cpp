@@ -4,7 +4,11 @@
 // CUcontext; HIP: the current device) through the driver's own
 // cuModuleLoadData / hipModuleLoadData — the real ones, not the layer's
 // interposers, so the layer's registry does not list the client's modules — and
-// kept for the process's life, keyed by the client's id.
+// kept for the process's life, keyed by the client's id. The claiming client
+// hears of each load (on_loaded, API 7) before the substitute's first launch;
+// a launch with more than 48 KiB of dynamic shared memory raises the loaded
+// function's limit first (VendorTraits::allow_shared), as an app does for its
+// own kernels with cudaFuncSetAttribute.
 #include <atomic>
 #include <cstring>
 #include <map>
@@ -36,11 +40,17 @@ using LaunchEx = int (*)(const void*, void*, void**, void**);
 using LaunchCooperative = int (*)(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void*,
                                   void**);
 
-/// A loaded substitute: (context or device, id, entry) -> function.
+/// A loaded substitute: (context or device, id, entry) -> function; and the
+/// dynamic shared memory each loaded function was allowed (beyond 48 KiB).
 struct ModuleCache {
   std::mutex mutex;
   std::map<std::tuple<const void*, uint64_t, uint64_t, std::string>, void*> functions;
+  std::map<const void*, size_t> shared_allowed;
 };
+
+/// The dynamic shared memory a function may use without opting in (CUDA: 48 KiB,
+/// cudaFuncAttributeMaxDynamicSharedMemorySize's default).
+constexpr size_t kDefaultSharedLimit = 48 * 1024;
 
 ModuleCache& module_cache() {
   static ModuleCache* cache = new ModuleCache();  // never destroyed: launches may come during exit
@@ -139,12 +149,34 @@ void* load_code(const kir_hook_launch& launch, const Claim& claim, Vendor vendor
   std::string text;
   const void* image = loadable_image(s, kind, text);
   std::string what = std::string(name(kind)) + (s.arch && *s.arch ? std::string(" ") + s.arch : std::string());
+  void* module = nullptr;
   void* function = nullptr;
-  if (!t.load(image, entry, what, function, why)) return fail(launch, claim, why), nullptr;
+  if (!t.load(image, entry, what, module, function, why)) return fail(launch, claim, why), nullptr;
+  // The claimer prepares it (API 7) while the lock keeps every other thread from launching it.
+  if (int r = Layer::get().substitute_loaded(claim.client, launch, vendor, where, id, module, function, entry);
+      r != 0) {
+    t.unload(module);
+    return fail(launch, claim, "its client's on_loaded refused it (returned " + std::to_string(r) + ")"), nullptr;
+  }
   Layer::get().count_substitute_load();
   cache.functions.emplace(std::move(key), function);
   if (slot) *slot = {where, id.high, id.low, entry, function};
   return function;
+}
+
+/// Let `function` (a loaded substitute) run with the launch's dynamic shared memory,
+/// over the default limit: raised once per function to the largest size launched.
+bool allow_shared(const kir_hook_launch& launch, const Claim& claim, Vendor vendor, void* function) {
+  ModuleCache& cache = module_cache();
+  std::lock_guard<std::mutex> lock(cache.mutex);
+  size_t& allowed = cache.shared_allowed[function];
+  if (allowed >= launch.shared_bytes) return true;
+  std::string why;
+  if (launch.shared_bytes > size_t(INT32_MAX))
+    return fail(launch, claim, std::to_string(launch.shared_bytes) + " bytes of dynamic shared memory");
+  if (!traits(vendor).allow_shared(function, int(launch.shared_bytes), why)) return fail(launch, claim, why);
+  allowed = launch.shared_bytes;
+  return true;
 }
 
 /// How a failure line names a substitute handle of kir_hook_substitute.kind `kind`.
@@ -163,7 +195,11 @@ void* substitute_function(const kir_hook_launch& launch, const Claim& claim, Ven
                nullptr;
       if (!s.function) return fail(launch, claim, "a NULL function"), nullptr;
       return const_cast<void*>(s.function);
-    case KIR_SUBSTITUTE_CODE: return load_code(launch, claim, vendor);
+    case KIR_SUBSTITUTE_CODE: {
+      void* f = load_code(launch, claim, vendor);
+      if (f && launch.shared_bytes > kDefaultSharedLimit && !allow_shared(launch, claim, vendor, f)) return nullptr;
+      return f;
+    }
     default: return fail(launch, claim, "unknown kir_hook_substitute.kind " + std::to_string(s.kind)), nullptr;
   }
 }

@@ -233,17 +233,18 @@ FatbinRecord* Registry::live_fatbin_of(const kir_hook_kernel* kernel) {
   return k && &k->view == kernel ? k->fatbin : nullptr;  // not a stale view of an earlier load
 }
 
-void Registry::set_jit_args(const void* stub, std::vector<kir_jit_arg> args) {
+const kir_hook_kernel* Registry::set_jit_args(const void* stub, std::vector<kir_jit_arg> args) {
   std::unique_lock<std::shared_mutex> lock(mutex_);
   auto it = kernels_.find(stub);
-  if (it == kernels_.end() || args.empty()) return;
+  if (it == kernels_.end() || args.empty()) return nullptr;
   KernelRecord* k = it->second;
-  if (__atomic_load_n(&k->view.jit_arg_count, __ATOMIC_ACQUIRE)) return;  // set once: clients may hold the pointer
+  if (__atomic_load_n(&k->view.jit_arg_count, __ATOMIC_ACQUIRE)) return nullptr;  // set once: clients may hold it
   std::sort(args.begin(), args.end(),
             [](const kir_jit_arg& a, const kir_jit_arg& b) { return a.position < b.position; });
   k->jit_args = std::move(args);
   k->view.jit_args = k->jit_args.data();
   __atomic_store_n(&k->view.jit_arg_count, uint32_t(k->jit_args.size()), __ATOMIC_RELEASE);
+  return &k->view;
 }
 
 size_t Registry::kernel_count() const {

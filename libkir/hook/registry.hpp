@@ -116,7 +116,8 @@ class Registry {
   KernelRecord* kernel_for(const void* stub);
   /// The live registration of `kernel` (not a stale view of an earlier load), or nullptr.
   FatbinRecord* live_fatbin_of(const kir_hook_kernel* kernel);
-  void set_jit_args(const void* stub, std::vector<kir_jit_arg> args);
+  /// The kernel's view once they are set (nullptr: no such kernel, none given, or set before).
+  const kir_hook_kernel* set_jit_args(const void* stub, std::vector<kir_jit_arg> args);
   size_t kernel_count() const;
   const kir_hook_kernel* kernel_at(size_t index) const;
 

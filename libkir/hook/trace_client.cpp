@@ -24,6 +24,17 @@
 // extern "C" whose name carries no signature) prints as before: a value of up
 // to 8 bytes as little-endian hex, a larger one as its bytes in hex. The JSON
 // line's `args` keep the raw form; its `values` hold the text form.
+//
+// Runtime constants (the Proteus ABI, kir_hook_kernel.jit_args): a kernel's
+// register-kernel line lists them (`jit=[1:scalar:f32,3:array:f64[@4]]`; JSON
+// `jit`: objects), and each launch marks their values (`jit:2.5`; JSON `jit`:
+// their 1-based positions). The pass describes them right after the runtime
+// registered the kernel (Proteus src/pass/ProteusPass.cpp: the call to
+// getJitRegisterFunctionFn's function is inserted after each registration
+// call), so the client holds a register-kernel line until the next event: the
+// layer tells it (Layer::jit_args_observer) when they arrive. Constants that
+// come after the line was printed (another event came between) print as a
+// register-jit-args line.
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
@@ -47,6 +58,7 @@
 #include "kir/support/json.hpp"
 #include "kir/support/kernel_pattern.hpp"
 #include "kir_hook_internal/settings.hpp"
+#include "layer.hpp"
 
 namespace {
 
@@ -279,32 +291,103 @@ void fatbin_line(const char* event, const void* handle, const char* count_name, 
   line(buf);
 }
 
-void on_fatbin(void*, const void* handle, size_t images) { fatbin_line("register-fatbin", handle, "images", images); }
+/// A kernel's runtime-constant arguments, as a register line lists them ("" when none).
+std::string jit_text(const kir_hook_kernel* k) {
+  uint32_t n = __atomic_load_n(&k->jit_arg_count, __ATOMIC_ACQUIRE);
+  if (!n) return "";
+  std::string s;
+  for (uint32_t i = 0; i < n; ++i) {
+    const kir_jit_arg& a = k->jit_args[i];
+    std::string kind = kir::name(kir::JitArgKind(a.kind)), type = kir::name(kir::ArgType(a.type));
+    std::string count = a.kind == KIR_JIT_OBJECT ? std::to_string(a.count)
+                        : a.count_position       ? "@" + std::to_string(a.count_position)
+                                                 : std::to_string(a.count);
+    if (json) {
+      s += std::string(i ? "," : "") + "{\"position\":" + std::to_string(a.position) + ",\"kind\":" + quoted(kind) +
+           ",\"type\":" + quoted(type);
+      if (a.kind != KIR_JIT_SCALAR)
+        s += std::string(",\"by_value\":") + (a.by_value ? "true" : "false") + ",\"count\":" + std::to_string(a.count) +
+             ",\"count_position\":" + std::to_string(a.count_position);
+      s += "}";
+    } else {
+      s += std::string(i ? "," : "") + std::to_string(a.position) + ":" + kind + ":" + type;
+      if (a.kind == KIR_JIT_ARRAY) s += "[" + count + "]";
+      if (a.kind == KIR_JIT_OBJECT) s += "(" + count + " bytes)";
+      if (a.kind != KIR_JIT_SCALAR && a.by_value) s += ":by-value";
+    }
+  }
+  return json ? ",\"jit\":[" + s + "]" : " jit=[" + s + "]";
+}
+
+/// The kernel whose register-kernel line waits for its runtime constants (see the
+/// top of this file), under `pending_mutex`.
+std::mutex pending_mutex;
+const kir_hook_kernel* pending = nullptr;
+
+/// A kernel's register line: `event` register-kernel, or register-jit-args (its constants, later).
+void kernel_line(const char* event, const kir_hook_kernel* k) {
+  std::string name = k->name, demangled = kir::demangle(name), h = hex_hash(k->static_hash), jit = jit_text(k);
+  if (std::strcmp(event, "register-kernel") != 0) {
+    line(json ? "{\"event\":\"" + std::string(event) + "\",\"kernel\":" + quoted(name) +
+                    ",\"demangled\":" + quoted(demangled) + jit + "}"
+              : "kir-trace " + std::string(event) + " " + demangled + " name=" + name + jit);
+    return;
+  }
+  if (json)
+    line("{\"event\":\"register-kernel\",\"kernel\":" + quoted(name) + ",\"demangled\":" + quoted(demangled) +
+         ",\"params\":" + std::to_string(k->param_count) + ",\"static\":\"" + h +
+         "\",\"ir\":" + std::to_string(k->ir_size) + jit + "}");
+  else
+    line("kir-trace register-kernel " + demangled + " name=" + name + " params=" + std::to_string(k->param_count) +
+         " static=" + h + " ir=" + std::to_string(k->ir_size) + jit);
+}
+
+/// Print the register-kernel line that waits, if any: before every other line.
+void flush_pending() {
+  std::lock_guard<std::mutex> lock(pending_mutex);
+  if (pending) kernel_line("register-kernel", pending);
+  pending = nullptr;
+}
+
+/// The layer set `k`'s runtime constants (Layer::jit_args_observer).
+void on_jit_args(const kir_hook_kernel* k) {
+  if (!selected(k)) return;
+  std::lock_guard<std::mutex> lock(pending_mutex);
+  if (pending == k) {
+    kernel_line("register-kernel", k);
+    pending = nullptr;
+    return;
+  }
+  kernel_line("register-jit-args", k);
+}
+
+void on_fatbin(void*, const void* handle, size_t images) {
+  flush_pending();
+  fatbin_line("register-fatbin", handle, "images", images);
+}
 
 /// Before the layer lets go of a fatbin or module, with the kernels registered with it.
 void on_unregister(void*, const void* handle, size_t kernels) {
+  flush_pending();
   fatbin_line("unregister-fatbin", handle, "kernels", kernels);
 }
 
 void on_kernel(void*, const kir_hook_kernel* k) {
   if (!selected(k)) return;
-  std::string name = k->name, demangled = kir::demangle(name), h = hex_hash(k->static_hash);
-  if (json)
-    line("{\"event\":\"register-kernel\",\"kernel\":" + quoted(name) + ",\"demangled\":" + quoted(demangled) +
-         ",\"params\":" + std::to_string(k->param_count) + ",\"static\":\"" + h +
-         "\",\"ir\":" + std::to_string(k->ir_size) + "}");
-  else
-    line("kir-trace register-kernel " + demangled + " name=" + name + " params=" + std::to_string(k->param_count) +
-         " static=" + h + " ir=" + std::to_string(k->ir_size));
+  std::lock_guard<std::mutex> lock(pending_mutex);
+  if (pending) kernel_line("register-kernel", pending);
+  pending = k;  // printed at the next event, with its runtime constants if they came
 }
 
 void on_global(void*, const kir_hook_global* g) {
+  flush_pending();
   if (json)
     line("{\"event\":\"register-global\",\"name\":" + quoted(g->name) + ",\"size\":" + std::to_string(g->size) + "}");
   else line("kir-trace register-global name=" + std::string(g->name) + " size=" + std::to_string(g->size));
 }
 
 void on_allocation(const char* event, const kir_hook_allocation* a) {
+  flush_pending();
   char buf[160];
   std::snprintf(buf, sizeof buf,
                 json ? "{\"event\":\"%s\",\"address\":%llu,\"size\":%llu,\"kind\":\"%s\"}"
@@ -318,13 +401,21 @@ void on_alloc(void*, const kir_hook_allocation* a) { on_allocation("alloc", a); 
 void on_free(void*, const kir_hook_allocation* a) { on_allocation("free", a); }
 
 void on_launch(void*, const kir_hook_launch* l) {
+  flush_pending();
   if (!selected(l->kernel)) return;
   std::string name = l->kernel ? l->kernel->name : "", demangled = kir::demangle(name);
-  std::string args, values;
+  std::string args, values, jit;
   if (l->kernel && l->args) {
     const std::vector<ArgKind>& kinds = arg_kinds(l->kernel, demangled);
+    uint32_t jit_count = __atomic_load_n(&l->kernel->jit_arg_count, __ATOMIC_ACQUIRE), next_jit = 0;
     for (uint32_t i = 0; i < l->kernel->param_count; ++i) {
       std::string v = typed_arg_text(l->args[i], l->kernel->param_sizes[i], kinds[i]);
+      // A runtime constant (jit_args are sorted by position): marked.
+      while (next_jit < jit_count && l->kernel->jit_args[next_jit].position < i + 1) ++next_jit;
+      if (next_jit < jit_count && l->kernel->jit_args[next_jit].position == i + 1) {
+        if (json) jit += (jit.empty() ? "" : ",") + std::to_string(i + 1);
+        else v = "jit:" + v;
+      }
       values += (i ? "," : "") + (json ? quoted(v) : v);
       if (json) args += std::string(i ? "," : "") + quoted(arg_text(l->args[i], l->kernel->param_sizes[i]));
     }
@@ -349,8 +440,9 @@ void on_launch(void*, const kir_hook_launch* l) {
   }
   if (json)
     line("{\"event\":\"launch\",\"api\":" + quoted(api) + ",\"kernel\":" + quoted(name) +
-         ",\"demangled\":" + quoted(demangled) + "," + dims + ",\"args\":[" + args + "],\"values\":[" + values +
-         "],\"static\":\"" + s + "\",\"identity\":\"" + d + "\"" + claim + "}");
+         ",\"demangled\":" + quoted(demangled) + "," + dims + ",\"args\":[" + args + "],\"values\":[" + values + "]," +
+         (jit.empty() ? "" : "\"jit\":[" + jit + "],") + "\"static\":\"" + s + "\",\"identity\":\"" + d + "\"" + claim +
+         "}");
   else
     line("kir-trace launch " + (l->kernel ? demangled : std::string("(unregistered)")) + " kernel=" + name +
          " api=" + api + " " + dims + " args=[" + values + "] static=" + s + " identity=" + d + claim);
@@ -410,6 +502,9 @@ __attribute__((constructor)) void start_tracing() {
   client.allocated = on_alloc;
   client.freed = on_free;
   client.launch_completed = on_launch;
+  client.launch_skips = KIR_HOOK_SKIP_DEVICE;  // it prints no device
+  kir::hook::Layer::jit_args_observer = on_jit_args;
+  std::atexit(flush_pending);  // a kernel registered last, with no event after it
   kir_hook_add_client(&client);
 }
 

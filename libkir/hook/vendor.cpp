@@ -3,6 +3,9 @@
 
 #include <link.h>
 
+#include <mutex>
+#include <set>
+
 #include "kir/discover.hpp"
 
 namespace kir::hook {
@@ -11,6 +14,13 @@ extern const VendorTraits kCudaTraits;  // vendor_cuda.cpp
 extern const VendorTraits kHipTraits;   // vendor_hip.cpp
 
 const VendorTraits& traits(Vendor vendor) { return vendor == Vendor::hip ? kHipTraits : kCudaTraits; }
+
+const char* interned(const std::string& text) {
+  static std::mutex* mutex = new std::mutex();  // never destroyed: launches may come during exit
+  static auto* texts = new std::set<std::string>();
+  std::lock_guard<std::mutex> lock(*mutex);
+  return texts->insert(text).first->c_str();  // set nodes never move
+}
 
 uint64_t mapped_extent(const void* p) {
   struct Search {

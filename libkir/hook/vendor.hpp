@@ -44,10 +44,25 @@ struct VendorTraits {
   /// Where substitute code is loaded once (the current CUDA context, the
   /// current HIP device), or nullptr and `why`.
   const void* (*load_site)(Vendor vendor, std::string& why);
-  /// Load `image` (`what`: "ptx sm_90") and find its function `entry`: true and
-  /// `function`, or false and `why`.
-  bool (*load)(const void* image, const char* entry, const std::string& what, void*& function, std::string& why);
+  /// Load `image` (`what`: "ptx sm_90") and find its function `entry`: true,
+  /// `module` and `function`, or false and `why` (nothing left loaded).
+  bool (*load)(const void* image, const char* entry, const std::string& what, void*& module, void*& function,
+               std::string& why);
+  /// Unload a module `load` loaded (a substitute its client refused in on_loaded).
+  void (*unload)(void* module);
+  /// Let `function` be launched with `bytes` of dynamic shared memory (over the
+  /// 48 KiB a function gets without opting in): true, or false and `why`.
+  bool (*allow_shared)(void* function, int bytes, std::string& why);
+  /// The device at `site` (load_site's answer): its ordinal (-1 unknown), its
+  /// arch ("sm_90"; HIP: `code_arch`, the target of the kernel's code object, when
+  /// given; "" unknown; valid for the process's life) and the context reported
+  /// (CUDA: the site; HIP: nullptr).
+  void (*device)(const void* site, const std::string* code_arch, int& ordinal, const char*& arch, const void*& context);
 };
+
+/// `text` kept for the process's life (one copy per distinct text): arch names
+/// handed to clients.
+const char* interned(const std::string& text);
 
 const VendorTraits& traits(Vendor vendor);
 

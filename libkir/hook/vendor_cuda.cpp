@@ -167,18 +167,68 @@ const void* load_site(Vendor vendor, std::string& why) {
   return nullptr;
 }
 
-bool load(const void* image, const char* entry, const std::string& what, void*& function, std::string& why) {
+void unload(void* module) {
+  static DriverEntry unload_entry("cuModuleUnload", kLibraries);
+  if (const auto f = unload_entry.get<int (*)(void*)>()) f(module);
+}
+
+bool load(const void* image, const char* entry, const std::string& what, void*& module, void*& function,
+          std::string& why) {
   static DriverEntry load_entry("cuModuleLoadData", kLibraries), get_entry("cuModuleGetFunction", kLibraries);
   const auto load_data = load_entry.get<int (*)(void**, const void*)>();
   const auto get = get_entry.get<int (*)(void**, void*, const char*)>();
   if (!load_data || !get) return why = "the CUDA driver has no cuModuleLoadData", false;
-  void* module = nullptr;
+  module = nullptr;
   int r;
   if ((r = load_data(&module, image)) != 0)
     return why = "cuModuleLoadData of its " + what + " failed: error " + std::to_string(r), false;
-  if ((r = get(&function, module, entry)) != 0)
+  if ((r = get(&function, module, entry)) != 0) {
+    unload(module);
     return why = std::string("cuModuleGetFunction(\"") + entry + "\") failed: error " + std::to_string(r), false;
+  }
   return true;
+}
+
+/// cuFuncSetAttribute(function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes): CUDA's cuda.h,
+/// enum CUfunction_attribute, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8. Without it the
+/// driver refuses a launch with more than 48 KiB of dynamic shared memory (CUDA_ERROR_INVALID_VALUE).
+bool allow_shared(void* function, int bytes, std::string& why) {
+  constexpr int kMaxDynamicSharedSizeBytes = 8;
+  static DriverEntry set_entry("cuFuncSetAttribute", kLibraries);
+  const auto set = set_entry.get<int (*)(void*, int, int)>();
+  if (!set) return why = "the CUDA driver has no cuFuncSetAttribute", false;
+  if (int r = set(function, kMaxDynamicSharedSizeBytes, bytes); r != 0)
+    return why = "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES, " + std::to_string(bytes) + ") failed: error " +
+                 std::to_string(r),
+           false;
+  return true;
+}
+
+/// The context's device: cuCtxGetDevice (the current context is `site`), its
+/// compute capability (CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75, _MINOR = 76, cuda.h).
+/// Remembered per thread for the last context: one driver call per launch.
+void device(const void* site, const std::string*, int& ordinal, const char*& arch, const void*& context) {
+  struct Last {
+    const void* context = nullptr;
+    int ordinal = -1;
+    const char* arch = "";
+  };
+  static thread_local Last last;
+  context = site;
+  if (site != last.context) {
+    static DriverEntry get_device("cuCtxGetDevice", kLibraries), attribute_entry("cuDeviceGetAttribute", kLibraries);
+    const auto get = get_device.get<int (*)(int*)>();
+    const auto attribute = attribute_entry.get<int (*)(int*, int, int)>();
+    int d = -1, major = 0, minor = 0;
+    last = {site, -1, ""};
+    if (get && get(&d) == 0) {
+      last.ordinal = d;
+      if (attribute && attribute(&major, 75, d) == 0 && attribute(&minor, 76, d) == 0)
+        last.arch = interned("sm_" + std::to_string(major) + std::to_string(minor));
+    }
+  }
+  ordinal = last.ordinal;
+  arch = last.arch;
 }
 
 }  // namespace
@@ -211,7 +261,8 @@ void decode_fatbin(FatbinRecord& f, const void* handle) {
 
 extern const VendorTraits kCudaTraits;
 const VendorTraits kCudaTraits = {
-    "CUDA", kLibraries, read_registration, read_module, loads, "\"cubin\" or \"ptx\"", own_handle, load_site, load,
+    "CUDA", kLibraries, read_registration, read_module, loads, "\"cubin\" or \"ptx\"", own_handle, load_site,
+    load,   unload,     allow_shared,      device,
 };
 
 }  // namespace kir::hook

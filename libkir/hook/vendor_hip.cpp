@@ -62,25 +62,60 @@ const void* load_site(Vendor, std::string& why) {
   return reinterpret_cast<const void*>(uintptr_t(device) + 1);
 }
 
-bool load(const void* image, const char* entry, const std::string& what, void*& function, std::string& why) {
+void unload(void* module) {
+  static DriverEntry unload_entry("hipModuleUnload", kLibraries);
+  if (const auto f = unload_entry.get<int (*)(void*)>()) f(module);
+}
+
+bool load(const void* image, const char* entry, const std::string& what, void*& module, void*& function,
+          std::string& why) {
   static DriverEntry load_entry("hipModuleLoadData", kLibraries), get_entry("hipModuleGetFunction", kLibraries);
   const auto load_data = load_entry.get<int (*)(void**, const void*)>();
   const auto get = get_entry.get<int (*)(void**, void*, const char*)>();
   if (!load_data || !get) return why = "the HIP runtime has no hipModuleLoadData", false;
-  void* module = nullptr;
+  module = nullptr;
   int r;
   if ((r = load_data(&module, image)) != 0)
     return why = "hipModuleLoadData of its " + what + " failed: error " + std::to_string(r), false;
-  if ((r = get(&function, module, entry)) != 0)
+  if ((r = get(&function, module, entry)) != 0) {
+    unload(module);
     return why = std::string("hipModuleGetFunction(\"") + entry + "\") failed: error " + std::to_string(r), false;
+  }
   return true;
+}
+
+/// hipFuncSetAttribute(function, hipFuncAttributeMaxDynamicSharedMemorySize, bytes): ROCm's
+/// hip/hip_runtime_api.h, enum hipFuncAttribute, hipFuncAttributeMaxDynamicSharedMemorySize = 8.
+/// AMD GPUs need no opt-in — hipModuleLaunchKernel grants dynamic LDS up to the device's limit —
+/// and HIP checks the pointer against the host stubs it registered, which a module's
+/// hipFunction_t is not: the call is made as CUDA's is, and its refusal is no failure (the
+/// launch itself says whether the memory fits).
+bool allow_shared(void* function, int bytes, std::string&) {
+  constexpr int kMaxDynamicSharedMemorySize = 8;
+  static DriverEntry set_entry("hipFuncSetAttribute", kLibraries);
+  if (const auto set = set_entry.get<int (*)(const void*, int, int)>())
+    set(function, kMaxDynamicSharedMemorySize, bytes);
+  return true;
+}
+
+/// hipGetDevice's device (`site` is 1 + its ordinal); the arch is the target of the
+/// code object the layer reads for the kernel (HIP has no stable C call naming it:
+/// gcnArchName is inside hipDeviceProp_t, whose layout changes between ROCm releases).
+void device(const void* site, const std::string* code_arch, int& ordinal, const char*& arch, const void*& context) {
+  ordinal = site ? int(reinterpret_cast<uintptr_t>(site) - 1) : -1;
+  static thread_local std::string last;  // the last kernel's: one compare per launch, no lock
+  static thread_local const char* last_arch = "";
+  if (code_arch && *code_arch != last) last_arch = (last = *code_arch).empty() ? "" : interned(last);
+  arch = code_arch ? last_arch : "";
+  context = nullptr;
 }
 
 }  // namespace
 
 extern const VendorTraits kHipTraits;
 const VendorTraits kHipTraits = {
-    "HIP", kLibraries, read_registration, nullptr, loads, "\"code-object\"", own_handle, load_site, load,
+    "HIP", kLibraries, read_registration, nullptr, loads, "\"code-object\"", own_handle, load_site,
+    load,  unload,     allow_shared,      device,
 };
 
 }  // namespace kir::hook

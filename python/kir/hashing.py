@@ -100,20 +100,37 @@ def jit_key(static_hash: str, arch: str, args, *, grid=None, block=None, shared_
         [len(p) if p is not None else 0 for p in params])
 
 
+@dataclass(frozen=True)
+class JitValue:
+    """One runtime-constant argument's value as the JIT key hashed it (kir_jit_value,
+    kir.h ABI 10): what a JIT client specializes on."""
+    position: int      #: 1-based parameter position
+    kind: int          #: kir_jit_arg_kind (0 scalar, 1 array, 2 object)
+    type: int          #: kir_arg_type
+    from_memory: bool  #: read through the pointer the argument holds (else the argument's own bytes)
+    count: int         #: scalars 1; arrays their elements; objects their bytes
+    value: bytes       #: the bytes hashed
+
+
 def jit_key_of_launch(static_hash: str, arch: str, params, jit_args, *, memory=None,
                       grid=(1, 1, 1), block=(1, 1, 1), specialize_grid: bool = False,
                       specialize_block: bool = False, shared_bytes: int = 0, bounds=None,
-                      config=(), captures=(), param_sizes=None) -> str:
+                      config=(), captures=(), param_sizes=None, values: bool = False):
     """The JIT key of a launch as a JIT client computes it (kir_jit_key): `params`
     the launch's argument bytes (one per parameter), `jit_args` the kernel's
     runtime-constant arguments (kir.model.JitArg), `memory` {address: bytes} the device memory
-    arrays and objects passed by pointer are read from."""
+    arrays and objects passed by pointer are read from. With `values`: (key, [JitValue]),
+    the values the key hashed, by increasing position (each read from `memory` once)."""
     max_threads, min_blocks = bounds if bounds is not None else (0, 0)
-    return _core.jit_key_of_launch(
+    result = _core.jit_key_of_launch(
         _hex(static_hash), arch, [None if p is None else bytes(p) for p in params],
         [a.c_fields() if isinstance(a, JitArg) else tuple(a) for a in jit_args],
         dict(memory or {}), _dims(grid, "grid"), _dims(block, "block"), specialize_grid, specialize_block,
-        shared_bytes, (max_threads, min_blocks), _config(config), _captures(captures), param_sizes)
+        shared_bytes, (max_threads, min_blocks), _config(config), _captures(captures), param_sizes, values)
+    if not values:
+        return result
+    key, decoded = result
+    return key, [JitValue(*v) for v in decoded]
 
 
 def launch_identity(static_hash: str, arch: str, args, *, grid, block, shared_bytes: int = 0) -> str:
@@ -175,6 +192,6 @@ def kernel_hashes(binary: Binary, llvm20_or_newer: bool = True,
 
 
 __all__ = ["ArgType", "ARRAY", "DynamicHash", "Hash128", "HashDomain", "jit_key", "jit_key_of_launch",
-           "JitArg", "kernel_code", "kernel_hashes", "kernel_static_hash", "KernelHash", "launch_identity",
+           "JitArg", "JitValue", "kernel_code", "kernel_hashes", "kernel_static_hash", "KernelHash", "launch_identity",
            "OBJECT", "proteus_static_hash", "SCALAR", "SPECIALIZE_BLOCK", "SPECIALIZE_BOUNDS",
            "SPECIALIZE_GRID", "static_hash", "xxh3_128"]

@@ -21,7 +21,7 @@ import pytest
 import kir
 from build import source  # tests/support/build.py: a source under tests/fixtures
 from kir.errors import KirError
-from stub_cuda import AXPY, HOOK, lines, rig, run  # noqa: F401  (rig: fixture)
+from stub_cuda import AXPY, HOOK, device_rig, lines, rig, run  # noqa: F401  (rig, device_rig: fixtures)
 
 # The stub runtimes are found whatever LD_LIBRARY_PATH says (a GPU machine names the
 # real driver's directory there): the programs carry DT_RPATH (issue 21, item 16).
@@ -182,6 +182,74 @@ def test_a_substitute_that_cannot_load_launches_the_original_and_is_logged(rig):
     assert "a hipFunction_t for a CUDA launch" in proc.stderr and len(lines(proc, "stub cudaLaunchKernel")) == 1
     proc = run(rig, "d", log=True, A_MODE="code", STUB_NO_CONTEXT="1")
     assert "no current CUDA context" in proc.stderr and lines(proc, "stub cuLaunchKernel")[0].split()[2] == f"f={AXPY}"
+
+
+def test_a_code_substitute_launches_with_more_than_48_kib_of_shared_memory(rig):
+    """Issue 23: the driver refuses a launch with more than 48 KiB of dynamic shared memory
+    unless the function's CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES was raised (the
+    stub driver too). The layer loads a CODE substitute itself, so it raises the limit:
+    once per function and size, before the launch; the app's own launches are untouched."""
+    proc = run(rig, "SSrT", A_MODE="code")
+    assert lines(proc, "app ") == ["app S returned 0", "app S returned 0", "app r returned 0", "app T returned 0"]
+    assert lines(proc, "stub cuFuncSetAttribute") == [
+        f"stub cuFuncSetAttribute f={AXPY} attribute=8 value=65536",   # the first 64 KiB launch
+        f"stub cuFuncSetAttribute f={AXPY} attribute=8 value=81920"]   # raised again for 80 KiB
+    stub = lines(proc, "stub cuLaunchKernel")
+    assert [l.split()[5] for l in stub] == ["shared=65536", "shared=65536", "shared=16", "shared=81920"]
+    assert lines(proc, "A stats") == ["A stats handled=0 substituted=4 loads=1 substitute_failures=0 failures=0"]
+    # A FUNCTION substitute is the client's handle: the layer leaves its attributes alone,
+    # and the driver refuses the launch as it would the app's.
+    proc = run(rig, "S", A_MODE="function")
+    assert lines(proc, "stub cuFuncSetAttribute") == []
+    assert lines(proc, "stub cuLaunchKernel") == [
+        "stub cuLaunchKernel f=0xf00d refused: 65536 bytes of dynamic shared memory"]
+
+
+def test_the_launch_event_names_its_device(device_rig, rig):
+    """Hook API 7: kir_hook_launch.device, .arch, .context, set before launch_override is
+    asked; unknown (-1, "", NULL) without a device, and not computed when every client skips them."""
+    proc = run(device_rig, "rd", A_MODE="handled", A_DEVICE="1")
+    assert lines(proc, "A device-") == [
+        "A device-asked cudaLaunchKernel device=0 arch=sm_90 context=0xc0",
+        "A device-begin cudaLaunchKernel device=0 arch=sm_90 context=0xc0",
+        "A device-asked cuLaunchKernel device=0 arch=sm_90 context=0xc0",
+        "A device-begin cuLaunchKernel device=0 arch=sm_90 context=0xc0"]
+    # The stub driver without cuCtxGetDevice: the context only.
+    proc = run(rig, "r", A_DEVICE="1")
+    assert lines(proc, "A device-begin") == ["A device-begin cudaLaunchKernel device=-1 arch= context=0xc0"]
+    # No context: nothing known.
+    proc = run(device_rig, "d", A_DEVICE="1", STUB_NO_CONTEXT="1")
+    assert lines(proc, "A device-begin") == ["A device-begin cuLaunchKernel device=-1 arch= context=(nil)"]
+    # Every API-7 client skips them (C is an API-3 client, which cannot read them): never computed.
+    proc = run(device_rig, "r", A_DEVICE="1", A_SKIP="device", B_SKIP="device")
+    assert lines(proc, "A device-begin") == ["A device-begin cudaLaunchKernel device=-1 arch= context=(nil)"]
+    proc = run(device_rig, "r", A_DEVICE="1", A_SKIP="device")  # B reads them: computed for all
+    assert lines(proc, "A device-begin") == ["A device-begin cudaLaunchKernel device=0 arch=sm_90 context=0xc0"]
+
+
+def test_on_loaded_is_told_of_each_load_before_the_first_launch(device_rig):
+    """Hook API 7: the claimer's on_loaded gets the module, the function, the context, the
+    device, the id and the kernel of a CODE substitute once per (context, id), before its
+    first launch; another client's on_loaded is not called for it."""
+    proc = run(device_rig, "rrd", A_MODE="code", A_LOADED="print", B_LOADED="print")
+    out = proc.stdout.splitlines()
+    loaded = [l for l in out if " loaded " in l]
+    assert loaded == [f"A loaded entry={AXPY} kernel={AXPY} module=set function=set context=0xc0 device=0 "
+                      "arch=sm_90 id=1d:2e size=1"]
+    first_launch = next(i for i, l in enumerate(out) if l.startswith("stub cuLaunchKernel"))
+    assert out.index(loaded[0]) < first_launch
+    assert lines(proc, "A stats") == ["A stats handled=0 substituted=3 loads=1 substitute_failures=0 failures=0"]
+
+
+def test_a_substitute_on_loaded_refuses_runs_the_original(device_rig):
+    """on_loaded returning non-zero: the module is unloaded, a substitute failure is counted
+    and logged, the original runs; the next claim loads the code again (and asks again)."""
+    proc = run(device_rig, "rr", log=True, A_MODE="code", A_LOADED="refuse")
+    assert len(lines(proc, "A loaded")) == 2
+    assert [l.split()[1] for l in lines(proc, "stub ")] == ["cudaLaunchKernel", "cudaLaunchKernel"]
+    assert "stub-driver cuModuleUnload=2" in proc.stderr
+    assert proc.stderr.count("its client's on_loaded refused it (returned 1); the original kernel is launched") == 2
+    assert lines(proc, "A stats") == ["A stats handled=0 substituted=0 loads=0 substitute_failures=2 failures=2"]
 
 
 # --- HIP -------------------------------------------------------------------------------------

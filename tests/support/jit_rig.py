@@ -23,11 +23,8 @@ F32 = 11  # kir_arg_type
 
 
 # A driver with a device (sm_90) and device memory reads, for the client.
-DRIVER = override.STUB_DRIVER.replace(
-    "int cuDeviceGetAttribute(int* v, int a, int d) { (void)v; (void)a; (void)d; return 100; }",
-    "int cuDeviceGetAttribute(int* v, int a, int d) { (void)d; *v = a == 75 ? 9 : 0; return 0; }\n"
-    "int cuCtxGetDevice(int* d) { *d = 0; return 0; }\n"
-    "int cuMemcpyDtoH_v2(void* out, unsigned long long from, size_t n) { memcpy(out, (void*)from, n); return 0; }")
+DRIVER = override.DEVICE_DRIVER + (
+    "\nint cuMemcpyDtoH_v2(void* out, unsigned long long from, size_t n) { memcpy(out, (void*)from, n); return 0; }\n")
 
 
 # The app registers `a` (position 0, Proteus FLOAT = 5) as the pass would.

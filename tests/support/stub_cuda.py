@@ -31,6 +31,14 @@ APP = (STUBS / "app.c").read_text()  # every launch path, one letter each
 CLIENT = (STUBS / "client.c").read_text()  # NAME, CLAIM, V3, REPORT: -D
 
 
+# The driver with a device: ordinal 0 of the current context, compute capability 9.0 (sm_90).
+DEVICE_DRIVER = STUB_DRIVER.replace(
+    "int cuDeviceGetAttribute(int* v, int a, int d) { (void)v; (void)a; (void)d; return 100; }",
+    "int cuDeviceGetAttribute(int* v, int a, int d) { (void)d; *v = a == 75 ? 9 : 0; return 0; }\n"
+    "int cuCtxGetDevice(int* d) { *d = 0; return 0; }")
+assert DEVICE_DRIVER != STUB_DRIVER, "driver.c's cuDeviceGetAttribute changed: DEVICE_DRIVER replaces it"
+
+
 def build_stub_libraries(d: Path, driver: str = STUB_DRIVER, quiet: bool = False, optimize: bool = False,
                          runtime: str = STUB_RUNTIME) -> None:
     """The stub runtime and driver as libcudart.so and libcuda.so.1 in `d` (the
@@ -49,10 +57,8 @@ def build_stub_libraries(d: Path, driver: str = STUB_DRIVER, quiet: bool = False
                        check=True, cwd=d)
 
 
-@pytest.fixture(scope="module")
-def rig(built, tmp_path_factory):
-    d = tmp_path_factory.mktemp("override")
-    build_stub_libraries(d)
+def make_rig(built, d: Path, driver: str = STUB_DRIVER):
+    build_stub_libraries(d, driver)
     (d / "app.c").write_text(APP.replace("AXPY", AXPY))
 
     def cc(*args):
@@ -64,6 +70,17 @@ def rig(built, tmp_path_factory):
         cc("-shared", "-fPIC", f"-I{INCLUDE}", f'-DNAME="{name}"', f"-DCLAIM={claim}", f"-DV3={v3}",
            f"-DREPORT={report}", STUBS / "client.c", "-o", f"lib{name}.so")
     return d, built["kernels.fatbin"], built["kernels_sm90.cubin"]
+
+
+@pytest.fixture(scope="module")
+def rig(built, tmp_path_factory):
+    return make_rig(built, tmp_path_factory.mktemp("override"))
+
+
+@pytest.fixture(scope="module")
+def device_rig(built, tmp_path_factory):
+    """The rig with DEVICE_DRIVER: the launch's device is known (ordinal 0, sm_90)."""
+    return make_rig(built, tmp_path_factory.mktemp("override_device"), DEVICE_DRIVER)
 
 
 def run(rig, launches, clients="ABC", log=False, proteus=False, **modes):

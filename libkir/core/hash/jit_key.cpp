@@ -54,48 +54,57 @@ Expected<uint64_t> read_count(const kir_jit_key_input& in, const kir_jit_arg& a)
   return raw;
 }
 
-/// An ARG record of `size` bytes read at `address` through read_memory, in
-/// pieces through a stack buffer.
-Status add_read(DynamicHash& h, const kir_jit_key_input& in, const kir_jit_arg& a, uint64_t address, uint64_t size) {
-  if (size > kMaxValueBytes) return arg_error(a.position, std::to_string(size) + " bytes to read: more than 1 GiB");
-  if (size == 0) {
-    h.arg(a.position, static_cast<ArgType>(a.type), nullptr, 0);
-    return {};
-  }
-  if (!in.read_memory) return arg_error(a.position, "passed by pointer, and read_memory is NULL");
-  if (address == 0) return arg_error(a.position, "passed by pointer, and the pointer is NULL");
-  h.arg_header(a.position, static_cast<ArgType>(a.type), size);
-  alignas(16) unsigned char buffer[4096];
-  for (uint64_t done = 0; done < size;) {
-    size_t n = size_t(size - done < sizeof buffer ? size - done : sizeof buffer);
-    if (int rc = in.read_memory(in.user, address + done, buffer, n); rc != 0)
-      return arg_error(a.position, "read_memory(" + hex(address + done) + ", " + std::to_string(n) +
-                                       " bytes) failed (" + std::to_string(rc) + ")");
-    h.append(buffer, n);
-    done += n;
-  }
-  return {};
-}
+/// Where one runtime-constant argument's value lies: the argument's own bytes
+/// (`own`), or `size` bytes at device `address` read through read_memory.
+struct Value {
+  const void* own = nullptr;
+  uint64_t address = 0;
+  uint64_t size = 0;
+  uint64_t count = 1;  // kir_jit_value.count
+  bool from_memory = false;
+};
+
+/// Where the values go (kir_jit_key_input.values, ABI 10), or nowhere.
+struct ValueSink {
+  kir_jit_value* values = nullptr;
+  unsigned char* bytes = nullptr;
+  size_t used = 0;  // bytes of `bytes` filled
+  size_t index = 0;
+};
+
+constexpr uint64_t kValueAlign = 16;
+uint64_t aligned(uint64_t n) { return (n + kValueAlign - 1) & ~(kValueAlign - 1); }
 
 /// The argument's own bytes, `size` of them (scalars, by-value arrays and objects).
-Status add_own(DynamicHash& h, const kir_jit_key_input& in, const kir_jit_arg& a, uint64_t size) {
+Expected<Value> own(const kir_jit_key_input& in, const kir_jit_arg& a, uint64_t size, uint64_t count) {
   uint32_t p = a.position;
   if (in.param_sizes && in.param_sizes[p - 1] < size)
     return arg_error(
         p, "needs " + std::to_string(size) + " bytes, the parameter has " + std::to_string(in.param_sizes[p - 1]));
   if (size > kMaxValueBytes) return arg_error(p, std::to_string(size) + " bytes: more than 1 GiB");
-  h.arg(p, static_cast<ArgType>(a.type), in.args[p - 1], size_t(size));
-  return {};
+  Value v;
+  v.own = in.args[p - 1];
+  v.size = size;
+  v.count = count;
+  return v;
 }
 
-/// The pointer argument `a` holds.
-uint64_t pointer_of(const kir_jit_key_input& in, const kir_jit_arg& a) {
-  uint64_t address = 0;
-  std::memcpy(&address, in.args[a.position - 1], sizeof(void*));
-  return address;
+/// `size` bytes at the pointer the argument holds (arrays and objects by pointer).
+Expected<Value> behind_pointer(const kir_jit_key_input& in, const kir_jit_arg& a, uint64_t size, uint64_t count) {
+  if (size > kMaxValueBytes) return arg_error(a.position, std::to_string(size) + " bytes to read: more than 1 GiB");
+  Value v;
+  v.from_memory = true;
+  v.size = size;
+  v.count = count;
+  if (size == 0) return v;
+  if (!in.read_memory) return arg_error(a.position, "passed by pointer, and read_memory is NULL");
+  std::memcpy(&v.address, in.args[a.position - 1], sizeof(void*));
+  if (v.address == 0) return arg_error(a.position, "passed by pointer, and the pointer is NULL");
+  return v;
 }
 
-Status add_arg(DynamicHash& h, const kir_jit_key_input& in, const kir_jit_arg& a) {
+/// Where argument `a`'s value lies, checked; reads nothing but the argument bytes.
+Expected<Value> locate(const kir_jit_key_input& in, const kir_jit_arg& a) {
   uint32_t p = a.position;
   if (!valid_type(a.type)) return arg_error(p, "type " + std::to_string(a.type) + " is not a kir_arg_type");
   if (!in.args[p - 1]) return arg_error(p, "its value (args[" + std::to_string(p - 1) + "]) is NULL");
@@ -107,7 +116,7 @@ Status add_arg(DynamicHash& h, const kir_jit_key_input& in, const kir_jit_arg& a
         if (!in.param_sizes) return arg_error(p, "a scalar of type bytes needs param_sizes");
         size = in.param_sizes[p - 1];
       }
-      return add_own(h, in, a, size);
+      return own(in, a, size, 1);
     }
     case KIR_JIT_ARRAY: {
       size_t element = arg_type_size(a.type);
@@ -121,29 +130,61 @@ Status add_arg(DynamicHash& h, const kir_jit_key_input& in, const kir_jit_arg& a
       if (count > kMaxValueBytes / element)
         return arg_error(p,
                          std::to_string(count) + " elements of " + std::to_string(element) + " bytes: more than 1 GiB");
-      if (a.by_value) return add_own(h, in, a, count * element);
+      if (a.by_value) return own(in, a, count * element, count);
       if (!pointer_fits) return arg_error(p, "an array passed by pointer, but the parameter is smaller than a pointer");
-      return add_read(h, in, a, pointer_of(in, a), count * element);
+      return behind_pointer(in, a, count * element, count);
     }
     case KIR_JIT_OBJECT:
-      if (a.by_value) return add_own(h, in, a, a.count);
+      if (a.by_value) return own(in, a, a.count, a.count);
       if (!pointer_fits)
         return arg_error(p, "an object passed by pointer, but the parameter is smaller than a pointer");
-      return add_read(h, in, a, pointer_of(in, a), a.count);
+      return behind_pointer(in, a, a.count, a.count);
     default: return arg_error(p, "kind " + std::to_string(a.kind) + " is not a kir_jit_arg_kind");
   }
 }
 
-}  // namespace
+Error read_error(const kir_jit_arg& a, uint64_t address, size_t n, int rc) {
+  return arg_error(a.position, "read_memory(" + hex(address) + ", " + std::to_string(n) + " bytes) failed (" +
+                                   std::to_string(rc) + ")");
+}
 
-Status add_jit_key_records(DynamicHash& h, const kir_jit_key_input& in) {
-  if (in.jit_arg_count && !in.jit_args)
-    return Error(ErrorCode::invalid_argument, "jit_args is NULL, jit_arg_count " + std::to_string(in.jit_arg_count));
-  if (in.jit_arg_count && !in.args)
-    return Error(ErrorCode::invalid_argument,
-                 "the launch's args are NULL, and the kernel has runtime-constant arguments");
-  // ARG records by increasing position, whatever order the client keeps them in
-  // (a handful: selecting the next smallest each time needs no storage).
+/// The ARG record of `a` (at `v`), its bytes also copied into `sink` when there is one:
+/// device memory is read once, into the sink (or in pieces through a stack buffer).
+Status add_value(DynamicHash& h, const kir_jit_key_input& in, const kir_jit_arg& a, const Value& v, ValueSink* sink) {
+  const ArgType type = static_cast<ArgType>(a.type);
+  const void* bytes = v.own;
+  if (sink) {
+    unsigned char* to = sink->bytes + sink->used;
+    if (v.from_memory && v.size) {
+      if (int rc = in.read_memory(in.user, v.address, to, size_t(v.size)); rc != 0)
+        return read_error(a, v.address, size_t(v.size), rc);
+    } else if (v.size) {
+      std::memcpy(to, v.own, size_t(v.size));
+    }
+    sink->values[sink->index++] = {a.position, a.kind, a.type, uint8_t(v.from_memory), 0, v.count, to, v.size};
+    sink->used += size_t(aligned(v.size));
+    bytes = to;
+  } else if (v.from_memory && v.size) {
+    h.arg_header(a.position, type, v.size);
+    alignas(16) unsigned char buffer[4096];
+    for (uint64_t done = 0; done < v.size;) {
+      size_t n = size_t(v.size - done < sizeof buffer ? v.size - done : sizeof buffer);
+      if (int rc = in.read_memory(in.user, v.address + done, buffer, n); rc != 0)
+        return read_error(a, v.address + done, n, rc);
+      h.append(buffer, n);
+      done += n;
+    }
+    return {};
+  }
+  h.arg(a.position, type, v.size ? bytes : nullptr, size_t(v.size));
+  return {};
+}
+
+/// Calls `visit(arg)` for the runtime-constant arguments by increasing position,
+/// whatever order the client keeps them in (a handful: selecting the next
+/// smallest each time needs no storage); stops at the first error.
+template <class Visit>
+Status each_arg(const kir_jit_key_input& in, Visit&& visit) {
   uint32_t previous = 0;
   for (size_t done = 0; done < in.jit_arg_count; ++done) {
     const kir_jit_arg* next = nullptr;
@@ -158,9 +199,56 @@ Status add_jit_key_records(DynamicHash& h, const kir_jit_key_input& in) {
       return Error(ErrorCode::invalid_argument, "jit_args hold one position twice");
     if (next->position == 0 || next->position > in.param_count)
       return arg_error(next->position, "not a parameter position (1.." + std::to_string(in.param_count) + ")");
-    if (Status s = add_arg(h, in, *next); !s) return s;
+    if (Status s = visit(*next); !s) return s;
     previous = next->position;
   }
+  return {};
+}
+
+/// The ARG records; with `in.values` (ABI 10) the values too, after checking
+/// that value_bytes holds them all — before anything is read.
+Status add_args(DynamicHash& h, const kir_jit_key_input& in) {
+  const bool want_values = has(in, &in.value_bytes_size) && in.values;
+  if (!want_values) {
+    return each_arg(in, [&](const kir_jit_arg& a) -> Status {
+      Expected<Value> v = locate(in, a);
+      if (!v) return v.error();
+      return add_value(h, in, a, *v, nullptr);
+    });
+  }
+  uint64_t needed = 0;
+  Status sized = each_arg(in, [&](const kir_jit_arg& a) -> Status {
+    Expected<Value> v = locate(in, a);
+    if (!v) return v.error();
+    needed += aligned(v->size);
+    return {};
+  });
+  if (!sized) return sized;
+  if (in.value_bytes_size) *in.value_bytes_size = size_t(needed);
+  if (needed > in.value_bytes_capacity)
+    return Error(ErrorCode::too_large, "the values need " + std::to_string(needed) +
+                                           " bytes, value_bytes_capacity is " +
+                                           std::to_string(in.value_bytes_capacity));
+  if (needed && !in.value_bytes) return Error(ErrorCode::invalid_argument, "value_bytes is NULL");
+  ValueSink sink;
+  sink.values = in.values;
+  sink.bytes = static_cast<unsigned char*>(in.value_bytes);
+  return each_arg(in, [&](const kir_jit_arg& a) -> Status {
+    Expected<Value> v = locate(in, a);
+    if (!v) return v.error();
+    return add_value(h, in, a, *v, &sink);
+  });
+}
+
+}  // namespace
+
+Status add_jit_key_records(DynamicHash& h, const kir_jit_key_input& in) {
+  if (in.jit_arg_count && !in.jit_args)
+    return Error(ErrorCode::invalid_argument, "jit_args is NULL, jit_arg_count " + std::to_string(in.jit_arg_count));
+  if (in.jit_arg_count && !in.args)
+    return Error(ErrorCode::invalid_argument,
+                 "the launch's args are NULL, and the kernel has runtime-constant arguments");
+  if (Status s = add_args(h, in); !s) return s;
   if (has(in, &in.capture_count) && in.capture_count) {
     if (!in.captures)
       return Error(ErrorCode::invalid_argument, "captures is NULL, capture_count " + std::to_string(in.capture_count));

@@ -70,6 +70,17 @@
  *                            must carry different ids. The bytes (and `entry`)
  *                            need to stay valid only until the app's launch call
  *                            returns; those of a cache hit are not read at all.
+ *                            The layer keeps no pointer to them: the driver copies
+ *                            the image into the module it loads (PTX is first
+ *                            copied by the layer when it is not NUL-terminated), so
+ *                            a client may reuse or free its buffer once the launch
+ *                            call returned. API 7: the claimer's on_loaded is told
+ *                            of each load (module, function, context) before the
+ *                            first launch; a launch with more than 48 KiB of
+ *                            dynamic shared memory first raises the function's
+ *                            limit (cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)
+ *                            / hipFuncSetAttribute), once per size, as an app does
+ *                            for its own kernels.
  * A substitute is launched with the app's arguments, grid, block, dynamic shared
  * memory and stream, through the driver: cuLaunchKernel (cuLaunchKernelEx with
  * the app's attributes for cudaLaunchKernelExC / cuLaunchKernelEx,
@@ -211,8 +222,9 @@ typedef struct kir_hook_launch {
   uint32_t struct_size; /* sizeof(kir_hook_launch) as the layer was built (as
                            kir_hook_kernel's) */
   /* API 7 (read them only when struct_size covers them): the device the launch runs on,
-     set before launch_override is asked. Zero / NULL for every client when all of them
-     skip it (KIR_HOOK_SKIP_DEVICE, or a client built for API 6 or older). */
+     set before launch_override is asked. -1, "" and NULL when unknown, and for every
+     client when none reads them (each sets KIR_HOOK_SKIP_DEVICE or is built for API 6
+     or older). */
   int device;          /* its ordinal (CUDA: cuCtxGetDevice in `context`; HIP: hipGetDevice), -1 unknown */
   const char* arch;    /* CUDA: "sm_90" (the device's compute capability); HIP: the target of the
                           code object the layer reads for the kernel ("gfx90a:sramecc+:xnack-"),

@@ -330,9 +330,9 @@ typedef struct kir_jit_value {
   uint8_t from_memory; /* 1: read through read_memory at the pointer the argument holds;
                           0: the argument's own bytes (scalars, by-value arrays and objects) */
   uint8_t reserved;
-  uint64_t count;     /* scalars: 1; arrays: elements (the run-time count where it is one); objects: bytes */
-  const void* bytes;  /* in kir_jit_key_input.value_bytes */
-  uint64_t size;      /* bytes */
+  uint64_t count;    /* scalars: 1; arrays: elements (the run-time count where it is one); objects: bytes */
+  const void* bytes; /* in kir_jit_key_input.value_bytes */
+  uint64_t size;     /* bytes */
 } kir_jit_value;
 
 /** Everything a kernel's JIT key covers, as a launch gives it. */
@@ -372,8 +372,8 @@ typedef struct kir_jit_key_input {
      the values the key hashed, for a client that specializes on them — arrays and
      objects behind pointers read through read_memory once, for the key and for the
      client. Outputs: the pointers are the caller's memory, kir_jit_key writes through them. */
-  kir_jit_value* values;       /* room for jit_arg_count entries: filled by increasing position */
-  void* value_bytes;           /* the values' bytes are copied here, each at an offset aligned to 16 */
+  kir_jit_value* values; /* room for jit_arg_count entries: filled by increasing position */
+  void* value_bytes;     /* the values' bytes are copied here, each at an offset (from value_bytes) aligned to 16 */
   size_t value_bytes_capacity; /* its size; too small: kir_jit_key fails before reading anything
                                   (KIR_ERROR_TOO_LARGE) and sets *value_bytes_size to the size needed */
   size_t* value_bytes_size;    /* optional: set to the bytes the values need (success or not) */

@@ -424,6 +424,86 @@ int read_host(void* user, uint64_t address, void* out, size_t size) {
   return 0;
 }
 
+/// ABI 10: kir_jit_key returns the values it hashed (kir_jit_key_input.values), each
+/// array read from device memory once — for the key and for the client.
+void test_jit_key_values() {
+  kir_hash128 s = kir_static_hash("_Z4axpydPdi", "ir", nullptr, 0);
+  double a = 2.5;
+  std::vector<double> coefficients(1100);  // 8800 bytes: more than the key's 4 KiB stack buffer
+  for (size_t i = 0; i < coefficients.size(); ++i) coefficients[i] = double(i) / 3;
+  double* pointer = coefficients.data();
+  int32_t n = 1100;
+  struct { double x; int64_t y; } params{1.5, 7};
+  void* args[] = {&a, &pointer, &n, &params};
+  const uint32_t sizes[] = {8, 8, 4, 16};
+  const kir_jit_arg jit_args[] = {  // any order: the values come by increasing position
+      {4, KIR_JIT_OBJECT, KIR_ARG_BYTES, 1, 0, 16, 0},
+      {1, KIR_JIT_SCALAR, KIR_ARG_F64, 0, 0, 0, 0},
+      {2, KIR_JIT_ARRAY, KIR_ARG_F64, 0, KIR_ARG_I32, 0, 3},
+  };
+  int reads = 0;
+  kir_jit_key_input in{};
+  in.struct_size = sizeof in;
+  in.static_hash = s;
+  in.arch = "sm_90";
+  in.args = args, in.param_sizes = sizes, in.param_count = 4;
+  in.jit_args = jit_args, in.jit_arg_count = 3;
+  in.block[0] = 256, in.block[1] = in.block[2] = 1;
+  in.read_memory = read_host, in.user = &reads;
+  kir_hash128 plain{};
+  CHECK(kir_jit_key(&in, &plain) == 0);
+  CHECK(reads == 3);  // without values: through the 4 KiB stack buffer, three reads
+
+  // A buffer too small: refused before anything is read, with the size needed.
+  kir_jit_value values[3];
+  std::memset(values, 0xAB, sizeof values);
+  std::vector<unsigned char> bytes(100);
+  size_t needed = 0;
+  in.values = values, in.value_bytes = bytes.data(), in.value_bytes_capacity = bytes.size();
+  in.value_bytes_size = &needed;
+  reads = 0;
+  kir_hash128 key{};
+  CHECK(kir_jit_key(&in, &key) == -1);
+  CHECK(kir_last_error_code() == KIR_ERROR_TOO_LARGE);
+  CHECK(std::string(kir_last_error()).find("the values need 8832 bytes, value_bytes_capacity is 100") !=
+        std::string::npos);
+  CHECK(needed == 16 + 8800 + 16 && reads == 0);  // each value at a 16-byte aligned offset
+
+  // Room enough: the same key, the array read once, the values by position.
+  bytes.assign(needed, 0);
+  in.value_bytes = bytes.data(), in.value_bytes_capacity = bytes.size();
+  long before = allocations.load();
+  CHECK(kir_jit_key(&in, &key) == 0);
+  CHECK(allocations.load() == before);  // still allocation-free
+  CHECK(key.high == plain.high && key.low == plain.low);
+  CHECK(reads == 1);
+  CHECK(values[0].position == 1 && values[0].kind == KIR_JIT_SCALAR && values[0].type == KIR_ARG_F64 &&
+        !values[0].from_memory && values[0].count == 1 && values[0].size == 8);
+  CHECK(values[0].bytes == bytes.data() && std::memcmp(values[0].bytes, &a, 8) == 0);
+  CHECK(values[1].position == 2 && values[1].kind == KIR_JIT_ARRAY && values[1].from_memory &&
+        values[1].count == 1100 && values[1].size == 8800);
+  CHECK(values[1].bytes == bytes.data() + 16 && std::memcmp(values[1].bytes, coefficients.data(), 8800) == 0);
+  CHECK(values[2].position == 4 && values[2].kind == KIR_JIT_OBJECT && !values[2].from_memory &&
+        values[2].count == 16 && values[2].size == 16);
+  CHECK(values[2].bytes == bytes.data() + 16 + 8800 && std::memcmp(values[2].bytes, &params, 16) == 0);
+  // The values are copies: the launch's memory may change, the client's stay.
+  coefficients[0] = 99;
+  CHECK(std::memcmp(values[1].bytes, coefficients.data(), 8) != 0);
+  coefficients[0] = 0;
+
+  // A caller compiled before ABI 10: nothing written through the fields it lacks.
+  std::memset(values, 0xAB, sizeof values);
+  kir_jit_key_input old = in;
+  old.struct_size = offsetof(kir_jit_key_input, values);
+  reads = 0;
+  CHECK(kir_jit_key(&old, &key) == 0);
+  CHECK(key.high == plain.high && key.low == plain.low && reads == 3 && values[0].position == 0xABABABABu);
+  // A failed read through the values path is the key's error, as without values.
+  in.read_memory = [](void*, uint64_t, void*, size_t) { return 5; };
+  CHECK(kir_jit_key(&in, &key) == -1);
+  CHECK(std::string(kir_last_error()).find("runtime-constant argument 2: read_memory(") != std::string::npos);
+}
+
 void test_jit_key_c_api() {
   kir_hash128 s = kir_static_hash("_Z4axpydPdi", "ir", nullptr, 0);
   kir::Hash128 cpp{s.high, s.low};
@@ -839,7 +919,7 @@ int main() {
       {"md5", test_md5},                           {"bundle_ids", test_bundle_ids},
       {"msgpack", test_msgpack},                   {"hash_c_api", test_hash_c_api_matches_cpp},
       {"msgpack_measure", test_msgpack_measure},
-      {"jit_key_c_api", test_jit_key_c_api},
+      {"jit_key_c_api", test_jit_key_c_api},       {"jit_key_values", test_jit_key_values},
       {"c_api_errors", test_c_api_errors},         {"msgpack_writer", test_msgpack_writer}, {"metadata_writer", test_metadata_writer},
       {"zstd_compress", test_zstd_compress},     {"model_names", test_model_names},
       {"discover_from_memory", test_discover_from_memory}, {"magic_scan", test_magic_scan}};
