@@ -97,7 +97,7 @@ def rig(built, tmp_path_factory):
     (d / "app.c").write_text(APP)
     subprocess.run(["gcc", "-Wall", "app.c", f"-L{d}", "-l:libcudart.so", "-l:libcuda.so.1", "-ldl", *rpath(d),
                     "-o", "app"], check=True, cwd=d)
-    fatbin = built["proteus_client_app"].parent / "proteus_client.fatbin"
+    fatbin = built["proteus_client_app"].parent / ".proteus_client_app.work" / "proteus_client.fatbin"
     return d, fatbin, built["kernels_sm90.cubin"]
 
 
