@@ -98,10 +98,11 @@ void bind_builder(nb::module_& m) {
             for (const auto& [position, kind, type, by_value, count, count_type, count_position] : args) {
               kir_jit_arg a{};
               a.position = position;
-              if (kind == "scalar") a.kind = KIR_JIT_SCALAR;
-              else if (kind == "array") a.kind = KIR_JIT_ARRAY;
-              else if (kind == "object") a.kind = KIR_JIT_OBJECT;
-              else throw nb::value_error(("jit argument kind must be scalar, array or object, not " + kind).c_str());
+              std::optional<kir::JitArgKind> k = kir::jit_arg_kind_from_name(kind);
+              if (!k)
+                throw nb::value_error(
+                    ("jit argument kind must be scalar, array, object or vector, not " + kind).c_str());
+              a.kind = uint8_t(*k);
               a.type = type, a.by_value = by_value, a.count = count, a.count_type = count_type;
               a.count_position = count_position;
               out.push_back(a);

@@ -28,7 +28,8 @@ KIR_SAME(KIR_ARG_BOOL, kArgTypes);
 KIR_SAME(KIR_JIT_SCALAR, JitArgKind::scalar);
 KIR_SAME(KIR_JIT_ARRAY, JitArgKind::array);
 KIR_SAME(KIR_JIT_OBJECT, JitArgKind::object);
-KIR_SAME(KIR_JIT_OBJECT + 1, kJitArgKinds);
+KIR_SAME(KIR_JIT_VECTOR, JitArgKind::vector);
+KIR_SAME(KIR_JIT_VECTOR + 1, kJitArgKinds);
 KIR_SAME(KIR_CODE_KIND_UNKNOWN, CodeKind::unknown);
 KIR_SAME(KIR_CODE_KIND_IR, CodeKind::ir);
 KIR_SAME(KIR_CODE_KIND_CUBIN, CodeKind::cubin);
@@ -59,7 +60,7 @@ constexpr const char* kTargetKindNames[kTargetKinds] = {"none", "cuda", "amdgpu"
 constexpr const char* kAllocationKindNames[kAllocationKinds] = {"unknown", "device", "managed", "host-pinned",
                                                                 "global"};
 
-constexpr const char* kJitArgKindNames[kJitArgKinds] = {"scalar", "array", "object"};
+constexpr const char* kJitArgKindNames[kJitArgKinds] = {"scalar", "array", "object", "vector"};
 constexpr const char* kContainerFormatNames[kContainerFormats] = {"cuda-fatbin",    "offload-bundle",  "object-bundle",
                                                                   "offload-binary", "bitcode-section", "device-elf"};
 constexpr const char* kCodecNames[kCodecs] = {"none", "lz4", "zstd", "unknown", "zlib"};

@@ -1,6 +1,7 @@
 // The hook layer's C API (kir/hooks.h): every kir_hook_* export, each a thin
 // call into the layer, its registry or its allocation tracker.
 #include "kernel_code.hpp"
+#include "lambda_captures.hpp"
 #include "layer.hpp"
 
 #include <cstddef>
@@ -101,13 +102,11 @@ KIR_EXPORT int kir_hook_kernel_ir(const kir_hook_kernel* kernel, size_t index, k
 }
 
 KIR_EXPORT size_t kir_hook_kernel_captures(const kir_hook_kernel* kernel, kir_jit_capture* out, size_t capacity) {
-  (void)kernel, (void)out, (void)capacity;
-  return 0;  // API 7: implemented next
+  return kir::hook::LambdaCaptures::get().of_kernel(Layer::get().registry(), kernel, out, out ? capacity : 0);
 }
 
 KIR_EXPORT size_t kir_hook_fatbin_globals(const void* fatbin, const kir_hook_global** out, size_t capacity) {
-  (void)fatbin, (void)out, (void)capacity;
-  return 0;  // API 7: implemented next
+  return Layer::get().registry().fatbin_globals(fatbin, out, out ? capacity : 0);
 }
 
 KIR_EXPORT void kir_hook_track_allocation(uint64_t address, uint64_t size, int kind) {

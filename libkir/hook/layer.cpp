@@ -32,9 +32,50 @@ int Layer::add_client(const kir_hook_client* client, const std::string* source) 
 }
 
 void Layer::fatbin_registered(const void* handle, const void* wrapper, Vendor vendor) {
+  const VendorTraits& t = traits(vendor);
   size_t images = 0;
-  std::unique_ptr<FatbinRecord> record = traits(vendor).read_registration(handle, wrapper, registry_, images);
-  if (record) publish(handle, std::move(record), images);
+  std::unique_ptr<FatbinRecord> record = t.read_registration(handle, wrapper, registry_, images);
+  if (!record) return;
+  record->traits = &t;
+  record->wrapper = wrapper;
+  latest_traits_.store(&t, std::memory_order_relaxed);
+  publish(handle, std::move(record), images);
+}
+
+void Layer::fatbin_noticed(const void* handle, const void* wrapper, const char* api) {
+  if (registry_.holds_wrapper(handle, wrapper)) return;  // the runtime's registration, seen already
+  const bool live = registry_.fatbin(handle) != nullptr;
+  const char* kept = live ? ": the live registration is kept" : "";
+  const VendorTraits* t = traits_of_wrapper(wrapper);
+  if (!t) {
+    uint32_t magic = 0;
+    if (wrapper && mapped_extent(wrapper) >= sizeof magic) std::memcpy(&magic, wrapper, sizeof magic);
+    report_failure(Failure::registration, describe(api, handle),
+                   "its wrapper at " + hex(reinterpret_cast<uintptr_t>(wrapper)) + " starts with " + hex(magic) +
+                       ", neither CUDA's magic " + hex(kFatbinWrapperMagic) + " nor HIP's " + hex(kHipWrapperMagic) +
+                       kept);
+    return;
+  }
+  size_t images = 0;
+  std::unique_ptr<FatbinRecord> record = t->read_registration(handle, wrapper, registry_, images);
+  if (!record) return;                                      // the live registration's image (CUDA)
+  if (live && !record->container && !record->code) return;  // unreadable (a failure, reported): keep the live one
+  record->traits = t;
+  record->wrapper = wrapper;
+  latest_traits_.store(t, std::memory_order_relaxed);
+  publish(handle, std::move(record), images);
+}
+
+const VendorTraits& Layer::traits_of_handle(const void* handle) const {
+  if (const VendorTraits* t = registry_.traits_of(handle)) return *t;
+  const VendorTraits* latest = latest_traits_.load(std::memory_order_relaxed);
+  return latest ? *latest : traits(Vendor::cuda_runtime);
+}
+
+const VendorTraits& Layer::traits_of_kernel(const void* stub) {
+  KernelRecord* k = registry_.kernel_for(stub);
+  if (k && k->fatbin && k->fatbin->traits) return *k->fatbin->traits;
+  return traits_of_handle(nullptr);
 }
 
 void Layer::module_loaded(const void* module, const void* image, Vendor vendor) {
@@ -99,7 +140,9 @@ const kir_hook_kernel* Layer::kernel_view(const void* stub) {
 
 void Layer::global_registered(const void* handle, const void* host, const char* name, size_t size,
                               SymbolResolver resolve) {
-  const kir_hook_global* view = registry_.add_global(handle, host, name, size, resolve);
+  bool added = false;
+  const kir_hook_global* view = registry_.add_global(handle, host, name, size, resolve, added);
+  if (!added) return;
   clients_.each([&](const kir_hook_client& c) {
     if (c.global_registered) c.global_registered(c.user, view);
   });

@@ -42,6 +42,18 @@ class Layer {
   /// __cudaRegisterFatBinary (and the Proteus ABI's), __hipRegisterFatBinary:
   /// `wrapper` read by `vendor`'s traits.
   void fatbin_registered(const void* handle, const void* wrapper, Vendor vendor);
+  /// A second notice of a registration (the Proteus ABI's __proteus_register_fatbinary,
+  /// __proteus_register_linked_binary; `api` names it): `wrapper` read by the traits
+  /// its magic names, whichever runtime registered it. Nothing when `handle`'s live
+  /// registration was made with `wrapper` (or views its image); a notice that
+  /// cannot be read is a failure and leaves a live registration as it is.
+  void fatbin_noticed(const void* handle, const void* wrapper, const char* api);
+  /// The traits of the runtime that registered `handle` (else of the latest
+  /// registration; CUDA's before any).
+  const VendorTraits& traits_of_handle(const void* handle) const;
+  /// The traits of the runtime that registered the kernel launched by `stub`
+  /// (else as traits_of_handle).
+  const VendorTraits& traits_of_kernel(const void* stub);
   /// A module loaded through the driver API (cuModuleLoadData...): `image` is a
   /// cubin, PTX text or a fatbin container, sized from its own headers.
   void module_loaded(const void* module, const void* image, Vendor vendor);
@@ -74,6 +86,7 @@ class Layer {
   /// Set once, by the tracing client's constructor, before any registration it traces.
   static inline void (*jit_args_observer)(const kir_hook_kernel* kernel) = nullptr;
   /// `resolve` is the registering runtime's cudaGetSymbolAddress (or HIP's twin).
+  /// A variable the registration lists already is not listed again, nor told to clients.
   void global_registered(const void* handle, const void* host, const char* name, size_t size, SymbolResolver resolve);
 
   void allocated(uint64_t address, uint64_t size, int kind);
@@ -123,6 +136,7 @@ class Layer {
   ClientTable clients_;
   ClientLoader loader_;
   std::atomic<uint64_t> substitute_loads_{0};
+  std::atomic<const VendorTraits*> latest_traits_{nullptr};  // of the latest registration
   // Counted per launch: per-thread counters, no locked instruction (thread_counters.hpp).
   struct CountsTag {};
   using Counts = ThreadCounters<CountsTag, 4>;

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "interpose.hpp"
+#include "lambda_captures.hpp"
 
 namespace {
 
@@ -106,13 +107,65 @@ F proteus(const char* name) {
   return next<F>(name);
 }
 
+/// A runtime's entry points for the Proteus launch, looked up once per runtime.
+struct RuntimeEntries {
+  const kir::hook::VendorTraits* traits = nullptr;
+  LaunchFn launch = nullptr;
+  kir::hook::StreamOps ops{};
+};
+
+RuntimeEntries lookup(const kir::hook::VendorTraits& t) {
+  RuntimeEntries e;
+  e.traits = &t;
+  e.launch = reinterpret_cast<LaunchFn>(dlsym(RTLD_DEFAULT, t.launch_entry));
+  e.ops = {reinterpret_cast<int (*)(void*)>(dlsym(RTLD_DEFAULT, t.synchronize_entry)),
+           reinterpret_cast<int (*)(void*, void (*)(void*), void*)>(dlsym(RTLD_DEFAULT, t.host_function_entry))};
+  return e;
+}
+
+const RuntimeEntries& runtime_entries(const kir::hook::VendorTraits& t) {
+  static RuntimeEntries cuda = lookup(kir::hook::traits(kir::hook::Vendor::cuda_runtime));
+  static RuntimeEntries hip = lookup(kir::hook::traits(kir::hook::Vendor::hip));
+  for (const RuntimeEntries* e : {&cuda, &hip})
+    if (e->traits == &t) return *e;
+  return cuda;
+}
+
+struct RuntimeConstantHead {
+  alignas(16) unsigned char value[16];
+  int32_t type, pos, offset;
+};
+static_assert(offsetof(RuntimeConstantHead, type) == 16 && offsetof(RuntimeConstantHead, offset) == 24);
+
+/// The bytes of a value of Proteus scalar type `t` (0: none kir keeps).
+size_t value_size(int32_t t) {
+  switch (t) {
+    case kBool:
+    case kInt8: return 1;
+    case kInt32:
+    case kFloat: return 4;
+    case kInt64:
+    case kDouble:
+    case kPtr: return 8;
+#if defined(__x86_64__) || defined(__i386__)
+    case kLongDouble: return 10;  // x87 extended: the rest of its 16 bytes is padding
+#else
+    case kLongDouble: return sizeof(long double);
+#endif
+    default: return 0;
+  }
+}
+
 }  // namespace
 
 extern "C" {
 
+// The wrapper is the one the runtime registered (CUDA's __fatBinC_Wrapper_t, HIP's
+// HIPF wrapper: the pass passes __cudaRegisterFatBinary's / __hipRegisterFatBinary's
+// own argument, ProteusPass.cpp instrumentRegisterFatBinary): read by its magic.
 KIR_EXPORT void __proteus_register_fatbinary(void* handle, void* wrapper, const char* module_id) {
   static const auto real = next<void (*)(void*, void*, const char*)>("__proteus_register_fatbinary");
-  layer().fatbin_registered(handle, wrapper, kir::hook::Vendor::cuda_runtime);
+  layer().fatbin_noticed(handle, wrapper, "__proteus_register_fatbinary");
   if (real) real(handle, wrapper, module_id);
 }
 
@@ -123,13 +176,16 @@ KIR_EXPORT void __proteus_register_fatbinary_end(void* handle) {
 
 KIR_EXPORT void __proteus_register_linked_binary(void* wrapper, const char* module_id) {
   static const auto real = next<void (*)(void*, const char*)>("__proteus_register_linked_binary");
-  layer().fatbin_registered(wrapper, wrapper, kir::hook::Vendor::cuda_runtime);
+  layer().fatbin_noticed(wrapper, wrapper, "__proteus_register_linked_binary");
   if (real) real(wrapper, module_id);
 }
 
 KIR_EXPORT void __proteus_register_var(void* handle, const void* host, const char* name, size_t size) {
   static const auto real = next<void (*)(void*, const void*, const char*, size_t)>("__proteus_register_var");
-  static const auto resolve = reinterpret_cast<kir::hook::SymbolResolver>(dlsym(RTLD_DEFAULT, "cudaGetSymbolAddress"));
+  // The registering runtime's cudaGetSymbolAddress / hipGetSymbolAddress (a variable the
+  // runtime registered already keeps its first registration's).
+  const char* symbol = layer().traits_of_handle(handle).symbol_address_entry;
+  const auto resolve = reinterpret_cast<kir::hook::SymbolResolver>(dlsym(RTLD_DEFAULT, symbol));
   layer().global_registered(handle, host, name, size, resolve);
   if (real) real(handle, host, name, size);
 }
@@ -148,7 +204,7 @@ KIR_EXPORT void* __proteus_create_runtime_constant_info_array_const_size(int32_t
   static const auto real =
       proteus<void* (*)(int32_t, int32_t, int32_t, int32_t)>("__proteus_create_runtime_constant_info_array_const_size");
   kir_jit_arg a{};
-  a.kind = KIR_JIT_ARRAY;
+  a.kind = type == kVector ? KIR_JIT_VECTOR : KIR_JIT_ARRAY;  // VECTOR: `<N x T>`, STATIC_ARRAY: `[N x T]`
   a.type = arg_type(element_type);
   a.by_value = type == kStaticArray || type == kVector;  // the elements are the argument's own bytes
   a.count = uint32_t(count);
@@ -184,6 +240,37 @@ KIR_EXPORT void* __proteus_create_runtime_constant_info_object(int32_t type, int
                   "__proteus_create_runtime_constant_info_object", type == kObject && size >= 0);
 }
 
+// Lambda captures (API 7, kir_hook_kernel_captures): Proteus's host API
+// (include/proteus/JitInterface.h) registers a lambda's `jit_variable` captures with
+// __proteus_register_variable(RuntimeConstant RC, const char* AssociatedLambda) and
+// publishes them with __proteus_register_lambda(const char* Symbol), both served by
+// src/runtime/CompilerInterfaceHost.cpp (LambdaRegistry::setJitVariable, registerLambda).
+// RuntimeConstant (include/proteus/CompilerInterfaceTypes.h) holds std::shared_ptr
+// members, so it is not trivial for the purpose of calls: the Itanium C++ ABI passes it
+// by invisible reference (a pointer to the caller's copy, which the caller destroys).
+// The layer reads what a capture is of it: the 16-byte RuntimeConstantValue union
+// (jit_variable memcpy's the value to its start), then Type, Pos and Offset.
+KIR_EXPORT void __proteus_register_variable(const RuntimeConstantHead* rc, const char* lambda) {
+  static const auto real = next<void (*)(const RuntimeConstantHead*, const char*)>("__proteus_register_variable");
+  size_t size = rc ? value_size(rc->type) : 0;
+  if (rc && lambda && size && rc->pos >= 0 && rc->offset >= 0)
+    kir::hook::LambdaCaptures::get().variable(lambda, arg_type(rc->type), uint32_t(rc->pos), uint32_t(rc->offset),
+                                              rc->value, size);
+  else
+    kir::hook::report_failure(
+        kir::hook::Failure::jit_args, std::string("__proteus_register_variable(\"") + (lambda ? lambda : "") + "\")",
+        rc ? "a capture kir cannot describe (RuntimeConstantType " + std::to_string(rc->type) + ", Pos " +
+                 std::to_string(rc->pos) + ", Offset " + std::to_string(rc->offset) + "): not among its captures"
+           : std::string("a NULL RuntimeConstant"));
+  if (real) real(rc, lambda);
+}
+
+KIR_EXPORT void __proteus_register_lambda(const char* lambda) {
+  static const auto real = next<void (*)(const char*)>("__proteus_register_lambda");
+  if (lambda) kir::hook::LambdaCaptures::get().lambda(lambda);
+  if (real) real(lambda);
+}
+
 // Proteus: __proteus_register_function(void* Handle, void* Kernel, char const* KernelName,
 // RuntimeConstantInfo** RCInfoArrayPtr, int32_t NumRCs) (ProteusPass.cpp, getJitRegisterFunctionFn).
 KIR_EXPORT void __proteus_register_function(void* handle, const void* stub, const char* name, void** infos,
@@ -212,25 +299,25 @@ KIR_EXPORT void __proteus_register_function(void* handle, const void* stub, cons
   if (real) real(handle, stub, name, infos, count);
 }
 
+// Proteus: __proteus_launch_kernel(void* Kernel, dim3 GridDim, dim3 BlockDim, void** KernelArgs,
+// uint64_t ShmemSize, void* Stream), for CUDA and HIP alike (CompilerInterfaceDevice.cpp). The
+// runtime is the one that registered the kernel (VendorTraits): without Proteus the launch goes to
+// its cudaLaunchKernel / hipLaunchKernel (ours, which forwards without a second report), a
+// substitute through cuLaunchKernel / hipModuleLaunchKernel.
 KIR_EXPORT int __proteus_launch_kernel(const void* kernel, Dim3 grid, Dim3 block, void** args, size_t shared_bytes,
                                        void* stream) {
   static const auto real = next<LaunchFn>("__proteus_launch_kernel");
-  // Without Proteus: cudaLaunchKernel (ours, which forwards without a second report).
-  static const auto runtime = real ? nullptr : reinterpret_cast<LaunchFn>(dlsym(RTLD_DEFAULT, "cudaLaunchKernel"));
-  static const kir::hook::StreamOps ops{
-      reinterpret_cast<int (*)(void*)>(dlsym(RTLD_DEFAULT, "cudaStreamSynchronize")),
-      reinterpret_cast<int (*)(void*, void (*)(void*), void*)>(dlsym(RTLD_DEFAULT, "cudaLaunchHostFunc"))};
+  const RuntimeEntries& runtime = runtime_entries(layer().traits_of_kernel(kernel));
   kir_hook_launch launch =
       kir::hook::launch_event("__proteus_launch_kernel", kernel, grid, block, shared_bytes, stream, args);
   return kir::hook::claimable_launch(
-      launch, ops.synchronize && ops.enqueue_host ? &ops : nullptr, kir::hook::Vendor::cuda_runtime,
+      launch, runtime.ops.synchronize && runtime.ops.enqueue_host ? &runtime.ops : nullptr,
+      runtime.traits->runtime_vendor,
       [&] {
-        LaunchFn forward = real ? real : runtime;
+        LaunchFn forward = real ? real : runtime.launch;
         return forward ? forward(kernel, grid, block, args, shared_bytes, stream) : 1;
       },
-      [&](void* f) {
-        return kir::hook::driver_launch(f, grid, block, unsigned(shared_bytes), stream, args, nullptr, false);
-      });
+      [&](void* f) { return runtime.traits->launch_function(f, grid, block, unsigned(shared_bytes), stream, args); });
 }
 
 }  // extern "C"

@@ -95,6 +95,18 @@ bool Registry::holds_image(const void* handle, const uint8_t* data) const {
   return live != fatbins_.end() && live->second->container && live->second->container->bytes().data() == data;
 }
 
+bool Registry::holds_wrapper(const void* handle, const void* wrapper) const {
+  std::shared_lock<std::shared_mutex> lock(mutex_);
+  auto live = fatbins_.find(handle);
+  return live != fatbins_.end() && wrapper && live->second->wrapper == wrapper;
+}
+
+const VendorTraits* Registry::traits_of(const void* handle) const {
+  std::shared_lock<std::shared_mutex> lock(mutex_);
+  auto live = fatbins_.find(handle);
+  return live == fatbins_.end() ? nullptr : live->second->traits;
+}
+
 void Registry::publish(const void* handle, std::unique_ptr<FatbinRecord> record) {
   std::unique_lock<std::shared_mutex> lock(mutex_);
   retire_locked(handle);  // registered again meanwhile, on another thread
@@ -258,7 +270,7 @@ const kir_hook_kernel* Registry::kernel_at(size_t index) const {
 }
 
 const kir_hook_global* Registry::add_global(const void* handle, const void* host, const char* name, size_t size,
-                                            SymbolResolver resolve) {
+                                            SymbolResolver resolve, bool& added) {
   auto g = std::make_unique<GlobalRecord>();
   g->name = name ? name : "";
   g->view = {g->name.c_str(), host, size, handle, 0, sizeof(kir_hook_global)};
@@ -266,10 +278,23 @@ const kir_hook_global* Registry::add_global(const void* handle, const void* host
   const kir_hook_global* view = &g->view;
   std::unique_lock<std::shared_mutex> lock(mutex_);
   auto f = fatbins_.find(handle);
+  auto known = globals_by_host_.find(host);
+  added = !(known != globals_by_host_.end() && f != fatbins_.end() && known->second->view.fatbin == handle &&
+            known->second->name == g->name);
+  if (!added) return &known->second->view;  // the same registration's variable, noticed again
   if (f != fatbins_.end()) f->second->globals.push_back(g.get());
   globals_by_host_[host] = g.get();
   globals_order_.push_back(std::move(g));
   return view;
+}
+
+size_t Registry::fatbin_globals(const void* handle, const kir_hook_global** out, size_t capacity) const {
+  std::shared_lock<std::shared_mutex> lock(mutex_);
+  auto f = fatbins_.find(handle);
+  if (f == fatbins_.end()) return 0;
+  const std::vector<GlobalRecord*>& globals = f->second->globals;
+  for (size_t i = 0; out && i < globals.size() && i < capacity; ++i) out[i] = &globals[i]->view;
+  return globals.size();
 }
 
 size_t Registry::global_count() const {

@@ -32,12 +32,15 @@ struct GlobalRecord {
 };
 
 struct KernelRecord;
+struct VendorTraits;  // vendor.hpp
 
 /// A registered fatbin or loaded module, parsed. `container` views the app's
 /// own memory (a registered fatbin) or `owned` (a driver-loaded one, copied at
 /// load: the app may free its buffer); it is dropped when the fatbin is
 /// unregistered, so nothing reads an unloaded library's image.
 struct FatbinRecord {
+  const VendorTraits* traits = nullptr;  // the runtime that registered it (nullptr: a driver-loaded module)
+  const void* wrapper = nullptr;         // the registration's wrapper (nullptr: a driver-loaded module)
   std::optional<FatbinContainer> container;
   std::vector<uint8_t> owned;
   std::optional<DeviceCode> code;  // of the image launches will use (decoded on first need)
@@ -94,6 +97,10 @@ class Registry {
  public:
   /// Whether `handle`'s live registration views the image at `data` already.
   bool holds_image(const void* handle, const uint8_t* data) const;
+  /// Whether `handle`'s live registration was made with `wrapper`.
+  bool holds_wrapper(const void* handle, const void* wrapper) const;
+  /// The traits of `handle`'s live registration, or nullptr.
+  const VendorTraits* traits_of(const void* handle) const;
   /// Put `record` under `handle`, retiring a live registration there first.
   void publish(const void* handle, std::unique_ptr<FatbinRecord> record);
   /// How many kernels the live registration under `handle` has; nullopt when none.
@@ -121,8 +128,15 @@ class Registry {
   size_t kernel_count() const;
   const kir_hook_kernel* kernel_at(size_t index) const;
 
+  /// Register device variable `name` at `host` with the registration under `handle`:
+  /// its view; `added` false when that registration lists it already (registered
+  /// twice: __cudaRegisterVar and the Proteus pass's __proteus_register_var), then
+  /// the view is the first registration's.
   const kir_hook_global* add_global(const void* handle, const void* host, const char* name, size_t size,
-                                    SymbolResolver resolve);
+                                    SymbolResolver resolve, bool& added);
+  /// The globals of the live registration under `handle`, in registration order:
+  /// their count, the first `capacity` of them in `out` (kir_hook_fatbin_globals).
+  size_t fatbin_globals(const void* handle, const kir_hook_global** out, size_t capacity) const;
   size_t global_count() const;
   const kir_hook_global* global_at(size_t index) const;
   uint64_t global_device_address(const void* host);

@@ -5,6 +5,7 @@
 
 #include <mutex>
 #include <set>
+#include <cstring>
 
 #include "kir/discover.hpp"
 
@@ -20,6 +21,16 @@ const char* interned(const std::string& text) {
   static auto* texts = new std::set<std::string>();
   std::lock_guard<std::mutex> lock(*mutex);
   return texts->insert(text).first->c_str();  // set nodes never move
+}
+
+const VendorTraits* traits_of_wrapper(const void* wrapper) {
+  uint64_t extent = wrapper ? mapped_extent(wrapper) : 0;
+  if (!wrapper || extent < sizeof(uint32_t)) return nullptr;  // kUnknownSize (the heap) is large
+  uint32_t magic = 0;
+  std::memcpy(&magic, wrapper, sizeof magic);
+  for (const VendorTraits* t : {&kCudaTraits, &kHipTraits})
+    if (t->wrapper_magic == magic) return t;
+  return nullptr;
 }
 
 uint64_t mapped_extent(const void* p) {

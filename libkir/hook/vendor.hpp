@@ -24,6 +24,8 @@ enum class Vendor {
   hip,
 };
 
+struct Dim3;  // interpose.hpp
+
 struct VendorTraits {
   const char* runtime;  ///< "CUDA", "HIP" (failure lines)
   /// The libraries its driver entry points are found in (NULL-terminated).
@@ -58,6 +60,21 @@ struct VendorTraits {
   /// given; "" unknown; valid for the process's life) and the context reported
   /// (CUDA: the site; HIP: nullptr).
   void (*device)(const void* site, const std::string* code_arch, int& ordinal, const char*& arch, const void*& context);
+  /// The magic a registration's wrapper starts with: CUDA's `__fatBinC_Wrapper_t`
+  /// 0x466243b1, HIP's "HIPF" 0x48495046 (traits_of_wrapper).
+  uint32_t wrapper_magic;
+  /// The Vendor of this runtime's registrations and runtime-API launches.
+  Vendor runtime_vendor;
+  /// The runtime API entry points a call of the Proteus ABI forwards to without
+  /// the Proteus runtime (proteus_abi.cpp): its launch (cudaLaunchKernel's
+  /// signature), stream synchronization, host function and symbol address.
+  const char* launch_entry;
+  const char* synchronize_entry;
+  const char* host_function_entry;
+  const char* symbol_address_entry;
+  /// Launch a loaded substitute function with a runtime launch's configuration
+  /// (cuLaunchKernel, hipModuleLaunchKernel).
+  int (*launch_function)(void* f, const Dim3& grid, const Dim3& block, unsigned shared, void* stream, void** args);
 };
 
 /// `text` kept for the process's life (one copy per distinct text): arch names
@@ -65,6 +82,11 @@ struct VendorTraits {
 const char* interned(const std::string& text);
 
 const VendorTraits& traits(Vendor vendor);
+
+/// The traits whose wrapper_magic `wrapper` starts with, or nullptr (none, or
+/// fewer than 4 bytes mapped there): how a registration's wrapper handed to the
+/// Proteus ABI is read, whichever runtime registered it.
+const VendorTraits* traits_of_wrapper(const void* wrapper);
 
 /// The bytes from `p` to the end of the loaded ELF segment holding it — where a
 /// registered fatbin or bundle lies, in the app's own image — so that damaged

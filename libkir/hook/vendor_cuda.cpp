@@ -259,10 +259,25 @@ void decode_fatbin(FatbinRecord& f, const void* handle) {
   f.arch = "sm_" + std::to_string(best->arch);
 }
 
+namespace {
+
+int launch_function(void* f, const Dim3& grid, const Dim3& block, unsigned shared, void* stream, void** args) {
+  return driver_launch(f, grid, block, shared, stream, args, nullptr, false);
+}
+
+}  // namespace
+
 extern const VendorTraits kCudaTraits;
 const VendorTraits kCudaTraits = {
     "CUDA", kLibraries, read_registration, read_module, loads, "\"cubin\" or \"ptx\"", own_handle, load_site,
     load,   unload,     allow_shared,      device,
+    kFatbinWrapperMagic,
+    Vendor::cuda_runtime,
+    "cudaLaunchKernel",
+    "cudaStreamSynchronize",
+    "cudaLaunchHostFunc",
+    "cudaGetSymbolAddress",
+    launch_function,
 };
 
 }  // namespace kir::hook

@@ -112,10 +112,25 @@ void device(const void* site, const std::string* code_arch, int& ordinal, const 
 
 }  // namespace
 
+namespace {
+
+int launch_function(void* f, const Dim3& grid, const Dim3& block, unsigned shared, void* stream, void** args) {
+  return hip_module_launch(f, grid, block, shared, stream, args);
+}
+
+}  // namespace
+
 extern const VendorTraits kHipTraits;
 const VendorTraits kHipTraits = {
     "HIP", kLibraries, read_registration, nullptr, loads, "\"code-object\"", own_handle, load_site,
     load,  unload,     allow_shared,      device,
+    kHipWrapperMagic,
+    Vendor::hip,
+    "hipLaunchKernel",
+    "hipStreamSynchronize",
+    "hipLaunchHostFunc",
+    "hipGetSymbolAddress",
+    launch_function,
 };
 
 }  // namespace kir::hook

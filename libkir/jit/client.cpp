@@ -30,6 +30,7 @@
 #include <dlfcn.h>
 #include <time.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <cinttypes>
@@ -182,14 +183,26 @@ class JitClient {
     // one for it has the same key, found by comparing a few bytes instead of encoding
     // and hashing the key again (issue 15). Only scalars (their own bytes) qualify: an
     // argument read from device memory may have changed under the same pointer.
+    // The captures of the lambdas the kernel calls (hooks.h API 7; Proteus's
+    // jit_variable): CAPTURE records of the key. They are not the launch's own
+    // bytes, so a kernel with any is not memoized.
+    kir_jit_capture few[16];
+    std::vector<kir_jit_capture> many;
+    size_t captures = kir_hook_kernel_captures(k, few, 16);
+    if (captures > 16) {
+      many.resize(captures);
+      captures = std::min(captures, kir_hook_kernel_captures(k, many.data(), many.size()));
+    }
     KeyMemo probe;
-    const bool memoizable = gather(k, jit_count, l, probe);
+    const bool memoizable = gather(k, jit_count, l, probe) && captures == 0;
     KeyMemo& memo = t.memos[(reinterpret_cast<uintptr_t>(k) >> 4) & (kMemos - 1)];
     kir_hash128 key;
     if (memoizable && memo.same_launch(probe, t.context)) {
       key = memo.key;
     } else {
       kir_jit_key_input in = key_input(k, jit_count, l, arch);
+      in.captures = many.empty() ? few : many.data();
+      in.capture_count = captures;
       if (kir_jit_key(&in, &key) != 0) {
         errors_.fetch_add(1, std::memory_order_relaxed);
         note_error(k, kir_last_error());

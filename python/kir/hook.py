@@ -49,6 +49,11 @@ class _JitArg(ctypes.Structure):  # kir_jit_arg (kir/kir.h)
                 ("count_position", ctypes.c_uint32)]
 
 
+class _Capture(ctypes.Structure):  # kir_jit_capture (kir/kir.h)
+    _fields_ = [("lambda", ctypes.c_char_p), ("slot", ctypes.c_uint32), ("offset", ctypes.c_uint32),
+                ("type", ctypes.c_uint8), ("value", ctypes.c_void_p), ("size", ctypes.c_size_t)]
+
+
 class _Global(ctypes.Structure):
     _fields_ = [("name", ctypes.c_char_p), ("host_address", ctypes.c_void_p), ("size", ctypes.c_size_t),
                 ("fatbin", ctypes.c_void_p), ("unloaded", ctypes.c_int),
@@ -115,6 +120,16 @@ class Global:
 
 
 @dataclass(frozen=True)
+class Capture:
+    """A runtime constant a lambda captured (kir_jit_capture; kir_hook_kernel_captures, API 7)."""
+    lambda_: str                   # the lambda's demangled type, as the Proteus pass names it
+    slot: int                      # the capture's index in the closure (RuntimeConstant.Pos)
+    offset: int                    # its byte offset in the closure (RuntimeConstant.Offset)
+    type: int                      # kir_arg_type (kir.model.ArgType's number)
+    value: bytes
+
+
+@dataclass(frozen=True)
 class Allocation:
     address: int
     size: int
@@ -147,6 +162,12 @@ def _library() -> ctypes.CDLL | None:
     lib.kir_hook_tag_allocation.argtypes = [ctypes.c_uint64, ctypes.c_void_p]
     lib.kir_hook_failure_count.restype = ctypes.c_uint64
     lib.kir_hook_failure_count.argtypes = [ctypes.c_uint32]
+    if hasattr(lib, "kir_hook_kernel_captures"):  # API 7
+        lib.kir_hook_kernel_captures.restype = ctypes.c_size_t
+        lib.kir_hook_kernel_captures.argtypes = [ctypes.POINTER(_Kernel), ctypes.POINTER(_Capture), ctypes.c_size_t]
+        lib.kir_hook_fatbin_globals.restype = ctypes.c_size_t
+        lib.kir_hook_fatbin_globals.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.POINTER(_Global)),
+                                                ctypes.c_size_t]
     return lib
 
 
@@ -194,9 +215,38 @@ def globals_() -> list[Global]:
     lib = _require()
     out = []
     for i in range(lib.kir_hook_global_count()):
-        g = lib.kir_hook_global_at(i).contents
-        out.append(Global(g.name.decode(), g.host_address or 0, g.size, g.fatbin or 0, bool(g.unloaded)))
+        out.append(_global(lib.kir_hook_global_at(i).contents))
     return out
+
+
+def _global(g: _Global) -> Global:
+    return Global(g.name.decode(), g.host_address or 0, g.size, g.fatbin or 0, bool(g.unloaded))
+
+
+def captures(name: str) -> list[Capture]:
+    """The captures of the lambdas the live kernel `name` (mangled) calls, as they are now
+    (kir_hook_kernel_captures, API 7); [] when it has none or no such kernel is live."""
+    lib = _require()
+    for i in reversed(range(lib.kir_hook_kernel_count())):
+        k = lib.kir_hook_kernel_at(i)
+        if k.contents.name.decode() != name or k.contents.unloaded:
+            continue
+        n = lib.kir_hook_kernel_captures(k, None, 0)
+        out = (_Capture * max(n, 1))()
+        n = min(n, lib.kir_hook_kernel_captures(k, out, n))
+        return [Capture(getattr(c, "lambda").decode(), c.slot, c.offset, c.type, ctypes.string_at(c.value, c.size))
+                for c in out[:n]]
+    return []
+
+
+def fatbin_globals(fatbin: int) -> list[Global]:
+    """The device variables of the live registration `fatbin`, each once, in registration
+    order (kir_hook_fatbin_globals, API 7)."""
+    lib = _require()
+    n = lib.kir_hook_fatbin_globals(fatbin, None, 0)
+    out = (ctypes.POINTER(_Global) * max(n, 1))()
+    n = min(n, lib.kir_hook_fatbin_globals(fatbin, out, n))
+    return [_global(out[i].contents) for i in range(n)]
 
 
 def global_device_address(host_address: int) -> int:
@@ -248,6 +298,7 @@ def failure_codes() -> dict[ErrorCode, int]:
     return {code: n for code, n in counts.items() if n}
 
 
-__all__ = ["active", "Allocation", "ALLOCATION_KINDS", "api_version", "failure_codes", "find_allocation", "Global",
+__all__ = ["active", "Allocation", "ALLOCATION_KINDS", "api_version", "Capture", "captures", "failure_codes",
+           "fatbin_globals", "find_allocation", "Global",
            "global_device_address", "globals_", "Kernel", "kernels", "LIBRARY", "stats", "tag_allocation", "track_allocation",
            "untrack_allocation"]

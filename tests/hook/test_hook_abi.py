@@ -25,7 +25,7 @@ API5 = Path(__file__).parents[1] / "fixtures" / "hook_api5"
 # The ctypes mirror of each C struct python/kir/hook.py reads.
 MIRRORS = {"kir_hook_kernel": hook._Kernel, "kir_hook_global": hook._Global, "kir_hook_allocation": hook._Allocation,
            "kir_hook_stats": hook._Stats, "kir_jit_arg": hook._JitArg,
-           "kir_hook_substitute": hook._Substitute}
+           "kir_hook_substitute": hook._Substitute, "kir_jit_capture": hook._Capture}
 
 
 def test_ctypes_mirrors_match_the_c_layouts(tmp_path):

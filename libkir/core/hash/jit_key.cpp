@@ -118,7 +118,8 @@ Expected<Value> locate(const kir_jit_key_input& in, const kir_jit_arg& a) {
       }
       return own(in, a, size, 1);
     }
-    case KIR_JIT_ARRAY: {
+    case KIR_JIT_ARRAY:
+    case KIR_JIT_VECTOR: {  // a vector's elements are its own bytes: encoded as a by-value array's
       size_t element = arg_type_size(a.type);
       if (element == 0) return arg_error(p, "an array's element type must have a fixed size (not bytes)");
       uint64_t count = a.count;
@@ -130,7 +131,7 @@ Expected<Value> locate(const kir_jit_key_input& in, const kir_jit_arg& a) {
       if (count > kMaxValueBytes / element)
         return arg_error(p,
                          std::to_string(count) + " elements of " + std::to_string(element) + " bytes: more than 1 GiB");
-      if (a.by_value) return own(in, a, count * element, count);
+      if (a.by_value || a.kind == KIR_JIT_VECTOR) return own(in, a, count * element, count);
       if (!pointer_fits) return arg_error(p, "an array passed by pointer, but the parameter is smaller than a pointer");
       return behind_pointer(in, a, count * element, count);
     }

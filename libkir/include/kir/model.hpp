@@ -82,6 +82,7 @@ enum class JitArgKind : uint8_t {
   scalar = 0,  // "scalar": the argument's own bytes, of its type
   array = 1,   // "array": elements of its type, through a pointer or by value
   object = 2,  // "object": a struct's bytes, through a pointer or by value
+  vector = 3,  // "vector": a vector-typed argument's elements, its own bytes (Proteus VECTOR)
 };
 
 /// The container format device code is found in (docs/containers.md).
@@ -141,6 +142,6 @@ TargetKind target_kind_of(std::string_view target);
 /// The number of members of each enum, for tables and bindings.
 constexpr unsigned kImageKinds = 12, kCodeKinds = 5, kTargetKinds = 4, kAllocationKinds = 5;
 /// ArgType's members are 1..kArgTypes (0 is none); the others' are 0..count-1.
-constexpr unsigned kArgTypes = 15, kJitArgKinds = 3, kContainerFormats = 6, kCodecs = 5;
+constexpr unsigned kArgTypes = 15, kJitArgKinds = 4, kContainerFormats = 6, kCodecs = 5;
 
 }  // namespace kir

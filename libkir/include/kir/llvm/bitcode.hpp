@@ -5,11 +5,13 @@
 // A module is a bitstream: after the 4-byte magic, top-level blocks, each
 // "ENTER_SUBBLOCK" (abbrev id 1 in 2 bits), a vbr8 block id, a vbr4 abbrev
 // width, alignment to 32 bits and a u32 length in 32-bit words. kir walks
-// these headers to find where each module ends; it never decodes records
-// (llvmlite does that on the Python side).
+// these headers to find where each module ends, and decodes only the
+// module-level records that name its functions (bitcode_function_names);
+// llvmlite reads the rest on the Python side.
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "kir/support/bytes.hpp"
@@ -32,5 +34,12 @@ Expected<uint64_t> bitcode_module_size(ByteView bytes, std::vector<uint32_t>* bl
 /// Top-level block ids of one module, in order (13 identification, 8 module,
 /// 23 string table, 25 symbol table ...).
 Expected<std::vector<uint32_t>> bitcode_blocks(ByteView module);
+
+/// The names of the functions (definitions and declarations) one raw module
+/// declares, in its order: the MODULE_BLOCK's FUNCTION records (code 8, whose
+/// first two operands are the name's offset and size in the string table) and
+/// the STRTAB block's blob (bitcode of LLVM 5 and later). Only module-level
+/// records are decoded (abbreviations included); nested blocks are skipped.
+Expected<std::vector<std::string>> bitcode_function_names(ByteView module);
 
 }  // namespace kir
