@@ -139,10 +139,7 @@ class Client {
       items.push_back({keys[i], config_values_[i].data(), config_values_[i].size()});
     config_records_.resize(kir_jit_config_records(items.data(), items.size(), nullptr, 0));
     kir_jit_config_records(items.data(), items.size(), config_records_.data(), config_records_.size());
-    if (!driver_.load()) {
-      std::fprintf(stderr, "proteus-client: the CUDA driver (libcuda.so.1) cannot be loaded: nothing is claimed\n");
-      return false;
-    }
+    driver_ok_ = driver_.load();  // needed to relink globals only (on_loaded)
     return true;
   }
 
@@ -228,6 +225,11 @@ class Client {
     }
     if (names.empty()) return 0;
     if (!loaded->kernel) return 1;
+    if (!driver_ok_) {
+      std::fprintf(stderr, "proteus-client: error: %s: the driver lacks cuModuleGetGlobal_v2 or cuMemcpyHtoD_v2: %s "
+                   "cannot be relinked\n", loaded->kernel->name, names[0].c_str());
+      return 1;
+    }
     std::vector<const kir_hook_global*> globals(kir_hook_fatbin_globals(loaded->kernel->fatbin, nullptr, 0));
     globals.resize(kir_hook_fatbin_globals(loaded->kernel->fatbin, globals.data(), globals.size()));
     for (const std::string& name : names) {
@@ -394,6 +396,7 @@ class Client {
   std::vector<std::string> config_values_;
   std::string config_records_;
   Driver driver_;
+  bool driver_ok_ = false;
   std::mutex mutex_, compile_mutex_;
   std::unordered_map<kir_hash128, std::vector<std::string>, KeyHash, KeyEqual> relinked_;
   std::unordered_set<kir_hash128, KeyHash, KeyEqual> failed_;
