@@ -131,8 +131,9 @@ class Client {
     // The compile configuration is part of the key (Proteus hashes hashCodeGenConfig and
     // hashRuntimeSpecializationConfig into its HashValue): kir's CONFIG records, encoded once.
     std::string specialize = std::string(args_ ? "args" : "") + (dims_ ? ",dims" : "") + (bounds_ ? ",bounds" : "");
-    config_values_ = {"proteus-client", proteus_client::llvm_version(), std::to_string(opt_),
-                      std::to_string(codegen_opt_), specialize, "ptx"};
+    config_values_ = {"proteus-client",     proteus_client::llvm_version(),
+                      std::to_string(opt_), std::to_string(codegen_opt_),
+                      specialize,           "ptx"};
     static const char* const keys[] = {"producer", "compiler", "opt", "codegen-opt", "specialize", "kind"};
     std::vector<kir_config_item> items;
     for (size_t i = 0; i < config_values_.size(); ++i)
@@ -226,8 +227,10 @@ class Client {
     if (names.empty()) return 0;
     if (!loaded->kernel) return 1;
     if (!driver_ok_) {
-      std::fprintf(stderr, "proteus-client: error: %s: the driver lacks cuModuleGetGlobal_v2 or cuMemcpyHtoD_v2: %s "
-                   "cannot be relinked\n", loaded->kernel->name, names[0].c_str());
+      std::fprintf(stderr,
+                   "proteus-client: error: %s: the driver lacks cuModuleGetGlobal_v2 or cuMemcpyHtoD_v2: %s "
+                   "cannot be relinked\n",
+                   loaded->kernel->name, names[0].c_str());
       return 1;
     }
     std::vector<const kir_hook_global*> globals(kir_hook_fatbin_globals(loaded->kernel->fatbin, nullptr, 0));
@@ -248,8 +251,7 @@ class Client {
       }
       count(relinked_writes_);
       if (debug_)
-        std::fprintf(stderr, "proteus-client: %s: %s = 0x%" PRIx64 "\n", loaded->kernel->name, symbol.c_str(),
-                     address);
+        std::fprintf(stderr, "proteus-client: %s: %s = 0x%" PRIx64 "\n", loaded->kernel->name, symbol.c_str(), address);
     }
     return 0;
   }
@@ -278,7 +280,8 @@ class Client {
   int error(const kir_hook_kernel* k, const std::string& message) {
     count(errors_);
     std::lock_guard<std::mutex> lock(mutex_);
-    if (logged_.insert(message).second) std::fprintf(stderr, "proteus-client: error: %s: %s\n", k->name, message.c_str());
+    if (logged_.insert(message).second)
+      std::fprintf(stderr, "proteus-client: error: %s: %s\n", k->name, message.c_str());
     return 0;
   }
 
@@ -374,8 +377,8 @@ class Client {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       relinked_[key] = result.relinked;
-      compiled_.push_back("{\"kernel\":" + json(k->name) + ",\"key\":\"" + key_text + "\",\"ms\":" +
-                          std::to_string(ms) + ",\"relinked\":" + json(relinked) + "}");
+      compiled_.push_back("{\"kernel\":" + json(k->name) + ",\"key\":\"" + key_text +
+                          "\",\"ms\":" + std::to_string(ms) + ",\"relinked\":" + json(relinked) + "}");
     }
     if (debug_)
       std::fprintf(stderr, "proteus-client: compiled %s key=%s in %.1f ms (%zu bytes of PTX)\n", k->name,

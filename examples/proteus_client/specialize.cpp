@@ -47,9 +47,7 @@ namespace {
 using namespace llvm;
 
 // kir_arg_type (kir/kir.h): the values this file reads.
-enum : uint8_t {
-  I8 = 1, I16, I32, I64, U8, U16, U32, U64, F16, BF16, F32, F64, PTR, BYTES, BOOL
-};
+enum : uint8_t { I8 = 1, I16, I32, I64, U8, U16, U32, U64, F16, BF16, F32, F64, PTR, BYTES, BOOL };
 enum : uint8_t { SCALAR = 0, ARRAY = 1, OBJECT = 2, VECTOR = 3 };  // kir_jit_arg_kind
 
 uint64_t little_endian(const std::vector<unsigned char>& bytes, size_t size) {
@@ -60,10 +58,16 @@ uint64_t little_endian(const std::vector<unsigned char>& bytes, size_t size) {
 
 Type* element_type(LLVMContext& ctx, uint8_t type) {
   switch (type) {
-    case I8: case U8: case BOOL: return Type::getInt8Ty(ctx);
-    case I16: case U16: return Type::getInt16Ty(ctx);
-    case I32: case U32: return Type::getInt32Ty(ctx);
-    case I64: case U64: case PTR: return Type::getInt64Ty(ctx);
+    case I8:
+    case U8:
+    case BOOL: return Type::getInt8Ty(ctx);
+    case I16:
+    case U16: return Type::getInt16Ty(ctx);
+    case I32:
+    case U32: return Type::getInt32Ty(ctx);
+    case I64:
+    case U64:
+    case PTR: return Type::getInt64Ty(ctx);
     case F16: return Type::getHalfTy(ctx);
     case BF16: return Type::getBFloatTy(ctx);
     case F32: return Type::getFloatTy(ctx);
@@ -190,8 +194,8 @@ void optimize(Module& m, TargetMachine& tm, unsigned level) {
   pb.registerFunctionAnalyses(fam);
   pb.registerLoopAnalyses(lam);
   pb.crossRegisterProxies(lam, fam, cgam, mam);
-  ModulePassManager mpm =
-      level == 0 ? pb.buildO0DefaultPipeline(OptimizationLevel::O0) : pb.buildPerModuleDefaultPipeline(opt_level(level));
+  ModulePassManager mpm = level == 0 ? pb.buildO0DefaultPipeline(OptimizationLevel::O0)
+                                     : pb.buildPerModuleDefaultPipeline(opt_level(level));
   mpm.run(m, mam);
 }
 
@@ -221,7 +225,8 @@ bool specialize_and_compile(const Request& r, Result& out) {
     Expected<std::unique_ptr<Module>> parsed = parseBitcodeFile(buffer, ctx);
     if (!parsed) return fail("IR module " + std::to_string(i) + ": " + toString(parsed.takeError()));
     if (!m) m = std::move(*parsed);
-    else if (Linker::linkModules(*m, std::move(*parsed))) return fail("IR module " + std::to_string(i) + " does not link");
+    else if (Linker::linkModules(*m, std::move(*parsed)))
+      return fail("IR module " + std::to_string(i) + " does not link");
   }
   Function* kernel = m->getFunction(r.kernel);
   if (!kernel || kernel->isDeclaration()) return fail("not defined in its IR");
