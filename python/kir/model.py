@@ -136,7 +136,7 @@ class JitArg:
     kir.hashing.jit_key_of_launch reads. `kind` and `type` are members when they
     name one (a number that does not stays a number, for kir_jit_key to refuse)."""
     position: int           #: 1-based parameter position
-    kind: JitArgKind | int  #: scalar, array or object
+    kind: JitArgKind | int  #: scalar, array, object or vector
     type: ArgType | int     #: the scalar's, an array's elements' (bytes for objects)
     by_value: bool = False  #: objects: passed by value; arrays: elements in the argument's own bytes
     count: int = 0          #: constant-size arrays: element count; objects: size in bytes

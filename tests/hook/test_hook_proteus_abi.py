@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 import kir
-from build import BUNDLER, CLANG, HIP, LAYOUT, rpath  # tests/support/build.py
+from build import BUNDLER, HIP, LAYOUT, rpath  # tests/support/build.py
 from stub_cuda import HOOK, INCLUDE, lines, rig  # noqa: F401  (rig: fixture)
 
 pytestmark = pytest.mark.usefixtures("hostile_library_path")
@@ -89,6 +89,23 @@ def test_a_second_notice_that_cannot_be_read_is_a_failure_not_an_unload(proteus_
     assert len(errors) == 1 and re.search(why, errors[0]), proc.stderr
 
 
+def test_vector_and_static_array_runtime_constants_are_distinct(proteus_hip):
+    """Proteus's VECTOR (10) and STATIC_ARRAY (9) RuntimeConstantTypes (CompilerInterfaceTypes.h)
+    were both KIR_JIT_ARRAY with by_value 1: now VECTOR is KIR_JIT_VECTOR, and its JIT key
+    is a by-value array's, as before (kir.h ABI 10)."""
+    from kir.hashing import jit_key_of_launch
+    from kir.model import JitArg
+    seen, proc = registered(proteus_hip, "rcinfo")
+    assert seen["jit_args"] == [[1, "vector", 11, True, 4], [2, "array", 11, True, 4]], proc.stderr
+    values = struct.pack("<4f", 1, 2, 3, 4)
+    keys = {kind: jit_key_of_launch("00" * 16, "gfx90a", [values], [JitArg(1, kind, 11, True, 4)],
+                                    param_sizes=[16]) for kind in ("vector", "array")}
+    assert keys["vector"] == keys["array"]
+    other = jit_key_of_launch("00" * 16, "gfx90a", [struct.pack("<4f", 1, 2, 3, 5)], [JitArg(1, "vector", 11, True, 4)],
+                              param_sizes=[16])
+    assert other != keys["vector"]
+
+
 def test_proteus_launch_goes_to_the_hip_runtime(proteus_hip):
     """Regression (issue 23): without Proteus, __proteus_launch_kernel went to
     cudaLaunchKernel in a HIP process; the stub's hipLaunchKernel answers 100."""
@@ -147,14 +164,19 @@ def captures(proc, label):
     return [tuple(l.split(" ", 2)[2].split("|")) for l in proc.stdout.splitlines() if l.startswith(f"{label} capture ")]
 
 
+def run_lambda_app(app, preload):
+    proc = subprocess.run([app], capture_output=True, text=True, timeout=60,
+                          env={"PATH": "/usr/bin:/bin", "LD_PRELOAD": preload, "KIR_HOOK_LOG": "1"})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc
+
+
 def test_lambda_captures_are_the_kernels_own(lambda_app):
     """`apply` calls lambda f (its template argument) and, through f, `inner` (a function of
     its IR, not of its name); `unused` is registered but called by no kernel. Each run's
     register_lambda makes its values current; one with nothing pending changes nothing."""
     app, kernel = lambda_app
-    proc = subprocess.run([app], capture_output=True, text=True, timeout=60,
-                          env={"PATH": "/usr/bin:/bin", "LD_PRELOAD": str(HOOK), "KIR_HOOK_LOG": "1"})
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    proc = run_lambda_app(app, str(HOOK))
     assert proc.stderr == ""
     head = [l for l in proc.stdout.splitlines() if l.startswith(f"first {kernel} ")]
     assert len(head) == 1 and int(re.search(r"ir=(\d+)", head[0])[1]) > 0, proc.stdout
@@ -169,3 +191,19 @@ def test_lambda_captures_are_the_kernels_own(lambda_app):
     assert captures(proc, "second") == [(inner, "0", "0", "3", value("<i", 7)),
                                         (f, "1", "4", "3", value("<i", 5)), (f, "2", "8", "12", value("<d", 0.25))]
     assert captures(proc, "third") == captures(proc, "second")
+
+
+def test_lambda_calls_reach_the_proteus_runtime(lambda_app, tmp_path):
+    """With the Proteus runtime loaded (a stand-in preloaded after the hook) each call is
+    forwarded as the app made it, and the hook keeps its own view all the same."""
+    app, kernel = lambda_app
+    subprocess.run(["g++", "-shared", "-fPIC", str(FIXTURES / "hook" / "proteus_lambda_standin.cpp"), "-o",
+                    str(tmp_path / "libstandin.so")], check=True)
+    proc = run_lambda_app(app, f"{HOOK}:{tmp_path / 'libstandin.so'}")
+    where = kir.demangle(kernel).split("::{lambda")[0].split("<", 1)[1]
+    f = f"{where}::{{lambda()#1}}"
+    variables = [l.split(" ", 2)[2] for l in proc.stdout.splitlines() if l.startswith("proteus variable ")]
+    assert len(variables) == 8  # 4 jit_variable calls per run
+    assert variables[1] == f"{f}|3|1|4|3" and variables[5] == f"{f}|3|1|4|5"  # type INT32, Pos 1, Offset 4
+    assert len([l for l in proc.stdout.splitlines() if l.startswith("proteus lambda ")]) == 7
+    assert captures(proc, "second") == captures(run_lambda_app(app, str(HOOK)), "second")

@@ -148,3 +148,40 @@ def test_the_miss_log_is_capped_and_the_counters_stay_exact(rig, tmp_path):
     assert (stats["launches"], stats["misses"], stats["hits"]) == (launches, launches, 0)
     assert stats["not_logged"] == launches - 32 and 0 < stats["remembered"] <= 4096
     assert len(stub_lines(proc)) == launches  # every launch ran, the app's own
+
+
+def test_the_key_covers_the_captures_of_the_lambdas_the_kernel_calls(rig, tmp_path):
+    """Hook API 7: a Proteus `jit_variable` captured by a lambda the kernel calls enters the
+    key as a CAPTURE record (kir_hook_kernel_captures). The app registers one (INT32 42, slot
+    0, offset 0) for lambda type `axpy` — named in the kernel's demangled name, as a kernel
+    templated on its lambda names it — by invisible reference, as JitInterface.h's
+    RuntimeConstant is passed. The key without the capture must not hit; the key with it must."""
+    d, fatbin, cubin, static = rig
+    anchor = '  reg(h, &axpy_stub, (char*)"AXPY", infos, 1);\n'
+    source = APP.replace(anchor, anchor + (
+        '  _Alignas(16) unsigned char rc[80] = {0};\n'
+        '  int captured = 42, type = 3 /* INT32 */, slot = 0, offset = 0;\n'
+        '  memcpy(rc, &captured, 4); memcpy(rc + 16, &type, 4); memcpy(rc + 20, &slot, 4); memcpy(rc + 24, &offset, 4);\n'
+        '  ((void (*)(const void*, const char*))dlsym(RTLD_DEFAULT, "__proteus_register_variable"))(rc, "axpy");\n'
+        '  ((void (*)(const char*))dlsym(RTLD_DEFAULT, "__proteus_register_lambda"))("axpy");\n'))
+    assert source != APP
+    (d / "captures.c").write_text(source.replace("AXPY", override.AXPY))
+    subprocess.run(["gcc", "-Wall", "captures.c", f"-L{d}", "-l:libcudart.so", "-l:libcuda.so.1", "-ldl",
+                    *rpath(d), "-o", "captures"], check=True, cwd=d)
+    capture = [("axpy", 0, 0, 3, struct.pack("<i", 42))]
+
+    def key(a, captures=()):
+        return jit_key(static, "sm_90", [(1, F32, struct.pack("<f", a))], shared_bytes=16,
+                       config=jit.Options().config(), captures=captures)
+    cache = tmp_path / "cache"
+    Cache(cache).store(key(2.5), cubin.read_bytes(), "cubin", "sm_90")  # without the capture
+    Cache(cache).store(key(3.5, capture), cubin.read_bytes(), "cubin", "sm_90")
+    stats = tmp_path / "stats.json"
+    env = {"PATH": "/usr/bin:/bin", "LD_PRELOAD": str(override.HOOK), "LD_LIBRARY_PATH": str(d),
+           "KIR_HOOK_CLIENTS": str(JIT_CLIENT), "KIR_HOOK_ARCH": "sm_90", **client_environment(cache, stats=stats)}
+    proc = subprocess.run([d / "captures", fatbin, cubin, "rr"], capture_output=True, text=True, env=env, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert [l.split()[1] for l in stub_lines(proc)] == ["cudaLaunchKernel", "cuLaunchKernel"]
+    result = json.loads(stats.read_text())
+    assert (result["hits"], result["misses"]) == (1, 1)
+    assert [m["key"] for m in result["missed"]] == [key(2.5, capture)]
