@@ -101,14 +101,15 @@ def rig(built, tmp_path_factory):
     return d, fatbin, built["kernels_sm90.cubin"]
 
 
-def run(rig, client, cache: Path, tmp_path: Path, launches="r", clients=None, **env_extra):
+def run(rig, client, cache: Path, tmp_path: Path, launches="r", clients=None, app=None, **env_extra):
+    """The rig's app (or `app`) under the hook with `client` (or `clients`); its stats (None: none written)."""
     d, fatbin, cubin = rig
     stats = tmp_path / "stats.json"
     stats.unlink(missing_ok=True)
     env = {"PATH": "/usr/bin:/bin", "LD_PRELOAD": str(override.HOOK), "LD_LIBRARY_PATH": str(d),
            "KIR_HOOK_CLIENTS": str(clients or client), "KIR_HOOK_ARCH": "sm_90", "PROTEUS_CACHE_DIR": str(cache),
            "PROTEUS_CLIENT_STATS": str(stats), **env_extra}
-    proc = subprocess.run([d / "app", fatbin, cubin, launches], capture_output=True, text=True, env=env, timeout=120)
+    proc = subprocess.run([app or d / "app", fatbin, cubin, launches], capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc, json.loads(stats.read_text()) if stats.exists() else None
 
@@ -168,6 +169,35 @@ def test_the_key_is_the_one_kir_computes_for_the_same_configuration(rig, client,
     run(rig, client, cache, tmp_path, clients=jit_rig.JIT_CLIENT, **reference_env)
     reference = json.loads((tmp_path / "reference.json").read_text())
     assert compiled["key"] in [m["key"] for m in reference["missed"]], reference
+
+
+def test_an_array_behind_a_pointer_becomes_the_values_kir_read(rig, client, tmp_path):
+    """`x` registered as a runtime-constant ARRAY of 4 floats (Proteus's
+    __proteus_create_runtime_constant_info_array_const_size): kir reads the elements from
+    device memory once, for the key and, through kir_jit_key_input.values, for the client,
+    which puts them in a constant global the argument is replaced by."""
+    d, fatbin, cubin = rig
+    app = APP.replace("const float* x = 0;", "static const float xs[4] = {1.5f, 2.5f, 3.5f, 4.5f}; const float* x = xs;")
+    app = app.replace(
+        "  void* infos[1] = {scalar(5, 0)};\n",
+        '  void* (*array)(int, int, int, int) = (void* (*)(int, int, int, int))dlsym(RTLD_DEFAULT,\n'
+        '      "__proteus_create_runtime_constant_info_array_const_size");\n'
+        "  void* infos[2] = {scalar(5, 0), array(11 /* ARRAY */, 1, 4, 5 /* FLOAT */)};\n").replace(
+        "infos, 1);", "infos, 2);")
+    assert "array(11" in app and "infos, 2);" in app and "xs[4]" in app
+    (tmp_path / "array.c").write_text(app)
+    for header in override.HEADERS:
+        (tmp_path / header).write_text((d / header).read_text())
+    subprocess.run(["gcc", "-Wall", "array.c", f"-L{d}", "-l:libcudart.so", "-l:libcuda.so.1", "-ldl", *rpath(d),
+                    "-o", "array"], check=True, cwd=tmp_path)
+    cache = tmp_path / "cache"
+    proc, stats = run(rig, client, cache, tmp_path, app=tmp_path / "array")
+    assert stats["compiles"] == 1 and stats["claims"] == 1 and stats["errors"] == 0, (stats, proc.stderr)
+    assert f"stub cuLaunchKernel f={KERNEL}" in proc.stdout
+    [entry] = Cache(cache).entries()
+    ptx = entry.code.rstrip(b"\0").decode()
+    assert f"{KERNEL}_param_1]" not in ptx, "the pointer `x` is still loaded"
+    assert "0, 0, 192, 63, 0, 0, 32, 64, 0, 0, 96, 64, 0, 0, 144, 64" in ptx, ptx  # 1.5f, 2.5f, 3.5f, 4.5f
 
 
 def test_without_ir_the_original_runs(client, tmp_path, built):
