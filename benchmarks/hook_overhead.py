@@ -85,7 +85,7 @@ def build(work: Path) -> tuple[Path, Path, Path]:
     subprocess.run(["nvcc", "-O2", "-cudart", "shared", "-arch=native", str(HERE / "hook_overhead.cu"),
                     "-o", str(exe)], check=True)
     (work / "noop.c").write_text(NOOP_CLIENT)
-    for lib, skips in ((client, "0"), (lean, "KIR_HOOK_SKIP_KERNEL")):
+    for lib, skips in ((client, "0"), (lean, "KIR_HOOK_SKIP_KERNEL|KIR_HOOK_SKIP_DEVICE")):
         subprocess.run(["gcc", "-shared", "-fPIC", "-I", str(Path(kir.__file__).parent / "include"),
                         f"-DSKIPS={skips}", str(work / "noop.c"), "-o", str(lib)], check=True)
     return exe, client, lean

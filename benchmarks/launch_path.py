@@ -8,9 +8,11 @@ the differences between neighbours are the stages' costs:
   bare                         the stub runtime alone
   hook                         + the interposer and the layer, no client
   client: callbacks only       + one client's launch_begin/launch_completed
-                                 (it skips the kernel and the identity: API 5 launch_skips)
+                                 (it skips the kernel, the identity and the device: launch_skips)
   client: + kernel lookup      + the registry lookup of the launched kernel
   client: + launch identity    + the launch identity (a hash over every argument's bytes)
+  client: + device             + the launch's device, arch and context (hook API 7: one
+                                 cuCtxGetCurrent, the rest remembered per thread)
   JIT client: miss             the reference JIT client (it skips the identity), its
                                  JIT key computed and looked up, not in the cache
   JIT client: hit              the same, the key cached: the launch is claimed and the
@@ -98,8 +100,9 @@ def build(work: Path, fatbin: Path) -> None:
     (work / "app.c").write_text(APP.replace("AXPY", override.AXPY))
     (work / "client.c").write_text(CLIENT)
     cc("app.c", f"-L{work}", "-l:libcudart.so", "-l:libcuda.so.1", "-ldl", f"-Wl,-rpath,{work}", "-o", "app")
-    for name, skips in (("callbacks", "KIR_HOOK_SKIP_KERNEL"), ("kernel", "KIR_HOOK_SKIP_IDENTITY"),
-                        ("identity", "0")):
+    for name, skips in (("callbacks", "KIR_HOOK_SKIP_KERNEL|KIR_HOOK_SKIP_DEVICE"),
+                        ("kernel", "KIR_HOOK_SKIP_IDENTITY|KIR_HOOK_SKIP_DEVICE"), ("identity", "KIR_HOOK_SKIP_DEVICE"),
+                        ("device", "0")):
         cc("-shared", "-fPIC", f"-I{INCLUDE}", f"-DSKIPS={skips}", "client.c", "-o", f"lib{name}.so")
 
 
@@ -120,6 +123,7 @@ def configurations(work: Path, fatbin: Path) -> list[tuple[str, dict]]:
         ("client: callbacks only", {**hook, "KIR_HOOK_CLIENTS": str(work / "libcallbacks.so")}),
         ("client: + kernel lookup", {**hook, "KIR_HOOK_CLIENTS": str(work / "libkernel.so")}),
         ("client: + launch identity", {**hook, "KIR_HOOK_CLIENTS": str(work / "libidentity.so")}),
+        ("client: + device", {**hook, "KIR_HOOK_CLIENTS": str(work / "libdevice.so")}),
         ("JIT client: miss", {**jit_env, **client_environment(miss, all_kernels=True, recheck_ms=1000000)}),
         ("JIT client: hit", {**jit_env, **client_environment(hit, all_kernels=True)}),
     ]

@@ -26,7 +26,8 @@
 // line's `args` keep the raw form; its `values` hold the text form.
 //
 // Runtime constants (the Proteus ABI, kir_hook_kernel.jit_args): a kernel's
-// register-kernel line lists them (`jit=[1:scalar:f32,3:array:f64[@4]]`; JSON
+// register-kernel line lists them (`jit=[1:scalar:f32,3:array:i32[@4]]`: an
+// array's element count, or `@` the position of the argument holding it; JSON
 // `jit`: objects), and each launch marks their values (`jit:2.5`; JSON `jit`:
 // their 1-based positions). The pass describes them right after the runtime
 // registered the kernel (Proteus src/pass/ProteusPass.cpp: the call to
@@ -310,7 +311,8 @@ std::string jit_text(const kir_hook_kernel* k) {
              ",\"count_position\":" + std::to_string(a.count_position);
       s += "}";
     } else {
-      s += std::string(i ? "," : "") + std::to_string(a.position) + ":" + kind + ":" + type;
+      s += std::string(i ? "," : "") + std::to_string(a.position) + ":" + kind;
+      if (a.kind != KIR_JIT_OBJECT) s += ":" + type;  // an object's is bytes
       if (a.kind == KIR_JIT_ARRAY) s += "[" + count + "]";
       if (a.kind == KIR_JIT_OBJECT) s += "(" + count + " bytes)";
       if (a.kind != KIR_JIT_SCALAR && a.by_value) s += ":by-value";

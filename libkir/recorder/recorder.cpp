@@ -592,6 +592,7 @@ kir_hook_client make_client() {
   c.completion = KIR_COMPLETION_RETURNED;
   c.launch_begin = [](void*, const kir_hook_launch* l) { the_recorder->launch_begin(*l); };
   c.launch_completed = [](void*, const kir_hook_launch* l) { the_recorder->launch_completed(*l); };
+  c.launch_skips = KIR_HOOK_SKIP_DEVICE;  // hook API 7: it reads its device itself, once
   return c;
 }
 

@@ -9,13 +9,13 @@ import kir.model
 
 abi_version: int = 0
 
-hook_api_version: int = 6
+hook_api_version: int = 7
 
-c_abi_version: int = 9
+c_abi_version: int = 10
 
 cache_abi_version: int = 3
 
-C_ABI_VERSION: int = 9
+C_ABI_VERSION: int = 10
 
 CACHE_ABI_VERSION: int = 3
 
@@ -668,9 +668,9 @@ class DynamicHash:
 
     def finish(self) -> Hash128: ...
 
-def jit_key_of_launch(static_hash: Hash128, arch: str, params: Sequence[bytes | None], jit_args: Sequence[tuple[int, int, int, bool, int, int, int]], memory: Mapping[int, bytes], grid: Sequence[int], block: Sequence[int], specialize_grid: bool, specialize_block: bool, shared_bytes: int, bounds: Sequence[int], config: Sequence[tuple[str, bytes]], captures: Sequence[tuple[str, int, int, int, bytes]], param_sizes: Sequence[int] | None = None) -> str:
+def jit_key_of_launch(static_hash: Hash128, arch: str, params: Sequence[bytes | None], jit_args: Sequence[tuple[int, int, int, bool, int, int, int]], memory: Mapping[int, bytes], grid: Sequence[int], block: Sequence[int], specialize_grid: bool, specialize_block: bool, shared_bytes: int, bounds: Sequence[int], config: Sequence[tuple[str, bytes]], captures: Sequence[tuple[str, int, int, int, bytes]], param_sizes: Sequence[int] | None = None, values: bool = False) -> object:
     """
-    The JIT key through kir_jit_key (the C API): each runtime-constant argument, kir_jit_arg's fields (position, kind, type, by_value, count, count_type, count_position), read from `params` (the launch's argument bytes) and, by pointer, from `memory` ({address: bytes}); KirError with kir_last_error() when kir_jit_key fails.
+    The JIT key through kir_jit_key (the C API): each runtime-constant argument, kir_jit_arg's fields (position, kind, type, by_value, count, count_type, count_position), read from `params` (the launch's argument bytes) and, by pointer, from `memory` ({address: bytes}); KirError with kir_last_error() when kir_jit_key fails. With `values`: (key, [(position, kind, type, from_memory, count, value bytes)]), the values it hashed (kir_jit_key_input.values, ABI 10).
     """
 
 def launch_identity_of(static_hash: Hash128, arch: str, params: Sequence[bytes | None], grid: Sequence[int], block: Sequence[int], shared_bytes: int) -> str:

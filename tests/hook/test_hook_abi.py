@@ -98,7 +98,8 @@ def test_an_api5_client_runs_on_this_layer(rig, clients):  # noqa: F811
     assert old == [line for line in new if not line.startswith("sizes ")]
     # ... and the current one reads the appended sizes, those of the layer's structs.
     sizes = {line for line in new if line.startswith("sizes ")}
-    launch, kernel = ctypes.sizeof(ctypes.c_void_p) * 16, ctypes.sizeof(hook._Kernel)
+    # kir_hook_launch: 128 bytes through API 6's struct_size; API 7 appended device, arch, context.
+    launch, kernel = ctypes.sizeof(ctypes.c_void_p) * 18, ctypes.sizeof(hook._Kernel)
     assert sizes == {f"sizes launch={launch}/{launch} kernel={kernel}/{kernel}"}
 
 

@@ -145,3 +145,31 @@ def test_python_resolves_global_device_addresses_inside_the_app(gpu, built):
     device = int(driver.CUmemorytype.CU_MEMORYTYPE_DEVICE)
     for name, size, address, kind, range_size, cached in seen:
         assert address != 0 and kind == device and range_size >= size and cached, name
+
+
+def test_a_code_substitute_with_more_than_48_kib_of_shared_memory_runs(gpu, tmp_path):
+    """Issue 23: a CODE substitute launched with 64 KiB of dynamic shared memory failed
+    (the layer never raised the loaded function's limit, and the driver refused the launch:
+    the error reached the app). The client claims every launch with the kernel's own
+    cubin; both launches must be substituted, succeed, and compute the right result."""
+    import shutil
+
+    from stub_cuda import CLIENT, INCLUDE
+    if not shutil.which("nvcc"):
+        pytest.skip("nvcc not installed")
+    (tmp_path / "app.cu").write_text(source("hook/hook_gpu_big_shared.cu"))
+    subprocess.run(["nvcc", "-gencode", "arch=compute_90,code=sm_90", "-cudart", "shared", "app.cu", "-o", "app"],
+                   check=True, cwd=tmp_path)
+    (tmp_path / "client.c").write_text(CLIENT)
+    subprocess.run(["gcc", "-shared", "-fPIC", f"-I{INCLUDE}", '-DNAME="A"', "-DCLAIM=1", "-DV3=0", "-DREPORT=1",
+                    "client.c", "-o", "libA.so"], check=True, cwd=tmp_path)
+    hook = Path(kir.__file__).parent / "lib" / "libkir_hook.so"
+    proc = subprocess.run([tmp_path / "app"], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "LD_PRELOAD": str(hook), "KIR_HOOK_CLIENTS": str(tmp_path / "libA.so"),
+                               "KIR_HOOK_LOG": "1", "A_MODE": "code"})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert [l for l in proc.stdout.splitlines() if l.startswith("launch ")] == [
+        "launch 0: cudaSuccess cudaSuccess wrong=0", "launch 1: cudaSuccess cudaSuccess wrong=0"]
+    completed = [l for l in proc.stdout.splitlines() if l.startswith("A completed")]
+    assert len(completed) == 2 and all("result=0 outcome=2" in l for l in completed), completed
+    assert "A stats handled=0 substituted=2 loads=1 substitute_failures=0 failures=0" in proc.stdout

@@ -157,3 +157,40 @@ def test_python_sees_the_jit_arguments(programs):
     assert len(answers) == 1, proc.stdout
     got = json.loads(answers[0])
     assert got == [[p, kinds[k], t, bool(v), c, ct, cp] for p, k, t, v, c, ct, cp in EXPECTED]
+
+
+@pytest.mark.parametrize("name", ["with_proteus", "without_proteus"])
+def test_kir_trace_shows_the_runtime_constants(programs, name):
+    """Issue 23: the trace showed nothing of the runtime constants the hook captured from
+    the Proteus ABI. Its register-kernel line now lists them (the pass describes them just
+    after the runtime registered the kernel: the line waits for them), and each launch
+    marks the arguments that are runtime constants."""
+    import json
+
+    from jsonschema import validate
+    d, fatbin = programs
+    env = {"PATH": "/usr/bin:/bin", "LD_PRELOAD": str(HOOK), "LD_LIBRARY_PATH": str(d)}
+    text = subprocess.run([d / name, fatbin, "launch"], capture_output=True, text=True, timeout=60,
+                          env={**env, "KIR_TRACE": "text"})
+    assert text.returncode == 0, text.stderr
+    kernels = [l for l in text.stderr.splitlines() if l.startswith("kir-trace register-kernel")]
+    assert len(kernels) == 1 and "register-jit-args" not in text.stderr
+    assert kernels[0].endswith(" jit=[1:scalar:f32,2:array:f64[4]:by-value,3:array:i32[@4],"
+                               "5:object(24 bytes):by-value,7:scalar:bool]"), kernels[0]
+    launches = [l for l in text.stderr.splitlines() if l.startswith("kir-trace launch")]
+    assert len(launches) == 1 and " args=[jit:2.5,jit:0x0,jit:0x0,64] " in launches[0], launches
+    as_json = subprocess.run([d / name, fatbin, "launch"], capture_output=True, text=True, timeout=60,
+                             env={**env, "KIR_TRACE": "json"})
+    events = [json.loads(l) for l in as_json.stderr.splitlines() if l.startswith("{")]
+    schema = json.loads((Path(__file__).parents[2] / "docs" / "schemas" / "trace.schema.json").read_text())
+    for event in events:
+        validate(event, schema)
+    [kernel] = [e for e in events if e["event"] == "register-kernel"]
+    assert kernel["jit"] == [
+        {"position": 1, "kind": "scalar", "type": "f32"},
+        {"position": 2, "kind": "array", "type": "f64", "by_value": True, "count": 4, "count_position": 0},
+        {"position": 3, "kind": "array", "type": "i32", "by_value": False, "count": 0, "count_position": 4},
+        {"position": 5, "kind": "object", "type": "bytes", "by_value": True, "count": 24, "count_position": 0},
+        {"position": 7, "kind": "scalar", "type": "bool"}]
+    [launch] = [e for e in events if e["event"] == "launch"]
+    assert launch["jit"] == [1, 2, 3] and launch["values"] == ["2.5", "0x0", "0x0", "64"]

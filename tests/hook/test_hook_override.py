@@ -131,6 +131,17 @@ def test_substitute_code_is_loaded_once_per_context(rig):
     assert all("f=_Z9clusteredPf " in l for l in lines(proc, "stub "))
 
 
+def test_substitute_code_bytes_may_be_freed_once_the_launch_returned(rig):
+    """The layer keeps no pointer to a CODE substitute's bytes (the driver copies them into
+    the module it loads): a client that wipes and frees them as each launch returns gets
+    every later launch substituted from the loaded module."""
+    proc = run(rig, "rrdS", A_MODE="code-copy")
+    assert "stub-driver cuModuleLoadData=2" in proc.stderr  # the app's own module, and the substitute once
+    stub = lines(proc, "stub cuLaunchKernel")
+    assert len(stub) == 4 and all(f"f={AXPY} " in l for l in stub)
+    assert lines(proc, "A stats") == ["A stats handled=0 substituted=4 loads=1 substitute_failures=0 failures=0"]
+
+
 def test_substitute_code_named_by_its_number_is_loaded(rig):
     """API 6: code_kind NULL, kir_hook_substitute.image_kind KIR_KIND_CUBIN: the layer loads it
     as it loads code named "cubin"; a number the runtime cannot load is refused by number."""
@@ -305,6 +316,18 @@ def test_hip_launches_can_be_claimed(hip_rig):
     wrong = run_hip(hip_rig, A_MODE="function")
     assert lines(wrong, "launch ") == ["launch 100", "launch 100"]
     assert wrong.stderr.count("a CUDA handle for a HIP launch") == 2
+
+
+def test_a_hip_launch_event_names_its_device(hip_rig):
+    """Hook API 7 on HIP: hipGetDevice's ordinal, the target of the code object the layer
+    reads for the kernel (HIP has no stable C call naming the device's), no context."""
+    targets = {i.target for c in kir.open(hip_rig[1]).containers for i in c.images if i.target.startswith("gfx")}
+    proc = run_hip(hip_rig, A_DEVICE="1")
+    begins = lines(proc, "A device-begin")
+    assert len(begins) == 2, proc.stdout
+    for line in begins:
+        m = re.fullmatch(r"A device-begin hipLaunchKernel device=0 arch=(\S+) context=\(nil\)", line)
+        assert m and m.group(1) in targets, (line, targets)
 
 
 def test_a_module_loaded_through_the_driver_is_traced_with_its_images(rig):

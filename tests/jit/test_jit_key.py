@@ -91,6 +91,27 @@ def test_the_builder_class_agrees_with_kir_jit_key():
     assert h.finish().hex == key
 
 
+def test_the_key_returns_the_values_it_hashed():
+    """kir_jit_key_input.values (ABI 10), through the binding: by position, each value's
+    bytes as hashed — an array read through the pointer (from `memory`), by-value ones
+    from the argument; the key is the one computed without them. The binding starts with
+    a 256-byte buffer: 512 doubles need more, so the C call first refuses with the size
+    needed and the binding retries."""
+    big = [float(i) / 7 for i in range(512)]
+    params = [doubles(2.5), ptr(BASE), struct.pack("<i", 512), struct.pack("<qq", 3, -4)]
+    jit_args = [JitArg(4, OBJECT, BYTES, by_value=True, count=16), JitArg(1, SCALAR, F64),
+                JitArg(2, ARRAY, F64, count_type=I32, count_position=3)]
+    memory = {BASE: doubles(*big)}
+    plain = hashing.jit_key_of_launch(STATIC, "sm_90", params, jit_args, memory=memory)
+    key, values = hashing.jit_key_of_launch(STATIC, "sm_90", params, jit_args, memory=memory, values=True)
+    assert key == plain
+    assert values == [hashing.JitValue(1, 0, F64, False, 1, doubles(2.5)),
+                      hashing.JitValue(2, 1, F64, True, 512, doubles(*big)),
+                      hashing.JitValue(4, 2, BYTES, False, 16, struct.pack("<qq", 3, -4))]
+    with pytest.raises(KirError, match="runtime-constant argument 2: read_memory"):
+        hashing.jit_key_of_launch(STATIC, "sm_90", params, jit_args, memory={}, values=True)
+
+
 # --- what the key covers --------------------------------------------------------------
 
 def launch_key(**changes):
