@@ -36,6 +36,7 @@ void LambdaCaptures::variable(const char* lambda, uint8_t type, uint32_t slot, u
   Lambda* l = it != by_name_.end() ? it->second : by_name_[lambda] = &lambdas_.emplace_back(Lambda{lambda, {}, {}});
   const auto* bytes = static_cast<const uint8_t*>(value);
   l->pending.push_back({type, slot, offset, std::vector<uint8_t>(bytes, bytes + size)});
+  any_.store(true, std::memory_order_release);
 }
 
 void LambdaCaptures::lambda(const char* lambda) {
@@ -94,10 +95,10 @@ LambdaCaptures::Callees LambdaCaptures::callees_of(Registry& registry, const kir
 size_t LambdaCaptures::of_kernel(Registry& registry, const kir_hook_kernel* kernel, kir_jit_capture* out,
                                  size_t capacity) {
   if (!kernel || __atomic_load_n(&kernel->unloaded, __ATOMIC_ACQUIRE)) return 0;
+  if (!any_.load(std::memory_order_acquire)) return 0;  // no lambda registered: nothing to match (Proteus's LR.empty())
   std::shared_ptr<const Callees> callees;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (lambdas_.empty()) return 0;  // no lambda registered: nothing to match (as Proteus's LR.empty())
     auto it = callees_.find(kernel);
     if (it != callees_.end()) callees = it->second;
   }

@@ -6,6 +6,7 @@
 // until its register_lambda, which makes them current when there are any.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -55,6 +56,7 @@ class LambdaCaptures {
   };
   Callees callees_of(Registry& registry, const kir_hook_kernel* kernel);
 
+  std::atomic<bool> any_{false};  // a lambda was registered: until then a query takes no lock (the launch path)
   std::mutex mutex_;
   std::deque<Lambda> lambdas_;  // in the order first seen; never freed (records point at names)
   std::unordered_map<std::string, Lambda*> by_name_;

@@ -2,9 +2,10 @@
 // into apps (Proteus src/pass/ProteusPass.cpp, getJitRegisterFatBinaryFn and
 // its neighbours), served by its runtime (src/runtime/CompilerInterfaceDevice.cpp).
 // __proteus_register_fatbinary repeats the runtime's registration (same handle,
-// same wrapper): the layer keeps the first. Captured, then forwarded to the real Proteus
-// runtime when it is loaded; without it, launches go to the CUDA runtime (the
-// ABI is cudaLaunchKernel's) and registrations are only recorded.
+// same wrapper, CUDA's or HIP's): the layer keeps the first (Layer::fatbin_noticed).
+// Captured, then forwarded to the real Proteus runtime when it is loaded; without it,
+// launches go to the runtime that registered the kernel (the ABI is cudaLaunchKernel's
+// and hipLaunchKernel's) and registrations are only recorded.
 //
 // Runtime-constant arguments (API 4: kir_hook_kernel.jit_args): the pass's
 // registration code creates one RuntimeConstantInfo per annotated argument with

@@ -106,6 +106,23 @@ def test_vector_and_static_array_runtime_constants_are_distinct(proteus_hip):
     assert other != keys["vector"]
 
 
+def test_a_record_keeps_a_vector_as_the_by_value_array_it_was(tmp_path):
+    """Record format versions never change (docs/record-format.md, "Compatibility"): a
+    KIR_JIT_VECTOR is written as kind "array", by value, as before kir.h ABI 10."""
+    from kir import _core
+    from kir.hashing import static_hash
+    from kir.record import JitArg, Record
+    h = static_hash(AXPY, "cubin", [b"x"])
+    b = _core.RecordBuilder(str(tmp_path / "r"), 4096)
+    b.set_process(1, -1)
+    b.set_device("NVIDIA H200", "sm_90", 0)
+    b.set_kernel(AXPY, "axpy(float, float const*, float*, int)", h, [0, 16], [16, 16])
+    b.set_image("cubin", "sm_90", b"\x7fELF fake")
+    b.set_jit_args([(1, "vector", 11, True, 4, 0, 0), (2, "array", 11, True, 4, 0, 0)])
+    b.set_launch("cudaLaunchKernel", h, (1, 1, 1), (32, 1, 1), 0, 0, [b"\0" * 16, b"\0" * 16], 0)
+    assert Record.load(b.write()).kernel.jit_args == [JitArg(1, "array", 11, True, 4), JitArg(2, "array", 11, True, 4)]
+
+
 def test_proteus_launch_goes_to_the_hip_runtime(proteus_hip):
     """Regression (issue 23): without Proteus, __proteus_launch_kernel went to
     cudaLaunchKernel in a HIP process; the stub's hipLaunchKernel answers 100."""

@@ -246,7 +246,11 @@ Expected<std::vector<uint8_t>> RecordBuilder::metadata() const {
       namespace j = m::jit_arg;
       m::MapWriter arg = kernel.item(k::jit_args);
       arg.uint(j::position, a.position);
-      arg.str(j::kind, a.kind < 3 ? j::kKinds[a.kind] : "unknown");
+      // KIR_JIT_VECTOR (kir.h ABI 10) is written as the by-value array it was before: a
+      // format version's choices never change (docs/record-format.md, "Compatibility"),
+      // and a vector's key and replay are a by-value array's.
+      uint8_t kind = a.kind == KIR_JIT_VECTOR ? uint8_t(KIR_JIT_ARRAY) : a.kind;
+      arg.str(j::kind, kind < 3 ? j::kKinds[kind] : "unknown");
       arg.uint(j::type, a.type);
       arg.uint(j::by_value, a.by_value);
       arg.uint(j::count, a.count);

@@ -109,8 +109,9 @@
  * returns its own. Proteus's 0-based `Pos` / `NumEltsPos` become 1-based
  * positions, its RuntimeConstantType a kir_arg_type (BOOL, INT8, INT32, INT64,
  * FLOAT, DOUBLE, PTR: KIR_ARG_BOOL, I8, I32, I64, F32, F64, PTR; LONG_DOUBLE:
- * KIR_ARG_BYTES); STATIC_ARRAY and VECTOR are arrays held in the argument's
- * own bytes (by_value 1), ARRAY an array behind a pointer (by_value 0). The
+ * KIR_ARG_BYTES); STATIC_ARRAY is an array held in the argument's own bytes
+ * (KIR_JIT_ARRAY, by_value 1), VECTOR a vector argument's elements (KIR_JIT_VECTOR,
+ * by_value 1; since API 7), ARRAY an array behind a pointer (by_value 0). The
  * runtime ABI is the hook's only source: the `jit` annotations and the
  * `!proteus.jit` metadata of the embedded IR are what the pass turned into these
  * calls (python/kir/ir.py reads them offline). __proteus_register_function runs
