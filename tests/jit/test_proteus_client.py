@@ -171,6 +171,24 @@ def test_the_key_is_the_one_kir_computes_for_the_same_configuration(rig, client,
     assert compiled["key"] in [m["key"] for m in reference["missed"]], reference
 
 
+def test_proteus_knobs_steer_the_specialization_and_enter_the_key(rig, client, tmp_path):
+    """PROTEUS_SPECIALIZE_DIMS=0 and PROTEUS_SPECIALIZE_LAUNCH_BOUNDS=0 (Proteus's Config.h
+    knobs): the code reads gridDim / blockDim and has no launch bounds, the argument is still
+    folded, and it is a different cache entry (the key covers the configuration);
+    PROTEUS_SPECIALIZE_ARGS=0: the argument is loaded."""
+    cache = tmp_path / "cache"
+    _, default = run(rig, client, cache, tmp_path)
+    _, plain = run(rig, client, cache, tmp_path, PROTEUS_SPECIALIZE_DIMS="0", PROTEUS_SPECIALIZE_LAUNCH_BOUNDS="0")
+    assert plain["compiles"] == 1 and plain["claims"] == 1, plain
+    assert plain["compiled"][0]["key"] != default["compiled"][0]["key"]
+    ptx = Cache(cache).lookup(plain["compiled"][0]["key"]).code.decode()
+    assert "%ntid.x" in ptx and "%nctaid.x" in ptx and ".maxntid" not in ptx
+    assert f"{KERNEL}_param_0]" not in ptx and "0f40200000" in ptx
+    _, unspecialized = run(rig, client, cache, tmp_path, PROTEUS_SPECIALIZE_ARGS="0")
+    ptx = Cache(cache).lookup(unspecialized["compiled"][0]["key"]).code.decode()
+    assert f"{KERNEL}_param_0]" in ptx and "0f40200000" not in ptx  # PROTEUS_SPECIALIZE_ARGS=0: `a` is loaded
+
+
 def test_an_array_behind_a_pointer_becomes_the_values_kir_read(rig, client, tmp_path):
     """`x` registered as a runtime-constant ARRAY of 4 floats (Proteus's
     __proteus_create_runtime_constant_info_array_const_size): kir reads the elements from
