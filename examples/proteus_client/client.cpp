@@ -130,7 +130,9 @@ class Client {
     if (const char* s = std::getenv("PROTEUS_CLIENT_STATS")) stats_path_ = s;
     // The compile configuration is part of the key (Proteus hashes hashCodeGenConfig and
     // hashRuntimeSpecializationConfig into its HashValue): kir's CONFIG records, encoded once.
-    std::string specialize = std::string(args_ ? "args" : "") + (dims_ ? ",dims" : "") + (bounds_ ? ",bounds" : "");
+    std::string specialize;  // "args,dims,bounds": what the code is specialized on
+    for (auto [on, name] : {std::pair<bool, const char*>{args_, "args"}, {dims_, "dims"}, {bounds_, "bounds"}})
+      if (on) specialize += (specialize.empty() ? "" : ",") + std::string(name);
     config_values_ = {"proteus-client",     proteus_client::llvm_version(),
                       std::to_string(opt_), std::to_string(codegen_opt_),
                       specialize,           "ptx"};
