@@ -39,13 +39,14 @@ DEVICE_DRIVER = STUB_DRIVER.replace(
 assert DEVICE_DRIVER != STUB_DRIVER, "driver.c's cuDeviceGetAttribute changed: DEVICE_DRIVER replaces it"
 
 
-def build_stub_libraries(d: Path, driver: str = STUB_DRIVER, quiet: bool = False, optimize: bool = False) -> None:
+def build_stub_libraries(d: Path, driver: str = STUB_DRIVER, quiet: bool = False, optimize: bool = False,
+                         runtime: str = STUB_RUNTIME) -> None:
     """The stub runtime and driver as libcudart.so and libcuda.so.1 in `d` (the
     apps link them by those names); `quiet`: their printing compiled out (QUIET),
     for runs of thousands of launches; `optimize`: -O2 (the launch path timed)."""
     for header in HEADERS:
         shutil.copy(STUBS / header, d / header)
-    (d / "rt.c").write_text(STUB_RUNTIME)
+    (d / "rt.c").write_text(runtime)
     (d / "drv.c").write_text(driver)
     flags = ["-O2"] if optimize else []
     if quiet:
