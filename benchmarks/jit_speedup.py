@@ -22,8 +22,10 @@ of --repeats runs):
   compile   kir.jit.compile's time for the specialized kernel (ms; the steps) and the
             `kir jit compile` process wall time (a fresh process and LLVM worker); and
             kir.jit.compile's wall time in this script's warm worker (a compile service);
-  e2e       the app's wall time from an empty cache through `kir run --jit-cache EMPTY`
-            (compile on a miss, issue 23 §3) in sync and async (PROTEUS_ASYNC_COMPILATION=1)
+  e2e       the app's wall time for --e2e-launches launches: alone (AOT), and from an empty
+            cache through `kir run --jit-cache EMPTY` (compile on a miss, issue 23 §3: the
+            compile service's start, the compile, the run) in sync and async
+            (PROTEUS_ASYNC_COMPILATION=1)
             mode; skipped, saying so, when `kir run` does not fill the cache on a miss;
   output    the JIT's checksum against AOT's: "bitwise", or, when it differs, whether the
             JIT compiled with fp_contract off equals the -ffp-contract=off AOT build;
@@ -164,20 +166,24 @@ def unspecialized_under(app: Path, kernel: str, args: list[str], cache: Path) ->
     return summary
 
 
-def e2e(app: Path, name: str, mode: str) -> str:
-    """The app's wall time from an empty cache under `kir run` (compile on a miss)."""
+def e2e(app: Path, name: str, mode: str, launches: int) -> str:
+    """The app's wall time (ms) for `launches` launches: `aot` the app alone; `sync` / `async`
+    under `kir run` from an empty cache (compile on a miss, issue 23 §3: the compile service's
+    start, the compile and the run)."""
+    if mode == "aot":
+        return f"{app_run([app, name, launches])[2] * 1000:.0f}"
     with tempfile.TemporaryDirectory() as empty:
         env = {"PROTEUS_ASYNC_COMPILATION": "1" if mode == "async" else "0"}
         try:
-            us, checksum, wall, _ = app_run(kir("run", "--jit-cache", empty, "--", app, name), env)
+            us, checksum, wall, _ = app_run(kir("run", "--jit-cache", empty, "--", app, name, launches), env)
         except RuntimeError as error:
             return f"failed: {str(error)[:120]}"
         if not any(Path(empty).rglob("*")):
             return "skipped: `kir run` does not compile on a miss yet (issue 23 §3)"
-        return f"{wall * 1000:.0f} ms"
+        return f"{wall * 1000:.0f}"
 
 
-def run(directory: Path, launches: int, repeats: int, names: list[str]) -> None:
+def run(directory: Path, launches: int, repeats: int, names: list[str], e2e_launches: int) -> None:
     app, app_off = directory / "app", directory / "app_off"
     clang = json.loads((directory / "build.json").read_text())
     rows = []
@@ -205,14 +211,15 @@ def run(directory: Path, launches: int, repeats: int, names: list[str]) -> None:
                      f"{plain_us / jit_us:.2f}x", f"{aot_us / plain_us:.3f}x",
                      f"{compiled['compile_seconds'] * 1000:.0f} ({steps}; {compiled['resources']['tool']}); "
                      f"process {compile_wall * 1000:.0f}", plain["warm"],
-                     e2e(app, name, "sync"), e2e(app, name, "async"), output,
+                     " / ".join(e2e(app, name, mode, e2e_launches) for mode in ("aot", "sync", "async")),
+                     output,
                      f"{clang['registers'].get(kernel, '?')} / {compiled['resources']['registers']} / "
                      f"{plain['resources']['registers']}"])
         print(f"{name}: done", file=sys.stderr)
     head = ["kernel", "AOT µs", "JIT µs", "JIT speedup", "unspec. µs", "specialization alone",
             "unspec. vs clang -O3", "compile ms (steps; assembler); kir jit compile process ms",
             "compile ms, warm worker",
-            "e2e sync", "e2e async", "output", "registers clang / JIT / unspec."]
+            f"e2e ms, {e2e_launches} launches: AOT / sync / async", "output", "registers clang / JIT / unspec."]
     print(f"launches per run {launches}, median of {repeats} runs; {clang['clang']}; GPU times from CUDA events\n")
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
@@ -231,11 +238,13 @@ def main() -> None:
     r.add_argument("--launches", type=int, default=200)
     r.add_argument("--repeats", type=int, default=3)
     r.add_argument("--kernels", default=",".join(KERNELS))
+    r.add_argument("--e2e-launches", type=int, default=20000,
+                   help="launches of the end-to-end runs (the app alone, kir run from an empty cache)")
     args = parser.parse_args()
     if args.step == "build":
         build(args.directory)
     else:
-        run(args.directory.resolve(), args.launches, args.repeats, args.kernels.split(","))
+        run(args.directory.resolve(), args.launches, args.repeats, args.kernels.split(","), args.e2e_launches)
 
 
 if __name__ == "__main__":
