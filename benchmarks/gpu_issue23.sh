@@ -12,7 +12,7 @@
 set -uo pipefail
 OUT=${OUT:-/tmp/kir-gpu}
 mkdir -p "$OUT"
-part=${1:?tests or bench}
+part=${1:?tests, areas or bench}
 . "$(dirname "$0")/gpu_setup.sh"
 export PROTEUS_CLIENT_LIB=$PWD/build/proteus_client/libproteus_client.so
 tests() {  # one named group of tests, its log under $OUT
@@ -26,8 +26,13 @@ tail -3 "$OUT/setup.log"
 if [ "$part" = tests ]; then
   LIMIT=200 tests jit-gpu tests/jit/test_jit_gpu.py tests/hook/test_hook_gpu.py tests/jit/test_proteus_client.py
   MARK="not slow" PYTEST_ARGS="-n 8 --dist loadfile" LIMIT=240 tests areas tests/jit tests/hook tests/replay tests/tune
+elif [ "$part" = areas ]; then  # run AK's areas ran past 240 s: the files that use the GPU, each result named
+  MARK="not slow" PYTEST_ARGS="-n 8 --dist loadfile -v" LIMIT=400 tests gpu-areas tests/replay/test_replay_all.py \
+    tests/replay/test_replay_variants.py tests/tune/test_tune.py tests/tune/test_tune_gpu.py tests/hook/test_hook.py \
+    tests/hook/test_hook_early.py tests/hook/test_hook_static.py tests/jit/test_jit_compile.py
+  grep -E "FAILED|ERROR" "$OUT/gpu-areas.log" | head -30
 elif [ "$part" = bench ]; then
-  timeout 500 python3 benchmarks/jit_speedup.py run build/jit_speedup >"$OUT/jit_speedup.md" 2>"$OUT/jit_speedup.err"
+  timeout 500 python3 benchmarks/jit_speedup.py run build/jit_speedup ${BENCH_ARGS:-} >"$OUT/jit_speedup.md" 2>"$OUT/jit_speedup.err"
   echo "jit_speedup: exit $?"; cat "$OUT/jit_speedup.md"; tail -20 "$OUT/jit_speedup.err"
 fi
 exit 0
