@@ -16,7 +16,9 @@
 // With a compile service (KIR_JIT_SERVICE, started by `kir run`: python/kir/jit/
 // service.py), a miss is compiled, out of the app's process: the request carries the
 // kernel's IR (kir_hook_kernel_ir), name, arch, static hash, the runtime-constant
-// values the key covers, the dims/bounds when specialized and the key; the service
+// values the key hashed (as kir_jit_key returns them: arrays behind pointers read from
+// the device once), the lambda captures the key covers, the dims/bounds when
+// specialized and the key; the service
 // compiles with kir.jit, checks that the result's key is this key and stores it in
 // the cache. sync (default): the launch waits for the answer, then looks the key up
 // again and launches the code; async: the request is queued and the original runs
@@ -339,14 +341,19 @@ class JitClient {
     KeyMemo probe;
     const bool memoizable = gather(k, jit_count, l, probe) && captures == 0;
     KeyMemo& memo = t.memos[(reinterpret_cast<uintptr_t>(k) >> 4) & (kMemos - 1)];
+    const kir_jit_capture* capture_list = many.empty() ? few : many.data();
     kir_hash128 key;
+    KeyValues* values = nullptr;  // the values the key hashed, when a miss may compile
     if (memoizable && memo.same_launch(probe, t.context)) {
       key = memo.key;
     } else {
       kir_jit_key_input in = key_input(k, jit_count, l, arch);
-      in.captures = many.empty() ? few : many.data();
+      in.captures = capture_list;
       in.capture_count = captures;
-      if (kir_jit_key(&in, &key) != 0) {
+      // With a compile service, kir_jit_key also returns the values it hashed (ABI 10):
+      // a miss sends them, so an array behind a pointer is read from the device once.
+      if (!service_.empty()) values = &key_values;
+      if (!(values ? values->key(in, key) : kir_jit_key(&in, &key) == 0)) {
         errors_.fetch_add(1, std::memory_order_relaxed);
         note_error(k, kir_last_error());
         return 0;
@@ -376,7 +383,8 @@ class JitClient {
         claimed = 1;
       } else if (found < 0) {  // refused (not trusted) or unreadable: the app's own code runs
         failed(key, kir_last_error());
-      } else if (miss(key, k, l, arch, jit_count, timed) && lookup(key, arch, slot, out)) {
+      } else if (miss(key, k, l, arch, jit_count, {capture_list, captures}, values, timed) &&
+                 lookup(key, arch, slot, out)) {
         claimed = 1;  // compiled for this launch (sync)
       }
     } else {
@@ -444,6 +452,40 @@ class JitClient {
     const char* arch;
   };
   static constexpr size_t kHitSlots = 64;
+  /// A launch's lambda captures (kir_hook_kernel_captures), as its key covers them.
+  struct Captures {
+    const kir_jit_capture* list;
+    size_t count;
+  };
+  /// The values a key hashed (kir_jit_key_input.values, kir.h ABI 10), per thread: the
+  /// storage grows to the largest launch's values and is kept.
+  struct KeyValues {
+    std::vector<kir_jit_value> values;
+    std::vector<unsigned char> bytes;  // kir_jit_key aligns each value's offset to 16 bytes
+    uint32_t count = 0;                // values[0..count) are this launch's
+
+    /// kir_jit_key(in) with the values it hashed returned here; false with kir_last_error set.
+    bool key(kir_jit_key_input& in, kir_hash128& out) {
+      count = 0;
+      if (values.size() < in.jit_arg_count) values.resize(in.jit_arg_count);
+      if (bytes.empty()) bytes.resize(4096);
+      for (int attempt = 0; attempt < 2; ++attempt) {
+        size_t needed = 0;
+        in.values = values.data();
+        in.value_bytes = bytes.data();
+        in.value_bytes_capacity = bytes.size();
+        in.value_bytes_size = &needed;
+        if (kir_jit_key(&in, &out) == 0) {
+          count = uint32_t(in.jit_arg_count);
+          return true;
+        }
+        if (needed <= bytes.size()) return false;  // not for want of room: an error (nothing read yet otherwise)
+        bytes.resize(needed);
+      }
+      return false;
+    }
+  };
+  static thread_local KeyValues key_values;
   /// A launch's JIT key with the values it was computed from (the context stands for
   /// the arch; the static hash and the jit_args' address for the kernel's registration).
   struct KeyMemo {  // trivial, as ThreadState: zero-initialized thread storage, no TLS initializer
@@ -672,13 +714,13 @@ class JitClient {
   /// A miss: counted, remembered, logged once per key (the command that fills it) and,
   /// with a compile service, compiled. true when the service stored the code (sync).
   bool miss(const kir_hash128& key, const kir_hook_kernel* k, const kir_hook_launch* l, const char* arch,
-            uint32_t jit_count, bool& timed) {
+            uint32_t jit_count, Captures captures, KeyValues* values, bool& timed) {
     Counts::add(kMisses);
     if (remember(key)) log_miss(key, k, l, arch, jit_count);
     if (service_.empty() || service_gone_.load(std::memory_order_relaxed) || failed_before(key)) return false;
     timed = false;  // a launch that asks for a compile is not a sample of the per-launch cost
     uint64_t started = now_ns();
-    bool ready = compile(key, k, l, arch, jit_count);
+    bool ready = compile(key, k, l, arch, jit_count, captures, values);
     compile_wait_ns_.fetch_add(now_ns() - started, std::memory_order_relaxed);
     if (ready) forget(key);
     return ready;
@@ -728,78 +770,9 @@ class JitClient {
     if (bounds_from_launch_) max_threads = l->block.x * l->block.y * l->block.z, min_blocks = 0;
   }
 
-  /// The value bytes kir_jit_key hashes for `a` (its rules, kir/kir.h): a scalar's own
-  /// bytes; an array's elements or an object's bytes, its own or read from the device.
-  /// TODO(i23-launch): kir_jit_key returning the values it hashed (API 7) replaces this.
-  bool value_bytes(const kir_jit_arg& a, const kir_hook_kernel* k, const kir_hook_launch* l, std::string& out,
-                   std::string& error) {
-    uint32_t p = a.position;
-    if (p == 0 || p > k->param_count || !l->args[p - 1]) {
-      error = "argument " + std::to_string(p) + " has no value";
-      return false;
-    }
-    const char* own = static_cast<const char*>(l->args[p - 1]);
-    uint64_t param = k->param_sizes ? k->param_sizes[p - 1] : UINT64_MAX;
-    auto take_own = [&](uint64_t size) {
-      if (size > param || size > (1ull << 30)) {
-        error = "argument " + std::to_string(p) + ": " + std::to_string(size) + " bytes, more than its parameter";
-        return false;
-      }
-      out.assign(own, size_t(size));
-      return true;
-    };
-    auto take_read = [&](uint64_t size) {
-      uint64_t address = 0;
-      if (param < sizeof address || size > (1ull << 30)) {
-        error = "argument " + std::to_string(p) + ": not a pointer to " + std::to_string(size) + " bytes";
-        return false;
-      }
-      std::memcpy(&address, own, sizeof address);
-      out.assign(size_t(size), '\0');
-      if (size && (!address || driver_.memcpy_dtoh(&out[0], address, size_t(size)) != 0)) {
-        error =
-            "argument " + std::to_string(p) + ": reading " + std::to_string(size) + " bytes of device memory failed";
-        return false;
-      }
-      return true;
-    };
-    switch (a.kind) {
-      case KIR_JIT_SCALAR: {
-        uint64_t size = kir::arg_type_size(a.type);
-        return take_own(size ? size : param);
-      }
-      case KIR_JIT_ARRAY: {
-        uint64_t element = kir::arg_type_size(a.type), count = a.count;
-        if (a.count_position) {
-          uint32_t c = a.count_position;
-          size_t size = kir::arg_type_size(a.count_type);
-          if (c > k->param_count || !l->args[c - 1] || size == 0 || size > 8) {
-            error = "argument " + std::to_string(p) + ": no element count";
-            return false;
-          }
-          count = 0;
-          std::memcpy(&count, l->args[c - 1], size);
-          bool is_signed = a.count_type == KIR_ARG_I8 || a.count_type == KIR_ARG_I16 || a.count_type == KIR_ARG_I32 ||
-                           a.count_type == KIR_ARG_I64;
-          if (is_signed && (count >> (8 * size - 1)) & 1) {
-            error = "argument " + std::to_string(p) + ": a negative element count";
-            return false;
-          }
-        }
-        if (element == 0 || count > (1ull << 30) / element) {
-          error = "argument " + std::to_string(p) + ": an array kir cannot read";
-          return false;
-        }
-        return a.by_value ? take_own(count * element) : take_read(count * element);
-      }
-      case KIR_JIT_OBJECT: return a.by_value ? take_own(a.count) : take_read(a.count);
-      default: error = "argument " + std::to_string(p) + ": unknown kind"; return false;
-    }
-  }
-
   /// Ask the compile service for `key`; true when it answered that the cache holds it.
   bool compile(const kir_hash128& key, const kir_hook_kernel* k, const kir_hook_launch* l, const char* arch,
-               uint32_t jit_count) {
+               uint32_t jit_count, Captures captures, KeyValues* values) {
     std::vector<kir_bytes> modules;
     for (size_t i = 0, n = kir_hook_kernel_ir_count(k); i < n; ++i) {
       kir_bytes b{};
@@ -809,15 +782,33 @@ class JitClient {
       give_up(key, k, "no LLVM IR (the Proteus pass embeds it; kir_hook_kernel_ir): not compiled", no_ir_);
       return false;
     }
-    std::string args;
-    for (uint32_t i = 0; i < jit_count; ++i) {
-      std::string bytes, error;
-      if (!value_bytes(k->jit_args[i], k, l, bytes, error)) {
-        give_up(key, k, error, compile_failed_);
+    if (!values) {  // a memoized key (scalars only: the launch's own bytes, nothing read from the device)
+      values = &key_values;
+      kir_jit_key_input in = key_input(k, jit_count, l, arch);
+      in.captures = captures.list;
+      in.capture_count = captures.count;
+      kir_hash128 again{};
+      if (!values->key(in, again) || again.high != key.high || again.low != key.low) {
+        give_up(key, k, std::string("its values: ") + (again.high || again.low ? "another key" : kir_last_error()),
+                compile_failed_);
         return false;
       }
-      args += std::string(args.empty() ? "" : ",") + "[" + std::to_string(k->jit_args[i].position) + "," +
-              std::to_string(unsigned(k->jit_args[i].type)) + ",\"" + hex_bytes(bytes.data(), bytes.size()) + "\"]";
+    }
+    // The values kir_jit_key hashed (kir_jit_value): [position, kir_arg_type, hex bytes, kind];
+    // kir.jit keys each as the ARG record it was (python/kir/jit/service.py, _specialization).
+    std::string args;
+    for (uint32_t i = 0; i < values->count; ++i) {
+      const kir_jit_value& v = values->values[i];
+      args += std::string(args.empty() ? "" : ",") + "[" + std::to_string(v.position) + "," +
+              std::to_string(unsigned(v.type)) + ",\"" + hex_bytes(v.bytes, size_t(v.size)) + "\"," +
+              std::to_string(unsigned(v.kind)) + "]";
+    }
+    std::string capture_text;  // the CAPTURE records the key covers: kir.jit's key covers them too
+    for (size_t i = 0; i < captures.count; ++i) {
+      const kir_jit_capture& c = captures.list[i];
+      capture_text += std::string(capture_text.empty() ? "" : ",") + "[" + kir::json_quoted(c.lambda) + "," +
+                      std::to_string(c.slot) + "," + std::to_string(c.offset) + "," + std::to_string(unsigned(c.type)) +
+                      ",\"" + hex_bytes(c.value, c.size) + "\"]";
     }
     auto dims = [](bool on, const kir_dim3& d) {
       return on ? "[" + std::to_string(d.x) + "," + std::to_string(d.y) + "," + std::to_string(d.z) + "]"
@@ -827,13 +818,13 @@ class JitClient {
     launch_bounds(l, max_threads, min_blocks);
     std::string bounds =
         max_threads ? "[" + std::to_string(max_threads) + "," + std::to_string(min_blocks) + "]" : "null";
-    std::string header = "{\"protocol\":1,\"key\":\"" + hex(key) + "\",\"kernel\":" + kir::json_quoted(k->name) +
-                         ",\"arch\":" + kir::json_quoted(arch) + ",\"static_hash\":\"" + hex(k->static_hash) +
-                         "\",\"args\":[" + args + "],\"grid\":" + dims(specialize_grid_, l->grid) +
-                         ",\"block\":" + dims(specialize_block_, l->block) + ",\"bounds\":" + bounds +
-                         ",\"shared_bytes\":" + std::to_string(l->shared_bytes) +
-                         ",\"modules\":" + std::to_string(modules.size()) + ",\"wait\":" + (async_ ? "false" : "true") +
-                         ",\"pid\":" + std::to_string(::getpid()) + "}";
+    std::string header =
+        "{\"protocol\":1,\"key\":\"" + hex(key) + "\",\"kernel\":" + kir::json_quoted(k->name) +
+        ",\"arch\":" + kir::json_quoted(arch) + ",\"static_hash\":\"" + hex(k->static_hash) + "\",\"args\":[" + args +
+        "],\"captures\":[" + capture_text + "],\"grid\":" + dims(specialize_grid_, l->grid) +
+        ",\"block\":" + dims(specialize_block_, l->block) + ",\"bounds\":" + bounds +
+        ",\"shared_bytes\":" + std::to_string(l->shared_bytes) + ",\"modules\":" + std::to_string(modules.size()) +
+        ",\"wait\":" + (async_ ? "false" : "true") + ",\"pid\":" + std::to_string(::getpid()) + "}";
     requests_.fetch_add(1, std::memory_order_relaxed);
     std::string reply, error;
     bool unreachable = false;
@@ -943,6 +934,7 @@ class JitClient {
 };
 
 thread_local JitClient::ThreadState JitClient::thread_state;
+thread_local JitClient::KeyValues JitClient::key_values;
 
 JitClient* the_client = nullptr;
 

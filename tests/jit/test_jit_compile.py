@@ -786,3 +786,34 @@ def test_a_broken_edit_is_a_kir_error_naming_the_kernel():
     from kir.jit import transform
     with pytest.raises(KirError, match=f"the specialized module of {DAXPY} does not verify"):
         transform.parse_verified("define void @f() {\n  ret i32 0\n}\n", DAXPY)
+
+
+def test_a_vector_argument_is_specialized_and_keyed_as_its_elements():
+    """A Proteus VECTOR runtime constant (`<4 x float>`, kir_jit_key's KIR_JIT_VECTOR): its
+    elements become the vector constant, and the JIT key's ARG record names the element type,
+    as kir_jit_key encodes it (ArgValue.key_type)."""
+    import kir.jit
+    from kir.hashing import jit_key_of_launch
+    from kir.model import ArgType, JitArg
+    ir = """
+        target triple = "nvptx64-nvidia-cuda"
+        define ptx_kernel void @vscale(<4 x float> %v, ptr addrspace(1) %out) {
+          %e = extractelement <4 x float> %v, i32 2
+          store float %e, ptr addrspace(1) %out
+          ret void
+        }
+    """
+    elements = struct.pack("<4f", 1.0, 2.0, 0.375, 4.0)
+    arg = kir.jit.ArgValue(1, "bytes", elements, key_type="f32")
+    compiled = kir.jit.compile(ir, "vscale", "sm_90", specialize={"args": [arg]}, options={"kind": "ptx"},
+                               static_hash="00" * 16)
+    bits = struct.unpack("<I", struct.pack("<f", 0.375))[0]
+    assert f"], {bits};" in compiled.ptx or "0f3EC00000" in compiled.ptx  # element 2, 0.375, a constant
+    assert kir.jit.key_inputs(compiled)["args"] == [(1, int(ArgType.f32), elements)]
+    client = jit_key_of_launch("00" * 16, "sm_90", [elements, b"\0" * 8],
+                               [JitArg(1, "vector", int(ArgType.f32), True, 4)], param_sizes=[16, 8],
+                               config=compiled.config)
+    assert kir.jit.jit_key(compiled) == client
+    with pytest.raises(OptionError, match="the bytes value has 8 bytes, it needs 16"):
+        kir.jit.compile(ir, "vscale", "sm_90", specialize={"args": [kir.jit.ArgValue(1, "bytes", elements[:8])]},
+                        options={"kind": "ptx"})

@@ -396,3 +396,143 @@ def test_added_ns_per_launch_leaves_out_each_threads_first_launch(rig, tmp_path)
     result = json.loads(stats.read_text())
     assert result["hits"] == 4 and result["timed_launches"] == 1, result
     assert 0 < result["added_ns_per_launch"] < 5e6, result  # with the first launch: > 5e7
+
+
+# --- arrays, static arrays and lambda captures (issue 23: the keys of kir.jit and the client agree) ---
+
+X = (1.5, -2.0, 0.25, 8.0)  # the ARRAY app's x[0..3]: what the key reads through the pointer
+COEFFS = (0.5, 2.0, -1.0, 3.0)  # the STATIC_ARRAY app's Coeffs, the kernel's first argument by value
+SCALE4 = "_Z6scale46CoeffsPfi"  # tests/fixtures/jit_arrays.cu
+PROTEUS_REG = '  void* infos[1] = {scalar(5, 0)};\n  reg(h, &axpy_stub, (char*)"AXPY", infos, 1);\n'
+assert PROTEUS_REG in COMPILE_APP
+
+# x (Proteus Pos 1) an ARRAY of 4 FLOAT (11, 5) read through its pointer; `a` as before.
+ARRAY_APP = (COMPILE_APP
+             .replace("const float* x = 0;", "static const float xs[4] = {%s}; const float* x = xs;"
+                      % ", ".join(f"{v}f" for v in X))
+             .replace(PROTEUS_REG,
+                      '  void* (*array)(int, int, int, int) = (void* (*)(int, int, int, int))dlsym(RTLD_DEFAULT,\n'
+                      '      "__proteus_create_runtime_constant_info_array_const_size");\n'
+                      '  void* infos[2] = {scalar(5, 0), array(11, 1, 4, 5)};\n'
+                      '  reg(h, &axpy_stub, (char*)"AXPY", infos, 2);\n'))
+
+# scale4(Coeffs c, float* y, int n): c (Pos 0) a STATIC_ARRAY of 4 FLOAT (9, 5), by value.
+STATIC_APP = (COMPILE_APP
+              .replace("void* args[] = {&a, &x, &y, &n};",
+                       "struct { float c[4]; } coeffs = {{%s}}; (void)a; (void)x;\n"
+                       "  void* args[] = {&coeffs, &y, &n};" % ", ".join(f"{v}f" for v in COEFFS))
+              .replace(PROTEUS_REG,
+                       '  void* (*array)(int, int, int, int) = (void* (*)(int, int, int, int))dlsym(RTLD_DEFAULT,\n'
+                       '      "__proteus_create_runtime_constant_info_array_const_size");\n'
+                       '  void* infos[1] = {array(9, 0, 4, 5)};\n'
+                       '  reg(h, &axpy_stub, (char*)"AXPY", infos, 1);\n'))
+
+# A lambda capture (INT32 7, slot 0, offset 0) published as Proteus's jit_variable and
+# register_lambda do (include/proteus/JitInterface.h). The hook takes a lambda to be a kernel's
+# when the kernel's IR defines its operator() or its demangled name names the lambda's type (a
+# kernel templated on it): here the lambda is named `axpy`, which axpy's demangled name names.
+CAPTURE_APP = COMPILE_APP.replace(PROTEUS_REG, PROTEUS_REG + (
+    '  struct { union { unsigned char b[16]; long double align; } v; int type, pos, offset; char rest[64]; } rc;\n'
+    '  memset(&rc, 0, sizeof rc); int seven = 7; memcpy(rc.v.b, &seven, 4); rc.type = 3;\n'
+    '  ((void (*)(void*, const char*))dlsym(RTLD_DEFAULT, "__proteus_register_variable"))(&rc, "axpy");\n'
+    '  ((void (*)(const char*))dlsym(RTLD_DEFAULT, "__proteus_register_lambda"))("axpy");\n'))
+
+
+@pytest.fixture(scope="module")
+def apps(rig, built):
+    if "jit_arrays.fatbin" not in built:
+        pytest.skip("clang-22 not installed: the Proteus-layout fixture cannot be built")
+    d = rig["dir"]
+    out = {}
+    for name, text, kernel in (("array", ARRAY_APP, override.AXPY), ("static", STATIC_APP, SCALE4),
+                               ("capture", CAPTURE_APP, override.AXPY)):
+        assert text.count("__proteus") >= 2, name
+        text = text.replace('#include "app_prelude.h"', '#include "app_prelude.h"\n#include <string.h>')
+        (d / f"{name}.c").write_text(text.replace("AXPY", kernel))
+        subprocess.run(["gcc", "-Wall", f"{name}.c", f"-L{d}", "-l:libcudart.so", "-l:libcuda.so.1", "-ldl",
+                        *rpath(d), "-o", name], check=True, cwd=d)
+        out[name] = d / name
+    hashes, _ = kernel_hashes(kir.open(built["jit_arrays.fatbin"]))
+    out["jit_arrays.fatbin"] = (built["jit_arrays.fatbin"], next(
+        h.static.hex for h in hashes if h.kernel == SCALE4 and h.target == "sm_90" and h.code_kind == "ir"
+        and "cubin image" in h.source))
+    return out
+
+
+def run_app_from_empty(kir_cli, rig, app, fatbin, cache, tmp_path, env=None):
+    d = rig["dir"]
+    stats = tmp_path / "stats.json"
+    with pytest.MonkeyPatch.context() as mp:
+        for k, v in {"KIR_HOOK_ARCH": "sm_90", "LD_LIBRARY_PATH": str(d), **(env or {})}.items():
+            mp.setenv(k, v)
+        result = kir_cli("run", "--jit-cache", cache, "--stats", stats, "--", app, fatbin, rig["cubin"], "rr")
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result, json.loads(stats.read_text())
+
+
+def assert_compiled_and_substituted(result, stats, cache, key):
+    assert "mismatch" not in result.stderr, result.stderr
+    assert launch_kinds(result.stdout) == ["cuLaunchKernel"] * 2, result.stdout + result.stderr
+    assert (stats["misses"], stats["hits"], stats["compiled"], stats["compile_failures"]) == (1, 1, 1, 0), stats
+    entry = Cache(cache).lookup(key)  # stored under the client's key: kir.jit's key is the same
+    assert entry is not None and entry.meta["producer"] == "kir.jit", result.stderr
+    return entry
+
+
+def test_an_array_behind_a_pointer_is_compiled_on_a_miss(rig, apps, kir_cli, tmp_path):
+    """Regression (issue 23): an ARRAY runtime constant entered the client's key as ARG(2, f32,
+    its elements) but kir.jit's as ARG(2, bytes, ...): a mismatch, nothing stored, never compiled.
+    And x's elements are read from the device once per launch (the miss's request sends the
+    values kir_jit_key returned, kir.h ABI 10), not once for the key and again for the request."""
+    cache = tmp_path / "cache"
+    fatbin, static = rig["jit_axpy.fatbin"]
+    reads = tmp_path / "reads"
+    result, stats = run_app_from_empty(kir_cli, rig, apps["array"], fatbin, cache, tmp_path,
+                                       env={"KIR_STUB_READS": str(reads)})
+    assert reads.read_text().split() == ["16", "16"]  # the miss's launch, then the hit's
+    elements = struct.pack("<4f", *X)
+    key = jit_key(static, "sm_90", [(1, F32, struct.pack("<f", 2.5)), (2, F32, elements)], shared_bytes=16,
+                  config=jit.Options().config())
+    entry = assert_compiled_and_substituted(result, stats, cache, key)
+    # specialized: x's elements are a constant of the code
+    assert entry.meta["specialize.args"] == f"1:f32:2.5 2:bytes:{elements.hex()}", entry.meta
+
+
+def test_a_static_array_by_value_is_compiled_on_a_miss(rig, apps, kir_cli, tmp_path):
+    """Regression (issue 23): a STATIC_ARRAY (by value) keyed as its element type by the client,
+    as bytes by kir.jit: a mismatch."""
+    cache = tmp_path / "cache"
+    fatbin, static = apps["jit_arrays.fatbin"]
+    result, stats = run_app_from_empty(kir_cli, rig, apps["static"], fatbin, cache, tmp_path)
+    elements = struct.pack("<4f", *COEFFS)
+    key = jit_key(static, "sm_90", [(1, F32, elements)], shared_bytes=16, config=jit.Options().config())
+    entry = assert_compiled_and_substituted(result, stats, cache, key)
+    assert entry.meta["specialize.args"] == f"1:bytes:{elements.hex()}", entry.meta
+
+
+def test_a_kernel_with_lambda_captures_is_compiled_on_a_miss(rig, apps, kir_cli, tmp_path):
+    """Regression (issue 23): the client's key covers the kernel's lambda captures (CAPTURE
+    records), the request did not carry them: kir.jit's key lacked them, a mismatch."""
+    cache = tmp_path / "cache"
+    fatbin, static = rig["jit_axpy.fatbin"]
+    result, stats = run_app_from_empty(kir_cli, rig, apps["capture"], fatbin, cache, tmp_path)
+    from kir.model import ArgType
+    capture = ("axpy", 0, 0, int(ArgType.i32), struct.pack("<i", 7))
+    key = jit_key(static, "sm_90", [(1, F32, struct.pack("<f", 2.5))], shared_bytes=16,
+                  config=jit.Options().config(), captures=[capture])
+    assert key != key_for(static, 2.5)  # the capture is part of the key
+    entry = assert_compiled_and_substituted(result, stats, cache, key)
+    assert entry.meta["specialize.captures"] == f"axpy|0|0|{int(ArgType.i32)}|{struct.pack('<i', 7).hex()}"
+
+
+def test_kir_run_fp_contract_off_from_an_empty_cache(rig, kir_cli, tmp_path):
+    """`kir run --fp-contract off`: the client's CONFIG records (KIR_JIT_CONFIG) are the
+    service's options' (fp-contract off), so the compiled code is stored under the client's key."""
+    cache = tmp_path / "cache"
+    result, stats = kir_run(kir_cli, rig, cache, "rrr", tmp_path, "--fp-contract", "off")
+    assert launch_kinds(result.stdout) == ["cuLaunchKernel"] * 3, result.stdout + result.stderr
+    assert (stats["misses"], stats["hits"], stats["compiled"]) == (1, 2, 1), stats
+    key = key_for(rig["jit_axpy.fatbin"][1], 2.5, jit.Options(fp_contract="off"))
+    assert key != key_for(rig["jit_axpy.fatbin"][1], 2.5)
+    entry = Cache(cache).lookup(key)
+    assert entry is not None and entry.meta["config.fp-contract"] == "off" and entry.meta["fp_contract"] == "off"

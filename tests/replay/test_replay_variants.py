@@ -117,6 +117,17 @@ def test_key_agrees_with_the_compiled_kernels_key_inputs(record):
     assert kir.jit.jit_key(compiled) == variant_jit_key(record, v, "sm_90")
 
 
+def test_an_arrays_key_agrees_with_the_compiled_kernels_key_inputs(tmp_path, saxpy):
+    """An array, specialized as bytes, is keyed by kir.jit as kir_jit_key keys it (its
+    element type: ArgValue.key_type), so kir.jit.jit_key(compiled) is the variant's key."""
+    import kir.jit
+    record = write_record(tmp_path, saxpy, array=True)
+    v = Variant(args="jit", options={"kind": "ptx"})
+    compiled = compile_variant(record, v, "sm_90")
+    assert compiled.specialization.args[1].type == "bytes"
+    assert kir.jit.jit_key(compiled) == variant_jit_key(record, v, "sm_90")
+
+
 def test_unannotated_argument_needs_a_type(record):
     with pytest.raises(OptionError, match="argument 4 .* POS:TYPE"):
         resolve(record, Variant(args=[4]))

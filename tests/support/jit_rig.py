@@ -22,9 +22,14 @@ JIT_CLIENT = Path(kir.__file__).parent / "lib" / "libkir_jit.so"
 F32 = 11  # kir_arg_type
 
 
-# A driver with a device (sm_90) and device memory reads, for the client.
+# A driver with a device (sm_90) and device memory reads, for the client; with
+# $KIR_STUB_READS set, each read's size is appended to that file (one line each).
 DRIVER = override.DEVICE_DRIVER + (
-    "\nint cuMemcpyDtoH_v2(void* out, unsigned long long from, size_t n) { memcpy(out, (void*)from, n); return 0; }\n")
+    "\nint cuMemcpyDtoH_v2(void* out, unsigned long long from, size_t n) {\n"
+    "  const char* reads = getenv(\"KIR_STUB_READS\");\n"
+    "  FILE* f = reads ? fopen(reads, \"a\") : 0;\n"
+    "  if (f) { fprintf(f, \"%zu\\n\", n); fclose(f); }\n"
+    "  memcpy(out, (void*)from, n); return 0;\n}\n")
 
 
 # The app registers `a` (position 0, Proteus FLOAT = 5) as the pass would.

@@ -391,15 +391,18 @@ def _assemble(ptx: str, arch: str, opts: Options, kernel: str, resources: Resour
 def key_inputs(compiled: CompiledKernel) -> dict:
     """The keyword arguments of `kir.hashing.jit_key` for this compiled kernel:
     static_hash, arch, args [(position, kir_arg_type, bytes)], grid, block,
-    shared_bytes, bounds, config [(key, bytes)]."""
+    shared_bytes, bounds, config [(key, bytes)], captures [(lambda, slot, offset,
+    kir_arg_type, bytes)]. Each value is encoded as kir_jit_key encodes it
+    (docs/hashing.md): an array's ARG record names its element type
+    (ArgValue.key_type), whatever form it was specialized in."""
     if not compiled.static_hash:
         raise KirError(f"the static hash of {compiled.entry} is not known: pass static_hash= to "
                        "kir.jit.compile (kir.hashing gives it for a binary's kernels)")
     s = compiled.specialization
     return {"static_hash": compiled.static_hash, "arch": compiled.arch,
-            "args": [(a.position, a.type_code, a.value) for a in s.args],
+            "args": [(a.position, a.key_type_code, a.value) for a in s.args],
             "grid": s.grid, "block": s.block, "shared_bytes": s.shared_bytes, "bounds": s.bounds,
-            "config": compiled.config}
+            "config": compiled.config, "captures": list(s.captures)}
 
 
 def jit_key(compiled: CompiledKernel) -> str:

@@ -9,8 +9,10 @@ socket in a private (0700) directory of its own and serves only its own user
 request, so a forked child never shares its parent's.
 
 A request: frames of an 8-byte little-endian length and the bytes — a JSON header
-(key, kernel, arch, static_hash, args [[position, kir_arg_type, hex bytes]...],
-grid, block, bounds, shared_bytes, modules, wait), then each LLVM IR module
+(key, kernel, arch, static_hash, args [[position, kir_arg_type, hex bytes,
+kir_jit_arg_kind]...] (the values the client's kir_jit_key hashed), captures
+[[lambda, slot, offset, kir_arg_type, hex bytes]...], grid, block, bounds,
+shared_bytes, modules, wait), then each LLVM IR module
 (kir_hook_kernel_ir). The answer: one frame, "STATUS MESSAGE", STATUS one of
 ok (the cache holds the key), failed (it cannot be compiled: the client stops
 asking for it), queued / pending (async: compiling), full (the queue is full: the
@@ -194,23 +196,34 @@ class State:
 
 
 def _specialization(header: dict):
+    """The request's values as kir.jit specializes them, each keyed as the client's
+    kir_jit_key encoded it (docs/hashing.md): an argument is [position, kir_arg_type,
+    hex bytes, kir_jit_arg_kind] (the kir_jit_value the client's key hashed); a scalar
+    is specialized as its type, an array, vector or object as its bytes (a constant
+    global or a by-value object's bytes) whose ARG record still names the element
+    type (ArgValue.key_type). Captures: [lambda, slot, offset, kir_arg_type, hex bytes]."""
     from kir.jit.values import SCALARS, ArgValue, Specialization
     from kir.model import ArgType
     args = []
-    for position, code, value in header["args"]:
+    for item in header["args"]:
+        position, code, value = item[:3]
+        kind = item[3] if len(item) > 3 else None
         data = bytes.fromhex(value)
         name = ArgType(code).name
-        if name in SCALARS and len(data) != SCALARS[name][0]:
-            # An array's elements: kir.jit takes them as bytes (its key then names `bytes`,
-            # the client's the element type: the keys differ, reported as a mismatch).
-            name = "bytes"
-        args.append(ArgValue(position, name, data))
+        scalar = kind == 0 if kind is not None else name not in SCALARS or len(data) == SCALARS[name][0]
+        if scalar:
+            args.append(ArgValue(position, name, data))
+        else:
+            args.append(ArgValue(position, "bytes", data, key_type=name))
+    captures = [(lam, slot, offset, code, bytes.fromhex(value))
+                for lam, slot, offset, code, value in header.get("captures") or ()]
 
     def dims(value):
         return None if value is None else tuple(value)
 
     return Specialization(args=args, grid=dims(header.get("grid")), block=dims(header.get("block")),
-                          bounds=dims(header.get("bounds")), shared_bytes=int(header.get("shared_bytes", 0)))
+                          bounds=dims(header.get("bounds")), shared_bytes=int(header.get("shared_bytes", 0)),
+                          captures=captures)
 
 
 def _one_line(error: BaseException) -> str:

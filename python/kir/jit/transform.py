@@ -207,6 +207,17 @@ def constant_for(kernel: str, param: Param, arg: ArgValue, globals_out: list[str
             return f"{t} {param.byval_kind}({param.byval_type}) {_global(kernel, arg, t, globals_out)}"
         if t.startswith("ptr"):  # an array read through the pointer
             return f"{t} {_global(kernel, arg, t, globals_out)}"
+        vector = re.fullmatch(r"<(\d+) x (\w+)>", t)
+        if vector:  # a vector's elements (Proteus VECTOR, kir_jit_key's KIR_JIT_VECTOR)
+            count, element = int(vector[1]), vector[2]
+            size = _INT_TYPES.get(element) or _FLOAT_TYPES.get(element)
+            if size is None or element == "i1":
+                raise OptionError(f"{where}: only vectors of integers and floating-point numbers can be specialized")
+            if len(arg.value) != count * size:
+                raise OptionError(f"{where}: the bytes value has {len(arg.value)} bytes, it needs {count * size}")
+            items = ", ".join(f"{element} {_scalar(element, arg.value[i * size:(i + 1) * size])}"
+                              for i in range(count))
+            return f"{t} <{items}>"
         size = _INT_TYPES.get(t) or _FLOAT_TYPES.get(t)
         if size is None:
             raise OptionError(f"{where}: only scalars, pointers and by-value objects can be specialized")

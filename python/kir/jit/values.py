@@ -36,10 +36,16 @@ def type_code(name: str) -> int:
 @dataclass(frozen=True)
 class ArgValue:
     """One runtime-constant argument: 1-based `position`, `type` (a name of TYPES)
-    and `value`, its little-endian bytes (`bytes`: the object's bytes)."""
+    and `value`, its little-endian bytes (`bytes`: the object's bytes).
+
+    `key_type`: the kir_arg_type its JIT key's ARG record names, when that is not
+    `type` (None: `type`). kir_jit_key names an array's element type (kir/kir.h,
+    KIR_JIT_ARRAY / KIR_JIT_VECTOR): an array's elements are specialized as `bytes`
+    (a constant global, or a by-value object's bytes) and keyed as, e.g., `f32`."""
     position: int
     type: str
     value: bytes
+    key_type: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.position, int) or not 1 <= self.position <= U32_MAX:
@@ -54,6 +60,9 @@ class ArgValue:
         if size is not None and len(self.value) != size:
             raise OptionError(f"argument {self.position}: a {self.type} value is {size} byte"
                               f"{'s' if size > 1 else ''}, got {len(self.value)}")
+        if self.key_type is not None and self.key_type not in TYPES:
+            raise OptionError(f"argument {self.position}: unknown key type {self.key_type!r}; expected one of "
+                              f"{', '.join(TYPES)}")
         if self.type == "bytes" and not self.value:
             raise OptionError(f"argument {self.position}: an object value needs at least one byte")
         if self.type == "bool" and self.value not in (b"\0", b"\1"):
@@ -103,6 +112,11 @@ class ArgValue:
     @property
     def type_code(self) -> int:
         return type_code(self.type)
+
+    @property
+    def key_type_code(self) -> int:
+        """The kir_arg_type of the JIT key's ARG record (`key_type`, else `type`)."""
+        return type_code(self.key_type or self.type)
 
     def number(self):
         """The value as a Python number (None for `bytes` and `bf16`)."""
@@ -213,12 +227,16 @@ class Specialization:
       (%nctaid / %ntid) become constants; bounds: (max threads per block,
       min blocks per multiprocessor — 0 for none) as `.maxntid` / `.minnctapersm`;
       shared_bytes: the launch's dynamic shared memory (JIT key only: code is
-      not changed by it)."""
+      not changed by it); captures: the lambda captures the launch's JIT key
+      covers, (lambda, slot, offset, kir_arg_type, value bytes) as
+      kir_hook_kernel_captures gives them (JIT key only: kir.jit does not
+      specialize a lambda's captures, docs/jit.md "Not done")."""
     args: list[ArgValue] = field(default_factory=list)
     grid: tuple[int, int, int] | None = None
     block: tuple[int, int, int] | None = None
     bounds: tuple[int, int] | None = None
     shared_bytes: int = 0
+    captures: list[tuple[str, int, int, int, bytes]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.args = normalize_args(self.args)
@@ -238,6 +256,7 @@ class Specialization:
             self.bounds = bounds  # type: ignore[assignment]
         if not isinstance(self.shared_bytes, int) or self.shared_bytes < 0:
             raise OptionError(f"shared_bytes {self.shared_bytes!r}: expected a non-negative integer")
+        self.captures = [_capture(c) for c in self.captures or ()]
 
     @classmethod
     def coerce(cls, value) -> "Specialization":
@@ -246,10 +265,10 @@ class Specialization:
         if isinstance(value, cls):
             return value
         if isinstance(value, Mapping):
-            unknown = set(value) - {"args", "grid", "block", "bounds", "shared_bytes"}
+            unknown = set(value) - {"args", "grid", "block", "bounds", "shared_bytes", "captures"}
             if unknown:
                 raise OptionError(f"specialize: unknown key(s) {', '.join(sorted(map(str, unknown)))}; "
-                                  "expected args, grid, block, bounds, shared_bytes")
+                                  "expected args, grid, block, bounds, shared_bytes, captures")
             return cls(**value)
         raise OptionError(f"specialize: expected a Specialization or a dict, not {type(value).__name__}")
 
@@ -264,7 +283,28 @@ class Specialization:
             out["bounds"] = ",".join(map(str, self.bounds))
         if self.shared_bytes:
             out["shared_bytes"] = str(self.shared_bytes)
+        if self.captures:
+            out["captures"] = " ".join(f"{lam}|{slot}|{offset}|{kind}|{value.hex()}"
+                                       for lam, slot, offset, kind, value in self.captures)
         return out
+
+
+def _capture(item) -> tuple[str, int, int, int, bytes]:
+    """(lambda, slot, offset, kir_arg_type, value bytes), checked."""
+    try:
+        lam, slot, offset, kind, value = item
+    except (TypeError, ValueError):
+        raise OptionError(f"capture {item!r}: expected (lambda, slot, offset, type, value bytes)") from None
+    if isinstance(kind, str):
+        kind = type_code(kind)
+    if not isinstance(lam, str) or not lam or "\0" in lam:
+        raise OptionError(f"capture {item!r}: the lambda's name must be non-empty text without NUL")
+    for what, number, top in (("slot", slot, U32_MAX), ("offset", offset, U32_MAX), ("type", kind, 255)):
+        if isinstance(number, bool) or not isinstance(number, int) or not 0 <= number <= top:
+            raise OptionError(f"capture {item!r}: {what} {number!r} is not in 0..{top}")
+    if not isinstance(value, (bytes, bytearray)):
+        raise OptionError(f"capture {item!r}: the value must be bytes")
+    return lam, slot, offset, kind, bytes(value)
 
 
 def normalize_args(args) -> list[ArgValue]:

@@ -274,17 +274,19 @@ def _annotated(record: Record, a: JitArg, raw: bytes) -> SpecializedArg:
                             f"the recorded argument is {len(raw)} bytes")
         return SpecializedArg(ArgValue(a.position, name, raw), jit)
     size = a.count if kind == hashing.OBJECT else _count(record, a) * TYPE_SIZES[a.type]
+    # specialized as bytes, keyed as kir_jit_key keys it: an array by its element type
+    key_type = name
     if a.by_value:
         if size > len(raw):
             raise PlanError(f"{record.path}: argument {a.position}: {size} bytes by value, the argument "
                             f"is {len(raw)}")
-        return SpecializedArg(ArgValue(a.position, "bytes", raw[:size]), jit)
+        return SpecializedArg(ArgValue(a.position, "bytes", raw[:size], key_type=key_type), jit)
     if len(raw) != 8:
         raise PlanError(f"{record.path}: argument {a.position} is read through a pointer, but is "
                         f"{len(raw)} bytes")
     pointer = struct.unpack("<Q", raw)[0]
-    return SpecializedArg(ArgValue(a.position, "bytes", read_prologue(record, pointer, size, a.position)), jit,
-                          pointer)
+    return SpecializedArg(ArgValue(a.position, "bytes", read_prologue(record, pointer, size, a.position),
+                                   key_type=key_type), jit, pointer)
 
 
 def _count(record: Record, a: JitArg) -> int:
