@@ -25,7 +25,8 @@ gpu_setup >"$OUT/setup.log" 2>&1
 tail -3 "$OUT/setup.log"
 if [ "$part" = tests ]; then
   LIMIT=200 tests jit-gpu tests/jit/test_jit_gpu.py tests/hook/test_hook_gpu.py tests/jit/test_proteus_client.py
-  MARK="not slow" PYTEST_ARGS="-n 8 --dist loadfile" LIMIT=240 tests areas tests/jit tests/hook tests/replay tests/tune
+  MARK="not slow" PYTEST_ARGS="-n 8 --dist loadfile -v" LIMIT=420 tests areas tests/jit tests/hook tests/replay tests/tune
+  grep -E "FAILED|ERROR" "$OUT/areas.log" | head -30
 elif [ "$part" = areas ]; then  # run AK's areas ran past 240 s: the files that use the GPU, each result named
   MARK="not slow" PYTEST_ARGS="-n 8 --dist loadfile -v" LIMIT=400 tests gpu-areas tests/replay/test_replay_all.py \
     tests/replay/test_replay_variants.py tests/tune/test_tune.py tests/tune/test_tune_gpu.py tests/hook/test_hook.py \
