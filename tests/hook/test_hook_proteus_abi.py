@@ -21,6 +21,7 @@ import pytest
 
 import kir
 from build import BUNDLER, HIP, LAYOUT, rpath  # tests/support/build.py
+from running import require
 from stub_cuda import HOOK, INCLUDE, lines, rig  # noqa: F401  (rig: fixture)
 
 pytestmark = pytest.mark.usefixtures("hostile_library_path")
@@ -155,6 +156,8 @@ def lambda_app(built, tmp_path_factory):
     device module embedded as the pass's `.jit.bitcode.*` sections in its code object."""
     if "proteus_hip_app" not in built:
         pytest.skip("clang-22 not installed: the HIP app cannot be built")
+    # built here, not carried: the LLVM tools it needs (not on the GPU machine: run AN)
+    require("clang-22", "clang++-22", "llvm-nm-22", "llvm-objcopy-22", BUNDLER)
     d = tmp_path_factory.mktemp("lambda")
     source = FIXTURES / "hook" / "proteus_lambda_app.hip"
 
