@@ -29,6 +29,13 @@
 //   PROTEUS_OPT_LEVEL=0..3, PROTEUS_CODEGEN_OPT_LEVEL=0..3 (default 3, 3)
 //   PROTEUS_DEBUG_OUTPUT=1               one stderr line per compile
 //   PROTEUS_CLIENT_STATS=PATH            at exit, the counters as one JSON object
+// At start it declares how it keys (DIR/.jit/clients/proteus-client.json, docs/jit.md
+// "Declaring a client"), so `kir tune --jit-cache DIR` stores tuned code under its keys too.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
@@ -93,6 +100,32 @@ std::string json(const std::string& s) {
   return out + "\"";
 }
 
+// DIR/.jit/clients/NAME.json (docs/jit.md, "Declaring a client"): `text` written to a
+// temporary and renamed into place, every directory opened without following links and
+// created 0700, the file 0600 (docs/cache.md's rules; no group-shared cache here).
+bool write_descriptor(const std::string& cache_dir, const std::string& name, const std::string& text) {
+  int dir = open(cache_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  for (const char* sub : {".jit", "clients"}) {
+    if (dir < 0) return false;
+    if (mkdirat(dir, sub, 0700) != 0 && errno != EEXIST) return close(dir), false;
+    int next = openat(dir, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    close(dir);
+    dir = next;
+    struct stat st;
+    if (dir >= 0 && (fstat(dir, &st) != 0 || (st.st_uid != geteuid() && st.st_uid != 0) || (st.st_mode & 022)))
+      return close(dir), false;  // not trusted: write nothing there
+  }
+  if (dir < 0) return false;
+  std::string tmp = ".tmp-" + name + "-" + std::to_string(getpid());
+  int fd = openat(dir, tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+  bool ok = fd >= 0 && fchmod(fd, 0600) == 0 && write(fd, text.data(), text.size()) == ssize_t(text.size());
+  if (fd >= 0) close(fd);
+  ok = ok && renameat(dir, tmp.c_str(), dir, (name + ".json").c_str()) == 0;
+  if (!ok) unlinkat(dir, tmp.c_str(), 0);
+  close(dir);
+  return ok;
+}
+
 // The driver's own entry points (kir_hook_driver_symbol: never the layer's interposers).
 using CUresult = int;
 struct Driver {
@@ -142,6 +175,22 @@ class Client {
       items.push_back({keys[i], config_values_[i].data(), config_values_[i].size()});
     config_records_.resize(kir_jit_config_records(items.data(), items.size(), nullptr, 0));
     kir_jit_config_records(items.data(), items.size(), config_records_.data(), config_records_.size());
+    // The descriptor: the same CONFIG items, and what claim() puts in kir_jit_key_input (the
+    // argument values always; the grid with dims, the block with dims or bounds; bounds from
+    // the launch's block size).
+    std::string text = "{\"format\": \"kir.jit-client/1\", \"name\": \"proteus-client\", \"config\": [";
+    for (size_t i = 0; i < config_values_.size(); ++i) {
+      std::string value;
+      for (unsigned char c : config_values_[i])
+        value += "0123456789abcdef"[c >> 4], value += "0123456789abcdef"[c & 15];
+      text += std::string(i ? ", " : "") + "[" + json(keys[i]) + ", \"" + value + "\"]";
+    }
+    text += std::string("], \"specialize\": {\"args\": true, \"grid\": ") + (dims_ ? "true" : "false") +
+            ", \"block\": " + (dims_ || bounds_ ? "true" : "false") +
+            ", \"bounds\": " + (bounds_ ? "\"launch\"" : "null") + "}, \"kind\": \"ptx\"}\n";
+    if (!write_descriptor(directory_, "proteus-client", text))
+      std::fprintf(stderr, "proteus-client: warning: %s/.jit/clients/proteus-client.json: not written (%s)\n",
+                   directory_.c_str(), std::strerror(errno));
     driver_ok_ = driver_.load();  // needed to relink globals only (on_loaded)
     return true;
   }

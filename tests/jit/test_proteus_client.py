@@ -163,6 +163,12 @@ def test_the_key_is_the_one_kir_computes_for_the_same_configuration(rig, client,
     keys = {jit_key(s, "sm_90", [(1, F32, struct.pack("<f", 2.5))], grid=(4, 1, 1), block=(32, 1, 1),
                     shared_bytes=16, bounds=(32, 0), config=config) for s in static}
     assert compiled["key"] in keys
+    # The client declared how it keys (docs/jit.md, "Declaring a client"): what `kir tune` reads.
+    from kir.jit.clients import declared
+    [descriptor], warnings = declared(cache)
+    assert not warnings and descriptor.name == "proteus-client" and list(descriptor.config) == config
+    assert (descriptor.specialize_args, descriptor.specialize_grid, descriptor.specialize_block, descriptor.bounds,
+            descriptor.kind) == (True, True, True, "launch", "ptx")
     reference_env = {"KIR_JIT_CACHE": str(tmp_path / "empty"), "KIR_JIT_SPECIALIZE": "grid,block",
                      "KIR_JIT_BOUNDS": "32,0", "KIR_JIT_STATS": str(tmp_path / "reference.json"),
                      "KIR_JIT_CONFIG": ",".join(f"{k}={v.hex()}" for k, v in config)}

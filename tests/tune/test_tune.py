@@ -303,6 +303,39 @@ def test_a_worker_that_dies_fails_its_trials_not_the_run(recording, tmp_path):
     assert "Traceback" not in out.stderr
 
 
+def test_a_study_run_with_another_space_is_not_continued_unless_asked(recording, tmp_path):
+    """The same storage, another space: a new study starts (warned, named by the settings);
+    the same space again continues that one; --resume continues the first one anyway."""
+    journal = f"journal:{tmp_path / 'studies.journal'}"
+
+    def run(*extra):
+        out = cli("tune", recording, "--trials", "2", "--seed", "1", "--executor", "tune_fakes:modelled",
+                  "--storage", journal, "--json", *extra)
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout)["records"][0], out.stderr
+
+    first, err = run()
+    assert len(first["trials"]) == 2 and first.get("warnings", []) == [] and "warning" not in err
+    other = _write(tmp_path / "other.json", {"opt_level": [1, 2]})
+    second, err = run("--space", other)
+    assert second["study"].startswith(first["study"] + "-") and second["study"] != first["study"]
+    assert len(second["trials"]) == 2 and all(t["point"]["opt_level"] in (1, 2) for t in second["trials"][1:])
+    assert "another space or options: starting study " + second["study"] in err
+    assert second["warnings"] and "--resume" in second["warnings"][0]
+    again, err = run("--space", other)  # the new study's own settings: continued, nothing said
+    assert again["study"] == second["study"] and len(again["trials"]) == 4 and "warning" not in err
+    # --resume continues the first study: with more repeats (the same dimensions), or not at all
+    # when a dimension's choices differ from the study's (Optuna cannot mix them): exit 2, said.
+    repeats = _write(tmp_path / "repeats.json", {"preset": "standard", "repeat": 7})
+    forced, err = run("--space", repeats, "--resume")
+    assert forced["study"] == first["study"] and len(forced["trials"]) == 4
+    assert "continued as asked (--resume)" in err and forced["trials"][-1]["point"]["repeat"] == 7
+    refused = cli("tune", recording, "--trials", "2", "--executor", "tune_fakes:modelled", "--storage", journal,
+                  "--space", other, "--resume")
+    assert refused.returncode == 2 and "cannot continue with this space" in refused.stderr, refused.stderr
+    assert "Traceback" not in refused.stderr
+
+
 def _write(path: Path, data) -> Path:
     path.write_text(json.dumps(data))
     return path

@@ -159,6 +159,15 @@ def run(args) -> int:
                                 queue=args.queue)
             except KirError as error:  # a refused cache, say: misses run the original
                 print(f"kir: jit: {error}; misses run the app's own code", file=sys.stderr)
+        if not disable:
+            from kir.jit.clients import declare, reference
+            try:  # how this run's client keys, for `kir tune --jit-cache` (docs/jit.md, "Declaring a client")
+                declare(cache, reference(options, specialize_grid="grid" in specialize,
+                                         specialize_block="block" in specialize, bounds=bounds,
+                                         launch_bounds=launch_bounds, specialize_args=specialize_args),
+                        group=environ.get("KIR_CACHE_GROUP") or None)
+            except (KirError, OSError) as error:
+                print(f"kir: jit: the client's descriptor is not written: {error}", file=sys.stderr)
         env.update(client_environment(cache, options, all_kernels=args.all,
                                       specialize_grid="grid" in specialize,
                                       specialize_block="block" in specialize,

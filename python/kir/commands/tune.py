@@ -38,6 +38,10 @@ def add_arguments(parser) -> None:
                              "then use code with constant dims or launch bounds")
     parser.add_argument("--client-bounds", metavar="MAXT[,MINB]",
                         help="the launch bounds the JIT client keys on (KIR_JIT_BOUNDS)")
+    parser.add_argument("--client", metavar="NAME", action="append", default=[],
+                        help="hand off to this client only (repeatable): a client declared in the --jit-cache "
+                             "directory (DIR/.jit/clients/NAME.json, docs/jit.md), or `reference` (the one the "
+                             "--client-* options describe). Default: the reference client and every declared one")
     parser.add_argument("--seed", type=int, metavar="N", help="the sampler's seed (repeatable searches)")
     parser.add_argument("--device", type=int, default=0, metavar="N", help="the CUDA device (default 0)")
     spread = parser.add_argument_group("across GPUs and nodes (Dask)")
@@ -51,6 +55,9 @@ def add_arguments(parser) -> None:
                              "on a shared file system), sqlite:///FILE, ... (default: in memory; with "
                              "--workers/--scheduler, journal:kir-tune.journal). A study continues where an "
                              "earlier run with the same storage stopped")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue the record's study in --storage even when it was run with another space "
+                             "or executor (default: start a new study then, with a warning)")
     parser.add_argument("--executor", metavar="MODULE:FUNCTION",
                         help="run each trial as FUNCTION(path, point) instead of replaying it (tests)")
     parser.add_argument("--json", action="store_true", help=f"print one JSON object ({SCHEMA})")
@@ -85,13 +92,36 @@ def client_of(args: argparse.Namespace):
     return Client("grid" in dims, "block" in dims, bounds)
 
 
+def clients_of(args: argparse.Namespace) -> list:
+    """The clients the hand-off is for: the reference client of the --client-* options and
+    every client declared in the --jit-cache directory (kir.jit.clients), or those --client names."""
+    from kir.tune import Client
+    reference = client_of(args)
+    declared = []
+    if args.jit_cache:
+        from kir.jit.clients import declared as read_declared
+        found, warnings = read_declared(args.jit_cache)
+        for warning in warnings:
+            print(f"kir: warning: {warning}", file=sys.stderr)
+        declared = [Client.from_descriptor(d) for d in found]
+    if not args.client:
+        return [reference, *declared]
+    by_name = {"reference": reference, **{c.name: c for c in declared}}
+    unknown = [n for n in args.client if n not in by_name]
+    if unknown:
+        where = f"{args.jit_cache}/.jit/clients" if args.jit_cache else "no --jit-cache"
+        raise OptionError(f"--client {unknown[0]}: not declared ({where}; declared: "
+                          f"{', '.join(sorted(by_name))})")
+    return [by_name[n] for n in dict.fromkeys(args.client)]
+
+
 @dataclass(frozen=True)
 class TuneOptions:
     """`kir tune`'s options, read from the command line once (`from_args`, checked there)."""
     paths: tuple[str, ...]            #: the records (a directory's expanded)
     space: object                     #: a kir.tune.Space
     trials: int = 20
-    client: object = None             #: the kir.tune.Client the hand-off is for
+    client: object = None             #: the kir.tune.Clients the hand-off is for
     jit_cache: str | None = None
     store: str = "better"
     seed: int | None = None
@@ -100,6 +130,7 @@ class TuneOptions:
     storage: str | None = None        #: journal:kir-tune.journal on a cluster unless given
     executor: str | None = None
     json: bool = False
+    resume: bool = False
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> TuneOptions:
@@ -108,12 +139,12 @@ class TuneOptions:
             raise OptionError(f"--trials {args.trials}: expected a positive number")
         space = Space.load(args.space) if args.space else Space.preset(args.preset)
         paths = tuple(record_paths(args.records))
-        client = client_of(args)
+        client = clients_of(args)
         cluster = ClusterOptions.from_args(args)
         storage = "journal:kir-tune.journal" if cluster.asked and args.storage is None else args.storage
         return cls(paths=paths, space=space, trials=args.trials, client=client, jit_cache=args.jit_cache,
                    store=args.store, seed=args.seed, device=args.device, cluster=cluster, storage=storage,
-                   executor=args.executor, json=args.json)
+                   executor=args.executor, json=args.json, resume=args.resume)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -129,15 +160,22 @@ def run(args: argparse.Namespace) -> int:
             progress.update(0)
             results = tune(list(opts.paths), opts.space, opts.trials, storage=opts.storage, cluster=cluster,
                            seed=opts.seed, executor=opts.executor, client=opts.client, cache=opts.jit_cache,
-                           store=opts.store, device=opts.device, progress=progress.callback)
+                           store=opts.store, device=opts.device, progress=progress.callback,
+                           resume=opts.resume)
     finally:
         if cluster is not None:
             cluster.close()
+    for r in results:
+        for warning in r.warnings:
+            print(f"kir: warning: {r.outcome.path}: {warning}", file=sys.stderr)
     status = 1 if any(r.outcome.best() is None for r in results) else 0
     if opts.json:
         print(json.dumps(envelope(SCHEMA, trials=opts.trials, storage=opts.storage,
                           jit_cache=opts.jit_cache, store=opts.store,
-                          records=[r.to_json() for r in results], exit_status=status)))
+                          records=[r.to_json() for r in results],
+                          conflicts=[h.conflict | {"record": r.outcome.path, "client": h.client}
+                                     for r in results for h in r.handoffs if h.conflict is not None],
+                          exit_status=status)))
     else:
         for r in results:
             print_record(r, opts.jit_cache)
@@ -181,14 +219,19 @@ def print_record(r, cache) -> None:
             "  (another launch configuration: a suggestion for the source, never applied by the JIT client)"
         print(f"  best: trial {best.number}, {best.ms:.4f} ms ({cell(speedup(o.recorded_ms, best.ms), '{:.2f}x')} "
               f"the recorded code): {best.point.describe()}{note}")
-    h = r.handoff
-    if h.row is None:
-        print(f"  hand-off: none ({h.reason})")
-    else:
+    for h in r.handoffs:
+        who = "the JIT client" if h.client == "reference" else f"client {h.client}"
+        if h.row is None:
+            print(f"  hand-off to {who}: none ({h.reason})")
+            continue
         where = f"stored in {cache} under {h.key}" if h.stored else f"not stored: {h.reason} (key {h.key})"
-        print(f"  hand-off to the JIT client: trial {h.row.number}, {h.row.ms:.4f} ms "
+        print(f"  hand-off to {who}: trial {h.row.number}, {h.row.ms:.4f} ms "
               f"({cell(speedup(o.recorded_ms, h.row.ms), '{:.2f}x')}): {h.row.point.describe()}; {where}")
+        if h.conflict is not None:
+            c = h.conflict
+            print(f"  conflict: key {c['key']} also tuned by {c['other_record']} ({c['other_ms']:.4f} ms): kept "
+                  f"{'this record' if c['kept'] == 'this' else 'that one'}")
     sys.stdout.flush()
 
 
-__all__ = ["add_arguments", "cell", "client_of", "print_record", "record_paths", "run", "SCHEMA", "TuneOptions"]
+__all__ = ["add_arguments", "cell", "client_of", "clients_of", "print_record", "record_paths", "run", "SCHEMA", "TuneOptions"]

@@ -316,10 +316,11 @@ def read_prologue(record: Record, address: int, size: int, position: int = 0) ->
                     "snapshotted region: the value cannot be read")
 
 
-def jit_key(record: Record, variant: Variant | Resolved, arch: str) -> str | None:
+def jit_key(record: Record, variant: Variant | Resolved, arch: str, config=None) -> str | None:
     """The JIT key of the variant's code on an `arch` device, as the JIT client
     computes it at that launch (kir_jit_key); None when the variant runs the recorded
-    code (not compiled by kir.jit: it has no JIT key). The record needs no IR for it."""
+    code (not compiled by kir.jit: it has no JIT key). The record needs no IR for it.
+    `config`: the client's CONFIG records (None: the variant's options' config())."""
     r = variant if isinstance(variant, Resolved) else resolve(record, variant, need_ir=False)
     if r.specialization is None:
         return None
@@ -332,7 +333,7 @@ def jit_key(record: Record, variant: Variant | Resolved, arch: str) -> str | Non
         record.kernel.static_hash, arch, list(record.launch.args), [a.jit_arg for a in r.args],
         memory=memory, grid=r.grid, block=r.block, specialize_grid=s.grid is not None,
         specialize_block=s.block is not None, shared_bytes=r.shared_bytes, bounds=s.bounds,
-        config=r.options.config(), param_sizes=[p.size for p in record.kernel.params])
+        config=r.options.config() if config is None else config, param_sizes=[p.size for p in record.kernel.params])
 
 
 def compile_variant(record: Record, variant: Variant | Resolved, arch: str):

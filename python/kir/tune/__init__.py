@@ -31,7 +31,12 @@ SCHEMA = "kir.tune/1"
 @dataclasses.dataclass
 class RecordTuning:
     outcome: Outcome
-    handoff: Handoff
+    handoffs: list[Handoff]   #: one per client (the first: `tune`'s first client)
+    warnings: list[str] = dataclasses.field(default_factory=list)  #: e.g. a study not continued (choose_study)
+
+    @property
+    def handoff(self) -> Handoff:
+        return self.handoffs[0]
 
     def to_json(self) -> dict:
         o, best = self.outcome, self.outcome.best()
@@ -48,18 +53,24 @@ class RecordTuning:
                     "median_ms": self.handoff.row.ms if self.handoff.row else None,
                     "speedup": speedup(o.recorded_ms, self.handoff.row.ms) if self.handoff.row else None,
                     "description": self.handoff.row.point.describe() if self.handoff.row else None},
-                "trials": [r.to_json() for r in o.rows]}
+                "handoffs": [h.to_json() | {"median_ms": h.row.ms if h.row else None} for h in self.handoffs],
+                "trials": [r.to_json() for r in o.rows], "warnings": list(self.warnings)}
 
 
 def tune(paths, space: Space | None = None, trials: int = 20, *, storage: str | None = None, cluster=None,
-         seed: int | None = None, executor: str | None = None, client: Client = Client(), cache=None,  # noqa: B008 (frozen)
-         store: str = "better", device: int = 0, progress=None) -> list[RecordTuning]:
+         seed: int | None = None, executor: str | None = None, client: Client | list[Client] = Client(),  # noqa: B008 (frozen)
+         cache=None, store: str = "better", device: int = 0, progress=None,
+         resume: bool = False) -> list[RecordTuning]:
     """Tune every record of `paths` (`trials` trials each) and hand each winner to the
     JIT client's cache. `cluster`: a kir.distribute.Cluster to run on (each record's
     trials split over its workers when they share `storage`); `storage`: an Optuna
     storage URL or "journal:PATH" (kir.tune.study.open_storage; None: in memory,
     one task per record); `executor`: "MODULE:FUNCTION" instead of GPU replays;
-    `progress(done, total)`: called as trials end (on a cluster: as tasks end)."""
+    `progress(done, total)`: called as trials end (on a cluster: as tasks end);
+    `client`: the JIT client, or a list of them: the winner is stored under each one's
+    key (kir.jit.clients: the clients declared in the cache directory); records that
+    share a key keep the fastest (`handoff`). A study in `storage` run with another space or
+    executor is not continued (a new one starts, said in the result's warnings) unless `resume`."""
     if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
         raise OptionError(f"--trials {trials!r}: expected a positive number")
     if store not in ("better", "always", "never"):
@@ -71,13 +82,17 @@ def tune(paths, space: Space | None = None, trials: int = 20, *, storage: str | 
     space_data = _space_dict(space)
     workers = cluster.workers if cluster is not None else 1
     per_record = max(1, workers // len(paths)) if storage is not None else 1
-    tasks = []
+    from kir.record import Record
+    from kir.tune.study import choose_study, settings_digest
+    digest = settings_digest(space_data, executor)
+    tasks, studies = [], {}
     for path in paths:
+        studies[path] = choose_study(Record.load(path), storage, digest, resume)
         share = min(per_record, trials)
         for i in range(share):
             n = trials // share + (1 if i < trials % share else 0)
             tasks.append(TuneTask(path, space_data, n, storage, None if seed is None else seed + i, executor,
-                                  device))
+                                  device, study=studies[path][0]))
     if cluster is not None:
         from kir.distribute import Failure, map_items
         finished = [0]
@@ -97,10 +112,15 @@ def tune(paths, space: Space | None = None, trials: int = 20, *, storage: str | 
             ended[0] += 1
             progress(ended[0], len(paths) * trials)
         returned = [task(on_trial=trial_ended if progress is not None else None) for task in tasks]
-    results = []
+    clients = [client] if isinstance(client, Client) else list(client)
+    if not clients:
+        raise OptionError("no JIT client to hand off to")
+    results, claimed = [], {}
     for path in paths:
-        outcome = load_outcome(path, storage, [r for r in returned if isinstance(r, dict)])
-        results.append(RecordTuning(outcome, handoff(outcome, client, cache, store)))
+        name, warning = studies[path]
+        outcome = load_outcome(path, storage, [r for r in returned if isinstance(r, dict)], name)
+        results.append(RecordTuning(outcome, [handoff(outcome, c, cache, store, claimed) for c in clients],
+                                    [warning] if warning else []))
     return results
 
 

@@ -30,7 +30,8 @@ from pathlib import Path
 from kir.errors import OptionError, missing_extra
 from kir.tune.space import Point, Space
 
-__all__ = ["Client", "Outcome", "TrialRow", "TuneTask", "handoff", "load_outcome", "open_storage", "study_name"]
+__all__ = ["Client", "Outcome", "TrialRow", "TuneTask", "choose_study", "handoff", "load_outcome", "open_storage",
+           "settings_digest", "study_name"]
 
 
 def _optuna():
@@ -38,7 +39,7 @@ def _optuna():
         import optuna
     except ImportError as error:
         raise missing_extra("optuna", "tune", "kir tune", error) from None
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    optuna.logging.set_verbosity(optuna.logging.ERROR)  # a failed trial raises, and kir says why itself
     return optuna
 
 
@@ -46,6 +47,43 @@ def study_name(record) -> str:
     """The study of a recorded launch: kir-tune-<static hash>-<launch identity>."""
     identity = record.launch.identity or "0"
     return f"kir-tune-{record.kernel.static_hash}-{identity}"
+
+
+def settings_digest(space: dict, executor: str | None = None) -> str:
+    """What a study's trials depend on besides the record (the space, the executor), as 16 hex
+    digits: kept in the study ("settings") so that a run with others does not continue it."""
+    import hashlib
+    text = json.dumps({"space": space, "executor": executor}, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def choose_study(record, storage: str | None, digest: str, resume: bool = False) -> tuple[str, str | None]:
+    """The study this run continues or starts, and a warning (None: nothing to say). A study of
+    the record in `storage` that was run with other settings is not continued: a new study
+    kir-tune-…-DIGEST8 is started, unless `resume` (then it continues, said). Mneme compares an
+    earlier session's space and options too (TuningSession._validate_resume,
+    python/mneme/tuning/session.py), and refuses a mismatch under --resume."""
+    name = study_name(record)
+    if storage is None:
+        return name, None
+    optuna = _optuna()
+    try:
+        earlier = optuna.load_study(study_name=name, storage=open_storage(storage))
+    except KeyError:
+        return name, None
+    stored = earlier.user_attrs.get("settings")
+    if stored is None or stored == digest:
+        return name, None
+    if resume:
+        return name, (f"study {name} in {storage} was run with another space or options; continued as asked "
+                      "(--resume)")
+    new = f"{name}-{digest[:8]}"
+    try:
+        optuna.load_study(study_name=new, storage=open_storage(storage))
+        return new, None  # started by an earlier run with these settings: continued
+    except KeyError:
+        return new, (f"study {name} in {storage} was run with another space or options: starting study {new} "
+                     "(--resume continues the earlier one)")
 
 
 def open_storage(url: str | None):
@@ -83,6 +121,7 @@ class TuneTask:
     executor: str | None = None
     device: int = 0
     measure_baseline: bool = True
+    study: str | None = None       #: the study's name (choose_study; None: study_name(record))
 
     def __call__(self, _item=None, on_trial=None) -> dict:
         optuna = _optuna()
@@ -90,13 +129,15 @@ class TuneTask:
         record = Record.load(self.path)
         space = Space.from_dict(self.space, "space")
         storage = open_storage(self.storage)
-        name = study_name(record)
+        name = self.study or study_name(record)
         sampler = optuna.samplers.TPESampler(seed=self.seed, n_startup_trials=min(10, max(1, self.trials // 3)))
         study = optuna.create_study(study_name=name, storage=storage, direction="minimize", sampler=sampler,
                                     load_if_exists=True)
         if "record" not in study.user_attrs:
             study.set_user_attr("record", str(self.path))
             study.set_user_attr("space", space.describe(record))
+        if "settings" not in study.user_attrs:
+            study.set_user_attr("settings", settings_digest(self.space, self.executor))
         if not any(t.user_attrs.get("first") for t in study.get_trials(deepcopy=False)):
             study.enqueue_trial(space.baseline_params(record), user_attrs={"first": True}, skip_if_exists=True)
         run, close = self._runner()
@@ -125,7 +166,11 @@ class TuneTask:
                 return float(result["median_ms"])
 
             callbacks = [lambda _study, _trial: on_trial()] if on_trial is not None else None
-            study.optimize(objective, n_trials=self.trials, catch=(), callbacks=callbacks)
+            try:
+                study.optimize(objective, n_trials=self.trials, catch=(), callbacks=callbacks)
+            except ValueError as error:  # Optuna: a dimension's choices differ from the study's (--resume)
+                raise OptionError(f"study {name}: cannot continue with this space: {error} (without --resume a "
+                                  "new study starts)") from None
         finally:
             close()
         return {"study": name, "trials": _rows_json(study) if self.storage is None else None,
@@ -196,12 +241,13 @@ class Outcome:
         return min(done, key=lambda r: (r.ms, r.number)) if done else None
 
 
-def load_outcome(path: str, storage: str | None, task_results: list[dict] | None = None) -> Outcome:
+def load_outcome(path: str, storage: str | None, task_results: list[dict] | None = None,
+                 name: str | None = None) -> Outcome:
     """Read a record's study back (from `storage`, or from the tasks' returns when it
-    lived in memory)."""
+    lived in memory); `name`: the study's (default study_name(record))."""
     from kir.record import Record
     record = Record.load(path)
-    name = study_name(record)
+    name = name or study_name(record)
     if storage is None:
         rows, attrs = [], {}
         for result in task_results or []:
@@ -224,12 +270,24 @@ def load_outcome(path: str, storage: str | None, task_results: list[dict] | None
 
 @dataclasses.dataclass(frozen=True)
 class Client:
-    """What the JIT client that will use the hand-off specializes (`kir run`'s
-    KIR_JIT_SPECIALIZE and KIR_JIT_BOUNDS): its key covers these, so code compiled
-    for them is valid wherever the key matches."""
+    """How the JIT client that will use the hand-off derives its key: what it
+    specializes (`kir run`'s KIR_JIT_SPECIALIZE, KIR_JIT_BOUNDS, KIR_JIT_ARGS), its
+    CONFIG records (None: kir.jit's default Options().config(), what `kir run` sends
+    without options) and the code kind it loads. Code compiled for these is valid
+    wherever the key matches. `from_descriptor`: a client declared in the cache
+    directory (kir.jit.clients, docs/jit.md)."""
     specialize_grid: bool = False
     specialize_block: bool = False
-    bounds: tuple[int, int] | None = None
+    bounds: tuple[int, int] | str | None = None   #: "launch": the launch's block size (KIR_JIT_BOUNDS=launch)
+    config: tuple[tuple[str, bytes], ...] | None = None
+    specialize_args: bool = True
+    kind: str = "cubin"
+    name: str = "reference"
+
+    @classmethod
+    def from_descriptor(cls, d) -> Client:
+        return cls(d.specialize_grid, d.specialize_block, d.bounds, tuple(d.config), d.specialize_args, d.kind,
+                   d.name)
 
     def accepts(self, point: Point) -> str | None:
         """None when the JIT client may run `point`'s code for the recorded launch,
@@ -238,19 +296,25 @@ class Client:
             return "another launch configuration changes what the app's launch computes"
         if point.specialize_dims and not (self.specialize_grid and self.specialize_block):
             return "its grid and block are constants, and the client's key does not cover them"
-        if point.launch_bounds and not self.specialize_block:
+        if point.launch_bounds and not (self.specialize_block or self.bounds == "launch"):
             return "its launch bounds hold for one block size, and the client's key does not cover the block"
+        if point.specialize_args and not self.specialize_args:
+            return "its argument values are constants, and the client's key does not cover them"
         return None
 
     def key(self, record, arch: str) -> str:
-        """The JIT key the reference JIT client computes at the recorded launch
-        (kir.replay.variant.jit_key with the client's specialization and kir.jit's
-        default options: the CONFIG records `kir run` sends without options)."""
+        """The JIT key this client computes at the recorded launch
+        (kir.replay.variant.jit_key with the client's specialization and CONFIG records)."""
+        import math
+
         from kir.jit import Options
         from kir.replay.variant import Variant, jit_key
-        variant = Variant(args="jit" if record.kernel.jit_args else (), specialize_grid=self.specialize_grid,
-                          specialize_block=self.specialize_block, bounds=self.bounds, options=Options())
-        return jit_key(record, variant, arch)
+        bounds = (math.prod(record.launch.block), 0) if self.bounds == "launch" else self.bounds
+        variant = Variant(args="jit" if record.kernel.jit_args and self.specialize_args else (),
+                          specialize_grid=self.specialize_grid,
+                          specialize_block=self.specialize_block or self.bounds == "launch", bounds=bounds,
+                          options=Options())
+        return jit_key(record, variant, arch, config=self.config)
 
 
 @dataclasses.dataclass
@@ -259,42 +323,77 @@ class Handoff:
     key: str | None
     stored: bool
     reason: str
+    client: str = "reference"  #: the client whose key this is (Client.name)
+    conflict: dict | None = None  #: another result under the same key: which was kept (handoff's docstring)
 
     def to_json(self) -> dict:
         return {"trial": self.row.number if self.row else None, "key": self.key, "stored": self.stored,
-                "reason": self.reason}
+                "reason": self.reason, "client": self.client, "conflict": self.conflict}
 
 
-def handoff(outcome: Outcome, client: Client, cache, store: str = "better") -> Handoff:
+def handoff(outcome: Outcome, client: Client, cache, store: str = "better", claimed: dict | None = None) -> Handoff:
     """Store the best trial the JIT client may run for the app's own launch in
     `cache` (a directory or kir.cache.Cache) under the key the client computes at
     that launch. `store`: "better" (only when faster than the recorded code),
-    "always", or "never" (report only)."""
+    "always", or "never" (report only).
+
+    One key, one result: records that share the key (the same kernel, values and
+    dims for the client) compete, and the fastest verified trial is kept: `claimed`
+    ({key: (record, ms)}, shared by one run's hand-offs) and the cache's own entry
+    (its "tuned.median_ms") are compared with this trial; the loser is not stored
+    and every such meeting is reported in `conflict`."""
     eligible = [r for r in outcome.rows if r.point is not None and client.accepts(r.point) is None]
     best = outcome.best(eligible)
     arch = outcome.arch
     if best is None or arch is None:
-        return Handoff(None, None, False, "no verified trial at the recorded launch that the JIT client may run")
+        return Handoff(None, None, False, "no verified trial at the recorded launch that the JIT client may run",
+                       client.name)
     key = client.key(outcome.record, arch)
     recorded = outcome.recorded_ms
     if store == "never":
-        return Handoff(best, key, False, "--store never")
+        return Handoff(best, key, False, "--store never", client.name)
     if store == "better" and recorded is not None and not best.ms < recorded:
         return Handoff(best, key, False, f"the best trial ({best.ms:.4f} ms) is not faster than the recorded code "
-                                         f"({recorded:.4f} ms): nothing stored")
-    if cache is None:
-        return Handoff(best, key, False, "no --jit-cache given")
+                                         f"({recorded:.4f} ms): nothing stored", client.name)
     from kir.cache import Cache
+    target = None if cache is None else cache if hasattr(cache, "store") else Cache(str(cache))
+    conflict = None
+    other = (claimed or {}).get(key)
+    if other is None and target is not None:
+        entry = target.lookup(key)
+        stored_ms = _float(entry.meta.get("tuned.median_ms")) if entry is not None else None
+        if stored_ms is not None:
+            other = (f"{entry.meta.get('tuned.record') or '?'} (in the cache)", stored_ms)
+    if other is not None and other[0] != outcome.path:
+        kept = "this" if best.ms < other[1] else "other"
+        conflict = {"key": key, "other_record": other[0], "other_ms": other[1], "ms": best.ms, "kept": kept}
+        if kept == "other":
+            return Handoff(best, key, False, f"{other[0]} holds key {key} with a faster result ({other[1]:.4f} ms "
+                                             f"against {best.ms:.4f} ms): kept", client.name, conflict)
+    if claimed is not None:
+        claimed[key] = (outcome.path, best.ms)
+    if target is None:
+        return Handoff(best, key, False, "no --jit-cache given", client.name, conflict)
     from kir.replay.variant import compile_variant
-    target = cache if hasattr(cache, "store") else Cache(str(cache))
     variant = best.point.variant(bool(outcome.record.kernel.jit_args))
+    variant.options = dataclasses.replace(variant.options, kind=client.kind)  # the kind the client loads
     compiled = compile_variant(outcome.record, variant, arch)
     meta = dict(compiled.meta)
     meta.update({"tuned.by": "kir tune", "tuned.record": Path(outcome.path).name, "tuned.trial": str(best.number),
                  "tuned.point": best.point.describe(), "tuned.median_ms": f"{best.ms:.6g}",
-                 "tuned.recorded_ms": "" if recorded is None else f"{recorded:.6g}"})
+                 "tuned.recorded_ms": "" if recorded is None else f"{recorded:.6g}", "tuned.client": client.name})
     target.store(key, compiled.code, compiled.kind, compiled.arch, meta)
-    return Handoff(best, key, True, "stored")
+    reason = "stored" if conflict is None else f"stored (replacing {conflict['other_record']}'s " \
+                                                 f"{conflict['other_ms']:.4f} ms)"
+    return Handoff(best, key, True, reason, client.name, conflict)
+
+
+def _float(text) -> float | None:
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) else None
 
 
 def speedup(recorded: float | None, ms: float | None) -> float | None:
