@@ -53,13 +53,27 @@ class RecordTuning:
 
 def tune(paths, space: Space | None = None, trials: int = 20, *, storage: str | None = None, cluster=None,
          seed: int | None = None, executor: str | None = None, client: Client = Client(), cache=None,  # noqa: B008 (frozen)
-         store: str = "better", device: int = 0, progress=None) -> list[RecordTuning]:
+         store: str = "better", device: int = 0, progress=None, sampler: str = "tpe", metric: str = "median",
+         objective: str = "time", timeout: float | None = None, fail_fast: bool = False,
+         study_prefix: str = "kir-tune", baseline_only: bool = False,
+         trial_timeout: float | None = None) -> list[RecordTuning]:
     """Tune every record of `paths` (`trials` trials each) and hand each winner to the
     JIT client's cache. `cluster`: a kir.distribute.Cluster to run on (each record's
     trials split over its workers when they share `storage`); `storage`: an Optuna
     storage URL or "journal:PATH" (kir.tune.study.open_storage; None: in memory,
     one task per record); `executor`: "MODULE:FUNCTION" instead of GPU replays;
-    `progress(done, total)`: called as trials end (on a cluster: as tasks end)."""
+    `progress(done, total)`: called as trials end (on a cluster: as tasks end);
+    `sampler`, `metric`, `objective`, `timeout`, `fail_fast`, `study_prefix`:
+    kir.tune.study.TuneTask's; `trial_timeout`: seconds a trial may take;
+    `baseline_only`: measure the recorded code, no trial."""
+    from kir.tune.study import METRICS, OBJECTIVES, SAMPLERS
+    for name, value, allowed in (("--sampler", sampler, SAMPLERS), ("--metric", metric, tuple(METRICS)),
+                                 ("--objective", objective, OBJECTIVES)):
+        if value not in allowed:
+            raise OptionError(f"{name} {value!r}: expected {', '.join(allowed)}")
+    for name, value in (("--timeout", timeout), ("--trial-timeout", trial_timeout)):
+        if value is not None and not value > 0:
+            raise OptionError(f"{name} {value!r}: expected a positive number of seconds")
     if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
         raise OptionError(f"--trials {trials!r}: expected a positive number")
     if store not in ("better", "always", "never"):
@@ -76,8 +90,10 @@ def tune(paths, space: Space | None = None, trials: int = 20, *, storage: str | 
         share = min(per_record, trials)
         for i in range(share):
             n = trials // share + (1 if i < trials % share else 0)
-            tasks.append(TuneTask(path, space_data, n, storage, None if seed is None else seed + i, executor,
-                                  device))
+            tasks.append(TuneTask(path, space_data, 0 if baseline_only else n, storage,
+                                  None if seed is None else seed + i, executor, device, sampler=sampler,
+                                  metric=metric, objective=objective, timeout=timeout, fail_fast=fail_fast,
+                                  study_prefix=study_prefix, trial_timeout=trial_timeout))
     if cluster is not None:
         from kir.distribute import Failure, map_items
         finished = [0]
@@ -99,7 +115,7 @@ def tune(paths, space: Space | None = None, trials: int = 20, *, storage: str | 
         returned = [task(on_trial=trial_ended if progress is not None else None) for task in tasks]
     results = []
     for path in paths:
-        outcome = load_outcome(path, storage, [r for r in returned if isinstance(r, dict)])
+        outcome = load_outcome(path, storage, [r for r in returned if isinstance(r, dict)], study_prefix)
         results.append(RecordTuning(outcome, handoff(outcome, client, cache, store)))
     return results
 
