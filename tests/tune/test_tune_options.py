@@ -160,7 +160,7 @@ def test_fail_fast_stops_at_the_first_error(recording):
 
 
 def test_baseline_only_measures_the_recorded_code(recording, tmp_path):
-    out = tune_json(recording, "--baseline-only", "--study-name", "base", "--storage",
+    out = tune_json(recording, "--baseline-only", "--sampler", "exhaustive", "--study-name", "base", "--storage",
                     f"journal:{tmp_path / 'j.log'}", "--executor", "tune_fakes:modelled")
     (r,) = out["records"]
     assert r["trials"] == [] and r["recorded"]["median_ms"] == 1.0 and r["study"].startswith("base-")

@@ -189,7 +189,7 @@ class TuneTask:
 
             callbacks = [lambda _study, _trial: on_trial()] if on_trial is not None else None
             n = self.trials
-            if self.sampler == "exhaustive":  # the whole grid (GridSampler stops the study there) and the first
+            if self.sampler == "exhaustive" and n > 0:  # the whole grid (GridSampler stops the study there) and the first
                 n = math.prod(len(v) for v in space.grid(record).values()) + 1
             if n > 0:
                 study.optimize(objective, n_trials=n, timeout=self.timeout, catch=(), callbacks=callbacks)
