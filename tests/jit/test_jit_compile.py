@@ -817,3 +817,27 @@ def test_a_vector_argument_is_specialized_and_keyed_as_its_elements():
     with pytest.raises(OptionError, match="the bytes value has 8 bytes, it needs 16"):
         kir.jit.compile(ir, "vscale", "sm_90", specialize={"args": [kir.jit.ArgValue(1, "bytes", elements[:8])]},
                         options={"kind": "ptx"})
+
+
+def test_every_offered_pass_runs_on_a_real_module(app):
+    """kir.jit.pipeline.PASSES: every llvmlite add_* method is offered or said why not
+    (NOT_OFFERED), and each offered pass runs alone on the app's device IR, the module
+    still valid and its kernel still defined (issue 24 §3: --passes)."""
+    import llvmlite.binding as llvm
+
+    from kir.jit import pipeline
+    from kir.jit.codegen import target_machine
+    methods = {n for n in dir(llvm.ModulePassManager) if n.startswith("add_")}
+    assert methods == set(pipeline.PASSES.values()) | set(pipeline.NOT_OFFERED)
+    from kir.jit import Specialization, transform
+    machine = target_machine("sm_90", "", 3)
+    for name in sorted(pipeline.PASSES):
+        # as kir.jit.compile runs a pipeline: after the transform (which drops -O0's optnone)
+        module, _ = transform.specialize(_llvm_parse(app["bitcode"]), DAXPY, Specialization(), "sm_90")
+        before = str(module)
+        pipeline.run(module, machine, pipeline.parse(f"module({name})"))
+        module.verify()
+        kernel = module.get_function(DAXPY)
+        assert not kernel.is_declaration, name
+        if name in ("instcombine", "sroa", "instnamer"):
+            assert str(module) != before, name  # these change an unoptimized module

@@ -33,7 +33,7 @@ def saxpy(built):
     return {"ir": found.module, "static": found.static_hash, "cubin": image.read()}
 
 
-def write_record(directory, saxpy, *, image=True, jit_args=True, array=False) -> Record:
+def write_record(directory, saxpy, *, image=True, jit_args=True, array=False, ir=True) -> Record:
     """saxpy(2.5, x, y, N) at grid 16 block 256, as the hook writes it: the
     prologue x, y and the epilogue y = fmaf(a, x, y) (computed here in float64,
     exact for these values)."""
@@ -44,7 +44,8 @@ def write_record(directory, saxpy, *, image=True, jit_args=True, array=False) ->
                  [0, 8, 16, 24], [4, 8, 8, 4])
     if image:
         b.set_image("cubin", "sm_90", saxpy["cubin"])
-    b.set_ir(saxpy["ir"])
+    if ir:  # ir=False: an nvcc build's record (code, no LLVM IR)
+        b.set_ir(saxpy["ir"])
     annotated = []
     if jit_args:
         annotated.append((1, "scalar", F32, False, 0, 0, 0))

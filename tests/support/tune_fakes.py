@@ -46,9 +46,21 @@ def modelled(path: str, point: dict) -> dict:
     if os.environ.get("TUNE_FAKE_CRASH") and not point.get("recorded") and point["opt_level"] == 1:
         os._exit(3)
     record, _ = _resolve(path, point)
+    if os.environ.get("TUNE_FAKE_ERROR") and not point.get("recorded"):
+        return empty_result(status="error", error="compile failed (TUNE_FAKE_ERROR)", arch="sm_90")
     status, ms = model(point, math.prod(record.launch.block))
     return empty_result(status=status, median_ms=ms, times_ms=[ms] * 3, verified=status == "ok", arch="sm_90",
                         error="the output differs" if status != "ok" else None)
+
+
+def spread(path: str, point: dict) -> dict:
+    """modelled, its timed rounds spread around the model's time (half, it, three
+    times): --metric min/mean/median/max each rank a different statistic."""
+    result = modelled(path, point)
+    ms = result["median_ms"]
+    if ms is not None:
+        result["times_ms"] = [ms / 2, ms, ms * 3]
+    return result
 
 
 def compiled(path: str, point: dict) -> dict:
@@ -59,9 +71,17 @@ def compiled(path: str, point: dict) -> dict:
     status, ms = model(point, math.prod(record.launch.block))
     result = empty_result(status=status, median_ms=ms, times_ms=[ms] * 3, verified=status == "ok", arch="sm_90")
     if variant is not None:
+        # what Replayer.run_variant returns after the launch, the code compiled for real:
+        # the trial's result is kir.tune.trial.result_of's (compile timings, constant memory)
+        from kir.replay.replayer import RunResult
+        from kir.tune.trial import result_of
         code = compile_variant(record, variant, "sm_90")
-        result.update(registers=code.resources.registers, code_size=len(code.code), code_kind=code.kind,
-                      compile_seconds=code.compile_seconds, jit_key=jit_key(record, variant, "sm_90"))
+        run = RunResult(grid=variant.grid, block=variant.block, shared_bytes=0, launch_identity="",
+                        variant=False, times_ms=[ms] * 3, verified=status == "ok", mismatches=[],
+                        compiled=True, jit_key=jit_key(record, variant, "sm_90"), code_kind=code.kind,
+                        code_size=len(code.code), compile_seconds=code.compile_seconds,
+                        resources=code.resources, timings=dict(code.timings))
+        result = result_of(run, "sm_90")
     return result
 
 

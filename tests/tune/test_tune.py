@@ -266,6 +266,11 @@ def test_the_jit_client_runs_the_tuned_code(rig, tmp_path):  # noqa: F811
     r = json.loads(out.stdout)["records"][0]
     assert r["handoff"]["stored"], r["handoff"]
     assert all(t["result"]["registers"] for t in r["trials"])  # compiled for real
+    for t in r["trials"]:  # each step's compile time, and the constant memory the code uses (issue 24 §3)
+        timings = t["result"]["compile_timings"]
+        assert {"specialize", "optimize", "codegen"} <= set(timings) and all(v >= 0 for v in timings.values())
+        assert t["result"]["constant_bytes"].get("cmem[0]", 0) > 0, t["result"]
+        assert t["result"]["error_kind"] is None
     proc, stats = run_app(rig, cache, "r", tmp_path)
     assert stats["hits"] == 1 and stats["substituted"] == 1, stats
     entry = Cache(cache).lookup(r["handoff"]["key"])

@@ -105,6 +105,25 @@ def test_the_trial_process_keeps_its_replayer_and_is_restarted(daxpy_record):
         assert again["status"] == "ok" and again["jit_key"] == first["jit_key"] and process.proc is not child
 
 
+def test_trial_results_are_typed_and_carry_compile_steps(daxpy_record):
+    """Issue 24 §3 on the GPU: a verified trial carries kir.jit's time per step and
+    its constant memory; a variant kir.jit refuses is an error of kind "compile",
+    one the device refuses to launch (a block over 1024 threads) of kind "launch"."""
+    from kir.tune.space import Point
+    from kir.tune.trial import TrialProcess
+    record = Record.load(daxpy_record)
+    ok = Point(block=tuple(record.launch.block), grid=tuple(record.launch.grid), repeat=2).to_json()
+    with TrialProcess() as process:
+        first = process.run(str(daxpy_record), ok)
+        assert first["status"] == "ok" and first["error_kind"] is None, first
+        assert {"specialize", "optimize", "codegen", "assemble"} <= set(first["compile_timings"]), first
+        assert first["constant_bytes"].get("cmem[0]", 0) > 0, first
+        bad = process.run(str(daxpy_record), dict(ok, pipeline="function(no-such-pass)"))
+        assert (bad["status"], bad["error_kind"]) == ("error", "compile"), bad
+        wide = process.run(str(daxpy_record), dict(ok, block=[2048, 1, 1], recorded_launch=False))
+        assert wide["status"] == "error" and wide["error_kind"] in ("compile", "launch"), wide
+
+
 def test_graph_timing_leaves_out_the_launch_latency(daxpy_record):
     """The same code timed two ways: alone between events (the launch latency in
     each time) and back to back in a CUDA graph (what an app's stream of launches

@@ -24,9 +24,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("--trials", type=int, default=20, metavar="N", help="trials per record (default 20)")
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--space", metavar="FILE", help="the search space, a JSON file (docs/tune.md)")
-    where.add_argument("--preset", default="standard", choices=("compiler", "quick", "standard", "full"),
+    where.add_argument("--preset", "--space-preset", default="standard",
+                       choices=("compiler", "quick", "standard", "launch", "full"),
                        help="a built-in space (default standard; compiler: compile options only, at the "
-                            "recorded launch)")
+                            "recorded launch; launch: the launch configuration only)")
     parser.add_argument("--jit-cache", metavar="DIR",
                         help="store the winner the JIT client may run in this kernel-object cache, under the "
                              "JIT key `kir run --jit-cache DIR` computes at the app's launch")
@@ -50,7 +51,7 @@ def add_arguments(parser) -> None:
                              "record's trials, spread over them")
     spread.add_argument("--scheduler", metavar="ADDRESS", help="run on a running Dask cluster")
     spread.add_argument("--scheduler-file", metavar="FILE", help="the same, named by its scheduler file")
-    spread.add_argument("--storage", metavar="URL",
+    spread.add_argument("--storage", "--optuna-storage", metavar="URL",
                         help="the Optuna storage the trials are shared through: journal:PATH (a journal file "
                              "on a shared file system), sqlite:///FILE, ... (default: in memory; with "
                              "--workers/--scheduler, journal:kir-tune.journal). A study continues where an "
@@ -58,6 +59,55 @@ def add_arguments(parser) -> None:
     parser.add_argument("--resume", action="store_true",
                         help="continue the record's study in --storage even when it was run with another space "
                              "or executor (default: start a new study then, with a warning)")
+    search = parser.add_argument_group("search control (Mneme's `mneme tune` options, docs/tune.md)")
+    search.add_argument("--sampler", default="tpe", choices=("tpe", "random", "grid", "exhaustive", "cmaes"),
+                        help="Optuna's sampler (default tpe); grid: --trials points of the grid of every choice; "
+                             "exhaustive: every point of it (--trials ignored); cmaes: CMA-ES (the cmaes package)")
+    search.add_argument("--metric", default="median", choices=("median", "mean", "min", "max"),
+                        help="the statistic of a trial's timed rounds it is ranked by (default median)")
+    search.add_argument("--objective", default="time", choices=("time", "speedup"),
+                        help="minimize the time, or maximize the recorded code's time over it (default time)")
+    search.add_argument("--timeout", type=float, metavar="SECONDS", help="start no trial after this many seconds")
+    search.add_argument("--trial-timeout", type=float, metavar="SECONDS",
+                        help="kill a trial that runs longer (its result: an error of kind timeout)")
+    search.add_argument("--fail-fast", action="store_true", default=False,
+                        help="stop a record's study at its first trial that fails to compile, load or launch")
+    search.add_argument("--keep-going", dest="fail_fast", action="store_false",
+                        help="go on after such trials (the default)")
+    search.add_argument("--iterations", type=int, metavar="N", help="timed launches per round (the space's repeat)")
+    search.add_argument("--warmup", type=int, metavar="N", help="untimed launches first (the space's warmup)")
+    search.add_argument("--study-name", metavar="NAME", default="kir-tune",
+                        help="the studies' name prefix: NAME-<static hash>-<launch identity> (default kir-tune)")
+    mode = parser.add_argument_group("run mode")
+    mode.add_argument("--print-space", action="store_true",
+                      help="print each record's search space as resolved (JSON) and exit; no GPU")
+    mode.add_argument("--dry-run", action="store_true",
+                      help="print each record's space and first trial (the recorded launch, default options) "
+                           "and exit; no trial runs")
+    mode.add_argument("--baseline-only", action="store_true", help="measure the recorded code only; no trial")
+    mode.add_argument("--config", metavar="FILE",
+                      help="a JSON object of these options (kir-tune-config/1; --dump-config writes one): "
+                           "options given on the command line win")
+    mode.add_argument("--dump-config", metavar="FILE", help="write the options as resolved to FILE and exit")
+    space = parser.add_argument_group("space controls (override the preset or --space file)")
+    space.add_argument("--launch-dim", choices=("none", "auto"),
+                       help="none: the recorded block only; auto: the auto block candidates")
+    space.add_argument("--launch-safety", choices=("conservative", "balanced", "aggressive"),
+                       help="the thread budget of auto blocks")
+    space.add_argument("--passes", nargs="+", metavar="PIPELINE",
+                       help="candidate LLVM pipelines (new pass manager texts, e.g. 'default<O2>' or "
+                            "'function(instcombine,gvn)'; kir.jit.pipeline.PASSES lists the passes)")
+    space.add_argument("--fixed-passes", metavar="PIPELINE", help="one pipeline for every trial")
+    space.add_argument("--pipeline-file", metavar="FILE", help="candidate pipelines, one a line (# comments)")
+    space.add_argument("--codegen-opt-range", metavar="LOW:HIGH[:STEP]", help="the back end's levels searched")
+    space.add_argument("--fixed-codegen-opt", type=int, metavar="N", help="one back-end level for every trial")
+    for flag, key in (("--specialize-space", "specialize_args"), ("--specialize-dims-space", "specialize_dims"),
+                      ("--launch-bounds-space", "launch_bounds")):
+        space.add_argument(flag, choices=("fixed", "on", "off", "on-off"),
+                           help=f"{key}: the space's own (fixed), on, off, or searched (on-off)")
+    space.add_argument("--min-blocks-per-sm-range", metavar="LOW:HIGH[:STEP]",
+                       help="the launch bounds' min blocks per SM searched")
+    space.add_argument("--fixed-min-blocks-per-sm", type=int, metavar="N", help="one min blocks per SM")
     parser.add_argument("--executor", metavar="MODULE:FUNCTION",
                         help="run each trial as FUNCTION(path, point) instead of replaying it (tests)")
     parser.add_argument("--json", action="store_true", help=f"print one JSON object ({SCHEMA})")
@@ -115,6 +165,130 @@ def clients_of(args: argparse.Namespace) -> list:
     return [by_name[n] for n in dict.fromkeys(args.client)]
 
 
+CONFIG_SCHEMA = "kir.tune-config/1"
+#: what --config/--dump-config leave out (run modes, not options)
+NOT_CONFIG = ("records", "config", "dump_config", "print_space", "dry_run", "func", "command")
+
+
+def parse_range(text: str, flag: str, low: int, high: int) -> list[int]:
+    """LOW:HIGH[:STEP], both ends included (Mneme's builtin_spaces.parse_range)."""
+    parts = text.split(":")
+    try:
+        if len(parts) not in (2, 3):
+            raise ValueError
+        a, b, step = int(parts[0]), int(parts[1]), int(parts[2]) if len(parts) == 3 else 1
+    except ValueError:
+        raise OptionError(f"{flag} {text!r}: expected LOW:HIGH[:STEP] (integers)") from None
+    if step < 1 or a > b or a < low or b > high:
+        raise OptionError(f"{flag} {text!r}: expected {low} <= LOW <= HIGH <= {high} and STEP >= 1")
+    return list(range(a, b + 1, step))
+
+
+def _defaults() -> dict:
+    """`kir tune`'s own options and their defaults (not the top-level parser's)."""
+    parser = argparse.ArgumentParser(add_help=False)
+    add_arguments(parser)
+    return vars(parser.parse_args(["-"]))
+
+
+def apply_config(args: argparse.Namespace) -> None:
+    """--config FILE: its options where the command line left the default."""
+    if not args.config:
+        return
+    from kir.files import load_json
+    data = load_json(args.config, f"--config {args.config}")
+    if not isinstance(data, dict) or data.get("schema", CONFIG_SCHEMA) != CONFIG_SCHEMA:
+        raise OptionError(f"--config {args.config}: expected a JSON object, schema {CONFIG_SCHEMA}")
+    defaults = _defaults()
+    given = _given()
+    for key, value in data.items():
+        if key == "schema":
+            continue
+        if key not in defaults or key in NOT_CONFIG:
+            raise OptionError(f"--config {args.config}: unknown option {key!r}")
+        if key not in given and getattr(args, key) == defaults[key]:
+            setattr(args, key, value)
+
+
+def _given() -> set[str]:
+    """The options this process's command line names (even at their default value)."""
+    parser = argparse.ArgumentParser(add_help=False)
+    add_arguments(parser)
+    for action in parser._actions:
+        action.default = argparse.SUPPRESS
+    known, _ = parser.parse_known_args(sys.argv[1:])
+    return set(vars(known)) - {"records"}
+
+
+def config_of(args: argparse.Namespace) -> dict:
+    own = _defaults()
+    return {"schema": CONFIG_SCHEMA,
+            **{k: v for k, v in sorted(vars(args).items()) if k in own and k not in NOT_CONFIG}}
+
+
+def space_of(args: argparse.Namespace):
+    """The preset or --space file, with the space controls applied."""
+    from kir.files import load_json
+    from kir.tune import Space
+    if args.space:
+        data, where = load_json(args.space, f"--space {args.space}"), str(args.space)
+        if not isinstance(data, dict):
+            return Space.from_dict(data, where)  # its error
+    else:
+        data, where = {"preset": args.preset}, f"preset {args.preset}"
+    data = dict(data)
+    changed = []
+
+    def put(key, value, flag):
+        data[key] = value
+        changed.append(flag)
+    if args.launch_dim:
+        put("block", "recorded" if args.launch_dim == "none" else "auto", "--launch-dim")
+    if args.launch_safety:
+        put("launch_safety", args.launch_safety, "--launch-safety")
+    pipelines = []
+    if args.passes:
+        pipelines += args.passes
+    if args.pipeline_file:
+        from kir.files import MAX_JSON_BYTES, read_file
+        where = f"--pipeline-file {args.pipeline_file}"
+        try:
+            text = read_file(args.pipeline_file, where, MAX_JSON_BYTES, OptionError).decode()
+        except UnicodeDecodeError as error:
+            raise OptionError(f"{where}: not UTF-8 text at byte {error.start}") from None
+        pipelines += [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+        if not pipelines:
+            raise OptionError(f"--pipeline-file {args.pipeline_file}: no pipeline in it")
+    if args.fixed_passes:
+        if pipelines:
+            raise OptionError("--fixed-passes: not with --passes or --pipeline-file")
+        pipelines = [args.fixed_passes]
+    if pipelines:
+        put("pipeline", pipelines, "--passes")
+    if args.codegen_opt_range and args.fixed_codegen_opt is not None:
+        raise OptionError("--fixed-codegen-opt: not with --codegen-opt-range")
+    if args.codegen_opt_range:
+        put("codegen_opt", parse_range(args.codegen_opt_range, "--codegen-opt-range", 0, 3), "--codegen-opt-range")
+    if args.fixed_codegen_opt is not None:
+        put("codegen_opt", [args.fixed_codegen_opt], "--fixed-codegen-opt")
+    for flag, key in (("specialize_space", "specialize_args"), ("specialize_dims_space", "specialize_dims"),
+                      ("launch_bounds_space", "launch_bounds")):
+        mode = getattr(args, flag)
+        if mode and mode != "fixed":
+            put(key, {"on": [True], "off": [False], "on-off": [False, True]}[mode], "--" + flag.replace("_", "-"))
+    if args.min_blocks_per_sm_range and args.fixed_min_blocks_per_sm is not None:
+        raise OptionError("--fixed-min-blocks-per-sm: not with --min-blocks-per-sm-range")
+    if args.min_blocks_per_sm_range:
+        put("min_blocks", parse_range(args.min_blocks_per_sm_range, "--min-blocks-per-sm-range", 0, 32),
+            "--min-blocks-per-sm-range")
+    if args.fixed_min_blocks_per_sm is not None:
+        put("min_blocks", [args.fixed_min_blocks_per_sm], "--fixed-min-blocks-per-sm")
+    for flag in ("iterations", "warmup"):
+        if getattr(args, flag) is not None:
+            put("repeat" if flag == "iterations" else "warmup", getattr(args, flag), "--" + flag)
+    return Space.from_dict(data, where + (" with " + ", ".join(dict.fromkeys(changed)) if changed else ""))
+
+
 @dataclass(frozen=True)
 class TuneOptions:
     """`kir tune`'s options, read from the command line once (`from_args`, checked there)."""
@@ -131,28 +305,52 @@ class TuneOptions:
     executor: str | None = None
     json: bool = False
     resume: bool = False
+    sampler: str = "tpe"
+    metric: str = "median"
+    objective: str = "time"
+    timeout: float | None = None
+    fail_fast: bool = False
+    study_prefix: str = "kir-tune"
+    baseline_only: bool = False
+    trial_timeout: float | None = None
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> TuneOptions:
-        from kir.tune import Space
         if args.trials < 1:
             raise OptionError(f"--trials {args.trials}: expected a positive number")
-        space = Space.load(args.space) if args.space else Space.preset(args.preset)
+        for flag in ("timeout", "trial_timeout"):
+            value = getattr(args, flag)
+            if value is not None and not value > 0:
+                raise OptionError(f"--{flag.replace('_', '-')} {value}: expected a positive number of seconds")
+        space = space_of(args)
         paths = tuple(record_paths(args.records))
         client = clients_of(args)
         cluster = ClusterOptions.from_args(args)
         storage = "journal:kir-tune.journal" if cluster.asked and args.storage is None else args.storage
         return cls(paths=paths, space=space, trials=args.trials, client=client, jit_cache=args.jit_cache,
                    store=args.store, seed=args.seed, device=args.device, cluster=cluster, storage=storage,
-                   executor=args.executor, json=args.json, resume=args.resume)
+                   executor=args.executor, json=args.json, resume=args.resume, sampler=args.sampler,
+                   metric=args.metric, objective=args.objective, timeout=args.timeout, fail_fast=args.fail_fast,
+                   study_prefix=args.study_name, baseline_only=args.baseline_only,
+                   trial_timeout=args.trial_timeout)
 
 
 def run(args: argparse.Namespace) -> int:
     from kir.record import Record
     from kir.tune import tune
+    apply_config(args)
     opts = TuneOptions.from_args(args)
-    for path in opts.paths:
-        Record.load(path)  # a bad record is exit 2 before any trial runs
+    if args.dump_config:
+        Path(args.dump_config).write_text(json.dumps(config_of(args), indent=2) + "\n")
+        return 0
+    records = [Record.load(path) for path in opts.paths]  # a bad record is exit 2 before any trial runs
+    if args.print_space or args.dry_run:
+        return print_spaces(opts, records, args.dry_run)
+    for path, record in zip(opts.paths, records):
+        if record.kernel.ir is None and not opts.baseline_only:
+            print(f"kir tune: {path}: {record.kernel.name} has no LLVM IR (an nvcc build): tuning its launch "
+                  "configuration only, with the recorded code; the blocks found are suggestions for the source, "
+                  "never handed to the JIT client", file=sys.stderr, flush=True)
     cluster = opts.cluster.open()
     try:
         from kir.progress import Progress
@@ -161,7 +359,9 @@ def run(args: argparse.Namespace) -> int:
             results = tune(list(opts.paths), opts.space, opts.trials, storage=opts.storage, cluster=cluster,
                            seed=opts.seed, executor=opts.executor, client=opts.client, cache=opts.jit_cache,
                            store=opts.store, device=opts.device, progress=progress.callback,
-                           resume=opts.resume)
+                           resume=opts.resume, sampler=opts.sampler, metric=opts.metric, objective=opts.objective,
+                           timeout=opts.timeout, fail_fast=opts.fail_fast, study_prefix=opts.study_prefix,
+                           baseline_only=opts.baseline_only, trial_timeout=opts.trial_timeout)
     finally:
         if cluster is not None:
             cluster.close()
@@ -180,6 +380,26 @@ def run(args: argparse.Namespace) -> int:
         for r in results:
             print_record(r, opts.jit_cache)
     return status
+
+
+def print_spaces(opts: TuneOptions, records, dry_run: bool) -> int:
+    """--print-space / --dry-run: each record's space as resolved (and, dry, the first
+    trial and the sampler's plan), as one JSON object (kir.tune-space-report/1)."""
+    from kir.tune.study import study_name
+    out = []
+    for path, record in zip(opts.paths, records):
+        space = opts.space.launch_only() if record.kernel.ir is None else opts.space
+        entry = {"record": path, "kernel": record.kernel.name, "study": study_name(record, opts.study_prefix),
+                 "launch_only": record.kernel.ir is None, "space": space.describe(record)}
+        if dry_run:
+            first = space.baseline_params(record)
+            entry |= {"sampler": opts.sampler, "metric": opts.metric, "objective": opts.objective,
+                      "trials": 0 if opts.baseline_only else opts.trials, "first_trial": first,
+                      "grid": space.grid(record)}
+        out.append(entry)
+    print(json.dumps(envelope("kir.tune-space-report/1", dry_run=dry_run, records=out), indent=None if opts.json
+                     else 2))
+    return 0
 
 
 def cell(value, fmt="{}") -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import ctypes
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kir.errors import NoDeviceError, OptionError, ReplayError, missing_extra
 from kir.record import Record, Region
@@ -35,6 +35,7 @@ class RunResult:
     compile_seconds: float | None = None  #: kir.jit.compile's time (None: not compiled here)
     cached: bool = False        #: the compiled code came from this Replayer's cache of keys
     resources: object = None    #: kir.jit.Resources: registers, spills, shared / local memory, ...
+    timings: dict = field(default_factory=dict)  #: kir.jit.compile's seconds per step (compiled here)
 
     @property
     def median_ms(self) -> float | None:
@@ -123,6 +124,7 @@ class Replayer:
         """`cache`: a kir.cache.Cache (or its directory) the code compiled for
         variants is stored into under its JIT key (what `kir tune` hands the JIT client)."""
         self.record, self.driver = record, _driver()
+        self.stage = "load"  #: what the Replayer was doing last: "load", "compile" or "launch"
         self._variant_code: dict[str, _Code] = {}  # JIT key -> compiled code loaded
         self._recorded_code: _Code | None = None
         self.cache = None
@@ -390,10 +392,12 @@ class Replayer:
         memory; then device memory against the epilogues (bitwise, or within
         `variant.tolerance`)."""
         from kir.replay.variant import jit_key as variant_key, resolve
+        self.stage = "compile"  # what a failure below was doing (kir.tune.trial's error kinds)
         resolved = resolve(self.record, variant)
         key = variant_key(self.record, resolved, self.device_arch)
         cached = key is not None and key in self._variant_code
         code = self._code_for(resolved, key)
+        self.stage = "launch"
         grid, block, shared = resolved.grid, resolved.block, resolved.shared_bytes
         self._allow_shared(shared, code.function)
         parameters = _LaunchParameters(self.driver, self.plan.args)
@@ -415,7 +419,8 @@ class Replayer:
                          name=variant.name, description=variant.describe(), warmup=variant.warmup,
                          compiled=compiled is not None, jit_key=key, code_kind=code.kind, code_size=code.size,
                          compile_seconds=compiled.compile_seconds if compiled is not None else None,
-                         cached=cached, resources=code.resources)
+                         cached=cached, resources=code.resources,
+                         timings=dict(compiled.timings) if compiled is not None else {})
 
     def _graph_times(self, code: _Code, grid, block, shared: int, parameters: _LaunchParameters, launches: int,
                      warmup: int) -> list[float]:
@@ -471,6 +476,7 @@ class Replayer:
         if key not in self._variant_code:
             from kir.replay.variant import compile_variant
             compiled = compile_variant(self.record, resolved, self.device_arch)
+            self.stage = "load"
             self._variant_code[key] = self._load_compiled(compiled)
             if self.cache is not None:
                 self.cache.store(key, compiled.code, compiled.kind, compiled.arch, compiled.meta)

@@ -59,8 +59,10 @@ class RecordTuning:
 
 def tune(paths, space: Space | None = None, trials: int = 20, *, storage: str | None = None, cluster=None,
          seed: int | None = None, executor: str | None = None, client: Client | list[Client] = Client(),  # noqa: B008 (frozen)
-         cache=None, store: str = "better", device: int = 0, progress=None,
-         resume: bool = False) -> list[RecordTuning]:
+         cache=None, store: str = "better", device: int = 0, progress=None, resume: bool = False,
+         sampler: str = "tpe", metric: str = "median", objective: str = "time", timeout: float | None = None,
+         fail_fast: bool = False, study_prefix: str = "kir-tune", baseline_only: bool = False,
+         trial_timeout: float | None = None) -> list[RecordTuning]:
     """Tune every record of `paths` (`trials` trials each) and hand each winner to the
     JIT client's cache. `cluster`: a kir.distribute.Cluster to run on (each record's
     trials split over its workers when they share `storage`); `storage`: an Optuna
@@ -70,7 +72,19 @@ def tune(paths, space: Space | None = None, trials: int = 20, *, storage: str | 
     `client`: the JIT client, or a list of them: the winner is stored under each one's
     key (kir.jit.clients: the clients declared in the cache directory); records that
     share a key keep the fastest (`handoff`). A study in `storage` run with another space or
-    executor is not continued (a new one starts, said in the result's warnings) unless `resume`."""
+    executor is not continued (a new one starts, said in the result's warnings) unless `resume`.
+
+    `sampler`, `metric`, `objective`, `timeout`, `fail_fast`, `study_prefix`:
+    kir.tune.study.TuneTask's; `trial_timeout`: seconds a trial may take;
+    `baseline_only`: measure the recorded code, no trial."""
+    from kir.tune.study import METRICS, OBJECTIVES, SAMPLERS
+    for name, value, allowed in (("--sampler", sampler, SAMPLERS), ("--metric", metric, tuple(METRICS)),
+                                 ("--objective", objective, OBJECTIVES)):
+        if value not in allowed:
+            raise OptionError(f"{name} {value!r}: expected {', '.join(allowed)}")
+    for name, value in (("--timeout", timeout), ("--trial-timeout", trial_timeout)):
+        if value is not None and not value > 0:
+            raise OptionError(f"{name} {value!r}: expected a positive number of seconds")
     if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
         raise OptionError(f"--trials {trials!r}: expected a positive number")
     if store not in ("better", "always", "never"):
@@ -84,15 +98,17 @@ def tune(paths, space: Space | None = None, trials: int = 20, *, storage: str | 
     per_record = max(1, workers // len(paths)) if storage is not None else 1
     from kir.record import Record
     from kir.tune.study import choose_study, settings_digest
-    digest = settings_digest(space_data, executor)
+    digest = settings_digest(space_data, executor, metric=metric, objective=objective)
     tasks, studies = [], {}
     for path in paths:
-        studies[path] = choose_study(Record.load(path), storage, digest, resume)
+        studies[path] = choose_study(Record.load(path), storage, digest, resume, study_prefix)
         share = min(per_record, trials)
         for i in range(share):
             n = trials // share + (1 if i < trials % share else 0)
-            tasks.append(TuneTask(path, space_data, n, storage, None if seed is None else seed + i, executor,
-                                  device, study=studies[path][0]))
+            tasks.append(TuneTask(path, space_data, 0 if baseline_only else n, storage,
+                                  None if seed is None else seed + i, executor, device, study=studies[path][0],
+                                  sampler=sampler, metric=metric, objective=objective, timeout=timeout,
+                                  fail_fast=fail_fast, study_prefix=study_prefix, trial_timeout=trial_timeout))
     if cluster is not None:
         from kir.distribute import Failure, map_items
         finished = [0]
@@ -118,7 +134,7 @@ def tune(paths, space: Space | None = None, trials: int = 20, *, storage: str | 
     results, claimed = [], {}
     for path in paths:
         name, warning = studies[path]
-        outcome = load_outcome(path, storage, [r for r in returned if isinstance(r, dict)], name)
+        outcome = load_outcome(path, storage, [r for r in returned if isinstance(r, dict)], name, study_prefix)
         results.append(RecordTuning(outcome, [handoff(outcome, c, cache, store, claimed) for c in clients],
                                     [warning] if warning else []))
     return results

@@ -69,6 +69,8 @@ PRESETS = {
     "compiler": {"block": "recorded", "opt_level": [1, 2, 3], "codegen_opt": [1, 2, 3],
                  "maxrregcount": [0, 64, 128], "specialize_args": [False, True]},
     "quick": {"block": "auto", "launch_safety": "conservative", "opt_level": [2, 3], "codegen_opt": [2, 3]},
+    # the launch configuration only, kir.jit's default options (Mneme's "launch" preset)
+    "launch": {"block": "auto", "launch_safety": "aggressive"},
     "standard": {"block": "auto", "opt_level": [1, 2, 3], "codegen_opt": [1, 2, 3],
                  "maxrregcount": [0, 64, 128], "specialize_args": [False, True]},
     "full": {"block": "auto", "launch_safety": "aggressive", "opt_level": [0, 1, 2, 3], "codegen_opt": [1, 2, 3],
@@ -144,6 +146,7 @@ class Point:
     repeat: int = 20
     timing: str = "graph"
     recorded_launch: bool = True   #: block and grid are the recording's
+    recorded_code: bool = False    #: the record's own code (no LLVM IR to compile: an nvcc build)
 
     def options(self):
         from kir.jit import Options
@@ -153,6 +156,9 @@ class Point:
     def variant(self, has_jit_args: bool, name: str = ""):
         """The kir.replay.Variant that runs this point (always compiled from the IR)."""
         from kir.replay.variant import Variant
+        if self.recorded_code:
+            return Variant(grid=self.grid, block=self.block, warmup=self.warmup, repeat=self.repeat,
+                           timing=self.timing, name=name)
         threads = math.prod(self.block)
         return Variant(grid=self.grid, block=self.block, args="jit" if self.specialize_args and has_jit_args else (),
                        specialize_grid=self.specialize_dims, specialize_block=self.specialize_dims,
@@ -162,6 +168,8 @@ class Point:
 
     def describe(self) -> str:
         parts = [f"block {'x'.join(map(str, self.block))}", f"grid {'x'.join(map(str, self.grid))}"]
+        if self.recorded_code:
+            return ", ".join(parts + ["the recorded code"])
         parts.append(f"pipeline {self.pipeline}" if self.pipeline else f"O{self.opt_level}")
         parts.append(f"codegen O{self.codegen_opt}")
         if self.maxrregcount:
@@ -275,6 +283,16 @@ class Space:
             setattr(space, name, value)
         return space
 
+    def launch_only(self) -> "Space":
+        """The space of a record without LLVM IR (an nvcc build): nothing to compile,
+        so only the launch configuration, with the recorded code; "recorded" blocks
+        become "auto" (one point would be the recorded launch again)."""
+        import dataclasses
+        return dataclasses.replace(self, block="auto" if self.block == "recorded" else self.block, opt_level=[3],
+                                   pipeline=None, codegen_opt=[3], maxrregcount=[0], specialize_args=[False],
+                                   specialize_dims=[False], launch_bounds=[False], min_blocks=[0],
+                                   source=f"{self.source}, launch only (no LLVM IR)")
+
     def blocks(self, record) -> list[tuple[int, int, int]]:
         launch = record.launch
         if self.block == "recorded":
@@ -284,15 +302,20 @@ class Space:
         shapes = [tuple(launch.block)] + [b for b in self.block if b != tuple(launch.block)]
         return shapes if tuple(launch.block) in self.block else shapes[1:]
 
-    def sample(self, trial, record) -> Point:
+    def sample(self, trial, record, ordinal: bool = False) -> Point:
         """An Optuna trial's choices (suggest_categorical on every dimension with more
-        than one choice; the choices are encoded as text, which every storage keeps)."""
+        than one choice; the choices are encoded as text, which every storage keeps).
+        `ordinal`: the non-boolean dimensions as the index of their choice
+        (suggest_int), which CMA-ES models (it leaves categorical ones to a random
+        sampler: optuna.samplers.CmaEsSampler)."""
         launch = record.launch
         blocks = self.blocks(record)
 
         def pick(name, choices):
             if len(choices) == 1:
                 return choices[0]
+            if ordinal and not isinstance(choices[0], bool):
+                return choices[trial.suggest_int(name, 0, len(choices) - 1)]
             texts = [_text(c) for c in choices]
             chosen = trial.suggest_categorical(name, texts)
             return choices[texts.index(chosen)]
@@ -320,23 +343,39 @@ class Space:
         timed as the trials are (kir.tune.trial.evaluate)."""
         return {"recorded": True, "warmup": self.warmup, "repeat": self.repeat, "timing": self.timing}
 
-    def baseline_params(self, record) -> dict:
+    def baseline_params(self, record, ordinal: bool = False) -> dict:
         """The trial to run first (Optuna's enqueue_trial): the recorded launch with
-        kir.jit's default options — what the JIT client compiles without tuning."""
+        kir.jit's default options — what the JIT client compiles without tuning
+        (`ordinal`: as `sample` encodes it)."""
         params = {}
-        launch_block = tuple(record.launch.block)
-        if len(self.blocks(record)) > 1:
-            params["block"] = _text(launch_block)
+
+        def put(name, choices, value):
+            if len(choices) > 1:
+                params[name] = choices.index(value) if ordinal and not isinstance(value, bool) else _text(value)
+        put("block", self.blocks(record), tuple(record.launch.block))
         for name, default in (("opt_level", 3), ("codegen_opt", 3), ("maxrregcount", 0),
                               ("specialize_args", True), ("specialize_dims", False), ("launch_bounds", False)):
             choices = getattr(self, name)
             if name == "opt_level" and self.pipeline:
                 continue
-            if len(choices) > 1:
-                params[name] = _text(default if default in choices else choices[-1])
-        if self.pipeline and len(self.pipeline) > 1:
-            params["pipeline"] = self.pipeline[0]
+            put(name, choices, default if default in choices else choices[-1])
+        if self.pipeline:
+            put("pipeline", self.pipeline, self.pipeline[0])
         return params
+
+    def grid(self, record) -> dict:
+        """Every dimension with more than one choice, its choices as `sample` suggests
+        them: the search space of Optuna's GridSampler (`--sampler grid|exhaustive`)."""
+        dims = {"block": self.blocks(record)}
+        if self.pipeline:
+            dims["pipeline"] = self.pipeline
+        else:
+            dims["opt_level"] = self.opt_level
+        for name in ("codegen_opt", "maxrregcount", "specialize_args", "specialize_dims", "launch_bounds"):
+            dims[name] = getattr(self, name)
+        if True in self.launch_bounds:
+            dims["min_blocks"] = self.min_blocks
+        return {k: [_text(c) for c in v] for k, v in dims.items() if len(v) > 1}
 
     def size(self, record) -> int:
         """How many distinct points the space holds."""

@@ -43,27 +43,66 @@ def _optuna():
     return optuna
 
 
-def study_name(record) -> str:
-    """The study of a recorded launch: kir-tune-<static hash>-<launch identity>."""
+def study_name(record, prefix: str = "kir-tune") -> str:
+    """The study of a recorded launch: <prefix>-<static hash>-<launch identity>
+    (prefix: `kir tune --study-name`, default kir-tune)."""
     identity = record.launch.identity or "0"
-    return f"kir-tune-{record.kernel.static_hash}-{identity}"
+    return f"{prefix}-{record.kernel.static_hash}-{identity}"
 
 
-def settings_digest(space: dict, executor: str | None = None) -> str:
-    """What a study's trials depend on besides the record (the space, the executor), as 16 hex
-    digits: kept in the study ("settings") so that a run with others does not continue it."""
+SAMPLERS = ("tpe", "random", "grid", "exhaustive", "cmaes")
+METRICS = {"median": statistics.median, "mean": statistics.fmean, "min": min, "max": max}
+OBJECTIVES = ("time", "speedup")
+
+
+def make_sampler(optuna, name: str, space: Space, record, trials: int, seed: int | None):
+    """Optuna's sampler for `kir tune --sampler` (Mneme's tuning/sample_strategy.py:
+    random, TPE (Optuna), exhaustive; grid is Optuna's GridSampler over every
+    choice; cmaes Optuna's CmaEsSampler, through the `cmaes` package, on the
+    dimensions `Space.sample(ordinal=True)` encodes as integers)."""
+    if name == "tpe":
+        return optuna.samplers.TPESampler(seed=seed, n_startup_trials=min(10, max(1, trials // 3)))
+    if name == "random":
+        return optuna.samplers.RandomSampler(seed=seed)
+    if name in ("grid", "exhaustive"):
+        return optuna.samplers.GridSampler(space.grid(record) or {"_": ["-"]}, seed=seed)
+    if name == "cmaes":
+        try:
+            import cmaes  # noqa: F401 (Optuna's CmaEsSampler imports it at the first trial)
+        except ImportError as error:
+            raise missing_extra("cmaes", "tune", "kir tune --sampler cmaes", error) from None
+        return optuna.samplers.CmaEsSampler(seed=seed, n_startup_trials=min(5, max(1, trials // 4)),
+                                            independent_sampler=optuna.samplers.RandomSampler(seed=seed),
+                                            warn_independent_sampling=False)
+    raise OptionError(f"--sampler {name!r}: expected {', '.join(SAMPLERS)}")
+
+
+def objective_value(result: dict, metric: str) -> float | None:
+    """The statistic `metric` of a trial's timed launches (times_ms; median_ms when
+    there are none)."""
+    times = [t for t in result.get("times_ms") or [] if t is not None]
+    if not times:
+        return result.get("median_ms")
+    return float(METRICS[metric](times))
+
+
+def settings_digest(space: dict, executor: str | None = None, **options) -> str:
+    """What a study's trials depend on besides the record (the space, the executor, and
+    `options` such as the metric and objective its values are), as 16 hex digits: kept in the
+    study ("settings") so that a run with others does not continue it."""
     import hashlib
-    text = json.dumps({"space": space, "executor": executor}, sort_keys=True, default=str)
+    text = json.dumps({"space": space, "executor": executor, **options}, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def choose_study(record, storage: str | None, digest: str, resume: bool = False) -> tuple[str, str | None]:
+def choose_study(record, storage: str | None, digest: str, resume: bool = False,
+                 prefix: str = "kir-tune") -> tuple[str, str | None]:
     """The study this run continues or starts, and a warning (None: nothing to say). A study of
     the record in `storage` that was run with other settings is not continued: a new study
     kir-tune-…-DIGEST8 is started, unless `resume` (then it continues, said). Mneme compares an
     earlier session's space and options too (TuningSession._validate_resume,
     python/mneme/tuning/session.py), and refuses a mismatch under --resume."""
-    name = study_name(record)
+    name = study_name(record, prefix)
     if storage is None:
         return name, None
     optuna = _optuna()
@@ -121,35 +160,53 @@ class TuneTask:
     executor: str | None = None
     device: int = 0
     measure_baseline: bool = True
-    study: str | None = None       #: the study's name (choose_study; None: study_name(record))
+    study: str | None = None       #: the study's name (choose_study; None: study_name(record, study_prefix))
+    sampler: str = "tpe"               #: SAMPLERS
+    metric: str = "median"             #: METRICS: the statistic of the timed launches minimized
+    objective: str = "time"            #: "time" (minimized) or "speedup" (the recorded code's over it, maximized)
+    timeout: float | None = None       #: no new trial after this many seconds
+    fail_fast: bool = False            #: stop at the first trial whose status is "error"
+    study_prefix: str = "kir-tune"
+    trial_timeout: float | None = None  #: seconds a trial may take (TrialProcess kills it past them)
 
     def __call__(self, _item=None, on_trial=None) -> dict:
         optuna = _optuna()
         from kir.record import Record
         record = Record.load(self.path)
         space = Space.from_dict(self.space, "space")
+        launch_only = record.kernel.ir is None  # an nvcc build: the launch configuration only (launch_only)
+        if launch_only:
+            space = space.launch_only()
         storage = open_storage(self.storage)
-        name = self.study or study_name(record)
-        sampler = optuna.samplers.TPESampler(seed=self.seed, n_startup_trials=min(10, max(1, self.trials // 3)))
-        study = optuna.create_study(study_name=name, storage=storage, direction="minimize", sampler=sampler,
+        name = self.study or study_name(record, self.study_prefix)
+        sampler = make_sampler(optuna, self.sampler, space, record, self.trials, self.seed)
+        ordinal = self.sampler == "cmaes"
+        direction = "maximize" if self.objective == "speedup" else "minimize"
+        study = optuna.create_study(study_name=name, storage=storage, direction=direction, sampler=sampler,
                                     load_if_exists=True)
         if "record" not in study.user_attrs:
             study.set_user_attr("record", str(self.path))
             study.set_user_attr("space", space.describe(record))
         if "settings" not in study.user_attrs:
-            study.set_user_attr("settings", settings_digest(self.space, self.executor))
+            study.set_user_attr("settings", settings_digest(self.space, self.executor, metric=self.metric,
+                                                            objective=self.objective))
         if not any(t.user_attrs.get("first") for t in study.get_trials(deepcopy=False)):
-            study.enqueue_trial(space.baseline_params(record), user_attrs={"first": True}, skip_if_exists=True)
+            if self.trials > 0:
+                study.enqueue_trial(space.baseline_params(record, ordinal), user_attrs={"first": True},
+                                    skip_if_exists=True)
         run, close = self._runner()
+        baseline = {}
         try:
-            if self.measure_baseline:
+            if self.measure_baseline or self.objective == "speedup":
                 baseline = run(self.path, space.recorded())
+                baseline["value_ms"] = objective_value(baseline, self.metric)
                 worker = f"{socket.gethostname()}:{os.getpid()}"
                 study.set_user_attr(f"recorded:{worker}", baseline)
             seen: dict[str, dict] = {}  # a point measured in this task: not run again
 
             def objective(trial):
-                point = space.sample(trial, record)
+                point = space.sample(trial, record, ordinal)
+                point.recorded_code = launch_only
                 data = point.to_json()
                 text = json.dumps(data, sort_keys=True)
                 trial.set_user_attr("point", data)
@@ -161,13 +218,26 @@ class TuneTask:
                 trial.set_user_attr("result", result)
                 trial.set_user_attr("seconds", time.perf_counter() - start)
                 trial.set_user_attr("worker", f"{socket.gethostname()}:{os.getpid()}")
-                if result.get("status") != "ok" or result.get("median_ms") is None:
+                if self.fail_fast and result.get("status") == "error":
+                    trial.study.stop()
+                value = objective_value(result, self.metric)
+                if result.get("status") != "ok" or value is None:
                     raise optuna.TrialPruned(result.get("error") or result.get("status"))
-                return float(result["median_ms"])
+                trial.set_user_attr("value_ms", value)
+                if self.objective == "speedup":
+                    base = objective_value(baseline, self.metric) if baseline.get("status") == "ok" else None
+                    if not base or value <= 0:
+                        raise optuna.TrialPruned("no speed-up: the recorded code was not measured")
+                    return base / value
+                return value
 
             callbacks = [lambda _study, _trial: on_trial()] if on_trial is not None else None
+            n = self.trials
+            if self.sampler == "exhaustive" and n > 0:  # the whole grid (GridSampler stops the study there) and the first
+                n = math.prod(len(v) for v in space.grid(record).values()) + 1
             try:
-                study.optimize(objective, n_trials=self.trials, catch=(), callbacks=callbacks)
+                if n > 0:
+                    study.optimize(objective, n_trials=n, timeout=self.timeout, catch=(), callbacks=callbacks)
             except ValueError as error:  # Optuna: a dimension's choices differ from the study's (--resume)
                 raise OptionError(f"study {name}: cannot continue with this space: {error} (without --resume a "
                                   "new study starts)") from None
@@ -181,7 +251,7 @@ class TuneTask:
             from kir.distribute import load_function
             return load_function(self.executor, "--executor"), lambda: None
         from kir.tune.trial import TrialProcess
-        process = TrialProcess(self.device)
+        process = TrialProcess(self.device, self.trial_timeout)
         return process.run, process.close
 
 
@@ -194,14 +264,18 @@ class TrialRow:
     seconds: float | None = None
     worker: str | None = None
 
+    value_ms: float | None = None   #: the objective's statistic of the timed launches (--metric)
+
     @property
     def ms(self) -> float | None:
-        return self.result.get("median_ms") if self.state == "complete" else None
+        if self.state != "complete":
+            return None
+        return self.value_ms if self.value_ms is not None else self.result.get("median_ms")
 
     def to_json(self) -> dict:
         return {"number": self.number, "state": self.state, "point": self.point.to_json() if self.point else None,
                 "description": self.point.describe() if self.point else None, "result": self.result,
-                "seconds": self.seconds, "worker": self.worker}
+                "seconds": self.seconds, "worker": self.worker, "value_ms": self.value_ms}
 
 
 def _rows_json(study) -> list[dict]:
@@ -212,7 +286,7 @@ def _row(t) -> TrialRow:
     state = t.state.name.lower()
     point = Point.from_json(t.user_attrs["point"]) if "point" in t.user_attrs else None
     return TrialRow(t.number, state, point, t.user_attrs.get("result") or {}, t.user_attrs.get("seconds"),
-                    t.user_attrs.get("worker"))
+                    t.user_attrs.get("worker"), t.user_attrs.get("value_ms"))
 
 
 @dataclasses.dataclass
@@ -227,7 +301,9 @@ class Outcome:
 
     @property
     def recorded_ms(self) -> float | None:
-        return self.recorded.get("median_ms")
+        """The recorded code's time, by the study's --metric (value_ms)."""
+        value = self.recorded.get("value_ms")
+        return value if value is not None else self.recorded.get("median_ms")
 
     @property
     def arch(self) -> str | None:
@@ -242,18 +318,19 @@ class Outcome:
 
 
 def load_outcome(path: str, storage: str | None, task_results: list[dict] | None = None,
-                 name: str | None = None) -> Outcome:
+                 name: str | None = None, study_prefix: str = "kir-tune") -> Outcome:
     """Read a record's study back (from `storage`, or from the tasks' returns when it
     lived in memory); `name`: the study's (default study_name(record))."""
     from kir.record import Record
     record = Record.load(path)
-    name = name or study_name(record)
+    name = name or study_name(record, study_prefix)
     if storage is None:
         rows, attrs = [], {}
         for result in task_results or []:
             if result and result.get("study") == name:
                 rows += [TrialRow(d["number"], d["state"], Point.from_json(d["point"]) if d["point"] else None,
-                                  d["result"] or {}, d["seconds"], d["worker"]) for d in result["trials"]]
+                                  d["result"] or {}, d["seconds"], d["worker"], d.get("value_ms"))
+                         for d in result["trials"]]
                 attrs.update(result["user_attrs"])
     else:
         optuna = _optuna()
@@ -265,6 +342,8 @@ def load_outcome(path: str, storage: str | None, task_results: list[dict] | None
     recorded = dict(ok[0] if ok else (baselines[0] if baselines else {}))
     if len(ok) > 1:
         recorded["median_ms"] = statistics.median(b["median_ms"] for b in ok)
+        values = [b["value_ms"] for b in ok if b.get("value_ms") is not None]
+        recorded["value_ms"] = statistics.median(values) if values else None
     return Outcome(path, record, name, rows, recorded, attrs.get("space") or {})
 
 
@@ -294,6 +373,8 @@ class Client:
         else why not."""
         if not point.recorded_launch:
             return "another launch configuration changes what the app's launch computes"
+        if point.recorded_code:
+            return "the recorded code (the record has no LLVM IR): nothing to hand off"
         if point.specialize_dims and not (self.specialize_grid and self.specialize_block):
             return "its grid and block are constants, and the client's key does not cover them"
         if point.launch_bounds and not (self.specialize_block or self.bounds == "launch"):

@@ -5,6 +5,14 @@ the same from a child process, a Dask worker or a test's executor:
 
     status          "ok" (verified), "mismatch" (the output differs from the
                     recording), "error" (compile, load or launch failed)
+    error_kind      None (ok), "mismatch", "compile" (the variant's options or
+                    kir.jit), "load" (the code into the device), "launch" (running
+                    or timing it, reading its output back), "timeout" (the trial
+                    ran longer than TrialProcess's timeout), "crash" (the replay
+                    process died): a driver reads this, not the message
+    compile_timings kir.jit.compile's seconds per step (specialize, optimize,
+                    codegen, assemble); {} for the recorded code
+    constant_bytes  constant memory by bank ({"cmem[0]": bytes, ...})
     median_ms, times_ms   CUDA-event times of the timed launches
     registers, spill_stores, spill_loads, shared_bytes, local_bytes, code_size
     compile_seconds, jit_key (the variant's own key), arch, error, mismatches
@@ -34,13 +42,15 @@ CHILD = ("import sys\nif sys.path[:1] == ['']: del sys.path[0]\n"
          "from kir.tune.trial import main\nsys.exit(main(sys.argv[1:]))\n")
 
 RESULT_KEYS = ("status", "median_ms", "times_ms", "verified", "mismatches", "registers", "spill_stores",
-               "spill_loads", "shared_bytes", "local_bytes", "code_size", "code_kind", "compile_seconds", "jit_key",
-               "arch", "error")
+               "spill_loads", "shared_bytes", "local_bytes", "constant_bytes", "code_size", "code_kind",
+               "compile_seconds", "compile_timings", "jit_key", "arch", "error", "error_kind")
+#: error_kind's values (see the module's docstring)
+ERROR_KINDS = ("mismatch", "compile", "load", "launch", "timeout", "crash")
 
 
 def empty_result(**values) -> dict:
     out = dict.fromkeys(RESULT_KEYS)
-    out.update(times_ms=[], mismatches=[])
+    out.update(times_ms=[], mismatches=[], compile_timings={}, constant_bytes={})
     out.update(values)
     return out
 
@@ -49,7 +59,10 @@ def result_of(run, arch: str) -> dict:
     """A kir.replay RunResult as a trial result."""
     import dataclasses
     status = "ok" if run.verified else "mismatch"
-    return empty_result(status=status, median_ms=run.median_ms, times_ms=list(run.times_ms), verified=run.verified,
+    constant = getattr(run.resources, "constant_bytes", None) or {}
+    return empty_result(status=status, error_kind=None if run.verified else "mismatch",
+                        compile_timings=dict(run.timings), constant_bytes=dict(constant),
+                        median_ms=run.median_ms, times_ms=list(run.times_ms), verified=run.verified,
                         mismatches=[dataclasses.asdict(m) for m in run.mismatches], registers=run.registers,
                         spill_stores=run.spill_stores, spill_loads=run.spill_loads,
                         shared_bytes=run.shared_memory, local_bytes=run.local_memory, code_size=run.code_size,
@@ -81,29 +94,43 @@ def evaluate(replayers: _Replayers, path: str, point: dict) -> dict:
     "error" result."""
     from kir.replay import Variant
     from kir.tune.space import Point
+    replayer = None
     try:
         replayer = replayers.get(path)
         if point.get("recorded"):
             variant = Variant(warmup=point["warmup"], repeat=point["repeat"], timing=point["timing"], name="recorded")
         else:
+            replayer.stage = "compile"  # the point's options are checked here (a bad pipeline: compile)
             p = Point.from_json(point)
             variant = p.variant(bool(replayer.record.kernel.jit_args))
         return result_of(replayer.run(variant), replayer.device_arch)
     except (KirError, OSError) as error:
         deterministic = isinstance(error, (OptionError, PlanError, RecordError, OSError))
-        return empty_result(status="error", error=str(error), device_failed=not deterministic)
+        return empty_result(status="error", error=str(error), error_kind=_stage(replayer, error),
+                            device_failed=not deterministic)
     except Exception as error:  # a bug in kir: the trial's error, with where it happened
         import traceback
         return empty_result(status="error", error=f"{type(error).__name__}: {error}\n{traceback.format_exc()}",
-                            device_failed=True)
+                            error_kind=_stage(replayer, error), device_failed=True)
+
+
+def _stage(replayer, error) -> str:
+    """The error_kind of a failure: the Replayer's stage (kir.replay.Replayer.stage);
+    a record or plan that cannot be replayed at all is a "load"."""
+    from kir.errors import LLVMCrashError
+    if isinstance(error, (OptionError, LLVMCrashError)) and (replayer is None or replayer.stage == "compile"):
+        return "compile"
+    return getattr(replayer, "stage", None) or "load"
 
 
 class TrialProcess:
     """A child process that runs trials (see the module's docstring); `run(path,
     point)` sends one and waits for its result. Close it (or use `with`)."""
 
-    def __init__(self, device: int = 0) -> None:
-        self.device, self.proc = device, None
+    def __init__(self, device: int = 0, timeout: float | None = None) -> None:
+        """`timeout`: seconds a trial may take; past it the process is killed and the
+        trial is an "error" of kind "timeout"."""
+        self.device, self.proc, self.timeout = device, None, timeout
 
     def _start(self) -> None:
         self.proc = subprocess.Popen([sys.executable, "-c", CHILD, str(self.device)],
@@ -115,6 +142,15 @@ class TrialProcess:
         try:
             self.proc.stdin.write(json.dumps({"path": str(path), "point": point}) + "\n")
             self.proc.stdin.flush()
+            if self.timeout is not None:
+                import select
+                ready, _, _ = select.select([self.proc.stdout], [], [], self.timeout)
+                if not ready:
+                    self.proc.kill()
+                    self.proc.wait()
+                    self.proc = None
+                    return empty_result(status="error", error_kind="timeout",
+                                        error=f"the trial ran longer than {self.timeout:g} s: its process was killed")
             line = self.proc.stdout.readline()
         except (BrokenPipeError, OSError):
             line = ""
@@ -122,7 +158,7 @@ class TrialProcess:
             code = self.proc.wait()
             self.proc = None
             how = f"was killed by signal {-code}" if code < 0 else f"exited with status {code}"
-            return empty_result(status="error", error=f"the replay process {how} during the trial")
+            return empty_result(status="error", error_kind="crash", error=f"the replay process {how} during the trial")
         result = json.loads(line)
         if result.pop("device_failed", False):
             self.close()  # the context may be unusable: a fresh process for the next trial
