@@ -423,6 +423,28 @@ def test_replay_all_on_gpus(gpu, built, tmp_path):
     print("records per minute:", {k: round(v["summary"]["records_per_minute"], 1) for k, v in runs.items()})
 
 
+def test_a_faulting_record_on_the_gpu_costs_only_itself(gpu, built, tmp_path):
+    """Records of the real sm_90 axpy: one whose `y` argument points at an address no
+    allocation holds (its kernel faults: CUDA_ERROR_ILLEGAL_ADDRESS, sticky), four
+    good ones. Whatever their order, the faulting one is an error row with
+    device_fault 700 and every other record passes."""
+    from record_builders import axpy_record
+
+    directory = tmp_path / "rec"
+    bad, _, _ = axpy_record(directory, built["kernels_sm90.cubin"], a=9.0,
+                            alter=lambda args: args.__setitem__(2, (0x10).to_bytes(8, "little")))
+    for a in (1.0, 2.0, 3.0, 4.0):
+        axpy_record(directory, built["kernels_sm90.cubin"], a=a)
+    result = cli("replay", "--all", directory, "--json", timeout=600)
+    assert result.returncode == 2, result.stderr[-3000:]
+    rows = {r["record"]: r for r in json.loads(result.stdout)["records"]}
+    assert len(rows) == 5
+    faulted = rows.pop(bad.path.name)
+    assert faulted["status"] == "error" and faulted["device_fault"] == 700, faulted
+    assert "CUDA_ERROR_ILLEGAL_ADDRESS" in faulted["error"]
+    assert [r["status"] for r in rows.values()] == ["passed"] * 4, [r["error"] for r in rows.values()]
+
+
 def test_workers_without_dask_say_how_to_get_it(recording):
     """On a machine without Dask, --workers is an error naming the extra to install."""
     probe = ("import sys\nsys.modules['distributed'] = None  # as if not installed\n"
