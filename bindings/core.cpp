@@ -23,6 +23,7 @@
 #include "kir/cache.h"
 #include "kir/cuda/cubin.hpp"
 #include "kir/cuda/ptx.hpp"
+#include "kir/discover.hpp"
 #include "kir/hash/hash.hpp"
 #include "kir/hash/kernel_code.hpp"
 #include "kir/hash/proteus.hpp"
@@ -316,6 +317,14 @@ void bind_device_code(nb::module_& m) {
             kir::parse_cubin(kir::ByteView(reinterpret_cast<const uint8_t*>(data.c_str()), data.size())));
       },
       "data"_a, "Kernels and globals of a cubin given as bytes.");
+  m.def(
+      "cubin_arch",
+      [](nb::bytes data) {
+        kir::ByteView bytes(reinterpret_cast<const uint8_t*>(data.c_str()), data.size());
+        if (kir::classify_elf(bytes) != kir::ImageKind::cubin) throw nb::value_error("not a cubin (an EM_CUDA ELF)");
+        return kir::cubin_arch(bytes);
+      },
+      "data"_a, "A cubin's architecture (\"sm_90\") from its ELF header's e_flags.");
   m.def(
       "parse_code_object",
       [](nb::bytes data) {

@@ -121,6 +121,10 @@ void read_bare_image(FatbinRecord& record, ByteView bytes, const std::string& wh
   }
   record.code = std::move(*code);
   record.code->image_digest = xxh3_128(bytes);
+  // The image's own architecture (a fatbin entry's is in its header): a cubin's
+  // e_flags; PTX text loads for any device (its .target is the minimum), so none.
+  // Without it an NVRTC-compiled kernel is recorded for "" and replay refuses it.
+  if (elf) record.arch = cubin_arch(bytes);
   record.launched_bytes.assign(bytes.data(), bytes.data() + bytes.size());  // the app may free its copy
   record.launched_ready = true;
 }

@@ -255,6 +255,9 @@ def fatbin_flag_names(flags: int) -> list[str]:
 def parse_cubin(data: bytes) -> DeviceCode:
     """Kernels and globals of a cubin given as bytes."""
 
+def cubin_arch(data: bytes) -> str:
+    """A cubin's architecture ("sm_90") from its ELF header's e_flags."""
+
 def parse_code_object(data: bytes) -> DeviceCode:
     """
     Kernels, target id and embedded IR of an AMDGPU code object given as bytes.

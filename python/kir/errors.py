@@ -167,6 +167,28 @@ class NoDeviceError(ReplayError):
     """No CUDA driver or device to replay on."""
 
 
+#: The CUDA driver's sticky errors (cuda.h, CUresult: "the context cannot be used
+#: anymore" / "the process must be terminated and relaunched"): after one, every call
+#: of this process on the device fails the same way.
+STICKY_CUDA_ERRORS = {
+    700: "CUDA_ERROR_ILLEGAL_ADDRESS", 702: "CUDA_ERROR_LAUNCH_TIMEOUT", 710: "CUDA_ERROR_ASSERT",
+    714: "CUDA_ERROR_HARDWARE_STACK_ERROR", 715: "CUDA_ERROR_ILLEGAL_INSTRUCTION",
+    716: "CUDA_ERROR_MISALIGNED_ADDRESS", 717: "CUDA_ERROR_INVALID_ADDRESS_SPACE", 718: "CUDA_ERROR_INVALID_PC",
+    719: "CUDA_ERROR_LAUNCH_FAILED", 721: "CUDA_ERROR_TENSOR_MEMORY_LEAK", 810: "CUDA_ERROR_MPS_CLIENT_TERMINATED",
+    911: "CUDA_ERROR_EXTERNAL_DEVICE",
+}
+
+
+class DeviceFaultError(ReplayError):
+    """A sticky CUDA error (STICKY_CUDA_ERRORS; `code`): the device context of this
+    process is dead, so nothing more can run on the GPU here; `kir replay --all`
+    replays the remaining records in a fresh process (kir.replay.batch)."""
+
+    def __init__(self, message: str, code: int = 0) -> None:
+        super().__init__(message)
+        self.code = code
+
+
 class DistributedError(KirError):
     """Dask is not installed, or the cluster cannot be started or reached (kir.distribute)."""
 
@@ -206,8 +228,8 @@ def missing_extra(module: str, extra: str, needed_by: str, error: BaseException 
     return cls(f"{needed_by}: {module} is not installed: {install_hint(extra)}{detail}")
 
 
-__all__ = ["DISTRIBUTION", "BadMagicError", "CorruptError", "DistributedError", "ErrorCode", "InternalError",
+__all__ = ["DISTRIBUTION", "BadMagicError", "CorruptError", "DeviceFaultError", "DistributedError", "ErrorCode", "InternalError",
            "InvalidArgumentError", "KirError", "KirIOError", "LLVMCrashError", "MalformedError", "MnemeError",
            "NoDeviceError", "NotFoundError", "OptionError", "OutOfBoundsError", "PermissionRefusedError", "PlanError",
-           "RecordError", "ReplayError", "TooLargeError", "TruncatedError", "UnsupportedError",
+           "RecordError", "ReplayError", "STICKY_CUDA_ERRORS", "TooLargeError", "TruncatedError", "UnsupportedError",
            "UnsupportedVersionError", "distribution_name", "error_class", "install_hint", "missing_extra"]

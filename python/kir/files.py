@@ -16,8 +16,10 @@ the CLI prints one line and exits 2), its message starting with `where` (the fil
 or the option and the file)."""
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
+import sys
 
 from kir.errors import KirError, OptionError
 
@@ -125,5 +127,27 @@ def _size(n: int) -> str:
     return f"{n} bytes"
 
 
+@contextlib.contextmanager
+def stdout_to_stderr(enabled: bool = True):
+    """File descriptor 1 pointed at stderr for the block (dup2), then restored: what
+    code below Python writes to stdout while it runs (a replayed kernel's device
+    printf, flushed by the CUDA driver into fd 1; a library's chatter) stays out of
+    output a program reads, such as `--json`. Child processes started inside inherit
+    the redirection."""
+    if not enabled:
+        yield
+        return
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
 __all__ = ["MAX_INT_DIGITS", "MAX_JSON_BYTES", "file_type", "load_json", "open_regular", "parse_json", "read_exactly",
+           "stdout_to_stderr",
            "read_file"]

@@ -37,6 +37,8 @@ is a `MnemeError` naming the file and the byte offset of the bad field.
 """
 from __future__ import annotations
 
+import json
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +46,7 @@ from pathlib import Path
 from kir import _core, hashing
 from kir.errors import KirError, MnemeError
 from kir.files import load_json, read_file
+from kir.model import ArgType, JitArg, JitArgKind
 
 DIFF_MAGIC = b"MNEME_DIFF_V1"  # MnemeSnapshot::DiffMagic
 #: Mneme's interposed launch entry point (MnemeRecordingBackend.hpp: rtLaunchKernel,
@@ -64,6 +67,20 @@ class Annotation:
     @property
     def is_default(self) -> bool:
         return self.threshold == 0.0 and self.norm == 0 and not self.tag
+
+    def to_json(self, address: int) -> dict:
+        """As `kir import-mneme` keeps it (docs/mneme.md): the names of Mneme's enums
+        (BuiltinDType, ThresholdKind, Norm in include/mneme/MnemeAnnotation.hpp)."""
+        def name(table, value):
+            return table[value] if value < len(table) else value
+        return {"address": address, "dtype": name(_DTYPES, self.builtin), "threshold": self.threshold,
+                "threshold_kind": name(_THRESHOLD_KINDS, self.threshold_kind), "norm": name(_NORMS, self.norm),
+                "tag": self.tag.decode("utf-8", "backslashreplace")}
+
+
+_DTYPES = ("u8", "i8", "u16", "i16", "u32", "i32", "u64", "i64", "f16", "f32", "f64")  # BuiltinDType
+_THRESHOLD_KINDS = ("absolute", "relative")                                          # ThresholdKind
+_NORMS = ("none", "l1", "l2", "linf")                                                  # Norm
 
 
 @dataclass
@@ -109,6 +126,10 @@ class Kernel:
     va_size: int
     arg_names: list[str]
     instances: list[Instance]
+    #: per IR argument, whether Mneme may specialize it (`Specializations`,
+    #: mneme::canSpecialize in include/mneme/MnemeLLVMUtils.hpp: the integer and
+    #: floating-point scalars); empty when the file has none
+    specializations: list[bool] = field(default_factory=list)
 
 
 class _Cursor:
@@ -328,9 +349,14 @@ def read_database(path: Path | str) -> Kernel:
                          "(KernelInstancesCollection stores the kernel's module once)")
     module = _file_name({"Modules[0]": modules[0]}, "Modules[0]", "", path)
     names = _field(doc, "ArgNames", list, "", path) if "ArgNames" in doc else []
+    flags = _field(doc, "Specializations", list, "", path) if "Specializations" in doc else []
+    for i, flag in enumerate(flags):
+        if not isinstance(flag, bool):
+            raise MnemeError(f"{path}: Specializations[{i}]: expected bool, found {type(flag).__name__}")
     kernel = Kernel(path=path, static_hash=static, name=_field(doc, "KernelName", str, "", path),
                     demangled=_field(doc, "DemangledName", str, "", path), modules=[module],
-                    va_base=va_base, va_size=va_size, arg_names=[str(n) for n in names], instances=[])
+                    va_base=va_base, va_size=va_size, arg_names=[str(n) for n in names], instances=[],
+                    specializations=list(flags))
     instances = _field(doc, "instances", dict, "", path)
     for key, inst in instances.items():
         where = f"instances[{key!r}]"
@@ -370,6 +396,35 @@ class KernelCode:
     static_hash: _core.Hash128
     offsets: list[int]
     sizes: list[int]
+    #: the runtime-constant arguments (kernel.jit_args): Mneme's `Specializations`
+    jit_args: list[JitArg] = field(default_factory=list)
+
+
+#: an IR scalar's type -> kir's argument type (the scalars mneme::canSpecialize accepts;
+#: x86_fp80/fp128/ppc_fp128 have no kir type and cannot occur in device code)
+_IR_SCALARS = {"i1": ArgType.bool, "i8": ArgType.i8, "i32": ArgType.i32, "i64": ArgType.i64,
+               "float": ArgType.f32, "double": ArgType.f64}
+
+
+def _jit_args(kernel: Kernel, fn, path: Path) -> list[JitArg]:
+    """Mneme's `Specializations` (one flag per IR argument) as kir's runtime-constant
+    arguments: each flagged argument a scalar of its IR type."""
+    flags = kernel.specializations
+    if not flags:
+        return []
+    if len(flags) != len(fn.params):
+        raise MnemeError(f"{kernel.path}: Specializations has {len(flags)} flags, {kernel.name} takes "
+                         f"{len(fn.params)} arguments ({path.name})")
+    out = []
+    for i, (flag, param) in enumerate(zip(flags, fn.params)):
+        if not flag:
+            continue
+        kind = _IR_SCALARS.get(param.type)
+        if kind is None:
+            raise MnemeError(f"{kernel.path}: Specializations[{i}]: argument {i + 1} is {param.type}, "
+                             "not a scalar kir can specialize")
+        out.append(JitArg(i + 1, JitArgKind.scalar, kind))
+    return out
 
 
 def kernel_code(kernel: Kernel) -> KernelCode:
@@ -402,7 +457,8 @@ def kernel_code(kernel: Kernel) -> KernelCode:
     if len(params) != len(fn.params):
         raise MnemeError(f"{path}: {kernel.name}: {len(fn.params)} IR parameters, {len(params)} in its PTX")
     return KernelCode(ir=ir, arch=arch, static_hash=_core.static_hash(kernel.name, "ir", [ir]),
-                      offsets=[p.offset for p in params], sizes=[p.size for p in params])
+                      offsets=[p.offset for p in params], sizes=[p.size for p in params],
+                      jit_args=_jit_args(kernel, fn, path))
 
 
 # --- conversion --------------------------------------------------------------------
@@ -415,6 +471,32 @@ class Imported:
     record: str              #: the kir record's path ("" when only checked)
     regions: int
     warnings: list[str] = field(default_factory=list)
+    occurrences: int = 1     #: Mneme's `Occurrences`: launches of this instance the app made
+    #: the blobs' annotations that set a tolerance (Annotation.to_json each)
+    tolerances: list[dict] = field(default_factory=list)
+    jit_args: list[int] = field(default_factory=list)  #: 1-based positions (Mneme's `Specializations`)
+
+    def to_json(self) -> dict:
+        return {"kernel": self.kernel, "mneme_static_hash": self.mneme_static,
+                "mneme_dynamic_hash": self.mneme_dynamic, "record": self.record, "regions": self.regions,
+                "occurrences": self.occurrences, "jit_args": self.jit_args, "tolerances": self.tolerances}
+
+
+#: the file `convert` keeps, in the output folder, what kir records have no field for
+#: (Mneme's `Occurrences` and tolerances), by record file name (docs/mneme.md)
+SIDECAR = "mneme-import.json"
+
+
+def imported(output: Path | str) -> dict[str, dict]:
+    """What `convert` kept beside the records of `output`: record file name ->
+    Imported.to_json (without `record`); {} when nothing was imported there."""
+    path = Path(output) / SIDECAR
+    if not path.exists():
+        return {}
+    doc = load_json(path, error=MnemeError)
+    if not isinstance(doc, dict) or not isinstance(doc.get("records"), dict):
+        raise MnemeError(f"{path}: expected an object with a 'records' object")
+    return doc["records"]
 
 
 def _check_args(kernel: Kernel, code: KernelCode, snap: Snapshot) -> None:
@@ -437,6 +519,8 @@ def convert(directory: Path | str, output: Path | str, write: bool = True,
     databases = [read_database(p) for p in find_databases(directory)]
     codes = {k.path: kernel_code(k) for k in databases}
     phases = ("check", "write") if write else ("check",)
+    if write:
+        Path(output).mkdir(parents=True, exist_ok=True)  # the RecordBuilder makes only the last one
     total, done = len(phases) * sum(len(k.instances) for k in databases), 0
     for phase in phases:
         out = []
@@ -448,7 +532,20 @@ def convert(directory: Path | str, output: Path | str, write: bool = True,
                     done += 1
                 out.append(_convert_one(kernel, code, inst, ordinal, output if phase == "write" else None,
                                         chunk_size))
+    if write:
+        _write_sidecar(Path(output), out)
     return out
+
+
+def _write_sidecar(output: Path, items: list[Imported]) -> None:
+    kept = imported(output)
+    for item in items:
+        doc = item.to_json()
+        kept[Path(doc.pop("record")).name] = doc
+    text = json.dumps({"schema": "kir.mneme-import/1", "records": dict(sorted(kept.items()))}, indent=1)
+    tmp = output / f".{SIDECAR}.{os.getpid()}"
+    tmp.write_text(text + "\n")
+    tmp.replace(output / SIDECAR)
 
 
 def _convert_one(kernel: Kernel, code: KernelCode, inst: Instance, ordinal: int,
@@ -458,13 +555,15 @@ def _convert_one(kernel: Kernel, code: KernelCode, inst: Instance, ordinal: int,
     _check_args(kernel, code, prologue)
     epilogue = read_epilogue(folder / inst.epilogue, prologue)
     done = Imported(kernel.name, kernel.static_hash, inst.dynamic_hash, "",
-                    len(prologue.blobs) + len(prologue.globals))
+                    len(prologue.blobs) + len(prologue.globals), occurrences=inst.occurrences,
+                    jit_args=[a.position for a in code.jit_args])
     for address, blob in sorted(prologue.blobs.items()):
         a = epilogue.blobs[address].annotation
         if a is not None and not a.is_default:
+            done.tolerances.append(a.to_json(address))
             done.warnings.append(f"{epilogue.path}: the blob at {address:#x} carries a Mneme tolerance "
-                                 f"(threshold {a.threshold}, norm {a.norm}): kir records have none; "
-                                 "replay with kir replay --atol/--rtol/--norm")
+                                 f"(threshold {a.threshold}, norm {a.norm}): kir records have no field for it; "
+                                 f"kept in {SIDECAR}; replay with kir replay --atol/--rtol/--norm")
     if output is None:
         return done
     b = _core.RecordBuilder(str(output), chunk_size=chunk_size)
@@ -472,6 +571,8 @@ def _convert_one(kernel: Kernel, code: KernelCode, inst: Instance, ordinal: int,
     b.set_device("", code.arch, 0)  # Mneme records no device; the arch is the IR's target-cpu
     b.set_kernel(kernel.name, kernel.demangled, code.static_hash, code.offsets, code.sizes)
     b.set_ir(code.ir)
+    if code.jit_args:
+        b.set_jit_args([(a.position, "scalar", int(a.type), False, 0, 0, 0) for a in code.jit_args])
     identity = hashing.launch_identity(str(code.static_hash), code.arch, prologue.args,
                                        grid=inst.grid, block=inst.block, shared_bytes=inst.shared_bytes)
     b.set_launch(LAUNCH_API, _core.Hash128.from_hex(identity), inst.grid, inst.block, inst.shared_bytes, 0,
@@ -494,6 +595,6 @@ def _convert_one(kernel: Kernel, code: KernelCode, inst: Instance, ordinal: int,
     return done
 
 
-__all__ = ["Annotation", "convert", "DIFF_MAGIC", "find_databases", "Imported", "Instance", "Kernel",
+__all__ = ["Annotation", "convert", "DIFF_MAGIC", "find_databases", "Imported", "imported", "Instance", "Kernel",
            "kernel_code", "KernelCode", "LAUNCH_API", "read_database", "read_epilogue", "read_snapshot",
-           "Region", "Snapshot"]
+           "Region", "SIDECAR", "Snapshot"]

@@ -241,6 +241,44 @@ def test_annotated_blob_warns(recording, tmp_path, kir_cli):
     assert f"the blob at {VA_BASE + 2 * PAGE:#x} carries a Mneme tolerance (threshold 0.001, norm 2)" in result.stderr
 
 
+def test_nothing_mneme_wrote_is_lost(kernel_ir, tmp_path, kir_cli):
+    """`Specializations` become the records' runtime-constant arguments (kernel.jit_args:
+    affine's `long long bias` and `int n`, the scalars mneme::canSpecialize flags);
+    `Occurrences` and the output buffer's tolerance (mneme::annotate) are kept in
+    mneme-import.json and the --json output; an output path several folders deep is made."""
+    src = tmp_path / "mneme"
+    meta = Meta(builtin=9, threshold=1e-3, threshold_kind=1, norm=2, tag=b"out")  # F32, Relative, L2
+    launches = write_recording(src, kernel_ir, occurrences=(3, 1), out_meta=meta)
+    out = tmp_path / "deep" / "er" / "kir"
+    result = kir_cli("import-mneme", src, "-o", out, "--json")
+    assert result.returncode == 0, result.stderr
+    rows = {r["mneme_dynamic_hash"]: r for r in json.loads(result.stdout)["records"]}
+    expected_tolerance = [{"address": VA_BASE + 2 * PAGE, "dtype": "f32", "threshold": 1e-3,
+                           "threshold_kind": "relative", "norm": "l2", "tag": "out"}]
+    kept = json.loads((out / "mneme-import.json").read_text())["records"]
+    for launch, occurrences in zip(launches, (3, 1)):
+        row = rows[str(launch.dynamic)]
+        assert row["occurrences"] == occurrences and row["jit_args"] == [4, 5]
+        assert row["tolerances"] == expected_tolerance
+        record = Record.load(row["record"])
+        assert [(a.position, a.kind.name, a.type.name) for a in record.kernel.jit_args] == \
+            [(4, "scalar", "i64"), (5, "scalar", "i32")]
+        assert kept[Path(row["record"]).name] == {k: v for k, v in row.items() if k != "record"}
+
+
+def test_specializations_that_do_not_fit_the_kernel(recording, tmp_path, kir_cli):
+    src, _ = recording
+    database = next(src.glob("*.json"))
+    doc = json.loads(database.read_text())
+    for flags, message in (([True] * 4, "Specializations has 4 flags, _Z6affinePiPKi6Affinexi takes 5"),
+                           ([True, False, False, False, False], "Specializations[0]: argument 1 is ptr"),
+                           ([1, 0, 0, 0, 0], "Specializations[0]: expected bool, found int")):
+        database.write_text(json.dumps({**doc, "Specializations": flags}))
+        result = kir_cli("import-mneme", src, "-o", tmp_path / "kir")
+        assert result.returncode == 2 and message in result.stderr, result.stderr
+        assert result.stderr.count("\n") == 1
+
+
 # --- on the GPU ----------------------------------------------------------------------
 
 def test_replay_imported_record_from_ir(gpu, recording, tmp_path, kir_cli):

@@ -87,6 +87,41 @@ def test_plan_all_in_process(recording):
     assert "5 records: 5 planned;" in text.stdout.splitlines()[-1] and "in this process" in text.stdout
 
 
+def test_a_device_fault_costs_only_its_own_record(recording):
+    """The second record's replay is a sticky device fault (CUDA_ERROR_ILLEGAL_ADDRESS):
+    in the process it ran in, every later replay fails (as cuDevicePrimaryCtxRetain
+    does after one). The records after it run in a fresh process and pass; a fault
+    there too costs only its record again."""
+    names = listed(recording)
+    result = cli("replay", "--all", recording, "--executor", "replay_fakes:timed", "--json",
+                 env={"FAKE_FAULT": names[1]})
+    assert result.returncode == 2, result.stderr
+    rows = json.loads(result.stdout)["records"]
+    assert [r["record"] for r in rows] == names
+    assert [r["status"] for r in rows] == ["passed", "error", "passed", "passed", "passed"], \
+        [r["error"] for r in rows]
+    assert "CUDA_ERROR_ILLEGAL_ADDRESS" in rows[1]["error"] and rows[1]["device_fault"] == 700
+    assert all(r["device_fault"] is None for i, r in enumerate(rows) if i != 1)
+    pids = [r["worker"].rsplit(":", 1)[1] for i, r in enumerate(rows) if i != 1]
+    assert pids[0] != pids[1] and len(set(pids[1:])) == 1  # the rest: one fresh process
+
+
+def test_stdout_carries_only_the_json(recording):
+    """What replayed code prints to file descriptor 1 from C (a kernel's device printf,
+    written by the driver) goes to stderr: `--json` output parses, with --all and
+    with a fault's fresh process too."""
+    names = listed(recording)
+    for extra in ({}, {"FAKE_FAULT": names[0]}):
+        result = cli("replay", "--all", recording, "--executor", "replay_fakes:timed", "--json",
+                     env={"FAKE_PRINTF": "device printf from", **extra})
+        out = json.loads(result.stdout)  # nothing but the JSON
+        assert len(out["records"]) == 5
+        for name in names[1 if extra else 0:]:
+            assert f"device printf from {name}\n" in result.stderr
+    table = cli("replay", "--all", recording, "--executor", "replay_fakes:timed", env={"FAKE_PRINTF": "printed"})
+    assert table.returncode == 0 and f"printed {names[0]}" in table.stdout  # without --json: as it was
+
+
 def kir_demangled(name: str) -> str:
     return kir.demangle(name)
 
@@ -386,6 +421,28 @@ def test_replay_all_on_gpus(gpu, built, tmp_path):
     if gpus > 1:
         assert len({r["devices"].split(",")[0] for r in runs["all GPUs"]["records"]}) > 1
     print("records per minute:", {k: round(v["summary"]["records_per_minute"], 1) for k, v in runs.items()})
+
+
+def test_a_faulting_record_on_the_gpu_costs_only_itself(gpu, built, tmp_path):
+    """Records of the real sm_90 axpy: one whose `y` argument points at an address no
+    allocation holds (its kernel faults: CUDA_ERROR_ILLEGAL_ADDRESS, sticky), four
+    good ones. Whatever their order, the faulting one is an error row with
+    device_fault 700 and every other record passes."""
+    from record_builders import axpy_record
+
+    directory = tmp_path / "rec"
+    bad, _, _ = axpy_record(directory, built["kernels_sm90.cubin"], a=9.0,
+                            alter=lambda args: args.__setitem__(2, (0x10).to_bytes(8, "little")))
+    for a in (1.0, 2.0, 3.0, 4.0):
+        axpy_record(directory, built["kernels_sm90.cubin"], a=a)
+    result = cli("replay", "--all", directory, "--json", timeout=600)
+    assert result.returncode == 2, result.stderr[-3000:]
+    rows = {r["record"]: r for r in json.loads(result.stdout)["records"]}
+    assert len(rows) == 5
+    faulted = rows.pop(bad.path.name)
+    assert faulted["status"] == "error" and faulted["device_fault"] == 700, faulted
+    assert "CUDA_ERROR_ILLEGAL_ADDRESS" in faulted["error"]
+    assert [r["status"] for r in rows.values()] == ["passed"] * 4, [r["error"] for r in rows.values()]
 
 
 def test_workers_without_dask_say_how_to_get_it(recording):

@@ -113,10 +113,12 @@ def database(static: int, name: str, demangled: str, instances: dict) -> str:
     return json.dumps(doc, separators=(",", ":"), sort_keys=True)
 
 
-def instance_json(grid, block, shared, prologue, epilogue) -> dict:  # KernelInstance::toJSON
+def instance_json(grid, block, shared, prologue, epilogue, occurrences: int = 1) -> dict:  # KernelInstance::toJSON
+    """`Occurrences`: the launches with this dynamic hash; the snapshots are the first's
+    (KernelInstancesCollection::takeSnapshot counts a repeat, NumOccurrences++, and skips it)."""
     dims = lambda d: {"x": d[0], "y": d[1], "z": d[2]}  # noqa: E731
     return {"Prologue": prologue, "Epilogue": epilogue, "BlockDims": dims(block), "GridDims": dims(grid),
-            "SharedMem": shared, "Args": [], "Occurrences": 1}
+            "SharedMem": shared, "Args": [], "Occurrences": occurrences}
 
 
 @dataclass
@@ -145,10 +147,13 @@ def run_affine(n: int, mul: int, add: int, bias: int, seed: int, counter: int):
 
 
 def write_recording(folder: Path, ir: bytes, static: int = 15941914485064662553,
-                    sizes: tuple[int, int] = (300_000, 5000)) -> list[Launch]:
+                    sizes: tuple[int, int] = (300_000, 5000), occurrences: tuple[int, int] = (1, 1),
+                    out_meta: Meta | None = None) -> list[Launch]:
     """Two instances of `affine` (grid/block differ, `sizes` elements): the first with a
     diff epilogue (Mneme's default), the second with a bytes epilogue
-    (--epilogue-format bytes)."""
+    (--epilogue-format bytes); each launched `occurrences` times. `out_meta`: the
+    annotation the app set on the output buffer (mneme::annotate: the blob's metadata,
+    serialized with it in both snapshots)."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / f"RecordedIR_{static}.bc").write_bytes(ir)  # StoreModuleBytes
     in_addr, out_addr = VA_BASE, VA_BASE + 2 * PAGE
@@ -161,14 +166,15 @@ def write_recording(folder: Path, ir: bytes, static: int = 15941914485064662553,
         dyn = dynamic_hash(grid, block, 0)
         pro = f"DeviceState.prologue.{static}.{dyn}.mneme"
         epi = f"DeviceState.epilogue.{static}.{dyn}.mneme"
-        blobs = [Blob(in_addr, inp), Blob(out_addr, out0)]
+        blobs = [Blob(in_addr, inp), Blob(out_addr, out0, out_meta or Meta())]
         (folder / pro).write_bytes(bytes_snapshot([("launched", GLOBAL_ADDR, c0)], blobs, args))
         if epilogue_format == "diff":
             data = diff_snapshot([("launched", GLOBAL_ADDR, c0, c1)], [(blobs[0], inp), (blobs[1], out1)])
         else:
-            data = bytes_snapshot([("launched", GLOBAL_ADDR, c1)], [Blob(in_addr, inp), Blob(out_addr, out1)], args)
+            data = bytes_snapshot([("launched", GLOBAL_ADDR, c1)],
+                                  [Blob(in_addr, inp), Blob(out_addr, out1, out_meta or Meta())], args)
         (folder / epi).write_bytes(data)
-        instances[str(dyn)] = instance_json(grid, block, 0, pro, epi)
+        instances[str(dyn)] = instance_json(grid, block, 0, pro, epi, occurrences[k])
         launches.append(Launch(grid, block, dyn, args, {"in": inp, "out": out0, "launched": c0},
                                {"in": inp, "out": out1, "launched": c1}, pro, epi))
     (folder / f"{static}.json").write_text(database(static, KERNEL, "affine(int*, int const*, Affine, long long, int)",

@@ -50,9 +50,11 @@ def as_version_1(path: Path, identity: bool = True) -> Record:
     return Record.load(path)
 
 
-def axpy_record(directory, cubin: Path, a=2.0, n=1000, ptx: bytes | None = None, alter=None):
+def axpy_record(directory, cubin: Path, a=2.0, n=1000, ptx: bytes | None = None, alter=None,
+                image_arch: str = "sm_90"):
     """A record of axpy(a, x, y, n) from the real sm_90 cubin, hashed as the hook does;
-    `alter(args)` changes the arguments after hashing."""
+    `alter(args)` changes the arguments after hashing; `image_arch`: the arch written
+    for the image ("" as kir's hook wrote it for a bare cubin before it read e_flags)."""
     image = cubin.read_bytes()
     [kernel] = [k for i in kir.open(cubin).images for k in i.kernels if k.name == AXPY]
     offsets, sizes = [p.offset for p in kernel.params], [p.size for p in kernel.params]
@@ -65,7 +67,7 @@ def axpy_record(directory, cubin: Path, a=2.0, n=1000, ptx: bytes | None = None,
     b = _core.RecordBuilder(str(directory), CS)
     b.set_device("NVIDIA H200", "sm_90", 0)
     b.set_kernel(AXPY, kir.demangle(AXPY), static, offsets, sizes)
-    b.set_image("cubin", "sm_90", image)
+    b.set_image("cubin", image_arch, image)
     if ptx is not None:
         b.set_ptx("sm_90", ptx)
     b.set_launch("cudaLaunchKernel", h128(identity), (4, 1, 1), (256, 1, 1), 0, 0, args, 0)

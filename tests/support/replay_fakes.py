@@ -7,12 +7,19 @@ local worker processes inherit:
   FAKE_FAIL    a record file name whose "replay" differs from the recording
   FAKE_CRASH   a record file name whose replay kills its process (os._exit)
   FAKE_SCALE   a factor on the made-up kernel time (default 1)
+  FAKE_FAULT   a record file name whose replay is a device fault (CUDA_ERROR_ILLEGAL_ADDRESS,
+               sticky): in the process it ran in, every later record fails as the driver
+               fails them (cuDevicePrimaryCtxRetain: CUDA_ERROR_ILLEGAL_ADDRESS)
+  FAKE_PRINTF  text each replay writes to file descriptor 1 through C's printf, as the
+               CUDA driver writes a kernel's device printf
 """
 from __future__ import annotations
 
 import dataclasses
 import os
 from pathlib import Path
+
+_context_dead: list[str] = []  # this process's "device context": dead after FAKE_FAULT's record
 
 
 def timed(path: str, job) -> dict:
@@ -21,6 +28,19 @@ def timed(path: str, job) -> dict:
     name = Path(path).name
     if name == os.environ.get("FAKE_CRASH"):
         os._exit(3)
+    if os.environ.get("FAKE_PRINTF"):
+        import ctypes
+        libc = ctypes.CDLL(None)
+        libc.printf(os.environ["FAKE_PRINTF"].encode() + b" %s\n", name.encode())
+        libc.fflush(None)
+    from kir.errors import DeviceFaultError
+    if _context_dead:
+        raise DeviceFaultError("cuDevicePrimaryCtxRetain: CUDA_ERROR_ILLEGAL_ADDRESS (an illegal memory access "
+                               "was encountered)", 700)
+    if name == os.environ.get("FAKE_FAULT"):
+        _context_dead.append(name)
+        raise DeviceFaultError("the kernel: CUDA_ERROR_ILLEGAL_ADDRESS (an illegal memory access was encountered)",
+                               700)
     row = dataclasses.replace(job, plan_only=True)(path)
     if row["status"] == "error":
         return row

@@ -12,16 +12,6 @@ namespace kir {
 
 namespace {
 
-/// A cubin's "sm_NN" from its e_flags: bits 8-15 from ELF ABI version 8 on
-/// (CUDA 12.8+), bits 0-7 before.
-std::string cubin_target(ByteView elf) {
-  if (elf.size() < 0x34) return "";  // a truncated header: parse_cubin says what is wrong
-  uint8_t abi_version = elf.read<uint8_t>(8);
-  uint32_t flags = elf.read<uint32_t>(0x30);
-  uint32_t sm = abi_version >= 8 ? (flags >> 8) & 0xff : flags & 0xff;
-  return "sm_" + std::to_string(sm);
-}
-
 ContainerSite one_image(ByteView bytes, ImageKind kind) {
   ContainerSite site;
   site.file_offset = bytes.origin();
@@ -37,6 +27,14 @@ ContainerSite one_image(ByteView bytes, ImageKind kind) {
 }
 
 }  // namespace
+
+std::string cubin_arch(ByteView elf) {
+  if (elf.size() < 0x34) return "";  // a truncated header: parse_cubin says what is wrong
+  uint8_t abi_version = elf.read<uint8_t>(8);
+  uint32_t flags = elf.read<uint32_t>(0x30);
+  uint32_t sm = abi_version >= 8 ? (flags >> 8) & 0xff : flags & 0xff;
+  return "sm_" + std::to_string(sm);
+}
 
 ImageKind classify_elf(ByteView data) {
   if (!ElfFile::is_elf(data) || data.size() < 20) return ImageKind::unknown;
@@ -54,7 +52,7 @@ Expected<ContainerSite> discover_device_elf(ByteView bytes) {
   ContainerSite site = one_image(bytes, kind);
   Image& image = site.images.front();
   if (kind == ImageKind::cubin) {
-    image.target = cubin_target(bytes);
+    image.target = cubin_arch(bytes);
     image.triple = "nvptx64-nvidia-cuda";
   } else if (Expected<DeviceCode> code = parse_code_object(bytes)) {
     // "amdgcn-amd-amdhsa--gfx90a:xnack+": the triple (empty environment), then the target.

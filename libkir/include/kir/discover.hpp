@@ -61,6 +61,11 @@ std::optional<ContainerSite> discover_object_bundle(const ElfFile& elf);
 /// when not ELF).
 ImageKind classify_elf(ByteView data);
 
+/// A cubin's architecture, "sm_NN", from its ELF header's e_flags (bits 8-15 from
+/// ELF ABI version 8 on, CUDA 12.8+; bits 0-7 before); "" when `elf` is shorter
+/// than the header.
+std::string cubin_arch(ByteView elf);
+
 // ---- From memory handed to a GPU runtime --------------------------------
 
 /// The most a from-memory discoverer reads past an address when the caller

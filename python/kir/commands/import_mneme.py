@@ -34,9 +34,7 @@ def run(args) -> int:
             print(f"kir: warning: {warning}", file=sys.stderr)
     if args.json:
         print(json.dumps(envelope(SCHEMA, source=args.directory, output=args.output,
-                          records=[{"kernel": i.kernel, "mneme_static_hash": i.mneme_static,
-                                       "mneme_dynamic_hash": i.mneme_dynamic, "record": i.record,
-                                       "regions": i.regions} for i in imported])))
+                          records=[i.to_json() for i in imported])))
         return 0
     for i in imported:
         target = i.record or "(checked)"

@@ -28,6 +28,7 @@ from kir.commands.replay_variant import (
 )
 from kir.envelope import envelope
 from kir.errors import OptionError
+from kir.files import stdout_to_stderr
 from kir.replay import CODE_KINDS, DTYPES, NORMS, Tolerance
 
 SCHEMA = "kir.replay/1"
@@ -127,7 +128,8 @@ def run(args: argparse.Namespace) -> int:
         return print_plan(record, opts)
     from kir.replay import Replayer
     variant = opts.make_variant() if opts.variant.asked else None
-    with Replayer(record, code=opts.code, cache=opts.variant.jit_cache) as replayer:
+    # with --json, stdout carries only the JSON: the kernel's printf goes to stderr
+    with stdout_to_stderr(opts.json), Replayer(record, code=opts.code, cache=opts.variant.jit_cache) as replayer:
         warn_about(replayer.plan)
         for name in replayer.absent_globals:
             print(f"kir: warning: the {opts.code} code defines no global {name}: not restored", file=sys.stderr)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from kir.envelope import envelope
 from kir.errors import OptionError
+from kir.files import stdout_to_stderr
 from kir.progress import Progress
 from kir.record import RecordError, Recording
 from kir.replay.batch import STATUSES, ReplayJob, run_records
@@ -69,7 +70,8 @@ def run_all(opts: ReplayOptions) -> int:
     started = time.perf_counter() - start  # the cluster's start (or joining it); not in `seconds`
     start = time.perf_counter()
     try:
-        with Progress("replaying records", total=len(paths)) as progress:
+        # with --json, stdout carries only the JSON: a kernel's printf goes to stderr
+        with stdout_to_stderr(opts.json), Progress("replaying records", total=len(paths)) as progress:
             progress.update(0)
             rows = run_records(job, paths, cluster=cluster,
                                on_row=lambda i, row: progress.advance(item=short_name(row["record"])))

@@ -13,8 +13,12 @@ launches (`kernel`, `static_hash`, `launch_identity`), how it went (`status`, on
 (`hashes_match`, with the plan's `notes`), the verification (`verified`, `mismatches`),
 the kernel's times (`times_ms`, CUDA events; `median_ms`), the wall time of the whole
 replay of the record (`seconds`: loading, mapping, compiling, launching, comparing),
-where it ran (`worker`: host:pid, `devices`: the worker's CUDA_VISIBLE_DEVICES) and,
-for `error`, the message. Statuses:
+where it ran (`worker`: host:pid, `devices`: the worker's CUDA_VISIBLE_DEVICES),
+for `error`, the message, and `device_fault`: the sticky CUDA error (700 for
+CUDA_ERROR_ILLEGAL_ADDRESS, kir.errors.STICKY_CUDA_ERRORS) that killed the process's
+device context, else None. A fault costs only its own record: in this process,
+the records after it are replayed in a fresh process (`spawn`), one more after
+each further fault. Statuses:
 
 - `passed`: the output matches the recording (bitwise, or within the tolerance);
 - `failed`: it differs (`mismatches` says where);
@@ -35,14 +39,15 @@ import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from kir.errors import KirError
+from kir.errors import DeviceFaultError, KirError
 from kir.replay.comparison import Tolerance
 
 __all__ = ["ROW_KEYS", "STATUSES", "ReplayJob", "error_row", "run_records"]
 
 STATUSES = ("passed", "failed", "unverified", "planned", "error")
 ROW_KEYS = ("record", "path", "kernel", "static_hash", "launch_identity", "status", "code", "hashes_match",
-            "notes", "verified", "mismatches", "times_ms", "median_ms", "seconds", "worker", "devices", "error")
+            "notes", "verified", "mismatches", "times_ms", "median_ms", "seconds", "worker", "devices", "error",
+            "device_fault")
 
 
 def where() -> tuple[str, str | None]:
@@ -87,6 +92,8 @@ class ReplayJob:
             row.update(kernel=record.kernel.demangled, static_hash=record.kernel.static_hash,
                        launch_identity=record.launch.identity)
             (self._plan if self.plan_only else self._replay)(record, row)
+        except DeviceFaultError as error:
+            row.update(status="error", error=str(error), device_fault=error.code)
         except KirError as error:
             row.update(status="error", error=str(error))
         row["seconds"] = time.perf_counter() - start
@@ -149,12 +156,65 @@ def run_records(job: Callable, paths: Sequence, cluster=None, on_row: Callable |
         return rows
     rows = []
     for i, path in enumerate(paths):
-        try:
-            value = job(path)
-        except Exception as error:  # a bug in the job: say so, keep going with the other records
-            print(f"kir: internal error replaying {path}:\n{traceback.format_exc()}", file=sys.stderr, end="")
-            value = error_row(path, f"{type(error).__name__}: {error}")
-        rows.append(checked_row(path, value))
+        row = _run_one(job, path)
+        rows.append(row)
         if on_row is not None:
-            on_row(i, rows[-1])
+            on_row(i, row)
+        if row["device_fault"] and i + 1 < len(paths):
+            # this process's device context is dead: the rest in fresh processes
+            _run_in_fresh_processes(job, paths, i + 1, rows, on_row)
+            break
     return rows
+
+
+def _run_one(job: Callable, path: str) -> dict:
+    try:
+        value = job(path)
+    except DeviceFaultError as error:  # an executor's (ReplayJob makes it its row's)
+        value = error_row(path, str(error))
+        value["device_fault"] = error.code
+    except Exception as error:  # a bug in the job: say so, keep going with the other records
+        print(f"kir: internal error replaying {path}:\n{traceback.format_exc()}", file=sys.stderr, end="")
+        value = error_row(path, f"{type(error).__name__}: {error}")
+    return checked_row(path, value)
+
+
+def _run_in_fresh_processes(job: Callable, paths: list[str], start: int, rows: list[dict],
+                            on_row: Callable | None) -> None:
+    """paths[start:] replayed in child processes started afresh (multiprocessing's
+    `spawn`: no CUDA context inherited), each running records until one faults; a
+    child that dies makes its record an error row."""
+    import multiprocessing
+    context = multiprocessing.get_context("spawn")
+    while start < len(paths):
+        receive, send = context.Pipe(duplex=False)
+        child = context.Process(target=_child, args=(job, paths[start:], send), daemon=True)
+        child.start()
+        send.close()
+        fault = False
+        while not fault:
+            try:
+                row = receive.recv()
+            except EOFError:  # the child ended without a row for paths[start]
+                child.join()
+                row = error_row(paths[start], f"the fresh process replaying it died (exit status {child.exitcode})")
+                fault = True  # another one for the records after it
+            rows.append(row)
+            if on_row is not None:
+                on_row(start, row)
+            start += 1
+            fault = fault or bool(row["device_fault"])
+            if start == len(paths):
+                break
+        receive.close()
+        child.join()
+
+
+def _child(job: Callable, paths: list[str], send) -> None:
+    """In a fresh process: each record's row sent as it comes, stopping after a device fault."""
+    for path in paths:
+        row = _run_one(job, path)
+        send.send(row)
+        if row["device_fault"]:
+            break
+    send.close()

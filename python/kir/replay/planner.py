@@ -326,10 +326,21 @@ def _choose_cubin(record: Record, device_arch: str) -> CodeChoice:
     if image.kind != "cubin":
         raise PlanError(f"{record.path}: --code cubin: the launch ran PTX ({image.arch}), not a cubin; "
                         "use --code ptx")
+    if not image.arch:  # recorded before the hook read a bare cubin's arch (NVRTC, cuModuleLoadData)
+        image.arch = _cubin_arch(record)
     if image.arch != device_arch:
         raise PlanError(f"{record.path}: --code cubin: the recorded cubin is for {image.arch}, "
                         f"the device is {device_arch}; use --code ptx or --code ir")
     return CodeChoice("cubin", image.arch, f"the cubin the launch ran ({image.size} bytes)")
+
+
+def _cubin_arch(record: Record) -> str:
+    """The recorded cubin's own architecture, from its ELF header (e_flags)."""
+    try:
+        return _core.cubin_arch(record.code("image"))
+    except ValueError as error:
+        raise PlanError(f"{record.path}: the recorded image of {record.kernel.name} names no architecture "
+                        f"and is {error}") from None
 
 
 def _choose_ptx(record: Record, device_arch: str) -> CodeChoice:

@@ -8,7 +8,7 @@ import ctypes
 import statistics
 from dataclasses import dataclass, field
 
-from kir.errors import NoDeviceError, OptionError, ReplayError, missing_extra
+from kir.errors import STICKY_CUDA_ERRORS, DeviceFaultError, NoDeviceError, OptionError, ReplayError, missing_extra
 from kir.record import Record, Region
 from kir.replay.comparison import Mismatch, compare, tolerance_for
 from kir.replay.planner import Mapping, plan
@@ -165,6 +165,8 @@ class Replayer:
         """The values of a driver call's result tuple, or a ReplayError naming the call."""
         error, *values = result
         if error != self.driver.CUresult.CUDA_SUCCESS:
+            if int(error) in STICKY_CUDA_ERRORS:
+                raise DeviceFaultError(f"{what}: {self._error_name(error)}", int(error))
             raise ReplayError(f"{what}: {self._error_name(error)}")
         return values[0] if len(values) == 1 else (values or None)
 
