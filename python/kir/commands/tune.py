@@ -214,10 +214,9 @@ def _given() -> set[str]:
     """The options this process's command line names (even at their default value)."""
     parser = argparse.ArgumentParser(add_help=False)
     add_arguments(parser)
-    for action in parser._actions:
-        action.default = argparse.SUPPRESS
-    known, _ = parser.parse_known_args(sys.argv[1:])
-    return set(vars(known)) - {"records"}
+    unset = object()  # argparse sets a default only where the namespace has no value yet
+    known, _ = parser.parse_known_args(sys.argv[1:], namespace=argparse.Namespace(**dict.fromkeys(_defaults(), unset)))
+    return {name for name, value in vars(known).items() if value is not unset} - {"records"}
 
 
 def config_of(args: argparse.Namespace) -> dict:

@@ -46,41 +46,39 @@ class ClientDescriptor:
 
     @classmethod
     def from_json(cls, data, where: str) -> ClientDescriptor:
-        def bad(what: str):
-            return OptionError(f"{where}: {what}")
         if not isinstance(data, dict) or data.get("format") != SCHEMA:
-            raise bad(f"not a {SCHEMA} descriptor")
+            raise OptionError(f"{where}: not a {SCHEMA} descriptor")
         name = data.get("name")
         if not isinstance(name, str) or not _NAME.fullmatch(name):
-            raise bad(f"name {name!r}: expected [A-Za-z0-9._-], up to 100 characters")
+            raise OptionError(f"{where}: name {name!r}: expected [A-Za-z0-9._-], up to 100 characters")
         config = data.get("config")
         if not isinstance(config, list):
-            raise bad("config: expected a list of [KEY, HEX]")
+            raise OptionError(f"{where}: config: expected a list of [KEY, HEX]")
         items = []
         for i, item in enumerate(config):
             if not (isinstance(item, list) and len(item) == 2 and all(isinstance(x, str) for x in item)):
-                raise bad(f"config[{i}]: expected [KEY, HEX]")
+                raise OptionError(f"{where}: config[{i}]: expected [KEY, HEX]")
             try:
                 items.append((item[0], bytes.fromhex(item[1])))
             except ValueError:
-                raise bad(f"config[{i}]: {item[1]!r} is not hex") from None
+                raise OptionError(f"{where}: config[{i}]: {item[1]!r} is not hex") from None
         spec = data.get("specialize", {})
         if not isinstance(spec, dict):
-            raise bad("specialize: expected an object")
+            raise OptionError(f"{where}: specialize: expected an object")
         flags = {}
         for flag, default in (("args", True), ("grid", False), ("block", False)):
             flags[flag] = spec.get(flag, default)
             if not isinstance(flags[flag], bool):
-                raise bad(f"specialize.{flag}: expected true or false")
+                raise OptionError(f"{where}: specialize.{flag}: expected true or false")
         bounds = spec.get("bounds")
         if isinstance(bounds, list) and len(bounds) == 2 and all(type(b) is int for b in bounds) \
                 and bounds[0] > 0 and bounds[1] >= 0:
             bounds = (bounds[0], bounds[1])
         elif bounds not in (None, "launch"):
-            raise bad(f"specialize.bounds {bounds!r}: expected null, \"launch\" or [MAXT, MINB]")
+            raise OptionError(f"{where}: specialize.bounds {bounds!r}: expected null, \"launch\" or [MAXT, MINB]")
         kind = data.get("kind", "cubin")
         if kind not in ("cubin", "ptx"):
-            raise bad(f"kind {kind!r}: expected cubin or ptx")
+            raise OptionError(f"{where}: kind {kind!r}: expected cubin or ptx")
         return cls(name, tuple(items), flags["args"], flags["grid"], flags["block"], bounds, kind)
 
 
