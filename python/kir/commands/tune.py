@@ -38,6 +38,15 @@ def add_arguments(parser) -> None:
                              "then use code with constant dims or launch bounds")
     parser.add_argument("--client-bounds", metavar="MAXT[,MINB]",
                         help="the launch bounds the JIT client keys on (KIR_JIT_BOUNDS)")
+    verify = parser.add_argument_group("verifying trials with a tolerance (default: the space's, else the "
+                                       "record's annotations, else bitwise)")
+    verify.add_argument("--atol", type=float, help="absolute tolerance")
+    verify.add_argument("--rtol", type=float, help="relative tolerance")
+    verify.add_argument("--ulp", type=int, metavar="N", help="at most N units in the last place per element")
+    from kir.replay import DTYPES, NORMS
+    verify.add_argument("--norm", choices=NORMS, default="linf", help="norm of the difference (default linf)")
+    verify.add_argument("--dtype", choices=DTYPES, default="float32",
+                        help="element type of the outputs (default float32)")
     parser.add_argument("--seed", type=int, metavar="N", help="the sampler's seed (repeatable searches)")
     parser.add_argument("--device", type=int, default=0, metavar="N", help="the CUDA device (default 0)")
     spread = parser.add_argument_group("across GPUs and nodes (Dask)")
@@ -107,6 +116,10 @@ class TuneOptions:
         if args.trials < 1:
             raise OptionError(f"--trials {args.trials}: expected a positive number")
         space = Space.load(args.space) if args.space else Space.preset(args.preset)
+        from kir.commands.replay import tolerance_of
+        tolerance = tolerance_of(args)
+        if tolerance is not None:  # the command line's overrides the space's
+            space.tolerance = tolerance.to_json()
         paths = tuple(record_paths(args.records))
         client = client_of(args)
         cluster = ClusterOptions.from_args(args)

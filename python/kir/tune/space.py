@@ -17,6 +17,8 @@ A space is a JSON object (`kir tune --space FILE`), or one of the presets
      "launch_bounds": [false, true],        # __launch_bounds__(threads of the block, min_blocks)
      "min_blocks": [0, 1, 2, 4],            # with launch_bounds
      "timing": "graph",                     # how launches are timed (kir.replay.Variant.timing)
+     "tolerance": {"ulp": 4, "dtype": "float32"},  # verification (kir.replay.Tolerance; default:
+                                            # the record's annotations, else bitwise)
      "warmup": 1, "repeat": 20}             # per trial: untimed, then timed launches (fixed)
 
 The dimensions follow Mneme's tuner (python/mneme/tuning/builtin_spaces.py,
@@ -60,6 +62,7 @@ DEFAULTS = {
     "launch_bounds": [False],
     "min_blocks": [0],
     "timing": "graph",
+    "tolerance": None,
     "warmup": 1,
     "repeat": 20,
 }
@@ -144,6 +147,7 @@ class Point:
     repeat: int = 20
     timing: str = "graph"
     recorded_launch: bool = True   #: block and grid are the recording's
+    tolerance: dict | None = None  #: kir.replay.Tolerance.to_json(); None: the record's annotations, else bitwise
 
     def options(self):
         from kir.jit import Options
@@ -158,7 +162,7 @@ class Point:
                        specialize_grid=self.specialize_dims, specialize_block=self.specialize_dims,
                        bounds=(threads, self.min_blocks) if self.launch_bounds else None,
                        options=self.options(), warmup=self.warmup, repeat=self.repeat, timing=self.timing,
-                       name=name)
+                       tolerance=_tolerance(self.tolerance), name=name)
 
     def describe(self) -> str:
         parts = [f"block {'x'.join(map(str, self.block))}", f"grid {'x'.join(map(str, self.grid))}"]
@@ -199,6 +203,7 @@ class Space:
     warmup: int = 1
     repeat: int = 20
     timing: str = "graph"
+    tolerance: dict | None = None
     source: str = "preset standard"
 
     @classmethod
@@ -268,6 +273,16 @@ class Space:
         from kir.replay.variant import TIMINGS
         if space.timing not in TIMINGS:
             raise OptionError(f"{where}: timing {space.timing!r}: expected {' or '.join(TIMINGS)}")
+        if merged["tolerance"] is not None:
+            if not isinstance(merged["tolerance"], dict):
+                raise OptionError(f"{where}: tolerance {merged['tolerance']!r}: expected an object "
+                                  "{\"atol\", \"rtol\", \"ulp\", \"norm\", \"dtype\"}")
+            try:
+                space.tolerance = _tolerance(merged["tolerance"]).to_json()
+            except TypeError as error:
+                raise OptionError(f"{where}: tolerance: {error}") from None
+            except OptionError as error:
+                raise OptionError(f"{where}: tolerance: {error}") from None
         for name, low in (("warmup", 0), ("repeat", 1)):
             value = merged[name]
             if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= 100000:
@@ -301,7 +316,7 @@ class Space:
         grid = tuple(launch.grid) if block == tuple(launch.block) else \
             derived_grid(launch.block, launch.grid, block)
         point = Point(block=block, grid=grid, warmup=self.warmup, repeat=self.repeat, timing=self.timing,
-                      recorded_launch=(block, grid) == (tuple(launch.block), tuple(launch.grid)))
+                      tolerance=self.tolerance, recorded_launch=(block, grid) == (tuple(launch.block), tuple(launch.grid)))
         if self.pipeline:
             point.pipeline = pick("pipeline", self.pipeline)
         else:
@@ -318,7 +333,8 @@ class Space:
     def recorded(self) -> dict:
         """The request for the baseline: the recorded code at the recorded launch,
         timed as the trials are (kir.tune.trial.evaluate)."""
-        return {"recorded": True, "warmup": self.warmup, "repeat": self.repeat, "timing": self.timing}
+        return {"recorded": True, "warmup": self.warmup, "repeat": self.repeat, "timing": self.timing,
+                "tolerance": self.tolerance}
 
     def baseline_params(self, record) -> dict:
         """The trial to run first (Optuna's enqueue_trial): the recorded launch with
@@ -352,7 +368,16 @@ class Space:
                 "pipeline": self.pipeline, "codegen_opt": self.codegen_opt, "maxrregcount": self.maxrregcount,
                 "specialize_args": self.specialize_args, "specialize_dims": self.specialize_dims,
                 "launch_bounds": self.launch_bounds, "min_blocks": self.min_blocks, "warmup": self.warmup,
-                "repeat": self.repeat, "timing": self.timing, "points": self.size(record)}
+                "repeat": self.repeat, "timing": self.timing, "tolerance": self.tolerance,
+                "points": self.size(record)}
+
+
+def _tolerance(data: dict | None):
+    """A kir.replay.Tolerance from its JSON (None: None)."""
+    if data is None:
+        return None
+    from kir.replay.comparison import Tolerance
+    return Tolerance.from_json(data)
 
 
 def _text(value) -> str:

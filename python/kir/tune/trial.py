@@ -3,8 +3,11 @@
 A trial's result is a plain dict (`RESULT_KEYS`), JSON-ready, so that it travels
 the same from a child process, a Dask worker or a test's executor:
 
-    status          "ok" (verified), "mismatch" (the output differs from the
-                    recording), "error" (compile, load or launch failed)
+    status          "ok" (verified: bitwise, or within the tolerance), "mismatch"
+                    (the output differs from the recording beyond it), "error"
+                    (compile, load or launch failed)
+    differences     the regions that differ within the tolerance: max_abs, max_rel,
+                    max_ulp (kir.replay.Mismatch with within true)
     median_ms, times_ms   CUDA-event times of the timed launches
     registers, spill_stores, spill_loads, shared_bytes, local_bytes, code_size
     compile_seconds, jit_key (the variant's own key), arch, error, mismatches
@@ -33,14 +36,14 @@ __all__ = ["RESULT_KEYS", "TrialProcess", "evaluate", "result_of"]
 CHILD = ("import sys\nif sys.path[:1] == ['']: del sys.path[0]\n"
          "from kir.tune.trial import main\nsys.exit(main(sys.argv[1:]))\n")
 
-RESULT_KEYS = ("status", "median_ms", "times_ms", "verified", "mismatches", "registers", "spill_stores",
+RESULT_KEYS = ("status", "median_ms", "times_ms", "verified", "mismatches", "differences", "registers", "spill_stores",
                "spill_loads", "shared_bytes", "local_bytes", "code_size", "code_kind", "compile_seconds", "jit_key",
                "arch", "error")
 
 
 def empty_result(**values) -> dict:
     out = dict.fromkeys(RESULT_KEYS)
-    out.update(times_ms=[], mismatches=[])
+    out.update(times_ms=[], mismatches=[], differences=[])
     out.update(values)
     return out
 
@@ -50,7 +53,8 @@ def result_of(run, arch: str) -> dict:
     import dataclasses
     status = "ok" if run.verified else "mismatch"
     return empty_result(status=status, median_ms=run.median_ms, times_ms=list(run.times_ms), verified=run.verified,
-                        mismatches=[dataclasses.asdict(m) for m in run.mismatches], registers=run.registers,
+                        mismatches=[dataclasses.asdict(m) for m in run.mismatches],
+                        differences=[dataclasses.asdict(m) for m in run.differences], registers=run.registers,
                         spill_stores=run.spill_stores, spill_loads=run.spill_loads,
                         shared_bytes=run.shared_memory, local_bytes=run.local_memory, code_size=run.code_size,
                         code_kind=run.code_kind, compile_seconds=run.compile_seconds, jit_key=run.jit_key, arch=arch)
@@ -84,7 +88,9 @@ def evaluate(replayers: _Replayers, path: str, point: dict) -> dict:
     try:
         replayer = replayers.get(path)
         if point.get("recorded"):
-            variant = Variant(warmup=point["warmup"], repeat=point["repeat"], timing=point["timing"], name="recorded")
+            from kir.tune.space import _tolerance
+            variant = Variant(warmup=point["warmup"], repeat=point["repeat"], timing=point["timing"],
+                              tolerance=_tolerance(point.get("tolerance")), name="recorded")
         else:
             p = Point.from_json(point)
             variant = p.variant(bool(replayer.record.kernel.jit_args))
