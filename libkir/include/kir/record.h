@@ -55,7 +55,8 @@ typedef struct kir_record_annotation {
   const char* tag;      /* optional: a name for reports (copied), NULL for none */
 } kir_record_annotation;
 
-#define KIR_RECORD_ANNOTATION_INIT {sizeof(kir_record_annotation), KIR_DTYPE_F32, KIR_TOLERANCE_ABS, KIR_NORM_LINF, 0.0, 0}
+#define KIR_RECORD_ANNOTATION_INIT \
+  {sizeof(kir_record_annotation), KIR_DTYPE_F32, KIR_TOLERANCE_ABS, KIR_NORM_LINF, 0.0, 0}
 
 /* kir_record_annotate's results. */
 #define KIR_ANNOTATE_OK 0

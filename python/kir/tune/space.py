@@ -12,6 +12,7 @@ A space is a JSON object (`kir tune --space FILE`), or one of the presets
      "pipeline": ["default<O3>", ...],      # explicit pipelines instead of opt_level (optional)
      "codegen_opt": [2, 3],                 # the back end's level
      "maxrregcount": [0, 64, 128],          # ptxas --maxrregcount (0: none)
+     "fp_contract": ["auto", "fast", "off"],  # floating-point contraction (kir.jit.Options.fp_contract)
      "specialize_args": [true],             # the record's runtime-constant arguments (kernel.jit_args)
      "specialize_dims": [false, true],      # grid and block become constants
      "launch_bounds": [false, true],        # __launch_bounds__(threads of the block, min_blocks)
@@ -57,6 +58,7 @@ DEFAULTS = {
     "pipeline": None,
     "codegen_opt": [3],
     "maxrregcount": [0],
+    "fp_contract": ["auto"],
     "specialize_args": [True],
     "specialize_dims": [False],
     "launch_bounds": [False],
@@ -70,17 +72,19 @@ DEFAULTS = {
 PRESETS = {
     # the compile options only, at the recorded launch: all of it can be handed to the JIT
     "compiler": {"block": "recorded", "opt_level": [1, 2, 3], "codegen_opt": [1, 2, 3],
-                 "maxrregcount": [0, 64, 128], "specialize_args": [False, True]},
+                 "maxrregcount": [0, 64, 128], "fp_contract": ["auto", "fast", "off"],
+                 "specialize_args": [False, True]},
     "quick": {"block": "auto", "launch_safety": "conservative", "opt_level": [2, 3], "codegen_opt": [2, 3]},
     "standard": {"block": "auto", "opt_level": [1, 2, 3], "codegen_opt": [1, 2, 3],
                  "maxrregcount": [0, 64, 128], "specialize_args": [False, True]},
     "full": {"block": "auto", "launch_safety": "aggressive", "opt_level": [0, 1, 2, 3], "codegen_opt": [1, 2, 3],
-             "maxrregcount": [0, 32, 64, 128, 255], "specialize_args": [False, True],
+             "maxrregcount": [0, 32, 64, 128, 255], "fp_contract": ["auto", "fast", "on", "off"],
+             "specialize_args": [False, True],
              "specialize_dims": [False, True], "launch_bounds": [False, True], "min_blocks": [0, 1, 2, 4, 8]},
 }
 
 #: the dimensions Optuna chooses (the others are settings)
-DIMENSIONS = ("block", "opt_level", "pipeline", "codegen_opt", "maxrregcount", "specialize_args",
+DIMENSIONS = ("block", "opt_level", "pipeline", "codegen_opt", "maxrregcount", "fp_contract", "specialize_args",
               "specialize_dims", "launch_bounds", "min_blocks")
 
 
@@ -143,6 +147,7 @@ class Point:
     specialize_dims: bool = False
     launch_bounds: bool = False
     min_blocks: int = 0
+    fp_contract: str = "auto"
     warmup: int = 1
     repeat: int = 20
     timing: str = "graph"
@@ -152,7 +157,7 @@ class Point:
     def options(self):
         from kir.jit import Options
         return Options(opt_level=self.opt_level, pipeline=self.pipeline, codegen_opt=self.codegen_opt,
-                       assembler_options=(f"--maxrregcount={self.maxrregcount}",) if self.maxrregcount else ())
+                       fp_contract=self.fp_contract, assembler_options=(f"--maxrregcount={self.maxrregcount}",) if self.maxrregcount else ())
 
     def variant(self, has_jit_args: bool, name: str = ""):
         """The kir.replay.Variant that runs this point (always compiled from the IR)."""
@@ -170,6 +175,8 @@ class Point:
         parts.append(f"codegen O{self.codegen_opt}")
         if self.maxrregcount:
             parts.append(f"maxrregcount {self.maxrregcount}")
+        if self.fp_contract != "auto":
+            parts.append(f"fp-contract {self.fp_contract}")
         parts.append("args " + ("specialized" if self.specialize_args else "generic"))
         if self.specialize_dims:
             parts.append("dims specialized")
@@ -196,6 +203,7 @@ class Space:
     pipeline: list | None = None
     codegen_opt: list = field(default_factory=lambda: [3])
     maxrregcount: list = field(default_factory=lambda: [0])
+    fp_contract: list = field(default_factory=lambda: ["auto"])
     specialize_args: list = field(default_factory=lambda: [True])
     specialize_dims: list = field(default_factory=lambda: [False])
     launch_bounds: list = field(default_factory=lambda: [False])
@@ -257,6 +265,8 @@ class Space:
                                       "0 (none) or 16..255")
         if any(0 < r < 16 for r in space.maxrregcount):
             raise OptionError(f"{where}: maxrregcount: ptxas takes at least 16 registers (0: no limit)")
+        from kir.jit.transform import FP_CONTRACT
+        space.fp_contract = _choices(merged["fp_contract"], where, "fp_contract", str, FP_CONTRACT)
         space.min_blocks = _choices(merged["min_blocks"], where, "min_blocks", int, range(33))
         for name in ("specialize_args", "specialize_dims", "launch_bounds"):
             setattr(space, name, _choices(merged[name], where, name, bool, (False, True)))
@@ -323,6 +333,7 @@ class Space:
             point.opt_level = pick("opt_level", self.opt_level)
         point.codegen_opt = pick("codegen_opt", self.codegen_opt)
         point.maxrregcount = pick("maxrregcount", self.maxrregcount)
+        point.fp_contract = pick("fp_contract", self.fp_contract)
         point.specialize_args = pick("specialize_args", self.specialize_args)
         point.specialize_dims = pick("specialize_dims", self.specialize_dims)
         point.launch_bounds = pick("launch_bounds", self.launch_bounds)
@@ -343,7 +354,7 @@ class Space:
         launch_block = tuple(record.launch.block)
         if len(self.blocks(record)) > 1:
             params["block"] = _text(launch_block)
-        for name, default in (("opt_level", 3), ("codegen_opt", 3), ("maxrregcount", 0),
+        for name, default in (("opt_level", 3), ("codegen_opt", 3), ("maxrregcount", 0), ("fp_contract", "auto"),
                               ("specialize_args", True), ("specialize_dims", False), ("launch_bounds", False)):
             choices = getattr(self, name)
             if name == "opt_level" and self.pipeline:
@@ -357,7 +368,7 @@ class Space:
     def size(self, record) -> int:
         """How many distinct points the space holds."""
         n = len(self.blocks(record)) * len(self.pipeline or self.opt_level) * len(self.codegen_opt)
-        n *= len(self.maxrregcount) * len(self.specialize_args) * len(self.specialize_dims)
+        n *= len(self.maxrregcount) * len(self.fp_contract) * len(self.specialize_args) * len(self.specialize_dims)
         bounds = (len(self.min_blocks) if True in self.launch_bounds else 0) + (False in self.launch_bounds)
         return n * bounds
 
@@ -366,7 +377,7 @@ class Space:
         return {"source": self.source, "block": [list(b) for b in self.blocks(record)],
                 "launch_safety": self.launch_safety, "opt_level": None if self.pipeline else self.opt_level,
                 "pipeline": self.pipeline, "codegen_opt": self.codegen_opt, "maxrregcount": self.maxrregcount,
-                "specialize_args": self.specialize_args, "specialize_dims": self.specialize_dims,
+                "fp_contract": self.fp_contract, "specialize_args": self.specialize_args, "specialize_dims": self.specialize_dims,
                 "launch_bounds": self.launch_bounds, "min_blocks": self.min_blocks, "warmup": self.warmup,
                 "repeat": self.repeat, "timing": self.timing, "tolerance": self.tolerance,
                 "points": self.size(record)}
