@@ -29,6 +29,28 @@ bool AllocationTracker::remove(uint64_t address, kir_hook_allocation& out) {
   if (it == allocations_.end()) return false;
   out = it->second;
   allocations_.erase(it);
+  annotations_.erase(address);
+  return true;
+}
+
+bool AllocationTracker::annotate(uint64_t address, const kir_record_annotation& annotation) {
+  std::unique_lock<std::shared_mutex> lock(mutex_);
+  const kir_hook_allocation* a = holding(allocations_, address);
+  if (!a) return false;
+  Annotation& stored = annotations_[a->address];
+  stored.value = annotation;
+  stored.value.struct_size = sizeof(kir_record_annotation);
+  stored.tag = annotation.tag ? annotation.tag : "";
+  stored.value.tag = nullptr;
+  return true;
+}
+
+bool AllocationTracker::annotation(uint64_t start, kir_record_annotation& out) const {
+  std::shared_lock<std::shared_mutex> lock(mutex_);
+  auto it = annotations_.find(start);
+  if (it == annotations_.end()) return false;
+  out = it->second.value;
+  out.tag = it->second.tag.c_str();
   return true;
 }
 

@@ -9,8 +9,10 @@
 #include <map>
 #include <mutex>
 #include <shared_mutex>
+#include <string>
 
 #include "kir/hooks.h"
+#include "kir/record.h"
 
 namespace kir::hook {
 
@@ -22,6 +24,12 @@ class AllocationTracker {
   bool remove(uint64_t address, kir_hook_allocation& out);
   bool find(uint64_t address, kir_hook_allocation& out) const;
   bool tag(uint64_t address, void* tag);
+  /// The app's annotation (kir/record.h) of the allocation holding `address`
+  /// (replacing an earlier one): false when none holds it. Dropped with the allocation.
+  bool annotate(uint64_t address, const kir_record_annotation& annotation);
+  /// The annotation of the allocation starting at `start`: false when it has none.
+  /// `out.tag` stays valid until the allocation is freed or annotated again.
+  bool annotation(uint64_t start, kir_record_annotation& out) const;
   void for_each(void (*visit)(void*, const kir_hook_allocation*), void* user) const;
   size_t live() const;
 
@@ -35,6 +43,11 @@ class AllocationTracker {
  private:
   mutable std::shared_mutex mutex_;
   std::map<uint64_t, kir_hook_allocation> allocations_;  // by start address
+  struct Annotation {
+    kir_record_annotation value;
+    std::string tag;
+  };
+  std::map<uint64_t, Annotation> annotations_;  // by the allocation's start address
   enum : int { kNone, kInstalling, kInstalled };
   std::atomic<int> allocator_state_{kNone};
   kir_hook_allocator allocator_{};

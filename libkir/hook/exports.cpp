@@ -1,3 +1,4 @@
+#define KIR_RECORD_DEFINING  // kir/record.h: this file defines kir_record_annotate (not weak)
 // The hook layer's C API (kir/hooks.h): every kir_hook_* export, each a thin
 // call into the layer, its registry or its allocation tracker.
 #include "kernel_code.hpp"
@@ -124,6 +125,24 @@ KIR_EXPORT int kir_hook_find_allocation(uint64_t address, kir_hook_allocation* o
 
 KIR_EXPORT int kir_hook_tag_allocation(uint64_t address, void* tag) {
   return Layer::get().allocations().tag(address, tag) ? 1 : 0;
+}
+
+KIR_EXPORT int kir_hook_allocation_annotation(uint64_t address, kir_record_annotation* out) {
+  if (!out || out->struct_size < sizeof(kir_record_annotation)) return 0;
+  return Layer::get().allocations().annotation(address, *out) ? 1 : 0;
+}
+
+/// kir/record.h: the app's call (Mneme's annotate_impl, src/MnemeAnnotation.cpp).
+KIR_EXPORT int kir_record_annotate(const void* device_ptr, const kir_record_annotation* a) {
+  if (!device_ptr || !a || a->struct_size < sizeof(kir_record_annotation)) return KIR_ANNOTATE_INVALID;
+  bool known =
+      a->dtype >= KIR_DTYPE_F16 && a->dtype <= KIR_DTYPE_F64 && a->kind <= KIR_TOLERANCE_ULP && a->norm <= KIR_NORM_L2;
+  bool threshold =
+      a->threshold >= 0 && a->threshold <= 1e300 &&
+      (a->kind != KIR_TOLERANCE_ULP || (a->threshold == double(uint64_t(a->threshold)) && a->threshold < 9.2e18));
+  if (!known || !threshold) return KIR_ANNOTATE_INVALID;
+  uint64_t address = reinterpret_cast<uint64_t>(device_ptr);
+  return Layer::get().allocations().annotate(address, *a) ? KIR_ANNOTATE_OK : KIR_ANNOTATE_NO_ALLOCATION;
 }
 
 KIR_EXPORT void kir_hook_for_each_allocation(void (*visit)(void*, const kir_hook_allocation*), void* user) {

@@ -26,7 +26,9 @@
 #include "kir/device_code.hpp"
 #include "kir/hooks.h"
 #include "kir/model.hpp"
+#include "kir/record.h"
 #include "kir/record/format.hpp"
+#include "kir/record/metadata.hpp"
 #include "kir/record/reachability.hpp"
 #include "kir/record/record_builder.hpp"
 #include "kir/support/demangle.hpp"
@@ -122,6 +124,22 @@ std::vector<kir_hook_allocation> live_allocations() {
         static_cast<std::vector<kir_hook_allocation>*>(user)->push_back(*a);
       },
       &out);
+  return out;
+}
+
+/// The app's annotation of the allocation starting at `address` (kir/record.h), as
+/// the record stores it (metadata::tolerance's choices, indexed by the KIR_* values).
+std::optional<Tolerance> annotation_of(uint64_t address) {
+  kir_record_annotation a{};
+  a.struct_size = sizeof a;
+  if (!kir_hook_allocation_annotation(address, &a)) return std::nullopt;
+  namespace t = metadata::tolerance;
+  Tolerance out;
+  out.dtype = t::kDtypes[a.dtype - KIR_DTYPE_F16];  // checked by kir_record_annotate
+  out.kind = t::kKinds[a.kind];
+  out.norm = t::kNorms[a.norm];
+  out.threshold = a.threshold;
+  out.tag = a.tag ? a.tag : "";
   return out;
 }
 
@@ -399,6 +417,7 @@ std::vector<size_t> Recorder::add_regions(RecordBuilder& b, const kir_hook_launc
   for (const kir_hook_allocation& a : live) {
     bool in_range = va_ && va_->holds(a.address);
     size_t index = b.add_allocation(a.address, a.size, kind_name(a.kind), in_range);
+    if (std::optional<Tolerance> t = annotation_of(a.address)) b.set_tolerance(index, std::move(*t));
     if (a.kind == KIR_ALLOC_HOST_PINNED) continue;
     snapshot.push_back(index);
   }

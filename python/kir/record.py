@@ -179,6 +179,9 @@ class Region:
     kind: str = ""          #: allocations: "device", "managed" or "host-pinned"; "global" for globals
     name: str = ""          #: globals: the variable's name
     in_va_range: bool = False
+    #: allocations (format 3): the app's annotation (kir/record.h): {dtype, kind abs|rel|ulp,
+    #: threshold, norm, tag}, or None
+    tolerance: dict | None = None
 
     @property
     def is_global(self) -> bool:

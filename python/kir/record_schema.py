@@ -61,7 +61,11 @@ def json_schema(version: int) -> dict:
     """The JSON Schema (2020-12) of a version's metadata (one of kir.record.VERSIONS),
     as `as_json` renders it."""
     defs = {}
+    used = {FORMAT["metadata"]["root"]} | {f["table"] for t in METADATA_TABLES.values() for f in t["fields"]
+                                           if f.get("table") and _in(f, version)}
     for name, table in METADATA_TABLES.items():
+        if name not in used:  # a table only later versions have (tolerance: 3)
+            continue
         fields = [f for f in table["fields"] if _in(f, version)]
         properties = {f["key"]: _value_schema(f) for f in fields}
         if name == FORMAT["metadata"]["root"]:

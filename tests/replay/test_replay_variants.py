@@ -360,3 +360,23 @@ def test_variant_key_is_the_jit_clients(recorded, built, tmp_path):
     hit = run_kir("run", "--jit-cache", cache, "--all", "--stats", stats, "--", app, "65536")
     assert hit.returncode == 0, hit.stderr[-2000:]
     assert json.loads(stats.read_text())["hits"] >= 1
+
+
+def test_a_replay_within_a_ulp_tolerance_is_verified(gpu, tmp_path, saxpy):
+    """The recorded y 1 ulp above what saxpy computes (write_record's epilogue_ulps):
+    bitwise a mismatch; with --ulp 1 verified, saying by how much, the recorded code
+    and a variant compiled from the IR alike; --ulp 0 is a mismatch again."""
+    path = write_record(tmp_path / "rec", saxpy, epilogue_ulps=1).path
+    bitwise = run_kir("replay", path, "--json")
+    assert bitwise.returncode == 1, bitwise.stderr
+    (m,) = json.loads(bitwise.stdout)["mismatches"]
+    assert m["max_ulp"] is None and m["differing_bytes"] > 0
+    for extra in ((), ("-O", "2")):
+        result = run_kir("replay", path, "--ulp", "1", "--json", *extra)
+        assert result.returncode == 0, result.stdout + result.stderr
+        out = json.loads(result.stdout)
+        assert out["verified"] and out["mismatches"] == []
+        (d,) = out["differences"]
+        assert d["within"] and d["max_ulp"] == 1 and d["ulp_limit"] == 1 and d["region"].endswith(f"{Y:#x}")
+    tight = run_kir("replay", path, "--ulp", "0", "--json")
+    assert tight.returncode == 1 and json.loads(tight.stdout)["mismatches"][0]["max_ulp"] == 1

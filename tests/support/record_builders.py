@@ -34,7 +34,8 @@ def as_version_1(path: Path, identity: bool = True) -> Record:
     b11cd72; tests/fixtures/records_v1 holds a recording it wrote): version 1 in the
     header and the metadata, format 1's `launch.dynamic_hash` (by the reference
     recipe) after `launch_identity` (alone with `identity=False`: a record from before
-    the launch identity), `kernel.ptx_units` and `kernel.jit_args` only when not empty."""
+    the launch identity), `kernel.ptx_units` and `kernel.jit_args` only when not empty,
+    no allocation's `tolerance` (format 3)."""
     r = Record.load(path)
     meta = msgpack.unpackb(path.read_bytes()[RECORD_HEADER.size:])
     arch = r.kernel.image.arch if r.kernel.image is not None else r.device.arch
@@ -45,6 +46,7 @@ def as_version_1(path: Path, identity: bool = True) -> Record:
     meta["launch"] = {**first, "dynamic_hash": dynamic,
                       **{k: v for k, v in launch.items() if k not in ("api", "launch_identity")}}
     meta["kernel"] = {k: v for k, v in meta["kernel"].items() if v or k not in ("ptx_units", "jit_args")}
+    meta["allocations"] = [{k: v for k, v in a.items() if k != "tolerance"} for a in meta["allocations"]]  # 3-
     meta["version"] = 1
     rewrite_body(path, msgpack.packb(meta), version=1)
     return Record.load(path)

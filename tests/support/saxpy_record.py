@@ -33,10 +33,12 @@ def saxpy(built):
     return {"ir": found.module, "static": found.static_hash, "cubin": image.read()}
 
 
-def write_record(directory, saxpy, *, image=True, jit_args=True, array=False, ir=True) -> Record:
+def write_record(directory, saxpy, *, image=True, jit_args=True, array=False, ir=True, epilogue_ulps=0) -> Record:
     """saxpy(2.5, x, y, N) at grid 16 block 256, as the hook writes it: the
     prologue x, y and the epilogue y = fmaf(a, x, y) (computed here in float64,
-    exact for these values)."""
+    exact for these values); with `epilogue_ulps`, every nonzero y of the epilogue
+    that many ulp above it (a recording the GPU's result matches only within a
+    ULP tolerance)."""
     b = core.RecordBuilder(str(directory))
     b.set_process(1234, -1)
     b.set_device("NVIDIA H200", "sm_90", 0)
@@ -63,5 +65,9 @@ def write_record(directory, saxpy, *, image=True, jit_args=True, array=False, ir
     for address, before, after in ((X, x, x), (Y, y, [A * u + v for u, v in zip(x, y)])):
         region = b.add_allocation(address, 4 * N, "device", True)
         b.snapshot(region, False, struct.pack(f"<{N}f", *before))
-        b.snapshot(region, True, struct.pack(f"<{N}f", *after))
+        packed = struct.pack(f"<{N}f", *after)
+        if address == Y and epilogue_ulps:
+            bits = struct.unpack(f"<{N}I", packed)
+            packed = struct.pack(f"<{N}I", *(b + epilogue_ulps if b & 0x7FFFFFFF else b for b in bits))
+        b.snapshot(region, True, packed)
     return Record.load(b.write())

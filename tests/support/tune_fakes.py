@@ -92,3 +92,39 @@ def cli(*args, env: dict | None = None, timeout: float = 600) -> subprocess.Comp
                    **(env or {})}
     return subprocess.run([sys.executable, "-m", "kir", *map(str, args)], capture_output=True, text=True,
                           env=environment, timeout=timeout)
+
+
+#: contracted: how many ulp each fp_contract moves every output element, and how fast it is
+CONTRACTION = {"auto": (0, 1.0), "on": (1, 0.9), "off": (1, 0.95), "fast": (2, 0.7)}
+
+
+def contracted(path: str, point: dict) -> dict:
+    """A stand-in for a kernel whose floating-point results move with contraction (the
+    stencil of issue 24 §2): each region's output is its recorded epilogue with every
+    float32 element moved CONTRACTION[fp_contract] ulp (its bits + n), verified
+    for real (kir.replay.comparison: the point's tolerance, else the record's
+    annotations, else bitwise)."""
+    import dataclasses
+
+    import numpy as np
+
+    from kir.replay.comparison import check, tolerance_for
+    from kir.tune.space import _tolerance
+    from kir.tune.trial import empty_result
+    record, _ = _resolve(path, point)
+    moved, ms = (0, 1.0) if point.get("recorded") else CONTRACTION[point["fp_contract"]]
+    tolerance = _tolerance(point.get("tolerance"))
+    mismatches, differences = [], []
+    for region in record.regions:
+        if not region.snapshotted:
+            continue
+        expected = record.epilogue(region)
+        n = len(expected) // 4 * 4
+        bits = np.frombuffer(expected[:n], "<u4").copy()
+        bits[bits & 0x7FFFFFFF != 0] += moved  # zeros stay (a nonzero moved across zero is not the point)
+        found = check(region, bits.tobytes() + expected[n:], expected, tolerance_for(region, tolerance))
+        if found is not None:
+            (differences if found.within else mismatches).append(dataclasses.asdict(found))
+    status = "mismatch" if mismatches else "ok"
+    return empty_result(status=status, median_ms=ms, times_ms=[ms] * 3, verified=not mismatches, arch="sm_90",
+                        mismatches=mismatches, differences=differences)

@@ -70,6 +70,10 @@ def test_auto_blocks_cover_the_recorded_work(block, grid, safety):
     ({"repeat": 0}, "repeat 0: expected an integer 1..100000"),
     ({"launch_safety": "yolo"}, "launch_safety 'yolo'"),
     ({"timing": "wall"}, "timing 'wall': expected each or graph"),
+    ({"fp_contract": ["maybe"]}, "fp_contract: 'maybe' is not one of"),
+    ({"tolerance": {"ulp": -1}}, "tolerance: ulp -1"),
+    ({"tolerance": {"ulps": 1}}, "tolerance: "),
+    ({"tolerance": 4}, "tolerance 4: expected an object"),
 ])
 def test_bad_spaces_are_option_errors(data, message):
     with pytest.raises(OptionError) as error:
@@ -101,6 +105,26 @@ def test_a_point_is_the_variant_it_names(tmp_path, saxpy):  # noqa: F811
         (2, 1, ("--maxrregcount=64",))
     assert Point.from_json(json.loads(json.dumps(point.to_json()))) == point
     assert point.variant(False).args == ()  # a record without runtime constants: nothing to specialize
+
+
+def test_contraction_is_a_compiler_dimension(tmp_path, saxpy):  # noqa: F811
+    """fp_contract (kir.jit.Options.fp_contract) is searched by the compiler and full
+    presets; a point's choice reaches the variant's options and its JIT key."""
+    record = write_record(tmp_path, saxpy)
+    assert Space.preset("compiler").fp_contract == ["auto", "fast", "off"]
+    assert Space.preset("full").fp_contract == ["auto", "fast", "on", "off"]
+    assert Space.preset("quick").fp_contract == ["auto"]
+    compiler = Space.preset("compiler")
+    assert compiler.size(record) == 3 * 3 * 3 * 3 * 2 and compiler.describe(record)["fp_contract"] == ["auto", "fast",
+                                                                                                        "off"]
+    assert "fp_contract" not in Space.preset("quick").baseline_params(record)
+    assert compiler.baseline_params(record)["fp_contract"] == "auto"  # what the JIT client compiles untuned
+    fast = Point(block=(256, 1, 1), grid=(4, 1, 1), fp_contract="fast")
+    assert fast.variant(True).options.fp_contract == "fast" and "fp-contract fast" in fast.describe()
+    keys = {c: variant_jit_key(record, Point(block=(256, 1, 1), grid=(4, 1, 1), fp_contract=c).variant(True), "sm_90")
+            for c in ("auto", "fast", "off")}
+    assert len(set(keys.values())) == 3
+    assert Point.from_json({k: v for k, v in fast.to_json().items() if k != "fp_contract"}).fp_contract == "auto"
 
 
 # --- the search, over a stand-in executor -------------------------------------------------
@@ -379,3 +403,37 @@ def test_trial_process_never_imports_a_kir_from_the_current_directory(recording,
         result = process.run(path + ".absent", Space.preset("standard").recorded())
     assert result["status"] == "error" and ".absent" in result["error"], result
     assert not marker.exists()
+
+
+# --- verification with a tolerance (issue 24 §2) -------------------------------------------
+
+def test_contracted_trials_are_verified_within_a_ulp_tolerance(recording):
+    """Contraction moves every output element (tune_fakes.contracted: fast 2 ulp, on/off
+    1 ulp; auto none); fast is the fastest. Bitwise, every contracted trial is a
+    mismatch and the best is an uncontracted one; with --ulp 2 they are verified
+    (with by how much) and fast wins; with --ulp 1 fast is still pruned."""
+    args = ("tune", recording, "--preset", "compiler", "--trials", "30", "--seed", "4", "--executor",
+            "tune_fakes:contracted", "--json")
+
+    def search(*extra):
+        (r,) = json.loads(cli(*args, *extra).stdout)["records"]
+        by_contract = {}
+        for t in r["trials"]:
+            by_contract.setdefault(t["point"]["fp_contract"], set()).add(t["result"]["status"])
+        return r, by_contract
+
+    bitwise, seen = search()
+    assert seen["auto"] == {"ok"} and seen["fast"] == {"mismatch"} and seen["off"] == {"mismatch"}
+    assert bitwise["best"]["point"]["fp_contract"] == "auto"
+    mismatch = next(t for t in bitwise["trials"] if t["result"]["status"] == "mismatch")["result"]["mismatches"][0]
+    assert mismatch["max_ulp"] is None  # bitwise: not measured
+    within, seen = search("--ulp", "2")
+    assert seen == {"auto": {"ok"}, "fast": {"ok"}, "off": {"ok"}}
+    assert within["best"]["point"]["fp_contract"] == "fast" and within["best"]["median_ms"] == 0.7
+    fast = next(t for t in within["trials"] if t["point"]["fp_contract"] == "fast")
+    differences = fast["result"]["differences"]  # every snapshotted region (x and y), by how much
+    assert differences and all(d["within"] and d["max_ulp"] == 2 and d["ulp_limit"] == 2 for d in differences)
+    assert fast["point"]["tolerance"]["ulp"] == 2
+    tight, seen = search("--ulp", "1")
+    assert seen["fast"] == {"mismatch"} and seen["off"] == {"ok"}
+    assert tight["best"]["point"]["fp_contract"] == "off"

@@ -80,6 +80,10 @@ size_t RecordBuilder::add_global(std::string name, uint64_t address, uint64_t si
   return regions_.size() - 1;
 }
 
+void RecordBuilder::set_tolerance(size_t region, Tolerance tolerance) {
+  if (region < regions_.size() && !regions_[region].global) regions_[region].tolerance = std::move(tolerance);
+}
+
 void RecordBuilder::add_flag(std::string flag, std::string detail) {
   flags_.push_back({std::move(flag), std::move(detail)});
 }
@@ -180,6 +184,17 @@ void write_region(m::MapWriter& list, const m::Field& f, const Region& r) {
     const std::optional<std::vector<Hash128>>& names = which == &k::prologue ? r.prologue : r.epilogue;
     if (names) w.chunks(*which, *names);
     else w.nil(*which);
+  }
+  if (!r.global && !r.tolerance) w.nil(k::tolerance);
+  if (!r.global && r.tolerance) {
+    namespace t = m::tolerance;
+    m::MapWriter tw = w.map(k::tolerance);
+    tw.str(t::dtype, r.tolerance->dtype);
+    tw.str(t::kind, r.tolerance->kind);
+    tw.number(t::threshold, r.tolerance->threshold);
+    tw.str(t::norm, r.tolerance->norm);
+    tw.str(t::tag, r.tolerance->tag);
+    (void)tw.end();  // an error reaches the region's map, and the record's
   }
   (void)w.end();
 }

@@ -130,7 +130,7 @@
 extern "C" {
 #endif
 
-#define KIR_HOOK_API_VERSION 7
+#define KIR_HOOK_API_VERSION 8
 
 /** The API of the layer in this process (KIR_HOOK_API_VERSION as it was built):
  *  a client built for a newer API calls this before reading a field the layer
@@ -455,6 +455,13 @@ int kir_hook_find_allocation(uint64_t address, kir_hook_allocation* out);
 /** Attach a client's `tag` to the live allocation holding `address` (replacing
  *  any earlier tag). Returns 1, or 0 when no live allocation holds it. */
 int kir_hook_tag_allocation(uint64_t address, void* tag);
+
+/** API 8: the app's annotation (kir/record.h, kir_record_annotate) of the
+ *  allocation starting at `address`. Returns 1 and fills `out` (set its
+ *  struct_size; `out->tag` is "" for none, valid until the allocation is freed
+ *  or annotated again), else 0. */
+struct kir_record_annotation;
+int kir_hook_allocation_annotation(uint64_t address, struct kir_record_annotation* out);
 
 /** Counts of what the layer has seen (for tests and tools). Set `struct_size`
  *  to sizeof(kir_hook_stats) as compiled; the layer fills that much.

@@ -49,8 +49,10 @@ def add_arguments(parser) -> None:
     tolerance = parser.add_argument_group("comparing with a tolerance (default: bitwise)")
     tolerance.add_argument("--atol", type=float, help="absolute tolerance")
     tolerance.add_argument("--rtol", type=float, help="relative tolerance")
+    tolerance.add_argument("--ulp", type=int, metavar="N",
+                           help="at most N units in the last place per element (of --dtype)")
     tolerance.add_argument("--norm", choices=NORMS, default="linf", help="norm of the difference")
-    tolerance.add_argument("--dtype", choices=DTYPES, default="float32", help="element type of the outputs")
+    tolerance.add_argument("--dtype", choices=DTYPES, default="float32", help="element type of the outputs (default float32)")
     parser.add_argument("--plan", action="store_true", help="print the replay plan only (needs no GPU)")
     parser.add_argument("--device-arch", default="sm_90", metavar="SM",
                         help="with --plan: the GPU to plan for (default sm_90)")
@@ -193,26 +195,41 @@ def report(record, p, result, opts: ReplayOptions) -> None:
             SCHEMA, record=str(record.path), code=p.code.kind,
             static_hash=record.kernel.static_hash, launch_identity=result.launch_identity,
             hashes_match=p.hashes_match, variant=result.variant, verified=result.verified,
-            mismatches=mismatches, times_ms=result.times_ms, median_ms=result.median_ms,
+            mismatches=mismatches, differences=[dataclasses.asdict(m) for m in result.differences],
+            times_ms=result.times_ms, median_ms=result.median_ms,
             repeat=len(result.times_ms),
             **({"variant_result": result.summary()} if result.description else {}))))
         return
     print(f"{record.kernel.demangled}: {p.code.kind}, grid {','.join(map(str, result.grid))} "
           f"block {','.join(map(str, result.block))}{' (variant)' if result.variant else ''}: "
           f"median {result.median_ms:.3f} ms over {len(result.times_ms)}")
-    print({True: "verified: output matches the recording", False: "verified: OUTPUT DIFFERS",
-           None: "not verified"}[result.verified])
+    if result.verified and result.differences:
+        print("verified: output within the tolerance (" + (opts.tolerance.describe() if opts.tolerance else "the record's annotations") + ")")
+    else:
+        print({True: "verified: output matches the recording", False: "verified: OUTPUT DIFFERS",
+               None: "not verified"}[result.verified])
+    for m in result.differences:
+        print(f"  {m.region}: {describe_difference(m)}")
     if result.description:
         print(describe_result(result))
     for m in result.mismatches:
-        norm = f", {opts.norm} {m.norm:g} > {m.limit:g}" if m.norm is not None else ""
-        print(f"  {m.region}: {m.differing_bytes} bytes differ, the first at offset {m.first_offset}{norm}")
+        how = f"; {describe_difference(m)}" if m.norm is not None else ""
+        print(f"  {m.region}: {m.differing_bytes} bytes differ, the first at offset {m.first_offset}{how}")
+
+
+def describe_difference(m) -> str:
+    """How much a region differed (a kir.replay Mismatch measured with a tolerance)."""
+    parts = [f"{m.differing_bytes} bytes differ", f"max abs {m.max_abs:g}", f"max rel {m.max_rel:g}",
+             f"max {m.max_ulp} ulp" + (f" (limit {m.ulp_limit})" if m.ulp_limit is not None else "")]
+    if m.limit is not None:
+        parts.append(f"norm {m.norm:g} (limit {m.limit:g})")
+    return ", ".join(parts)
 
 
 def tolerance_of(args: argparse.Namespace) -> Tolerance | None:
-    if args.atol is None and args.rtol is None:
+    if args.atol is None and args.rtol is None and args.ulp is None:
         return None
-    return Tolerance(atol=args.atol or 0.0, rtol=args.rtol or 0.0, norm=args.norm, dtype=args.dtype)
+    return Tolerance(atol=args.atol or 0.0, rtol=args.rtol or 0.0, norm=args.norm, dtype=args.dtype, ulp=args.ulp)
 
 
 def dims(text: str | None, option: str):
@@ -231,4 +248,4 @@ def positive(n: int) -> int:
 
 
 __all__ = ["add_arguments", "ALL_ONLY", "check_options", "dims", "positive", "print_plan", "ReplayOptions",
-           "report", "run", "SCHEMA", "SINGLE_ONLY", "tolerance_of", "warn_about"]
+           "describe_difference", "report", "run", "SCHEMA", "SINGLE_ONLY", "tolerance_of", "warn_about"]

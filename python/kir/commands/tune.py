@@ -43,6 +43,15 @@ def add_arguments(parser) -> None:
                         help="hand off to this client only (repeatable): a client declared in the --jit-cache "
                              "directory (DIR/.jit/clients/NAME.json, docs/jit.md), or `reference` (the one the "
                              "--client-* options describe). Default: the reference client and every declared one")
+    verify = parser.add_argument_group("verifying trials with a tolerance (default: the space's, else the "
+                                       "record's annotations, else bitwise)")
+    verify.add_argument("--atol", type=float, help="absolute tolerance")
+    verify.add_argument("--rtol", type=float, help="relative tolerance")
+    verify.add_argument("--ulp", type=int, metavar="N", help="at most N units in the last place per element")
+    from kir.replay import DTYPES, NORMS
+    verify.add_argument("--norm", choices=NORMS, default="linf", help="norm of the difference (default linf)")
+    verify.add_argument("--dtype", choices=DTYPES, default="float32",
+                        help="element type of the outputs (default float32)")
     parser.add_argument("--seed", type=int, metavar="N", help="the sampler's seed (repeatable searches)")
     parser.add_argument("--device", type=int, default=0, metavar="N", help="the CUDA device (default 0)")
     spread = parser.add_argument_group("across GPUs and nodes (Dask)")
@@ -322,6 +331,10 @@ class TuneOptions:
             if value is not None and not value > 0:
                 raise OptionError(f"--{flag.replace('_', '-')} {value}: expected a positive number of seconds")
         space = space_of(args)
+        from kir.commands.replay import tolerance_of
+        tolerance = tolerance_of(args)
+        if tolerance is not None:  # the command line's overrides the space's
+            space.tolerance = tolerance.to_json()
         paths = tuple(record_paths(args.records))
         client = clients_of(args)
         cluster = ClusterOptions.from_args(args)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from kir.errors import STICKY_CUDA_ERRORS, DeviceFaultError, NoDeviceError, OptionError, ReplayError, missing_extra
 from kir.record import Record, Region
-from kir.replay.comparison import Mismatch, compare, tolerance_for
+from kir.replay.comparison import Mismatch, check, tolerance_for
 from kir.replay.planner import Mapping, plan
 
 
@@ -24,6 +24,8 @@ class RunResult:
     times_ms: list[float]
     verified: bool | None       #: None when not verified
     mismatches: list[Mismatch]
+    #: regions that differ from the recording within the tolerance (verified): by how much
+    differences: list[Mismatch] = field(default_factory=list)
     # -- run(Variant) (kir.replay.variant) --
     name: str = ""              #: the variant's name
     description: str = ""       #: what the variant changes (Variant.describe)
@@ -72,8 +74,10 @@ class RunResult:
     def summary(self) -> dict:
         """JSON-ready."""
         import dataclasses
-        out = {k: v for k, v in dataclasses.asdict(self).items() if k not in ("resources", "mismatches")}
+        out = {k: v for k, v in dataclasses.asdict(self).items()
+               if k not in ("resources", "mismatches", "differences")}
         out["mismatches"] = [dataclasses.asdict(m) for m in self.mismatches]
+        out["differences"] = [dataclasses.asdict(m) for m in self.differences]
         out["median_ms"] = self.median_ms
         if self.resources is not None:
             r = dataclasses.asdict(self.resources)
@@ -335,11 +339,13 @@ class Replayer:
         self._allow_shared(shared)
         parameters = _LaunchParameters(self.driver, self.plan.args)
         times = [self._timed_launch(grid, block, shared, parameters) for _ in range(repeat)]
-        mismatches = self.verify(tolerance) if verify else []
+        differences = self.differences(tolerance) if verify else []
+        mismatches = [m for m in differences if not m.within]
         return RunResult(grid=grid, block=block, shared_bytes=shared,
                          launch_identity=self.plan.variant_launch_identity(grid, block, shared),
                          variant=(grid, block) != (launch.grid, launch.block), times_ms=times,
-                         verified=(not mismatches) if verify else None, mismatches=mismatches)
+                         verified=(not mismatches) if verify else None, mismatches=mismatches,
+                         differences=[m for m in differences if m.within])
 
     def _allow_shared(self, shared: int, function=None) -> None:
         if shared > 48 << 10:
@@ -371,17 +377,23 @@ class Replayer:
             d.cuEventDestroy(end)
 
     def verify(self, tolerance=None, addresses: dict[int, int] | None = None) -> list[Mismatch]:
-        """Compare device memory with every epilogue; the regions that differ."""
+        """Compare device memory with every epilogue; the regions that differ (beyond
+        the tolerance)."""
+        return [m for m in self.differences(tolerance, addresses) if not m.within]
+
+    def differences(self, tolerance=None, addresses: dict[int, int] | None = None) -> list[Mismatch]:
+        """Every region whose bytes differ from its epilogue: outside the tolerance, or
+        `within` it (with by how much)."""
         d = self.driver
-        mismatches = []
+        found = []
         for index, address in (self._addresses if addresses is None else addresses).items():
             region = self.record.regions[index]
             actual = bytearray(region.size)
             self._call(f"cuMemcpyDtoH from {address:#x}", d.cuMemcpyDtoH(actual, address, region.size))
-            found = compare(region, bytes(actual), self.record.epilogue(region), tolerance_for(region, tolerance))
-            if found:
-                mismatches.append(found)
-        return mismatches
+            difference = check(region, bytes(actual), self.record.epilogue(region), tolerance_for(region, tolerance))
+            if difference:
+                found.append(difference)
+        return found
 
     # -- variants (kir.replay.variant) --
 
@@ -405,20 +417,21 @@ class Replayer:
         parameters = _LaunchParameters(self.driver, self.plan.args)
         if variant.timing == "graph":
             self._timed_launch(grid, block, shared, parameters, code, timed=False)
-            mismatches = self.verify(variant.tolerance, code.addresses) if verify else []
+            differences = self.differences(variant.tolerance, code.addresses) if verify else []
             times = self._graph_times(code, grid, block, shared, parameters, variant.repeat, variant.warmup)
         else:
             for _ in range(variant.warmup):
                 self._timed_launch(grid, block, shared, parameters, code, timed=False)
             times = [self._timed_launch(grid, block, shared, parameters, code) for _ in range(variant.repeat)]
-            mismatches = self.verify(variant.tolerance, code.addresses) if verify else []
+            differences = self.differences(variant.tolerance, code.addresses) if verify else []
+        mismatches = [m for m in differences if not m.within]
         launch = self.record.launch
         compiled = code.compiled
         return RunResult(grid=grid, block=block, shared_bytes=shared,
                          launch_identity=self.plan.variant_launch_identity(grid, block, shared),
                          variant=(grid, block) != (tuple(launch.grid), tuple(launch.block)), times_ms=times,
                          verified=(not mismatches) if verify else None, mismatches=mismatches,
-                         name=variant.name, description=variant.describe(), warmup=variant.warmup,
+                         differences=[m for m in differences if m.within], name=variant.name, description=variant.describe(), warmup=variant.warmup,
                          compiled=compiled is not None, jit_key=key, code_kind=code.kind, code_size=code.size,
                          compile_seconds=compiled.compile_seconds if compiled is not None else None,
                          cached=cached, resources=code.resources,

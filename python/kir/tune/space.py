@@ -12,11 +12,14 @@ A space is a JSON object (`kir tune --space FILE`), or one of the presets
      "pipeline": ["default<O3>", ...],      # explicit pipelines instead of opt_level (optional)
      "codegen_opt": [2, 3],                 # the back end's level
      "maxrregcount": [0, 64, 128],          # ptxas --maxrregcount (0: none)
+     "fp_contract": ["auto", "fast", "off"],  # floating-point contraction (kir.jit.Options.fp_contract)
      "specialize_args": [true],             # the record's runtime-constant arguments (kernel.jit_args)
      "specialize_dims": [false, true],      # grid and block become constants
      "launch_bounds": [false, true],        # __launch_bounds__(threads of the block, min_blocks)
      "min_blocks": [0, 1, 2, 4],            # with launch_bounds
      "timing": "graph",                     # how launches are timed (kir.replay.Variant.timing)
+     "tolerance": {"ulp": 4, "dtype": "float32"},  # verification (kir.replay.Tolerance; default:
+                                            # the record's annotations, else bitwise)
      "warmup": 1, "repeat": 20}             # per trial: untimed, then timed launches (fixed)
 
 The dimensions follow Mneme's tuner (python/mneme/tuning/builtin_spaces.py,
@@ -55,11 +58,13 @@ DEFAULTS = {
     "pipeline": None,
     "codegen_opt": [3],
     "maxrregcount": [0],
+    "fp_contract": ["auto"],
     "specialize_args": [True],
     "specialize_dims": [False],
     "launch_bounds": [False],
     "min_blocks": [0],
     "timing": "graph",
+    "tolerance": None,
     "warmup": 1,
     "repeat": 20,
 }
@@ -67,19 +72,21 @@ DEFAULTS = {
 PRESETS = {
     # the compile options only, at the recorded launch: all of it can be handed to the JIT
     "compiler": {"block": "recorded", "opt_level": [1, 2, 3], "codegen_opt": [1, 2, 3],
-                 "maxrregcount": [0, 64, 128], "specialize_args": [False, True]},
+                 "maxrregcount": [0, 64, 128], "fp_contract": ["auto", "fast", "off"],
+                 "specialize_args": [False, True]},
     "quick": {"block": "auto", "launch_safety": "conservative", "opt_level": [2, 3], "codegen_opt": [2, 3]},
     # the launch configuration only, kir.jit's default options (Mneme's "launch" preset)
     "launch": {"block": "auto", "launch_safety": "aggressive"},
     "standard": {"block": "auto", "opt_level": [1, 2, 3], "codegen_opt": [1, 2, 3],
                  "maxrregcount": [0, 64, 128], "specialize_args": [False, True]},
     "full": {"block": "auto", "launch_safety": "aggressive", "opt_level": [0, 1, 2, 3], "codegen_opt": [1, 2, 3],
-             "maxrregcount": [0, 32, 64, 128, 255], "specialize_args": [False, True],
+             "maxrregcount": [0, 32, 64, 128, 255], "fp_contract": ["auto", "fast", "on", "off"],
+             "specialize_args": [False, True],
              "specialize_dims": [False, True], "launch_bounds": [False, True], "min_blocks": [0, 1, 2, 4, 8]},
 }
 
 #: the dimensions Optuna chooses (the others are settings)
-DIMENSIONS = ("block", "opt_level", "pipeline", "codegen_opt", "maxrregcount", "specialize_args",
+DIMENSIONS = ("block", "opt_level", "pipeline", "codegen_opt", "maxrregcount", "fp_contract", "specialize_args",
               "specialize_dims", "launch_bounds", "min_blocks")
 
 
@@ -142,16 +149,18 @@ class Point:
     specialize_dims: bool = False
     launch_bounds: bool = False
     min_blocks: int = 0
+    fp_contract: str = "auto"
     warmup: int = 1
     repeat: int = 20
     timing: str = "graph"
     recorded_launch: bool = True   #: block and grid are the recording's
     recorded_code: bool = False    #: the record's own code (no LLVM IR to compile: an nvcc build)
+    tolerance: dict | None = None  #: kir.replay.Tolerance.to_json(); None: the record's annotations, else bitwise
 
     def options(self):
         from kir.jit import Options
         return Options(opt_level=self.opt_level, pipeline=self.pipeline, codegen_opt=self.codegen_opt,
-                       assembler_options=(f"--maxrregcount={self.maxrregcount}",) if self.maxrregcount else ())
+                       fp_contract=self.fp_contract, assembler_options=(f"--maxrregcount={self.maxrregcount}",) if self.maxrregcount else ())
 
     def variant(self, has_jit_args: bool, name: str = ""):
         """The kir.replay.Variant that runs this point (always compiled from the IR)."""
@@ -164,7 +173,7 @@ class Point:
                        specialize_grid=self.specialize_dims, specialize_block=self.specialize_dims,
                        bounds=(threads, self.min_blocks) if self.launch_bounds else None,
                        options=self.options(), warmup=self.warmup, repeat=self.repeat, timing=self.timing,
-                       name=name)
+                       tolerance=_tolerance(self.tolerance), name=name)
 
     def describe(self) -> str:
         parts = [f"block {'x'.join(map(str, self.block))}", f"grid {'x'.join(map(str, self.grid))}"]
@@ -174,6 +183,8 @@ class Point:
         parts.append(f"codegen O{self.codegen_opt}")
         if self.maxrregcount:
             parts.append(f"maxrregcount {self.maxrregcount}")
+        if self.fp_contract != "auto":
+            parts.append(f"fp-contract {self.fp_contract}")
         parts.append("args " + ("specialized" if self.specialize_args else "generic"))
         if self.specialize_dims:
             parts.append("dims specialized")
@@ -200,6 +211,7 @@ class Space:
     pipeline: list | None = None
     codegen_opt: list = field(default_factory=lambda: [3])
     maxrregcount: list = field(default_factory=lambda: [0])
+    fp_contract: list = field(default_factory=lambda: ["auto"])
     specialize_args: list = field(default_factory=lambda: [True])
     specialize_dims: list = field(default_factory=lambda: [False])
     launch_bounds: list = field(default_factory=lambda: [False])
@@ -207,6 +219,7 @@ class Space:
     warmup: int = 1
     repeat: int = 20
     timing: str = "graph"
+    tolerance: dict | None = None
     source: str = "preset standard"
 
     @classmethod
@@ -260,6 +273,8 @@ class Space:
                                       "0 (none) or 16..255")
         if any(0 < r < 16 for r in space.maxrregcount):
             raise OptionError(f"{where}: maxrregcount: ptxas takes at least 16 registers (0: no limit)")
+        from kir.jit.transform import FP_CONTRACT
+        space.fp_contract = _choices(merged["fp_contract"], where, "fp_contract", str, FP_CONTRACT)
         space.min_blocks = _choices(merged["min_blocks"], where, "min_blocks", int, range(33))
         for name in ("specialize_args", "specialize_dims", "launch_bounds"):
             setattr(space, name, _choices(merged[name], where, name, bool, (False, True)))
@@ -276,6 +291,16 @@ class Space:
         from kir.replay.variant import TIMINGS
         if space.timing not in TIMINGS:
             raise OptionError(f"{where}: timing {space.timing!r}: expected {' or '.join(TIMINGS)}")
+        if merged["tolerance"] is not None:
+            if not isinstance(merged["tolerance"], dict):
+                raise OptionError(f"{where}: tolerance {merged['tolerance']!r}: expected an object "
+                                  "{\"atol\", \"rtol\", \"ulp\", \"norm\", \"dtype\"}")
+            try:
+                space.tolerance = _tolerance(merged["tolerance"]).to_json()
+            except TypeError as error:
+                raise OptionError(f"{where}: tolerance: {error}") from None
+            except OptionError as error:
+                raise OptionError(f"{where}: tolerance: {error}") from None
         for name, low in (("warmup", 0), ("repeat", 1)):
             value = merged[name]
             if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= 100000:
@@ -289,7 +314,8 @@ class Space:
         become "auto" (one point would be the recorded launch again)."""
         import dataclasses
         return dataclasses.replace(self, block="auto" if self.block == "recorded" else self.block, opt_level=[3],
-                                   pipeline=None, codegen_opt=[3], maxrregcount=[0], specialize_args=[False],
+                                   pipeline=None, codegen_opt=[3], maxrregcount=[0], fp_contract=["auto"],
+                                   specialize_args=[False],
                                    specialize_dims=[False], launch_bounds=[False], min_blocks=[0],
                                    source=f"{self.source}, launch only (no LLVM IR)")
 
@@ -324,13 +350,14 @@ class Space:
         grid = tuple(launch.grid) if block == tuple(launch.block) else \
             derived_grid(launch.block, launch.grid, block)
         point = Point(block=block, grid=grid, warmup=self.warmup, repeat=self.repeat, timing=self.timing,
-                      recorded_launch=(block, grid) == (tuple(launch.block), tuple(launch.grid)))
+                      tolerance=self.tolerance, recorded_launch=(block, grid) == (tuple(launch.block), tuple(launch.grid)))
         if self.pipeline:
             point.pipeline = pick("pipeline", self.pipeline)
         else:
             point.opt_level = pick("opt_level", self.opt_level)
         point.codegen_opt = pick("codegen_opt", self.codegen_opt)
         point.maxrregcount = pick("maxrregcount", self.maxrregcount)
+        point.fp_contract = pick("fp_contract", self.fp_contract)
         point.specialize_args = pick("specialize_args", self.specialize_args)
         point.specialize_dims = pick("specialize_dims", self.specialize_dims)
         point.launch_bounds = pick("launch_bounds", self.launch_bounds)
@@ -341,7 +368,8 @@ class Space:
     def recorded(self) -> dict:
         """The request for the baseline: the recorded code at the recorded launch,
         timed as the trials are (kir.tune.trial.evaluate)."""
-        return {"recorded": True, "warmup": self.warmup, "repeat": self.repeat, "timing": self.timing}
+        return {"recorded": True, "warmup": self.warmup, "repeat": self.repeat, "timing": self.timing,
+                "tolerance": self.tolerance}
 
     def baseline_params(self, record, ordinal: bool = False) -> dict:
         """The trial to run first (Optuna's enqueue_trial): the recorded launch with
@@ -353,7 +381,7 @@ class Space:
             if len(choices) > 1:
                 params[name] = choices.index(value) if ordinal and not isinstance(value, bool) else _text(value)
         put("block", self.blocks(record), tuple(record.launch.block))
-        for name, default in (("opt_level", 3), ("codegen_opt", 3), ("maxrregcount", 0),
+        for name, default in (("opt_level", 3), ("codegen_opt", 3), ("maxrregcount", 0), ("fp_contract", "auto"),
                               ("specialize_args", True), ("specialize_dims", False), ("launch_bounds", False)):
             choices = getattr(self, name)
             if name == "opt_level" and self.pipeline:
@@ -371,7 +399,8 @@ class Space:
             dims["pipeline"] = self.pipeline
         else:
             dims["opt_level"] = self.opt_level
-        for name in ("codegen_opt", "maxrregcount", "specialize_args", "specialize_dims", "launch_bounds"):
+        for name in ("codegen_opt", "maxrregcount", "fp_contract", "specialize_args", "specialize_dims",
+                     "launch_bounds"):
             dims[name] = getattr(self, name)
         if True in self.launch_bounds:
             dims["min_blocks"] = self.min_blocks
@@ -380,7 +409,7 @@ class Space:
     def size(self, record) -> int:
         """How many distinct points the space holds."""
         n = len(self.blocks(record)) * len(self.pipeline or self.opt_level) * len(self.codegen_opt)
-        n *= len(self.maxrregcount) * len(self.specialize_args) * len(self.specialize_dims)
+        n *= len(self.maxrregcount) * len(self.fp_contract) * len(self.specialize_args) * len(self.specialize_dims)
         bounds = (len(self.min_blocks) if True in self.launch_bounds else 0) + (False in self.launch_bounds)
         return n * bounds
 
@@ -389,9 +418,18 @@ class Space:
         return {"source": self.source, "block": [list(b) for b in self.blocks(record)],
                 "launch_safety": self.launch_safety, "opt_level": None if self.pipeline else self.opt_level,
                 "pipeline": self.pipeline, "codegen_opt": self.codegen_opt, "maxrregcount": self.maxrregcount,
-                "specialize_args": self.specialize_args, "specialize_dims": self.specialize_dims,
+                "fp_contract": self.fp_contract, "specialize_args": self.specialize_args, "specialize_dims": self.specialize_dims,
                 "launch_bounds": self.launch_bounds, "min_blocks": self.min_blocks, "warmup": self.warmup,
-                "repeat": self.repeat, "timing": self.timing, "points": self.size(record)}
+                "repeat": self.repeat, "timing": self.timing, "tolerance": self.tolerance,
+                "points": self.size(record)}
+
+
+def _tolerance(data: dict | None):
+    """A kir.replay.Tolerance from its JSON (None: None)."""
+    if data is None:
+        return None
+    from kir.replay.comparison import Tolerance
+    return Tolerance.from_json(data)
 
 
 def _text(value) -> str:

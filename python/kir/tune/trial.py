@@ -3,8 +3,11 @@
 A trial's result is a plain dict (`RESULT_KEYS`), JSON-ready, so that it travels
 the same from a child process, a Dask worker or a test's executor:
 
-    status          "ok" (verified), "mismatch" (the output differs from the
-                    recording), "error" (compile, load or launch failed)
+    status          "ok" (verified: bitwise, or within the tolerance), "mismatch"
+                    (the output differs from the recording beyond it), "error"
+                    (compile, load or launch failed)
+    differences     the regions that differ within the tolerance: max_abs, max_rel,
+                    max_ulp (kir.replay.Mismatch with within true)
     error_kind      None (ok), "mismatch", "compile" (the variant's options or
                     kir.jit), "load" (the code into the device), "launch" (running
                     or timing it, reading its output back), "timeout" (the trial
@@ -41,8 +44,8 @@ __all__ = ["RESULT_KEYS", "TrialProcess", "evaluate", "result_of"]
 CHILD = ("import sys\nif sys.path[:1] == ['']: del sys.path[0]\n"
          "from kir.tune.trial import main\nsys.exit(main(sys.argv[1:]))\n")
 
-RESULT_KEYS = ("status", "median_ms", "times_ms", "verified", "mismatches", "registers", "spill_stores",
-               "spill_loads", "shared_bytes", "local_bytes", "constant_bytes", "code_size", "code_kind",
+RESULT_KEYS = ("status", "median_ms", "times_ms", "verified", "mismatches", "differences", "registers",
+               "spill_stores", "spill_loads", "shared_bytes", "local_bytes", "constant_bytes", "code_size", "code_kind",
                "compile_seconds", "compile_timings", "jit_key", "arch", "error", "error_kind")
 #: error_kind's values (see the module's docstring)
 ERROR_KINDS = ("mismatch", "compile", "load", "launch", "timeout", "crash")
@@ -50,7 +53,7 @@ ERROR_KINDS = ("mismatch", "compile", "load", "launch", "timeout", "crash")
 
 def empty_result(**values) -> dict:
     out = dict.fromkeys(RESULT_KEYS)
-    out.update(times_ms=[], mismatches=[], compile_timings={}, constant_bytes={})
+    out.update(times_ms=[], mismatches=[], differences=[], compile_timings={}, constant_bytes={})
     out.update(values)
     return out
 
@@ -63,7 +66,8 @@ def result_of(run, arch: str) -> dict:
     return empty_result(status=status, error_kind=None if run.verified else "mismatch",
                         compile_timings=dict(run.timings), constant_bytes=dict(constant),
                         median_ms=run.median_ms, times_ms=list(run.times_ms), verified=run.verified,
-                        mismatches=[dataclasses.asdict(m) for m in run.mismatches], registers=run.registers,
+                        mismatches=[dataclasses.asdict(m) for m in run.mismatches],
+                        differences=[dataclasses.asdict(m) for m in run.differences], registers=run.registers,
                         spill_stores=run.spill_stores, spill_loads=run.spill_loads,
                         shared_bytes=run.shared_memory, local_bytes=run.local_memory, code_size=run.code_size,
                         code_kind=run.code_kind, compile_seconds=run.compile_seconds, jit_key=run.jit_key, arch=arch)
@@ -98,7 +102,9 @@ def evaluate(replayers: _Replayers, path: str, point: dict) -> dict:
     try:
         replayer = replayers.get(path)
         if point.get("recorded"):
-            variant = Variant(warmup=point["warmup"], repeat=point["repeat"], timing=point["timing"], name="recorded")
+            from kir.tune.space import _tolerance
+            variant = Variant(warmup=point["warmup"], repeat=point["repeat"], timing=point["timing"],
+                              tolerance=_tolerance(point.get("tolerance")), name="recorded")
         else:
             replayer.stage = "compile"  # the point's options are checked here (a bad pipeline: compile)
             p = Point.from_json(point)

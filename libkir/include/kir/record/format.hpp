@@ -14,8 +14,9 @@ namespace kir::record::format {
 /// whenever a header or a metadata field (kir/record/metadata.hpp) changes.
 /// 2: `launch.dynamic_hash` gone; `launch_identity`, `kernel.ptx_units` and
 ///    `kernel.jit_args` and every `stats` field always written.
-inline constexpr uint32_t kVersion = 2;
-inline constexpr uint32_t kVersions[] = {1, 2};
+/// 3: an allocation's `tolerance` (the app's annotation, kir/record.h; nil when none).
+inline constexpr uint32_t kVersion = 3;
+inline constexpr uint32_t kVersions[] = {1, 2, 3};
 /// The value of a record's metadata key `format`.
 inline constexpr char kMetadataFormat[] = "kir.record";
 /// File names: DIR/records/<static>.<launch identity>[.rank<R>]<kRecordSuffix>,

@@ -229,6 +229,24 @@ inline constexpr Field size = uint("size", "its size in bytes");
 KIR_RECORD_TABLE(table, "va_range", "the address range the recording served device allocations from", &base, &size);
 }  // namespace va_range
 
+namespace tolerance {
+inline constexpr const char* kDtypes[] = {"float16", "bfloat16", "float32", "float64", nullptr};  // KIR_DTYPE_* - 1
+inline constexpr const char* kKinds[] = {"abs", "rel", "ulp", nullptr};                           // KIR_TOLERANCE_*
+inline constexpr const char* kNorms[] = {"linf", "l1", "l2", nullptr};                            // KIR_NORM_*
+// A table of version 3 (allocation.tolerance): its fields too.
+inline constexpr Field dtype = choice("dtype", kDtypes, "the buffer's elements").in(3);
+inline constexpr Field kind =
+    choice("kind", kKinds,
+           "`abs`: norm(difference) <= threshold; `rel`: <= threshold * norm(recorded); `ulp`: "
+           "per element, at most threshold units in the last place")
+        .in(3);
+inline constexpr Field threshold = number("threshold", "the bound (ulp: a whole number)").in(3);
+inline constexpr Field norm = choice("norm", kNorms, "the norm of abs and rel").in(3);
+inline constexpr Field tag = str("tag", "the app's name for the buffer, or empty").in(3);
+KIR_RECORD_TABLE(table, "tolerance", "how a replay's contents may differ (kir_record_annotate, kir/record.h)", &dtype,
+                 &kind, &threshold, &norm, &tag);
+}  // namespace tolerance
+
 namespace region {
 inline constexpr Field name = str("name", "the variable's name");
 inline constexpr Field address = uint("address", "its address");
@@ -240,8 +258,13 @@ inline constexpr Field prologue = chunks("prologue",
                                          "bytes but the last); nil: not snapshotted")
                                       .or_nil();
 inline constexpr Field epilogue = chunks("epilogue", "the same after the kernel; nil: not snapshotted").or_nil();
+inline constexpr Field tolerance =
+    map("tolerance", tolerance::table,
+        "the app's annotation (kir_record_annotate): how a replay may differ; nil: bitwise, or as the replay says")
+        .or_nil()
+        .in(3);
 KIR_RECORD_TABLE(allocation, "allocation", "an allocation and its contents", &address, &size, &kind, &in_va_range,
-                 &prologue, &epilogue);
+                 &prologue, &epilogue, &tolerance);
 KIR_RECORD_TABLE(global, "global", "a module global and its contents", &name, &address, &size, &prologue, &epilogue);
 }  // namespace region
 
@@ -306,7 +329,7 @@ KIR_RECORD_TABLE(table, "record", "a record's metadata", &format, &version, &kir
 inline constexpr const Table* kTables[] = {&record::table, &process::table,  &device::table,      &kernel::table,
                                            &code::table,   &ir::table,       &param::table,       &jit_arg::table,
                                            &launch::table, &va_range::table, &region::allocation, &region::global,
-                                           &flag::table,   &stats::table};
+                                           &flag::table,   &stats::table,    &tolerance::table};
 
 namespace detail {
 constexpr bool same(const char* a, const char* b) {

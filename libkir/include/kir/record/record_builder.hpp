@@ -25,6 +25,12 @@ struct StoredCode {
 };
 
 /// An allocation or a module global, and its contents as chunk names.
+/// An app's annotation of an allocation (kir/record.h), as the record stores it.
+struct Tolerance {
+  std::string dtype, kind, norm, tag;  // metadata::tolerance's choices
+  double threshold = 0;
+};
+
 struct Region {
   bool global = false;
   std::string name;  // globals
@@ -32,6 +38,7 @@ struct Region {
   std::string kind;  // allocations: "device", "managed", "host"
   bool in_va_range = false;
   std::optional<std::vector<Hash128>> prologue, epilogue;  // nullopt: not snapshotted
+  std::optional<Tolerance> tolerance;                      // allocations: the app's annotation
 };
 
 struct Flag {
@@ -62,6 +69,8 @@ class RecordBuilder {
   void set_va_range(uint64_t base, uint64_t size);
   size_t add_allocation(uint64_t address, uint64_t size, std::string kind, bool in_va_range);
   size_t add_global(std::string name, uint64_t address, uint64_t size);
+  /// The app's annotation of allocation `region`.
+  void set_tolerance(size_t region, Tolerance tolerance);
   void add_flag(std::string flag, std::string detail);
   /// Flags raised so far (the recorder warns about each).
   const std::vector<Flag>& flags() const { return flags_; }
