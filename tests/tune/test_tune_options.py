@@ -28,7 +28,7 @@ def tune_json(*args, env=None) -> dict:
     return json.loads(result.stdout)
 
 
-SMALL = ("--preset", "compiler", "--fixed-codegen-opt", "3", "--specialize-space", "on")
+SMALL = ("--preset", "compiler", "--fixed-codegen-opt", "3", "--fixed-fp-contract", "auto", "--specialize-space", "on")
 
 
 def test_print_space_applies_every_space_control(recording, tmp_path):
@@ -47,8 +47,9 @@ def test_print_space_applies_every_space_control(recording, tmp_path):
     assert space["launch_bounds"] == [False, True] and space["min_blocks"] == [2, 4, 6]
     assert space["block"] == [[256, 1, 1]] and (space["repeat"], space["warmup"]) == (7, 0)
     assert space["maxrregcount"] == [0, 32, 64, 128, 255]  # the preset's, untouched
-    # points: 3 pipelines x 2 codegen x 5 register caps x (1 without bounds + 3 min blocks)
-    assert space["points"] == 3 * 2 * 5 * 4
+    assert space["fp_contract"] == ["auto", "fast", "on", "off"]  # the preset's, untouched
+    # points: 3 pipelines x 2 codegen x 5 register caps x 4 contractions x (1 without bounds + 3 min blocks)
+    assert space["points"] == 3 * 2 * 5 * 4 * 4
     assert entry["study"].startswith("kir-tune-")
 
 

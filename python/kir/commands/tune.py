@@ -110,6 +110,8 @@ def add_arguments(parser) -> None:
     space.add_argument("--pipeline-file", metavar="FILE", help="candidate pipelines, one a line (# comments)")
     space.add_argument("--codegen-opt-range", metavar="LOW:HIGH[:STEP]", help="the back end's levels searched")
     space.add_argument("--fixed-codegen-opt", type=int, metavar="N", help="one back-end level for every trial")
+    space.add_argument("--fixed-fp-contract", choices=("auto", "fast", "on", "off"),
+                       help="one floating-point contraction for every trial (the compiler/full presets search it)")
     for flag, key in (("--specialize-space", "specialize_args"), ("--specialize-dims-space", "specialize_dims"),
                       ("--launch-bounds-space", "launch_bounds")):
         space.add_argument(flag, choices=("fixed", "on", "off", "on-off"),
@@ -279,6 +281,8 @@ def space_of(args: argparse.Namespace):
         put("codegen_opt", parse_range(args.codegen_opt_range, "--codegen-opt-range", 0, 3), "--codegen-opt-range")
     if args.fixed_codegen_opt is not None:
         put("codegen_opt", [args.fixed_codegen_opt], "--fixed-codegen-opt")
+    if args.fixed_fp_contract is not None:
+        put("fp_contract", [args.fixed_fp_contract], "--fixed-fp-contract")
     for flag, key in (("specialize_space", "specialize_args"), ("specialize_dims_space", "specialize_dims"),
                       ("launch_bounds_space", "launch_bounds")):
         mode = getattr(args, flag)
@@ -358,6 +362,8 @@ def run(args: argparse.Namespace) -> int:
     records = [Record.load(path) for path in opts.paths]  # a bad record is exit 2 before any trial runs
     if args.print_space or args.dry_run:
         return print_spaces(opts, records, args.dry_run)
+    from kir.tune.study import check_storage
+    check_storage(opts.storage)  # a bad --storage is its one line, before anything is said
     for path, record in zip(opts.paths, records):
         if record.kernel.ir is None and not opts.baseline_only:
             print(f"kir tune: {path}: {record.kernel.name} has no LLVM IR (an nvcc build): tuning its launch "

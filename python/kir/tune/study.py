@@ -125,6 +125,19 @@ def choose_study(record, storage: str | None, digest: str, resume: bool = False,
                      "(--resume continues the earlier one)")
 
 
+def check_storage(url: str | None) -> None:
+    """OptionError unless a "journal:PATH" storage names a file name and, when PATH
+    exists, a regular file (Optuna would block on a FIFO, or read a device without end)."""
+    if url is None or not url.startswith("journal:"):
+        return
+    path = url[len("journal:"):]
+    if not path:
+        raise OptionError("--storage journal:PATH: a file name is needed")
+    if os.path.lexists(path):
+        from kir.files import open_regular
+        os.close(open_regular(path, f"--storage {url}", OptionError)[0])
+
+
 def open_storage(url: str | None):
     """An Optuna storage: None (in memory, this process only), "journal:PATH" (an
     Optuna journal file: many processes and nodes on a shared file system), or any
@@ -134,12 +147,8 @@ def open_storage(url: str | None):
         return optuna.storages.InMemoryStorage()
     if url.startswith("journal:"):
         path = url[len("journal:"):]
-        if not path:
-            raise OptionError("--storage journal:PATH: a file name is needed")
+        check_storage(url)
         Path(path).parent.mkdir(parents=True, exist_ok=True)
-        if os.path.lexists(path):  # Optuna would block on a FIFO, or read a device without end
-            from kir.files import open_regular
-            os.close(open_regular(path, f"--storage {url}", OptionError)[0])
         from optuna.storages.journal import JournalFileBackend, JournalFileOpenLock
         return optuna.storages.JournalStorage(JournalFileBackend(path, lock_obj=JournalFileOpenLock(path)))
     return url
