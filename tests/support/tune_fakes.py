@@ -108,12 +108,11 @@ def contracted(path: str, point: dict) -> dict:
 
     import numpy as np
 
-    from kir.replay.comparison import check, tolerance_for
-    from kir.tune.space import _tolerance
+    from kir.replay.comparison import Tolerance, check, tolerance_for
     from kir.tune.trial import empty_result
     record, _ = _resolve(path, point)
     moved, ms = (0, 1.0) if point.get("recorded") else CONTRACTION[point["fp_contract"]]
-    tolerance = _tolerance(point.get("tolerance"))
+    tolerance = Tolerance.from_json(point.get("tolerance"))
     mismatches, differences = [], []
     for region in record.regions:
         if not region.snapshotted:

@@ -227,9 +227,7 @@ def describe_difference(m) -> str:
 
 
 def tolerance_of(args: argparse.Namespace) -> Tolerance | None:
-    if args.atol is None and args.rtol is None and args.ulp is None:
-        return None
-    return Tolerance(atol=args.atol or 0.0, rtol=args.rtol or 0.0, norm=args.norm, dtype=args.dtype, ulp=args.ulp)
+    return Tolerance.of(args.atol, args.rtol, args.ulp, args.norm, args.dtype)
 
 
 def dims(text: str | None, option: str):

@@ -335,8 +335,8 @@ class TuneOptions:
             if value is not None and not value > 0:
                 raise OptionError(f"--{flag.replace('_', '-')} {value}: expected a positive number of seconds")
         space = space_of(args)
-        from kir.commands.replay import tolerance_of
-        tolerance = tolerance_of(args)
+        from kir.replay import Tolerance
+        tolerance = Tolerance.of(args.atol, args.rtol, args.ulp, args.norm, args.dtype)
         if tolerance is not None:  # the command line's overrides the space's
             space.tolerance = tolerance.to_json()
         paths = tuple(record_paths(args.records))

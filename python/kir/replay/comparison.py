@@ -58,8 +58,17 @@ class Tolerance:
         return {"atol": self.atol, "rtol": self.rtol, "norm": self.norm, "dtype": self.dtype, "ulp": self.ulp}
 
     @classmethod
-    def from_json(cls, data: dict) -> "Tolerance":
-        return cls(**data)
+    def from_json(cls, data: dict | None) -> "Tolerance | None":
+        return None if data is None else cls(**data)
+
+    @classmethod
+    def of(cls, atol: float | None = None, rtol: float | None = None, ulp: int | None = None,
+           norm: str = "linf", dtype: str = "float32") -> "Tolerance | None":
+        """The command line's tolerance (`--atol`, `--rtol`, `--ulp`, `--norm`, `--dtype`):
+        None when none of the three bounds is given (bitwise, or the record's annotations)."""
+        if atol is None and rtol is None and ulp is None:
+            return None
+        return cls(atol=atol or 0.0, rtol=rtol or 0.0, norm=norm, dtype=dtype, ulp=ulp)
 
 
 @dataclass

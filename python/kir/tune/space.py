@@ -173,7 +173,7 @@ class Point:
                        specialize_grid=self.specialize_dims, specialize_block=self.specialize_dims,
                        bounds=(threads, self.min_blocks) if self.launch_bounds else None,
                        options=self.options(), warmup=self.warmup, repeat=self.repeat, timing=self.timing,
-                       tolerance=_tolerance(self.tolerance), name=name)
+                       tolerance=_tolerance_from(self.tolerance), name=name)
 
     def describe(self) -> str:
         parts = [f"block {'x'.join(map(str, self.block))}", f"grid {'x'.join(map(str, self.grid))}"]
@@ -296,7 +296,7 @@ class Space:
                 raise OptionError(f"{where}: tolerance {merged['tolerance']!r}: expected an object "
                                   "{\"atol\", \"rtol\", \"ulp\", \"norm\", \"dtype\"}")
             try:
-                space.tolerance = _tolerance(merged["tolerance"]).to_json()
+                space.tolerance = _tolerance_from(merged["tolerance"]).to_json()
             except TypeError as error:
                 raise OptionError(f"{where}: tolerance: {error}") from None
             except OptionError as error:
@@ -424,10 +424,7 @@ class Space:
                 "points": self.size(record)}
 
 
-def _tolerance(data: dict | None):
-    """A kir.replay.Tolerance from its JSON (None: None)."""
-    if data is None:
-        return None
+def _tolerance_from(data: dict | None):
     from kir.replay.comparison import Tolerance
     return Tolerance.from_json(data)
 

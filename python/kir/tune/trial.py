@@ -102,9 +102,9 @@ def evaluate(replayers: _Replayers, path: str, point: dict) -> dict:
     try:
         replayer = replayers.get(path)
         if point.get("recorded"):
-            from kir.tune.space import _tolerance
+            from kir.replay.comparison import Tolerance
             variant = Variant(warmup=point["warmup"], repeat=point["repeat"], timing=point["timing"],
-                              tolerance=_tolerance(point.get("tolerance")), name="recorded")
+                              tolerance=Tolerance.from_json(point.get("tolerance")), name="recorded")
         else:
             replayer.stage = "compile"  # the point's options are checked here (a bad pipeline: compile)
             p = Point.from_json(point)
