@@ -232,8 +232,7 @@ def _given() -> set[str]:
 
 def config_of(args: argparse.Namespace) -> dict:
     own = _defaults()
-    return {"schema": CONFIG_SCHEMA,
-            **{k: v for k, v in sorted(vars(args).items()) if k in own and k not in NOT_CONFIG}}
+    return envelope(CONFIG_SCHEMA, **{k: v for k, v in sorted(vars(args).items()) if k in own and k not in NOT_CONFIG})
 
 
 def space_of(args: argparse.Namespace):
