@@ -15,7 +15,6 @@ import pytest
 
 pytest.importorskip("optuna")
 
-import kir._core as core
 from jit_rig import rig  # noqa: F401  (the stub runtime and driver)
 from kir.cache import Cache
 from kir.hashing import jit_key
@@ -34,20 +33,8 @@ PROTEUS = ClientDescriptor("proteus-client", PROTEUS_CONFIG, True, True, True, "
 
 
 def axpy_record(rig, tmp_path, a: float = 2.5, name: str = "rec") -> Path:  # noqa: F811
-    """A record of the stub app's launch (axpy, a = `a`), with the kernel's IR to tune from."""
-    from test_tune import axpy_ir  # tests/tune/test_tune.py
-    _, _, cubin, static = rig
-    b = core.RecordBuilder(str(tmp_path / name))
-    b.set_process(1, -1)
-    b.set_device("stub", "sm_90", 0)
-    b.set_kernel(AXPY, "axpy(float, float const*, float*, int)", core.Hash128.from_hex(static),
-                 [0, 8, 16, 24], [4, 8, 8, 4])
-    b.set_image("cubin", "sm_90", cubin.read_bytes())
-    b.set_ir(axpy_ir(tmp_path))
-    b.set_jit_args([(1, "scalar", F32, False, 0, 0, 0)])
-    args = [struct.pack("<f", a), bytes(8), bytes(8), struct.pack("<i", 64)]
-    b.set_launch("cudaLaunchKernel", core.Hash128.from_hex("0" * 32), (1, 1, 1), (64, 1, 1), 16, 5, args, 0)
-    return Path(b.write())
+    from test_tune import axpy_record as record  # tests/tune/test_tune.py
+    return Path(record(rig, tmp_path, a, name))
 
 
 def space(tmp_path) -> Path:

@@ -261,17 +261,15 @@ def axpy_ir(tmp_path) -> bytes:
     return out.read_bytes()
 
 
-def test_the_jit_client_runs_the_tuned_code(rig, tmp_path):  # noqa: F811
-    """Record the stub app's launch (with IR), tune it (real kir.jit compiles, modelled
-    times), and run the app under the JIT client with the cache: the launch is a hit,
-    and the code it runs is the tuned trial's (the entry's metadata names it)."""
+def axpy_record(rig, tmp_path, a: float = 2.5, name: str = "rec") -> str:  # noqa: F811
+    """A record of the JIT rig's stub app launching axpy (a = `a`, a runtime constant), with
+    the kernel's IR to tune from (also tests/tune/test_handoff.py's)."""
     import struct
 
-    from jit_rig import run_app
     from saxpy_record import F32
     from stub_cuda import AXPY
-    d, fatbin, cubin, static = rig
-    b = core.RecordBuilder(str(tmp_path / "rec"))
+    _, _, cubin, static = rig
+    b = core.RecordBuilder(str(tmp_path / name))
     b.set_process(1, -1)
     b.set_device("stub", "sm_90", 0)
     b.set_kernel(AXPY, "axpy(float, float const*, float*, int)", core.Hash128.from_hex(static),
@@ -279,9 +277,17 @@ def test_the_jit_client_runs_the_tuned_code(rig, tmp_path):  # noqa: F811
     b.set_image("cubin", "sm_90", cubin.read_bytes())
     b.set_ir(axpy_ir(tmp_path))
     b.set_jit_args([(1, "scalar", F32, False, 0, 0, 0)])
-    args = [struct.pack("<f", 2.5), bytes(8), bytes(8), struct.pack("<i", 64)]
+    args = [struct.pack("<f", a), bytes(8), bytes(8), struct.pack("<i", 64)]
     b.set_launch("cudaLaunchKernel", core.Hash128.from_hex("0" * 32), (1, 1, 1), (64, 1, 1), 16, 5, args, 0)
-    path = b.write()
+    return b.write()
+
+
+def test_the_jit_client_runs_the_tuned_code(rig, tmp_path):  # noqa: F811
+    """Record the stub app's launch (with IR), tune it (real kir.jit compiles, modelled
+    times), and run the app under the JIT client with the cache: the launch is a hit,
+    and the code it runs is the tuned trial's (the entry's metadata names it)."""
+    from jit_rig import run_app
+    path = axpy_record(rig, tmp_path)
     cache = tmp_path / "cache"
     space = _write(tmp_path / "space.json", {"preset": "compiler", "maxrregcount": [0, 64]})
     out = cli("tune", path, "--trials", "4", "--seed", "2", "--executor", "tune_fakes:compiled", "--space", space,
