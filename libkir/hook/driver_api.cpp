@@ -131,7 +131,7 @@ KIR_EXPORT CUresult cuLibraryLoadData(void** library, const void* code, void* ji
   CUresult r =
       real_cuLibraryLoadData(library, code, jit_options, jit_values, n_jit, library_options, library_values, n_library);
   if (r == CUDA_SUCCESS && library && reporting())
-    layer().module_loaded(*library, code, kir::hook::Vendor::cuda_driver);
+    layer().module_loaded(*library, code, kir::hook::Vendor::cuda_driver, true);
   return r;
 }
 

@@ -78,12 +78,20 @@ const VendorTraits& Layer::traits_of_kernel(const void* stub) {
   return traits_of_handle(nullptr);
 }
 
-void Layer::module_loaded(const void* module, const void* image, Vendor vendor) {
+void Layer::module_loaded(const void* module, const void* image, Vendor vendor, bool library) {
   const VendorTraits& t = traits(vendor);
   if (!t.read_module) return;
   size_t images = 0;
   std::unique_ptr<FatbinRecord> record = t.read_module(module, image, images);  // sets images: not in one call
+  // What the module's code defines as globals (cuFFT keeps the pointers to its
+  // twiddle tables in `lut_sp`/`lut_dp`, set at plan time): a launch's record
+  // must hold them, and a replay restores them by name.
+  std::vector<std::pair<std::string, uint64_t>> globals;
+  if (!library && t.module_global && record->code)
+    for (const DeviceGlobal& g : record->code->globals)
+      if (g.size) globals.emplace_back(g.name, g.size);
   publish(module, std::move(record), images);
+  for (const auto& [name, size] : globals) registry_.add_module_global(module, name.c_str(), size, t.module_global);
 }
 
 void Layer::publish(const void* handle, std::unique_ptr<FatbinRecord> record, size_t images) {

@@ -55,8 +55,11 @@ class Layer {
   /// (else as traits_of_handle).
   const VendorTraits& traits_of_kernel(const void* stub);
   /// A module loaded through the driver API (cuModuleLoadData...): `image` is a
-  /// cubin, PTX text or a fatbin container, sized from its own headers.
-  void module_loaded(const void* module, const void* image, Vendor vendor);
+  /// cubin, PTX text or a fatbin container, sized from its own headers. The
+  /// globals of the image it decoded are registered with the module, found by
+  /// name (VendorTraits::module_global) when a client asks where they are; not
+  /// for a `library` (cuLibraryLoadData: its handle is no module).
+  void module_loaded(const void* module, const void* image, Vendor vendor, bool library = false);
   /// __cudaUnregisterFatBinary / __hipUnregisterFatBinary / cuModuleUnload /
   /// cuLibraryUnload: tells clients (fatbin_unregistered), then retires the
   /// registration: its kernels and globals stay as views marked `unloaded`,

@@ -288,6 +288,22 @@ const kir_hook_global* Registry::add_global(const void* handle, const void* host
   return view;
 }
 
+const kir_hook_global* Registry::add_module_global(const void* handle, const char* name, size_t size,
+                                                   ModuleGlobalResolver resolve) {
+  auto g = std::make_unique<GlobalRecord>();
+  g->name = name ? name : "";
+  g->view = {g->name.c_str(), &g->view, size, handle, 0, sizeof(kir_hook_global)};
+  g->module_resolve = resolve;
+  const kir_hook_global* view = &g->view;
+  std::unique_lock<std::shared_mutex> lock(mutex_);
+  auto f = fatbins_.find(handle);
+  if (f == fatbins_.end()) return nullptr;  // unloaded meanwhile
+  f->second->globals.push_back(g.get());
+  globals_by_host_[view] = g.get();
+  globals_order_.push_back(std::move(g));
+  return view;
+}
+
 size_t Registry::fatbin_globals(const void* handle, const kir_hook_global** out, size_t capacity) const {
   std::shared_lock<std::shared_mutex> lock(mutex_);
   auto f = fatbins_.find(handle);
@@ -318,6 +334,12 @@ uint64_t Registry::global_device_address(const void* host) {
   if (uint64_t cached = g->device_address.load()) return cached;
   void* device = nullptr;
   RuntimeCall inside;  // the runtime's own work here is not the app's
+  if (g->module_resolve) {
+    uint64_t address = 0;
+    size_t bytes = 0;
+    if (g->module_resolve(&address, &bytes, g->view.fatbin, g->name.c_str()) != 0) return 0;
+    return g->device_address = address;
+  }
   if (!g->resolve || g->resolve(&device, host) != 0) return 0;
   g->device_address = reinterpret_cast<uintptr_t>(device);
   return g->device_address;

@@ -22,12 +22,17 @@ namespace kir::hook {
 
 /// cudaGetSymbolAddress / hipGetSymbolAddress: (device address out, host symbol) -> error.
 using SymbolResolver = int (*)(void** device, const void* host);
+/// cuModuleGetGlobal / hipModuleGetGlobal: (device address out, size out, module, name) -> error.
+using ModuleGlobalResolver = int (*)(uint64_t* device, size_t* bytes, const void* module, const char* name);
 
 /// A registered device variable; the C view handed to clients points into it.
 struct GlobalRecord {
   std::string name;
   kir_hook_global view{};
   SymbolResolver resolve = nullptr;
+  /// A global of a driver-loaded module (no host shadow): found by name in the
+  /// module `view.fatbin`; `view.host_address` is then a token the layer owns.
+  ModuleGlobalResolver module_resolve = nullptr;
   std::atomic<uint64_t> device_address{0};
 };
 
@@ -134,6 +139,11 @@ class Registry {
   /// the view is the first registration's.
   const kir_hook_global* add_global(const void* handle, const void* host, const char* name, size_t size,
                                     SymbolResolver resolve, bool& added);
+  /// Register global `name` of the driver-loaded module under `handle`, found by
+  /// `resolve` (cuModuleGetGlobal) when asked; its view's host_address is a token
+  /// (the record's own address) that kir_hook_global_device_address answers for.
+  const kir_hook_global* add_module_global(const void* handle, const char* name, size_t size,
+                                           ModuleGlobalResolver resolve);
   /// The globals of the live registration under `handle`, in registration order:
   /// their count, the first `capacity` of them in `out` (kir_hook_fatbin_globals).
   size_t fatbin_globals(const void* handle, const kir_hook_global** out, size_t capacity) const;

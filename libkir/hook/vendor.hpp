@@ -75,6 +75,9 @@ struct VendorTraits {
   /// Launch a loaded substitute function with a runtime launch's configuration
   /// (cuLaunchKernel, hipModuleLaunchKernel).
   int (*launch_function)(void* f, const Dim3& grid, const Dim3& block, unsigned shared, void* stream, void** args);
+  /// A driver-loaded module's global by name (cuModuleGetGlobal, hipModuleGetGlobal):
+  /// the module globals a record snapshots and a replay restores by name.
+  int (*module_global)(uint64_t* device, size_t* bytes, const void* module, const char* name);
 };
 
 /// `text` kept for the process's life (one copy per distinct text): arch names

@@ -269,6 +269,14 @@ int launch_function(void* f, const Dim3& grid, const Dim3& block, unsigned share
   return driver_launch(f, grid, block, shared, stream, args, nullptr, false);
 }
 
+/// cuModuleGetGlobal(CUdeviceptr* dptr, size_t* bytes, CUmodule hmod, const char* name)
+/// (cuda.h; the _v2 entry point, which `cuModuleGetGlobal` names since CUDA 3.2).
+int module_global(uint64_t* device, size_t* bytes, const void* module, const char* name) {
+  static DriverEntry entry("cuModuleGetGlobal_v2", kLibraries);
+  auto get = entry.get<int (*)(uint64_t*, size_t*, const void*, const char*)>();
+  return get ? get(device, bytes, module, name) : -1;
+}
+
 }  // namespace
 
 extern const VendorTraits kCudaTraits;
@@ -292,6 +300,7 @@ const VendorTraits kCudaTraits = {
     "cudaLaunchHostFunc",
     "cudaGetSymbolAddress",
     launch_function,
+    module_global,
 };
 
 }  // namespace kir::hook

@@ -118,6 +118,14 @@ int launch_function(void* f, const Dim3& grid, const Dim3& block, unsigned share
   return hip_module_launch(f, grid, block, shared, stream, args);
 }
 
+/// hipModuleGetGlobal(hipDeviceptr_t* dptr, size_t* bytes, hipModule_t hmod, const char* name)
+/// (ROCm hip/hip_runtime_api.h). Unused until the layer interposes HIP module loads.
+int module_global(uint64_t* device, size_t* bytes, const void* module, const char* name) {
+  static DriverEntry entry("hipModuleGetGlobal", kLibraries);
+  auto get = entry.get<int (*)(uint64_t*, size_t*, const void*, const char*)>();
+  return get ? get(device, bytes, module, name) : -1;
+}
+
 }  // namespace
 
 extern const VendorTraits kHipTraits;
@@ -141,6 +149,7 @@ const VendorTraits kHipTraits = {
     "hipLaunchHostFunc",
     "hipGetSymbolAddress",
     launch_function,
+    module_global,
 };
 
 }  // namespace kir::hook

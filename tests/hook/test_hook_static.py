@@ -162,20 +162,22 @@ def test_pytorch_cublas_gemm_is_traced(gpu, kir_cli, tmp_path):
 
 
 TORCH_FFT = r"""
+import sys
 import torch
-x = torch.arange(256, device="cuda", dtype=torch.float32).to(torch.complex64)
+x = torch.arange(int(sys.argv[1]) if len(sys.argv) > 1 else 256, device="cuda", dtype=torch.float32).to(torch.complex64)
 y = torch.fft.fft(x)
 torch.cuda.synchronize()
 print(float(y.abs().sum()))
 """
 
 
-def record_cufft(kir_cli, tmp_path):
+def record_cufft(kir_cli, tmp_path, size=256):
     pytest.importorskip("torch")
     script = tmp_path / "fft.py"
     script.write_text(TORCH_FFT)
     out = tmp_path / "rec"
-    result = kir_cli("record", "--kernels", "fft", "--max-per-kernel", "1", "-o", out, "--", sys.executable, script)
+    result = kir_cli("record", "--kernels", "fft", "--max-per-kernel", "1", "-o", out, "--", sys.executable, script,
+                     str(size))
     assert result.returncode == 0, result.stderr[-3000:]
     listing = json.loads(kir_cli("records", out, "--json").stdout)
     recorded = [r for r in listing["records"] if "fft" in r["kernel"].lower()]
@@ -198,11 +200,13 @@ def test_pytorch_cufft_is_traced_and_recorded(gpu, kir_cli, tmp_path):
     record_cufft(kir_cli, tmp_path)
 
 
-@pytest.mark.xfail(strict=True, reason="known gap (issue 11 note): the replayed cuFFT kernel faults "
-                   "(CUDA_ERROR_ILLEGAL_ADDRESS); suspected cause: state cuFFT writes into its module's "
-                   "globals (cuModuleGetGlobal + copies) is not in the record")
-def test_pytorch_cufft_record_replays(gpu, kir_cli, tmp_path):
-    out, recorded = record_cufft(kir_cli, tmp_path)
+@pytest.mark.parametrize("size", [256, 1 << 20])
+def test_pytorch_cufft_record_replays(gpu, kir_cli, tmp_path, size):
+    """cuFFT writes its twiddle table's address into each module's `lut_sp`/`lut_dp`
+    at plan time (cuModuleGetGlobal): the record holds the module's globals, so the
+    replayed FFT kernels read the table (they faulted with CUDA_ERROR_ILLEGAL_ADDRESS
+    while those globals were left out: issue 24 §5)."""
+    out, recorded = record_cufft(kir_cli, tmp_path, size)
     for r in recorded:
         replayed = kir_cli("replay", out / "records" / r["file"], "--json")
         assert replayed.returncode == 0, replayed.stderr[-3000:]

@@ -130,7 +130,7 @@
 extern "C" {
 #endif
 
-#define KIR_HOOK_API_VERSION 8
+#define KIR_HOOK_API_VERSION 9
 
 /** The API of the layer in this process (KIR_HOOK_API_VERSION as it was built):
  *  a client built for a newer API calls this before reading a field the layer
@@ -172,7 +172,10 @@ typedef struct kir_hook_kernel {
 
 typedef struct kir_hook_global {
   const char* name;
-  const void* host_address;
+  const void* host_address; /* the runtime's host shadow (__cudaRegisterVar); API 9: for a global of
+                               a module loaded through the driver API (cuModuleLoadData...; `fatbin`
+                               is the module) a token the layer owns, not the variable's memory —
+                               kir_hook_global_device_address answers for it (cuModuleGetGlobal) */
   size_t size;
   const void* fatbin;
   /* API 2: */
