@@ -91,7 +91,11 @@ void Layer::module_loaded(const void* module, const void* image, Vendor vendor, 
     for (const DeviceGlobal& g : record->code->globals)
       if (g.size) globals.emplace_back(g.name, g.size);
   publish(module, std::move(record), images);
-  for (const auto& [name, size] : globals) registry_.add_module_global(module, name.c_str(), size, t.module_global);
+  for (const auto& [name, size] : globals)
+    if (const kir_hook_global* view = registry_.add_module_global(module, name.c_str(), size, t.module_global))
+      clients_.each([&](const kir_hook_client& c) {
+        if (c.global_registered) c.global_registered(c.user, view);
+      });
 }
 
 void Layer::publish(const void* handle, std::unique_ptr<FatbinRecord> record, size_t images) {
