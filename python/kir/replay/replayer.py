@@ -120,45 +120,6 @@ def _driver():
     return driver
 
 
-_HOLD_ALIGNMENT = 32 << 20  # kir.replay.planner.RESERVE_ALIGNMENT: the reservations lie inside
-_PROT_NONE, _MAP_PRIVATE, _MAP_ANONYMOUS, _MAP_NORESERVE, _MAP_FIXED_NOREPLACE = 0, 0x02, 0x20, 0x4000, 0x100000
-
-
-def _libc():
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.mmap.restype = ctypes.c_void_p
-    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
-    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-    return libc
-
-
-def _hold(va) -> tuple[int, int] | None:
-    """Keep the recorded address range from everyone else in this process (the CUDA
-    driver's own VA reservations at cuInit, the host allocator) until the replay reserves
-    it: an inaccessible anonymous mapping there (MAP_FIXED_NOREPLACE: only where nothing
-    is mapped). Measured on the H200: without it a replay now and then found
-    0x7f0000000000 taken and cuMemAddressReserve gave another address. None: not held
-    (no range, or something is there already, which the reservation will then report)."""
-    if va is None or not va.size:
-        return None
-    start = va.base // _HOLD_ALIGNMENT * _HOLD_ALIGNMENT
-    end = -(-(va.base + va.size) // _HOLD_ALIGNMENT) * _HOLD_ALIGNMENT
-    libc = _libc()
-    got = libc.mmap(start, end - start, _PROT_NONE, _MAP_PRIVATE | _MAP_ANONYMOUS | _MAP_NORESERVE | _MAP_FIXED_NOREPLACE,
-                    -1, 0)
-    if got is None or got == ctypes.c_void_p(-1).value:
-        return None
-    if got != start:  # a kernel without MAP_FIXED_NOREPLACE took it as a hint
-        libc.munmap(got, end - start)
-        return None
-    return start, end - start
-
-
-def _release(held: tuple[int, int] | None) -> None:
-    if held is not None:
-        _libc().munmap(*held)
-
-
 class Replayer:
     """A recorded launch set up on a GPU: its memory mapped at the recorded addresses and
     its code loaded. `close()` (or leaving a `with` block) undoes everything."""
@@ -178,16 +139,12 @@ class Replayer:
         self._addresses: dict[int, int] = {}  # region index -> device address
         self._prologues: dict[int, bytes] = {}
         self.absent_globals: list[str] = []  # recorded globals the loaded code does not define
-        held = _hold(record.va_range)
         try:
             self._open_device(device)
             self.plan = plan(record, code, self.device_arch, self._granularity())
-            _release(held)
-            held = None
             self._map_memory()
             self._load_code()
         except BaseException:
-            _release(held)
             self.close()
             raise
 
