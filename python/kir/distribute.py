@@ -29,6 +29,13 @@ at once (the scheduler's `allowed_failures` is 0, not Dask's default 3) and the
 nanny starts a new worker process; items that were only queued on the dead worker
 are simply submitted again.
 
+A worker that survives but must not run anything more in its process — after a
+sticky CUDA fault its device context is dead, and every later launch there fails
+(`kir replay --all --workers`: a row with `device_fault`) — is restarted: with
+`restart_if(result)` true, map_items asks the worker's nanny for a fresh process
+(`Client.restart_workers`) before it submits more items, and says so through
+`on_restart(index, address, problem)`; items after it run in a new process.
+
 Dask is imported only by these functions, never by `import kir` or `kir replay`
 without `--workers`/`--scheduler`.
 """
@@ -207,12 +214,16 @@ def _gpu_spec_cluster(distributed, workers: int, devices: Sequence[str], silence
 
 
 def map_items(cluster: Cluster, function: Callable, items: Iterable, *,
-              on_result: Callable | None = None, attempts: int = 2) -> list:
+              on_result: Callable | None = None, attempts: int = 2, restart_if: Callable | None = None,
+              on_restart: Callable | None = None) -> list:
     """`function(item)` for every item on the cluster's workers, in the items' order;
     `Failure` where it raised, or where its worker died `attempts` times (see the
     module's docstring). `function` and the items must pickle (a function defined at
     the top level of an importable module, or a functools.partial of one).
-    `on_result(index, result)` is called as each result arrives.
+    `on_result(index, result)` is called as each result arrives. With
+    `restart_if(result)` true, the worker that returned it is restarted first (a
+    fresh process) and `on_restart(index, address, problem)` is called: `problem`
+    None when the worker is back, else why it could not be restarted.
 
     At most as many items are in flight as the cluster has worker threads (asked
     again as results come, so workers that join later are used): each worker runs
@@ -242,6 +253,10 @@ def map_items(cluster: Cluster, function: Callable, items: Iterable, *,
         tries[i] += 1
         if future.status == "finished":
             result = future.result()
+            if restart_if is not None and restart_if(result):
+                address, problem = _restart_worker(cluster, future)
+                if on_restart is not None:
+                    on_restart(i, address, problem)
         else:
             try:
                 error = future.exception()
@@ -264,3 +279,30 @@ def map_items(cluster: Cluster, function: Callable, items: Iterable, *,
             on_result(i, result)
         fill()
     return results
+
+
+def _restart_worker(cluster: Cluster, future) -> tuple[str | None, str | None]:
+    """Restart the worker holding `future`'s result (its nanny starts a fresh
+    process); (its address, None) when it is back, else (address, why not). The
+    result (already here) is released and forgotten by the scheduler first: a
+    result lost with its worker while still wanted is computed again, which would
+    run the faulting item once more, in the fresh process."""
+    import time
+    held = cluster.client.who_has(future).get(future.key) or ()
+    if not held:
+        return None, "the worker holding the result is not known to the scheduler"
+    address, key = held[0], future.key
+    future.release()
+    deadline = time.monotonic() + 30
+    while cluster.client.run_on_scheduler(_knows_task, key) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    try:
+        status = cluster.client.restart_workers([address], raise_for_error=False).get(address)
+    except Exception as error:  # a worker without a nanny, a scheduler that refuses
+        return address, f"{type(error).__name__}: {error}"
+    return address, None if status == "OK" else f"restart_workers: {status}"
+
+
+def _knows_task(key, dask_scheduler=None) -> bool:
+    """On the scheduler: whether it still holds task `key`."""
+    return key in dask_scheduler.tasks

@@ -51,6 +51,8 @@ CASES = [
      "ReplayError comparing with a tolerance: numpy", "replay"),
     (["cuda.bindings.nvjitlink"], "from kir.jit.codegen import nvjitlink; nvjitlink('', 'sm_90', [])",
      "KirError assembling with nvJitLink (else use ptxas): cuda-bindings' nvjitlink", "jit"),
+    (["cupti"], "from kir.replay.activity import cupti; cupti()", "KirError timing 'activity': cupti-python",
+     "timing"),
 ]
 
 

@@ -74,7 +74,7 @@ def test_every_install_hint_names_this_distribution_and_an_existing_extra():
     # the installed metadata gives; tests/packaging/test_optional_dependencies.py triggers each)
     from kir.errors import DISTRIBUTION as FALLBACK, install_hint
     assert FALLBACK == DISTRIBUTION
-    for extra in ("distributed", "replay", "jit", "tune"):
+    for extra in ("distributed", "replay", "jit", "tune", "timing"):
         assert install_hint(extra) == f"pip install '{DISTRIBUTION}[{extra}]'"
     for path, dist, extra in hints:
         assert dist == DISTRIBUTION, f"{path}: pip install '{dist}[{extra}]'"

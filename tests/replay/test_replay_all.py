@@ -299,6 +299,28 @@ def test_a_record_that_kills_its_worker(recording):
 
 
 @needs_dask
+def test_a_device_fault_restarts_its_dask_worker(recording):
+    """On one Dask worker, the second record's replay is a sticky device fault: the
+    worker's process would fail every later record (replay_fakes.timed, as the driver
+    does), so the worker is restarted — the records after it pass in a new process —
+    and the faulting row says so."""
+    names = listed(recording)
+    result = cli("replay", "--all", recording, "--executor", "replay_fakes:timed", "--json", "--workers", "1",
+                 env={"FAKE_FAULT": names[1]})
+    assert result.returncode == 2, result.stderr
+    rows = json.loads(result.stdout)["records"]
+    assert [r["status"] for r in rows] == ["passed", "error", "passed", "passed", "passed"], \
+        [(r["error"], r["notes"], r["worker"]) for r in rows]
+    assert rows[1]["device_fault"] == 700 and "CUDA_ERROR_ILLEGAL_ADDRESS" in rows[1]["error"]
+    pids = [r["worker"].rsplit(":", 1)[1] for r in rows]
+    assert pids[0] == pids[1] and len(set(pids[2:])) == 1 and pids[2] != pids[1], pids
+    [note] = [n for n in rows[1]["notes"] if "Dask worker" in n]
+    assert note.startswith("the device fault killed the CUDA context of Dask worker tcp://127.0.0.1:") and \
+        note.endswith(": restarted (a fresh process for the records after it)"), note
+    assert all(not r["notes"] or "Dask worker" not in " ".join(r["notes"]) for i, r in enumerate(rows) if i != 1)
+
+
+@needs_dask
 def test_an_executor_that_raises_or_returns_garbage(recording):
     here = cli("replay", "--all", recording, "--executor", "replay_fakes:raises")
     assert here.returncode == 2 and "kir: internal error replaying" in here.stderr and "Traceback" in here.stderr
@@ -423,11 +445,13 @@ def test_replay_all_on_gpus(gpu, built, tmp_path):
     print("records per minute:", {k: round(v["summary"]["records_per_minute"], 1) for k, v in runs.items()})
 
 
+@needs_dask
 def test_a_faulting_record_on_the_gpu_costs_only_itself(gpu, built, tmp_path):
     """Records of the real sm_90 axpy: one whose `y` argument points at an address no
     allocation holds (its kernel faults: CUDA_ERROR_ILLEGAL_ADDRESS, sticky), four
     good ones. Whatever their order, the faulting one is an error row with
-    device_fault 700 and every other record passes."""
+    device_fault 700 and every other record passes: in this process, and on one
+    Dask worker (restarted after the fault)."""
     from record_builders import axpy_record
 
     directory = tmp_path / "rec"
@@ -442,6 +466,13 @@ def test_a_faulting_record_on_the_gpu_costs_only_itself(gpu, built, tmp_path):
     faulted = rows.pop(bad.path.name)
     assert faulted["status"] == "error" and faulted["device_fault"] == 700, faulted
     assert "CUDA_ERROR_ILLEGAL_ADDRESS" in faulted["error"]
+    assert [r["status"] for r in rows.values()] == ["passed"] * 4, [r["error"] for r in rows.values()]
+    # on a Dask worker: the worker that hit the fault is restarted, the others still pass
+    on_worker = cli("replay", "--all", directory, "--json", "--workers", "1", timeout=600)
+    assert on_worker.returncode == 2, on_worker.stderr[-3000:]
+    rows = {r["record"]: r for r in json.loads(on_worker.stdout)["records"]}
+    faulted = rows.pop(bad.path.name)
+    assert faulted["device_fault"] == 700 and any("restarted" in n for n in faulted["notes"]), faulted
     assert [r["status"] for r in rows.values()] == ["passed"] * 4, [r["error"] for r in rows.values()]
 
 

@@ -69,7 +69,7 @@ def test_auto_blocks_cover_the_recorded_work(block, grid, safety):
     ({"pipeline": ["no-such-pass"]}, "pipeline 'no-such-pass'"),
     ({"repeat": 0}, "repeat 0: expected an integer 1..100000"),
     ({"launch_safety": "yolo"}, "launch_safety 'yolo'"),
-    ({"timing": "wall"}, "timing 'wall': expected each or graph"),
+    ({"timing": "wall"}, "timing 'wall': expected each, graph or activity"),
     ({"fp_contract": ["maybe"]}, "fp_contract: 'maybe' is not one of"),
     ({"tolerance": {"ulp": -1}}, "tolerance: ulp -1"),
     ({"tolerance": {"ulps": 1}}, "tolerance: "),

@@ -155,3 +155,21 @@ def test_tune_over_one_worker_per_gpu(daxpy_record, kir_cli, tmp_path):
     workers = {t["worker"] for t in r["trials"]}
     assert len(workers) == min(gpus, 8), (gpus, workers)
     print(f"kir tune --workers on {gpus} GPUs: 8 trials on {len(workers)} workers")
+
+
+def test_tune_with_activity_timing(daxpy_record, kir_cli, tmp_path):
+    """A space timed by CUPTI's kernel records (timing "activity", the timing extra):
+    the baseline and the trials are real, verified replays with kernel-only times."""
+    pytest.importorskip("cupti", reason="cupti-python is not installed (the timing extra)")
+    space = tmp_path / "space.json"
+    space.write_text(json.dumps({"preset": "compiler", "timing": "activity", "repeat": 10}))
+    tuned = kir_cli("tune", daxpy_record, "--space", space, "--trials", "4", "--seed", "2", "--json")
+    assert tuned.returncode == 0, tuned.stderr[-3000:]
+    r = json.loads(tuned.stdout)["records"][0]
+    assert r["space"]["timing"] == "activity" and r["recorded"]["verified"]
+    assert len(r["recorded"]["times_ms"]) == 10 and all(t > 0 for t in r["recorded"]["times_ms"])
+    done = [t for t in r["trials"] if t["state"] == "complete"]
+    assert len(done) >= 2, [t["result"].get("error") for t in r["trials"]]
+    assert all(t["result"]["verified"] and t["result"]["median_ms"] > 0 for t in done)
+    print(f"daxpy 2^23, activity timing: recorded {r['recorded']['median_ms'] * 1e3:.2f} us, "
+          f"best {r['best']['median_ms'] * 1e3:.2f} us")

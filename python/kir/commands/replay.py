@@ -130,6 +130,9 @@ def run(args: argparse.Namespace) -> int:
         return print_plan(record, opts)
     from kir.replay import Replayer
     variant = opts.make_variant() if opts.variant.asked else None
+    if variant is not None and variant.timing == "activity":
+        from kir.replay.activity import cupti
+        cupti("kir replay --timing activity")  # not installed: the install hint, before the GPU is opened
     # with --json, stdout carries only the JSON: the kernel's printf goes to stderr
     with stdout_to_stderr(opts.json), Replayer(record, code=opts.code, cache=opts.variant.jit_cache) as replayer:
         warn_about(replayer.plan)

@@ -8,6 +8,7 @@ import json
 from dataclasses import dataclass
 
 from kir.errors import OptionError
+from kir.replay.variant import TIMINGS
 
 
 def add_variant_arguments(parser) -> None:
@@ -29,10 +30,11 @@ def add_variant_arguments(parser) -> None:
                             "off: bit-identical with a -ffp-contract=off build)")
     group.add_argument("--warmup", type=int, default=None, metavar="N",
                        help="untimed launches before the timed ones (default 1 for a variant)")
-    group.add_argument("--timing", choices=("each", "graph"), default=None,
-                       help="each: every timed launch alone from the prologue (default); graph: --repeat "
-                            "launches back to back in a CUDA graph, the mean per launch (after one verified "
-                            "launch)")
+    group.add_argument("--timing", choices=TIMINGS, default=None,
+                       help="each: every timed launch alone from the prologue, between CUDA events (default); "
+                            "graph: --repeat launches back to back in a CUDA graph, the mean per launch (after one "
+                            "verified launch); activity: as each, timed by the kernel's own start and end in CUPTI's "
+                            "activity records (no launch latency; the timing extra: cupti-python)")
     group.add_argument("--jit-cache", metavar="DIR",
                        help="store the variant's compiled code in this kernel-object cache under its JIT key")
 

@@ -363,6 +363,9 @@ def run(args: argparse.Namespace) -> int:
         return print_spaces(opts, records, args.dry_run)
     from kir.tune.study import check_storage
     check_storage(opts.storage)  # a bad --storage is its one line, before anything is said
+    if opts.space.timing == "activity":
+        from kir.replay.activity import cupti
+        cupti("kir tune (the space's timing activity)")  # not installed: the install hint before any trial
     for path, record in zip(opts.paths, records):
         if record.kernel.ir is None and not opts.baseline_only:
             print(f"kir tune: {path}: {record.kernel.name} has no LLVM IR (an nvcc build): tuning its launch "

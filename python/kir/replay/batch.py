@@ -18,7 +18,9 @@ for `error`, the message, and `device_fault`: the sticky CUDA error (700 for
 CUDA_ERROR_ILLEGAL_ADDRESS, kir.errors.STICKY_CUDA_ERRORS) that killed the process's
 device context, else None. A fault costs only its own record: in this process,
 the records after it are replayed in a fresh process (`spawn`), one more after
-each further fault. Statuses:
+each further fault; on a Dask cluster, the worker that hit it is restarted (a
+fresh process: kir.distribute.map_items's `restart_if`), which the row's `notes`
+say. Statuses:
 
 - `passed`: the output matches the recording (bitwise, or within the tolerance);
 - `failed`: it differs (`mismatches` says where);
@@ -31,6 +33,7 @@ each further fault. Statuses:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import socket
 import sys
@@ -147,12 +150,21 @@ def run_records(job: Callable, paths: Sequence, cluster=None, on_row: Callable |
     if cluster is not None:
         from kir.distribute import map_items
         rows: list[dict] = [None] * len(paths)
+        restarted: dict[int, str] = {}
+
+        def restart(i: int, address: str | None, problem: str | None) -> None:
+            restarted[i] = (f"the device fault killed the CUDA context of Dask worker {address}: " +
+                            (f"it could not be restarted ({problem})" if problem else
+                             "restarted (a fresh process for the records after it)"))
 
         def arrived(i: int, value) -> None:
             rows[i] = checked_row(paths[i], value)
+            if i in restarted:
+                rows[i]["notes"] = [*(rows[i]["notes"] or []), restarted.pop(i)]
             if on_row is not None:
                 on_row(i, rows[i])
-        map_items(cluster, job, paths, on_result=arrived)
+        map_items(cluster, functools.partial(_faults_as_rows, job), paths, on_result=arrived, on_restart=restart,
+                  restart_if=lambda value: isinstance(value, dict) and bool(value.get("device_fault")))
         return rows
     rows = []
     for i, path in enumerate(paths):
@@ -167,12 +179,20 @@ def run_records(job: Callable, paths: Sequence, cluster=None, on_row: Callable |
     return rows
 
 
+def _faults_as_rows(job: Callable, path: str):
+    """`job(path)`, with a DeviceFaultError it raises (an executor's: ReplayJob makes
+    it its row's) as the record's error row with `device_fault`, from this process."""
+    try:
+        return job(path)
+    except DeviceFaultError as error:
+        value = error_row(path, str(error))
+        value.update(zip(("worker", "devices"), where()), device_fault=error.code)
+        return value
+
+
 def _run_one(job: Callable, path: str) -> dict:
     try:
-        value = job(path)
-    except DeviceFaultError as error:  # an executor's (ReplayJob makes it its row's)
-        value = error_row(path, str(error))
-        value["device_fault"] = error.code
+        value = _faults_as_rows(job, path)
     except Exception as error:  # a bug in the job: say so, keep going with the other records
         print(f"kir: internal error replaying {path}:\n{traceback.format_exc()}", file=sys.stderr, end="")
         value = error_row(path, f"{type(error).__name__}: {error}")

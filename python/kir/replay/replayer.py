@@ -1,7 +1,8 @@
 """Carrying a replay plan out on a GPU with the CUDA driver API (cuda-bindings): the
 recorded addresses reserved, device memory mapped there, the code loaded; `run()`
-restores every prologue, launches (timing each repeat with CUDA events) and
-compares device memory with every epilogue."""
+restores every prologue, launches (timing each repeat with CUDA events, or with
+CUPTI's kernel activity records: kir.replay.activity) and compares device memory
+with every epilogue."""
 from __future__ import annotations
 
 import ctypes
@@ -38,6 +39,11 @@ class RunResult:
     cached: bool = False        #: the compiled code came from this Replayer's cache of keys
     resources: object = None    #: kir.jit.Resources: registers, spills, shared / local memory, ...
     timings: dict = field(default_factory=dict)  #: kir.jit.compile's seconds per step (compiled here)
+    timing: str = "each"        #: how times_ms was measured (kir.replay.variant.TIMINGS)
+    #: timing "activity": the CUPTI kernel records of the replayed kernel the timed launches gave,
+    #: and the same launches timed between CUDA events (what timing "each" measures), ms
+    kernel_records: int | None = None
+    event_times_ms: list[float] | None = None
 
     @property
     def median_ms(self) -> float | None:
@@ -401,11 +407,14 @@ class Replayer:
         """Run a kir.replay.Variant: its code (compiled from the record's IR by
         kir.jit.compile when it specializes anything or sets compile options, cached
         here by JIT key and stored into `cache`; else the code this Replayer loaded),
-        `variant.warmup` untimed then `variant.repeat` timed launches (CUDA events),
-        each from the prologue, with the variant's grid, block and dynamic shared
-        memory; then device memory against the epilogues (bitwise, or within
-        `variant.tolerance`)."""
+        `variant.warmup` untimed then `variant.repeat` timed launches (`variant.timing`:
+        CUDA events, a CUDA graph, or CUPTI's kernel activity records), each from the
+        prologue, with the variant's grid, block and dynamic shared memory; then device
+        memory against the epilogues (bitwise, or within `variant.tolerance`)."""
         from kir.replay.variant import jit_key as variant_key, resolve
+        if variant.timing == "activity":
+            from kir.replay.activity import cupti
+            cupti()  # cupti-python missing: the install hint before anything is compiled
         self.stage = "compile"  # what a failure below was doing (kir.tune.trial's error kinds)
         resolved = resolve(self.record, variant)
         key = variant_key(self.record, resolved, self.device_arch)
@@ -415,6 +424,7 @@ class Replayer:
         grid, block, shared = resolved.grid, resolved.block, resolved.shared_bytes
         self._allow_shared(shared, code.function)
         parameters = _LaunchParameters(self.driver, self.plan.args)
+        kernel_records = event_times = None
         if variant.timing == "graph":
             self._timed_launch(grid, block, shared, parameters, code, timed=False)
             differences = self.differences(variant.tolerance, code.addresses) if verify else []
@@ -422,7 +432,11 @@ class Replayer:
         else:
             for _ in range(variant.warmup):
                 self._timed_launch(grid, block, shared, parameters, code, timed=False)
-            times = [self._timed_launch(grid, block, shared, parameters, code) for _ in range(variant.repeat)]
+            if variant.timing == "activity":
+                times, event_times, kernel_records = self._activity_times(code, grid, block, shared, parameters,
+                                                                          variant.repeat)
+            else:
+                times = [self._timed_launch(grid, block, shared, parameters, code) for _ in range(variant.repeat)]
             differences = self.differences(variant.tolerance, code.addresses) if verify else []
         mismatches = [m for m in differences if not m.within]
         launch = self.record.launch
@@ -435,7 +449,23 @@ class Replayer:
                          compiled=compiled is not None, jit_key=key, code_kind=code.kind, code_size=code.size,
                          compile_seconds=compiled.compile_seconds if compiled is not None else None,
                          cached=cached, resources=code.resources,
-                         timings=dict(compiled.timings) if compiled is not None else {})
+                         timings=dict(compiled.timings) if compiled is not None else {},
+                         timing=variant.timing, kernel_records=kernel_records, event_times_ms=event_times)
+
+    def _activity_times(self, code: _Code, grid, block, shared: int, parameters: _LaunchParameters,
+                        repeat: int) -> tuple[list[float], list[float], int]:
+        """`repeat` launches, each from the prologue and alone, timed by the GPU's own
+        start and end of the kernel in CUPTI's activity records (kir.replay.activity):
+        the times (ms), the same launches' times between CUDA events (ms), and the
+        number of kernel records summed."""
+        from kir.replay.activity import KernelActivity
+        times, events = [], []
+        with KernelActivity(self.record.kernel.name) as activity:
+            for _ in range(repeat):
+                events.append(self._timed_launch(grid, block, shared, parameters, code))
+                self._call("the kernel", self.driver.cuCtxSynchronize())  # its record complete before the flush
+                times.append(activity.take()[0])
+        return times, events, activity.records
 
     def _graph_times(self, code: _Code, grid, block, shared: int, parameters: _LaunchParameters, launches: int,
                      warmup: int) -> list[float]:

@@ -39,8 +39,15 @@ KINDS = {kind.value: kind for kind in JitArgKind}
 TYPE_NAMES = {int(t): t.name for t in ArgType}
 #: kir_arg_type value -> element size (bytes: 1)
 #: how a variant's launches are timed (Variant.timing), and the rounds of "graph"
-TIMINGS = ("each", "graph")
+TIMINGS = ("each", "graph", "activity")
 GRAPH_ROUNDS = 5
+
+
+def check_timing(value) -> str:
+    """`value` if it is one of TIMINGS, else an OptionError naming them."""
+    if value not in TIMINGS:
+        raise OptionError(f"timing {value!r}: expected {', '.join(TIMINGS[:-1])} or {TIMINGS[-1]}")
+    return value
 TYPE_SIZES = {int(t): t.size or 1 for t in ArgType}
 
 
@@ -64,7 +71,10 @@ class Variant:
       one launch from the prologue that is verified: `repeat` launches back to back
       in a CUDA graph, timed together, GRAPH_ROUNDS times; each time is the mean per
       launch — what a kernel costs in an app's stream of launches, without the
-      host; the data is not restored between them);
+      host; the data is not restored between them) or "activity" (every timed launch
+      alone, from the prologue, as "each", timed by the GPU's own start and end of the
+      kernel in CUPTI's activity records: without the launch latency and the host;
+      needs cupti-python, the `timing` extra: kir.replay.activity);
     tolerance: a comparison.Tolerance (or a dict of them by region), None: bitwise.
     name: a label for tables."""
     grid: tuple[int, int, int] | None = None
@@ -104,8 +114,7 @@ class Variant:
             low = 0 if name == "warmup" else 1
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise OptionError(f"{name} {value!r}: expected an integer >= {low}")
-        if self.timing not in TIMINGS:
-            raise OptionError(f"timing {self.timing!r}: expected {' or '.join(TIMINGS)}")
+        check_timing(self.timing)
         if self.tolerance is not None and not isinstance(self.tolerance, (Tolerance, dict)):
             raise OptionError(f"tolerance: expected a Tolerance or a dict of them, not "
                               f"{type(self.tolerance).__name__}")

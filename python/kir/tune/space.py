@@ -17,7 +17,8 @@ A space is a JSON object (`kir tune --space FILE`), or one of the presets
      "specialize_dims": [false, true],      # grid and block become constants
      "launch_bounds": [false, true],        # __launch_bounds__(threads of the block, min_blocks)
      "min_blocks": [0, 1, 2, 4],            # with launch_bounds
-     "timing": "graph",                     # how launches are timed (kir.replay.Variant.timing)
+     "timing": "graph",                     # how launches are timed (kir.replay.Variant.timing:
+                                            # each, graph, or activity: CUPTI's kernel-only times)
      "tolerance": {"ulp": 4, "dtype": "float32"},  # verification (kir.replay.Tolerance; default:
                                             # the record's annotations, else bitwise)
      "warmup": 1, "repeat": 20}             # per trial: untimed, then timed launches (fixed)
@@ -287,10 +288,11 @@ class Space:
                 except OptionError as error:
                     raise OptionError(f"{where}: pipeline {text!r}: {error}") from None
             space.pipeline = pipelines
-        space.timing = merged["timing"]
-        from kir.replay.variant import TIMINGS
-        if space.timing not in TIMINGS:
-            raise OptionError(f"{where}: timing {space.timing!r}: expected {' or '.join(TIMINGS)}")
+        from kir.replay.variant import check_timing
+        try:
+            space.timing = check_timing(merged["timing"])
+        except OptionError as error:
+            raise OptionError(f"{where}: {error}") from None
         if merged["tolerance"] is not None:
             if not isinstance(merged["tolerance"], dict):
                 raise OptionError(f"{where}: tolerance {merged['tolerance']!r}: expected an object "
