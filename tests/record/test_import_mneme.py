@@ -345,7 +345,8 @@ def test_app_keys_the_records_by_the_apps_static_hash(kernel_ir, built, tmp_path
     """Mneme stores the module Proteus extracted (here mneme_affine.bc); the app embeds its
     unit's module as the Proteus pass does (mneme_affine_app), other bytes. Without --app
     the records' static hash is the one over Mneme's module, which the app never computes;
-    with --app it is what `kir hash APP` and kir.hashing report for affine in the app, the
+    with --app it is what the hook computes as the app registers affine (`kir trace`), and
+    what `kir hash APP` and kir.hashing report for affine in the app, the
     launch identity follows it, the replay planner recomputes the same hashes from the
     record (which holds the app's image), and Mneme's module hash stays in
     mneme-import.json."""
@@ -357,6 +358,10 @@ def test_app_keys_the_records_by_the_apps_static_hash(kernel_ir, built, tmp_path
     src = tmp_path / "mneme"
     launches = write_recording(src, kernel_ir)
     (app_static,) = app_static_hashes(kir_cli, app)
+    traced = kir_cli("trace", "--json", "--", app)  # the hook's own hash, as the app registers affine
+    assert traced.returncode == 0, traced.stderr
+    assert [e["static"] for e in map(json.loads, traced.stdout.splitlines())
+            if e["event"] == "register-kernel" and e["kernel"] == KERNEL] == [app_static]
     with Binary.open(str(app)) as binary:
         assert {h.static_hash for h in hashing.kernel_hashes(binary)[0] if h.kernel == KERNEL} == {app_static}
     module_static = str(core.static_hash(KERNEL, "ir", [kernel_ir]))
