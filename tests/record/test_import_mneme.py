@@ -30,6 +30,7 @@ from mneme_writer import (  # noqa: F401
     ints,
     kernel_ir,  # (kernel_ir, recording: fixtures)
     recording,
+    rewritten_by_python,
     u64,
     write_recording,
 )
@@ -317,6 +318,25 @@ def test_nothing_mneme_wrote_is_lost(kernel_ir, tmp_path, kir_cli):
         assert (annotated.address, annotated.tolerance) == (VA_BASE + 2 * PAGE, {
             "dtype": "float32", "kind": "rel", "threshold": 1e-3, "norm": "l2", "tag": "out"})
         assert kept[Path(row["record"]).name] == {k: v for k, v in row.items() if k != "record"}
+
+
+def test_a_database_mneme_python_rewrote(kernel_ir, tmp_path, kir_cli):
+    """After `mneme copy` (Mneme's Python rewrites the JSON: indented, `Args` holding the
+    Specializations, another key order) the import is the same: records, JIT arguments,
+    occurrences."""
+    src = tmp_path / "mneme"
+    write_recording(src, kernel_ir, occurrences=(4, 2))
+    before = kir_cli("import-mneme", src, "-o", tmp_path / "c", "--json")
+    database = next(src.glob("*.json"))
+    database.write_text(rewritten_by_python(database.read_text()))
+    after = kir_cli("import-mneme", src, "-o", tmp_path / "py", "--json")
+    assert before.returncode == after.returncode == 0, after.stderr
+    rows = [sorted(({k: v for k, v in r.items() if k != "record"} for r in json.loads(x.stdout)["records"]),
+                   key=lambda r: r["mneme_dynamic_hash"]) for x in (before, after)]
+    assert rows[0] == rows[1] and sorted(r["occurrences"] for r in rows[1]) == [2, 4]
+    assert all(r["jit_args"] == [4, 5] for r in rows[1])
+    names = [sorted(p.name for p in (tmp_path / d / "records").iterdir()) for d in ("c", "py")]
+    assert names[0] == names[1] and len(names[0]) == 2
 
 
 def test_specializations_that_do_not_fit_the_kernel(recording, tmp_path, kir_cli):
