@@ -410,6 +410,25 @@ def test_app_keys_the_records_by_the_apps_static_hash(kernel_ir, built, tmp_path
         assert entry["mneme_static_hash"] == 15941914485064662553 and "in cubin image" in entry["app_image"]
 
 
+@pytest.mark.parametrize("arch, image", [("sm_90", ("cubin", "sm_90")), ("sm_86", ("cubin", "sm_80")),
+                                         ("sm_100", ("ptx", "sm_90")), ("sm_70", ("cubin", "sm_90"))])
+def test_the_image_the_hook_would_load(built, kir_cli, arch, image):
+    """Without embedded IR each image of a kernel hashes differently: --app takes the one
+    kir's hook loads on a device of the record's arch (libkir/hook/image_choice.cpp): its
+    cubin, a cubin of the same major and lower minor, PTX not above it, else (none suits)
+    the highest cubin. `app`: nvcc's sm_75/80/90 cubins and compute_90 PTX."""
+    from kir.mneme import find_in_app
+    app = built["app"]
+    hashed = kir_cli("hash", app, "--json")
+    by_image = {(d["image_kind"], d["target"]): d["static"] for d in map(json.loads, hashed.stdout.splitlines())
+                if d["kernel"] == "_Z4axpyfPKfPfi"}
+    assert len(set(by_image.values())) == len(by_image) == 4
+    found, missing = find_in_app(app, [("_Z4axpyfPKfPfi", arch), ("_Z7missingv", arch)])
+    code = found["_Z4axpyfPKfPfi"]
+    assert ((code.image_kind, code.image_arch), str(code.static_hash)) == (image, by_image[image])
+    assert missing == {"_Z7missingv": f"{app}: no kernel _Z7missingv in its device code"}
+
+
 def test_a_kernel_the_app_lacks_keeps_its_hash(kernel_ir, built, tmp_path, kir_cli):
     """--app naming a binary without affine (proteus_cuda): a warning naming the app and
     the kernel per record, which keeps the hash over Mneme's module."""
