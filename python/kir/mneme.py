@@ -596,7 +596,7 @@ class Imported:
         return {"kernel": self.kernel, "mneme_static_hash": self.mneme_static,
                 "mneme_dynamic_hash": self.mneme_dynamic, "record": self.record, "regions": self.regions,
                 "occurrences": self.occurrences, "jit_args": self.jit_args, "tolerances": self.tolerances,
-                "static_hash": self.static_hash, "module_static_hash": self.module_static_hash, "app": self.app,
+                "static": self.static_hash, "module_static": self.module_static_hash, "app": self.app,
                 "app_image": self.app_image}
 
 

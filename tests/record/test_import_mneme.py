@@ -405,7 +405,7 @@ def test_app_keys_the_records_by_the_apps_static_hash(kernel_ir, built, tmp_path
         assert record.code("ir") == kernel_ir  # replays and tunes from Mneme's module as before
         assert (record.kernel.image.kind, record.kernel.image.arch) in {("cubin", "sm_90"), ("ptx", "sm_90")}
         entry = kept[Path(row["record"]).name]
-        assert (entry["static_hash"], entry["module_static_hash"], entry["app"]) == (app_static, module_static,
+        assert (entry["static"], entry["module_static"], entry["app"]) == (app_static, module_static,
                                                                                       str(app))
         assert entry["mneme_static_hash"] == 15941914485064662553 and "in cubin image" in entry["app_image"]
 
