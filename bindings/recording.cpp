@@ -154,6 +154,42 @@ void bind_builder(nb::module_& m) {
           "region"_a, "epilogue"_a, "data"_a, "offset"_a = 0, "threads"_a = 1,
           "Store a region's contents (before the kernel, or after it with epilogue=True) from byte `offset`.")
       .def(
+          "set_tolerance",
+          [](B& b, size_t region, std::string dtype, std::string kind, double threshold, std::string norm,
+             std::string tag) {
+            // What kir_record_annotate accepts (libkir/hook/exports.cpp), by the record's names
+            // (kir/record/metadata.hpp, tolerance::kDtypes, kKinds, kNorms).
+            namespace t = kir::record::metadata::tolerance;
+            auto one_of = [](const char* const* choices, const std::string& value, const char* what) {
+              std::string names;
+              for (const char* const* c = choices; *c; ++c) {
+                if (value == *c) return;
+                names += std::string(names.empty() ? "" : ", ") + *c;
+              }
+              throw nb::value_error(
+                  ("tolerance " + std::string(what) + " '" + value + "': expected one of " + names).c_str());
+            };
+            one_of(t::kDtypes, dtype, "dtype");
+            one_of(t::kKinds, kind, "kind");
+            one_of(t::kNorms, norm, "norm");
+            bool ulp = kind == "ulp";
+            if (!(threshold >= 0 && threshold <= 1e300) ||
+                (ulp && !(threshold < 9.2e18 && threshold == double(uint64_t(threshold)))))
+              throw nb::value_error(("tolerance threshold " + std::to_string(threshold) +
+                                     (ulp ? ": expected a whole number of ulps" : ": expected 0 to 1e300"))
+                                        .c_str());
+            const std::vector<kir::record::Region>& regions = b.builder->regions();
+            if (region >= regions.size() || regions[region].global)
+              throw nb::index_error(("region " + std::to_string(region) + " is not an allocation").c_str());
+            kir::record::Tolerance tolerance;
+            tolerance.dtype = std::move(dtype), tolerance.kind = std::move(kind), tolerance.norm = std::move(norm);
+            tolerance.tag = std::move(tag), tolerance.threshold = threshold;
+            b.builder->set_tolerance(region, std::move(tolerance));
+          },
+          "region"_a, "dtype"_a, "kind"_a, "threshold"_a, "norm"_a = "linf", "tag"_a = "",
+          "The app's annotation of allocation `region` (kir_record_annotate, kir/record.h): how a replay's "
+          "contents may differ; dtype float16|bfloat16|float32|float64, kind abs|rel|ulp, norm linf|l1|l2.")
+      .def(
           "add_flag",
           [](B& b, std::string flag, std::string detail) { b.builder->add_flag(std::move(flag), std::move(detail)); },
           "flag"_a, "detail"_a)

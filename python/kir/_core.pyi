@@ -724,6 +724,11 @@ class RecordBuilder:
         Store a region's contents (before the kernel, or after it with epilogue=True) from byte `offset`.
         """
 
+    def set_tolerance(self, region: int, dtype: str, kind: str, threshold: float, norm: str = 'linf', tag: str = '') -> None:
+        """
+        The app's annotation of allocation `region` (kir_record_annotate, kir/record.h): how a replay's contents may differ; dtype float16|bfloat16|float32|float64, kind abs|rel|ulp, norm linf|l1|l2.
+        """
+
     def add_flag(self, flag: str, detail: str) -> None: ...
 
     def metadata(self) -> bytes:

@@ -81,6 +81,37 @@ class Annotation:
 _DTYPES = ("u8", "i8", "u16", "i16", "u32", "i32", "u64", "i64", "f16", "f32", "f64")  # BuiltinDType
 _THRESHOLD_KINDS = ("absolute", "relative")                                          # ThresholdKind
 _NORMS = ("none", "l1", "l2", "linf")                                                  # Norm
+#: BuiltinDType -> the record's tolerance dtype (kir/record/metadata.hpp, tolerance::kDtypes:
+#: floating point only; an integer buffer is compared bitwise)
+_RECORD_DTYPES = {"f16": "float16", "f32": "float32", "f64": "float64"}
+
+
+def record_tolerance(a: Annotation) -> tuple[dict | None, str | None]:
+    """A Mneme annotation as the record's tolerance (RecordBuilder.set_tolerance's
+    fields: dtype, kind, threshold, norm, tag), and what the mapping does not keep
+    (None when exact). Mneme's comparison (src/MnemeDeviceCode.cpp,
+    compare_builtin_kernel; docs/usage/verification.md): a per-element error, |r - e|
+    (Absolute) or |r - e| / |e| (Relative), each against the threshold (Norm::None)
+    or aggregated by L1, L2 or Linf. kir's `abs` is norm(r - e) <= threshold, the same
+    for Absolute (Norm::None is Linf); kir's `rel` is norm(r - e) <= threshold *
+    norm(recorded), not a per-element relative error. (None, why) when kir cannot hold
+    it: an integer dtype, an enum value Mneme does not define, a threshold out of range."""
+    doc = a.to_json(0)
+    dtype, kind, norm = doc["dtype"], doc["threshold_kind"], doc["norm"]
+    if dtype not in _RECORD_DTYPES:
+        return None, (f"its dtype {dtype} is not floating point (kir's tolerances compare float16, float32 and "
+                      "float64): verified bitwise")
+    if kind not in _THRESHOLD_KINDS or norm not in _NORMS:
+        return None, f"threshold kind {kind} or norm {norm} is not Mneme's: verified bitwise"
+    if not 0 <= a.threshold <= 1e300:
+        return None, f"threshold {a.threshold} is not a bound (0 to 1e300): verified bitwise"
+    out = {"dtype": _RECORD_DTYPES[dtype], "kind": "abs" if kind == "absolute" else "rel", "threshold": a.threshold,
+           "norm": "linf" if norm == "none" else norm, "tag": doc["tag"]}
+    if kind == "relative":
+        return out, (f"Mneme's relative error is per element, {norm} of |r - e| / |e| <= {a.threshold}; kir's rel "
+                     f"bounds {out['norm']}(r - e) by {a.threshold} * {out['norm']}(recorded), which may accept what "
+                     "Mneme refuses")
+    return out, None
 
 
 @dataclass
@@ -461,6 +492,87 @@ def kernel_code(kernel: Kernel) -> KernelCode:
                       jit_args=_jit_args(kernel, fn, path))
 
 
+# --- the app's own code (`kir import-mneme --app`) ---------------------------------
+
+@dataclass
+class AppCode:
+    """A kernel as the app launches it: the image kir's hook would pick for it and the
+    static hash the hook computes over that image (docs/hashing.md: the IR embedded
+    in it, else the image)."""
+    app: str
+    static_hash: _core.Hash128
+    image_kind: str          #: "cubin", "ptx", "code-object"
+    image_arch: str          #: the arch the hook keys the launch with ("sm_90", "gfx90a")
+    image: bytes
+    source: str              #: what was hashed ("IR _jit_bitcode_… in cubin image #3")
+
+
+def _fitness(image, kind: str, want: str) -> int:
+    """How well an image of the app suits a device of architecture `want` (the
+    record's): libkir/hook/image_choice.cpp, suitability (CUDA: the device's own
+    cubin, then a cubin of the same major and lower minor, then PTX not above it;
+    the newest of each first) and, with no device to match, its fallback (a cubin
+    over PTX, the highest architecture first); AMDGPU: the code object of the
+    record's processor first."""
+    target = image.entry.arch if image.entry is not None else image.target
+    if kind == "code-object":
+        return 2 if target.split(":")[0] == want.split(":")[0] else 1
+    m, w = re.fullmatch(r"sm_(\d+)[af]?", target), re.fullmatch(r"sm_(\d+)[af]?", want)
+    if m is None:
+        return 0
+    arch, cc = int(m.group(1)), int(w.group(1)) if w else 0
+    if kind == "cubin" and arch == cc:
+        return 30000
+    if kind == "cubin" and arch // 10 == cc // 10 and arch < cc:
+        return 20000 + arch
+    if kind == "ptx" and arch <= cc:
+        return 10000 + arch
+    return (1000 if kind == "cubin" else 0) + arch  # what no device would load: below every fit
+
+
+def find_in_app(app: Path | str, kernels: list[tuple[str, str]]) -> tuple[dict[str, AppCode], dict[str, str]]:
+    """Each (kernel name, record arch) of `kernels` in the binary `app`, as kir finds and
+    hashes kernels (kir.hashing.kernel_hashes: `kir hash APP`): {name: AppCode} for
+    those found, {name: why not} for the others (absent from the app's device code,
+    or in images whose best choices hash differently)."""
+    from kir.binary import Binary
+    from kir.hashing import kernel_hashes
+
+    names = {name for name, _ in kernels}
+    try:
+        binary = Binary.open(str(app))
+    except (KirError, OSError) as error:
+        raise MnemeError(f"--app: {error}") from None  # the error names the file
+    found, missing = {}, {}
+    with binary:
+        hashes, errors = kernel_hashes(binary, name_filter=names.__contains__)
+        images = binary.images
+        for name, arch in kernels:
+            if name in found or name in missing:
+                continue
+            candidates = [h for h in hashes if h.kernel == name]
+            if not candidates:
+                undecoded = f" ({len(errors)} of its images could not be read: {errors[0]})" if errors else ""
+                missing[name] = f"{app}: no kernel {name} in its device code{undecoded}"
+                continue
+            fits = [_fitness(images[h.image], _kind(h.image_kind), arch) for h in candidates]
+            best = [h for h, fit in zip(candidates, fits) if fit == max(fits)]
+            if len({h.static_hash for h in best}) > 1:
+                missing[name] = (f"{app}: {name} is in {len(best)} images that suit {arch} equally and hash "
+                                 f"differently ({', '.join(f'{h.source}: {h.static_hash}' for h in best)})")
+                continue
+            h, image = best[0], images[best[0].image]
+            target = image.entry.arch if image.entry is not None else image.target
+            found[name] = AppCode(str(app), _core.Hash128.from_hex(h.static_hash), _kind(h.image_kind), target,
+                                  image.read(), h.source)
+    return found, missing
+
+
+def _kind(image_kind) -> str:
+    """An ImageKind as records name it ("cubin", "ptx", "code-object": kir.model)."""
+    return str(image_kind)
+
+
 # --- conversion --------------------------------------------------------------------
 
 @dataclass
@@ -475,11 +587,17 @@ class Imported:
     #: the blobs' annotations that set a tolerance (Annotation.to_json each)
     tolerances: list[dict] = field(default_factory=list)
     jit_args: list[int] = field(default_factory=list)  #: 1-based positions (Mneme's `Specializations`)
+    static_hash: str = ""    #: the record's (32 hex digits): the app's with --app, where found
+    module_static_hash: str = ""  #: kir's static hash over Mneme's RecordedIR module
+    app: str | None = None   #: --app, where the kernel was found in it
+    app_image: str | None = None  #: what of the app was hashed (kir.hashing.KernelHash.source)
 
     def to_json(self) -> dict:
         return {"kernel": self.kernel, "mneme_static_hash": self.mneme_static,
                 "mneme_dynamic_hash": self.mneme_dynamic, "record": self.record, "regions": self.regions,
-                "occurrences": self.occurrences, "jit_args": self.jit_args, "tolerances": self.tolerances}
+                "occurrences": self.occurrences, "jit_args": self.jit_args, "tolerances": self.tolerances,
+                "static": self.static_hash, "module_static": self.module_static_hash, "app": self.app,
+                "app_image": self.app_image}
 
 
 #: the file `convert` keeps, in the output folder, what kir records have no field for
@@ -511,13 +629,20 @@ def _check_args(kernel: Kernel, code: KernelCode, snap: Snapshot) -> None:
 
 
 def convert(directory: Path | str, output: Path | str, write: bool = True,
-            chunk_size: int = 4 << 20, progress=None) -> list[Imported]:
+            chunk_size: int = 4 << 20, progress=None, app: Path | str | None = None) -> list[Imported]:
     """Every instance of every kernel of the Mneme recording in `directory`, as kir
     records in `output`. The whole recording is read and checked first: nothing is
     written unless all of it converts. `progress(done, total)` is called before each
-    instance is checked and written (kir.progress.Progress)."""
+    instance is checked and written (kir.progress.Progress).
+
+    `app`: the binary Mneme recorded. Each kernel is looked up in it by name
+    (`find_in_app`) and its records take the static hash kir's hook computes for the
+    app's launches, and the app's image (so a tuned result is stored under the key the
+    running app computes); a kernel the app lacks keeps the hash over Mneme's module,
+    with a warning."""
     databases = [read_database(p) for p in find_databases(directory)]
     codes = {k.path: kernel_code(k) for k in databases}
+    in_app, not_in_app = find_in_app(app, [(k.name, codes[k.path].arch) for k in databases]) if app else ({}, {})
     phases = ("check", "write") if write else ("check",)
     if write:
         Path(output).mkdir(parents=True, exist_ok=True)  # the RecordBuilder makes only the last one
@@ -530,8 +655,14 @@ def convert(directory: Path | str, output: Path | str, write: bool = True,
                 if progress is not None:
                     progress(done, total)
                     done += 1
-                out.append(_convert_one(kernel, code, inst, ordinal, output if phase == "write" else None,
-                                        chunk_size))
+                done_one = _convert_one(kernel, code, inst, ordinal, output if phase == "write" else None,
+                                        chunk_size, in_app.get(kernel.name))
+                if kernel.name in not_in_app:
+                    done_one.warnings.append(
+                        f"{not_in_app[kernel.name]}: the record of {kernel.path.name}'s instance "
+                        f"{inst.dynamic_hash} keeps the static hash of Mneme's module ({code.static_hash}), which "
+                        "the app's launches do not compute")
+                out.append(done_one)
     if write:
         _write_sidecar(Path(output), out)
     return out
@@ -549,31 +680,40 @@ def _write_sidecar(output: Path, items: list[Imported]) -> None:
 
 
 def _convert_one(kernel: Kernel, code: KernelCode, inst: Instance, ordinal: int,
-                 output: Path | str | None, chunk_size: int) -> Imported:
+                 output: Path | str | None, chunk_size: int, app: AppCode | None = None) -> Imported:
     folder = kernel.path.parent
     prologue = read_snapshot(folder / inst.prologue)
     _check_args(kernel, code, prologue)
     epilogue = read_epilogue(folder / inst.epilogue, prologue)
     done = Imported(kernel.name, kernel.static_hash, inst.dynamic_hash, "",
                     len(prologue.blobs) + len(prologue.globals), occurrences=inst.occurrences,
-                    jit_args=[a.position for a in code.jit_args])
+                    jit_args=[a.position for a in code.jit_args],
+                    static_hash=str(app.static_hash if app else code.static_hash),
+                    module_static_hash=str(code.static_hash), app=app.app if app else None,
+                    app_image=app.source if app else None)
+    tolerances = {}  # address -> the record's tolerance (the epilogue's copy of the annotation)
     for address, blob in sorted(prologue.blobs.items()):
         a = epilogue.blobs[address].annotation
         if a is not None and not a.is_default:
             done.tolerances.append(a.to_json(address))
-            done.warnings.append(f"{epilogue.path}: the blob at {address:#x} carries a Mneme tolerance "
-                                 f"(threshold {a.threshold}, norm {a.norm}): kir records have no field for it; "
-                                 f"kept in {SIDECAR}; replay with kir replay --atol/--rtol/--norm")
+            tolerances[address], lost = record_tolerance(a)
+            if lost:
+                done.warnings.append(f"{epilogue.path}: the blob at {address:#x} carries a Mneme tolerance "
+                                     f"({a.to_json(address)['threshold_kind']}, threshold {a.threshold}): {lost} "
+                                     f"(Mneme's annotation is kept in {SIDECAR})")
     if output is None:
         return done
     b = _core.RecordBuilder(str(output), chunk_size=chunk_size)
     b.set_process(0, -1)
     b.set_device("", code.arch, 0)  # Mneme records no device; the arch is the IR's target-cpu
-    b.set_kernel(kernel.name, kernel.demangled, code.static_hash, code.offsets, code.sizes)
+    static, arch = (app.static_hash, app.image_arch) if app else (code.static_hash, code.arch)
+    b.set_kernel(kernel.name, kernel.demangled, static, code.offsets, code.sizes)
+    if app:  # the image the app launches, whose hash this is (the planner recomputes it from the image)
+        b.set_image(app.image_kind, app.image_arch, app.image)
     b.set_ir(code.ir)
     if code.jit_args:
         b.set_jit_args([(a.position, "scalar", int(a.type), False, 0, 0, 0) for a in code.jit_args])
-    identity = hashing.launch_identity(str(code.static_hash), code.arch, prologue.args,
+    identity = hashing.launch_identity(str(static), arch, prologue.args,
                                        grid=inst.grid, block=inst.block, shared_bytes=inst.shared_bytes)
     b.set_launch(LAUNCH_API, _core.Hash128.from_hex(identity), inst.grid, inst.block, inst.shared_bytes, 0,
                  prologue.args, ordinal)
@@ -585,6 +725,9 @@ def _convert_one(kernel: Kernel, code: KernelCode, inst: Instance, ordinal: int,
         if not inside:
             b.add_flag("outside-va-range", f"the allocation at {address:#x} ({blob.size} bytes) lies outside "
                                            f"Mneme's range {kernel.va_base:#x}+{kernel.va_size:#x}")
+        if tolerances.get(address):
+            t = tolerances[address]
+            b.set_tolerance(region, t["dtype"], t["kind"], t["threshold"], t["norm"], t["tag"])
         b.snapshot(region, False, bytes(blob.data))
         b.snapshot(region, True, bytes(epilogue.blobs[address].data))
     for name, g in sorted(prologue.globals.items()):
@@ -595,6 +738,6 @@ def _convert_one(kernel: Kernel, code: KernelCode, inst: Instance, ordinal: int,
     return done
 
 
-__all__ = ["Annotation", "convert", "DIFF_MAGIC", "find_databases", "Imported", "imported", "Instance", "Kernel",
-           "kernel_code", "KernelCode", "LAUNCH_API", "read_database", "read_epilogue", "read_snapshot",
+__all__ = ["AppCode", "Annotation", "convert", "find_in_app", "DIFF_MAGIC", "find_databases", "Imported", "imported", "Instance", "Kernel",
+           "kernel_code", "KernelCode", "LAUNCH_API", "read_database", "read_epilogue", "read_snapshot", "record_tolerance",
            "Region", "SIDECAR", "Snapshot"]

@@ -30,6 +30,7 @@ from mneme_writer import (  # noqa: F401
     ints,
     kernel_ir,  # (kernel_ir, recording: fixtures)
     recording,
+    rewritten_by_python,
     u64,
     write_recording,
 )
@@ -227,9 +228,11 @@ def test_ir_that_crashes_llvm_is_an_error(kernel_ir, tmp_path, kir_cli):
     assert error.startswith("kir: error: ") and error.count("\n") == 1, error
 
 
-def test_annotated_blob_warns(recording, tmp_path, kir_cli):
-    """A blob annotated with a tolerance (mneme::annotate) converts, with a warning:
-    kir records carry no per-buffer tolerance."""
+def test_annotated_integer_blob_warns(recording, tmp_path, kir_cli):
+    """A blob annotated with a tolerance (mneme::annotate) over an integer dtype (I32)
+    converts with a warning and no tolerance in the record: kir's tolerances compare
+    floating point only (issue 24 §6 changed this test: before, every annotation warned
+    that records had no field for it)."""
     src, launches = recording
     launch = launches[1]
     meta = Meta(builtin=5, threshold=1e-3, threshold_kind=1, norm=2, tag=b"out")
@@ -238,7 +241,55 @@ def test_annotated_blob_warns(recording, tmp_path, kir_cli):
         [Blob(VA_BASE, launch.epilogue["in"]), Blob(VA_BASE + 2 * PAGE, launch.epilogue["out"], meta)], launch.args))
     result = kir_cli("import-mneme", src, "-o", tmp_path / "kir")
     assert result.returncode == 0, result.stderr
-    assert f"the blob at {VA_BASE + 2 * PAGE:#x} carries a Mneme tolerance (threshold 0.001, norm 2)" in result.stderr
+    assert (f"the blob at {VA_BASE + 2 * PAGE:#x} carries a Mneme tolerance (relative, threshold 0.001): its dtype "
+            "i32 is not floating point") in result.stderr
+    assert result.stderr.count("warning") == 1
+    assert all(r.tolerance is None for record in Recording(tmp_path / "kir").records() for r in record.allocations)
+
+
+def test_tolerances_are_the_records_and_replay_uses_them(kernel_ir, tmp_path, kir_cli):
+    """Mneme's annotation of the output buffer (F32, Absolute, Norm::None: per element,
+    which is kir's abs under linf) becomes the record's tolerance of that allocation;
+    the replay's comparison picks it when the command line gives none (and the command
+    line's when it does): an output within it verifies, one beyond it does not."""
+    import numpy as np
+
+    from kir.replay.comparison import Tolerance, check, tolerance_for
+    src = tmp_path / "mneme"
+    write_recording(src, kernel_ir, out_meta=Meta(builtin=9, threshold=0.5, threshold_kind=0, norm=0, tag=b"out"))
+    result = kir_cli("import-mneme", src, "-o", tmp_path / "kir")
+    assert result.returncode == 0 and "warning" not in result.stderr, result.stderr
+    records = list(Recording(tmp_path / "kir").records())
+    assert len(records) == 2
+    for record in records:
+        by_address = {r.address: r for r in record.allocations}
+        out, inp = by_address[VA_BASE + 2 * PAGE], by_address[VA_BASE]
+        assert out.tolerance == {"dtype": "float32", "kind": "abs", "threshold": 0.5, "norm": "linf", "tag": "out"}
+        assert inp.tolerance is None and tolerance_for(inp, None) is None  # not annotated: bitwise
+        chosen = tolerance_for(out, None)
+        assert chosen == Tolerance(atol=0.5, norm="linf", dtype="float32")
+        assert tolerance_for(out, Tolerance(atol=2.0)) == Tolerance(atol=2.0)  # the command line's wins
+        expected = record.epilogue(out)
+        values = np.frombuffer(expected, "<f4").copy()
+        i = int(np.flatnonzero(np.isfinite(values))[0])
+        for delta, within in ((0.25, True), (1.0, False)):
+            actual = values.copy()
+            actual[i] += delta
+            found = check(out, actual.tobytes(), expected, chosen)
+            assert found is not None and found.within is within, (delta, found)
+
+
+def test_relative_tolerances_are_kirs_nearest_with_a_warning(kernel_ir, tmp_path, kir_cli):
+    """Relative (per element |r - e| / |e| in Mneme) has no exact kir form: the record
+    gets kir's rel under the same norm, and the import says how they differ."""
+    src = tmp_path / "mneme"
+    write_recording(src, kernel_ir, out_meta=Meta(builtin=10, threshold=1e-6, threshold_kind=1, norm=3))
+    result = kir_cli("import-mneme", src, "-o", tmp_path / "kir")
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.count("Mneme's relative error is per element, linf of |r - e| / |e| <= 1e-06") == 2
+    for record in Recording(tmp_path / "kir").records():
+        (out,) = [r for r in record.allocations if r.address == VA_BASE + 2 * PAGE]
+        assert out.tolerance == {"dtype": "float64", "kind": "rel", "threshold": 1e-6, "norm": "linf", "tag": ""}
 
 
 def test_nothing_mneme_wrote_is_lost(kernel_ir, tmp_path, kir_cli):
@@ -263,7 +314,29 @@ def test_nothing_mneme_wrote_is_lost(kernel_ir, tmp_path, kir_cli):
         record = Record.load(row["record"])
         assert [(a.position, a.kind.name, a.type.name) for a in record.kernel.jit_args] == \
             [(4, "scalar", "i64"), (5, "scalar", "i32")]
+        (annotated,) = [r for r in record.allocations if r.tolerance]  # F32, Relative, L2: kir's rel/l2
+        assert (annotated.address, annotated.tolerance) == (VA_BASE + 2 * PAGE, {
+            "dtype": "float32", "kind": "rel", "threshold": 1e-3, "norm": "l2", "tag": "out"})
         assert kept[Path(row["record"]).name] == {k: v for k, v in row.items() if k != "record"}
+
+
+def test_a_database_mneme_python_rewrote(kernel_ir, tmp_path, kir_cli):
+    """After `mneme copy` (Mneme's Python rewrites the JSON: indented, `Args` holding the
+    Specializations, another key order) the import is the same: records, JIT arguments,
+    occurrences."""
+    src = tmp_path / "mneme"
+    write_recording(src, kernel_ir, occurrences=(4, 2))
+    before = kir_cli("import-mneme", src, "-o", tmp_path / "c", "--json")
+    database = next(src.glob("*.json"))
+    database.write_text(rewritten_by_python(database.read_text()))
+    after = kir_cli("import-mneme", src, "-o", tmp_path / "py", "--json")
+    assert before.returncode == after.returncode == 0, after.stderr
+    rows = [sorted(({k: v for k, v in r.items() if k != "record"} for r in json.loads(x.stdout)["records"]),
+                   key=lambda r: r["mneme_dynamic_hash"]) for x in (before, after)]
+    assert rows[0] == rows[1] and sorted(r["occurrences"] for r in rows[1]) == [2, 4]
+    assert all(r["jit_args"] == [4, 5] for r in rows[1])
+    names = [sorted(p.name for p in (tmp_path / d / "records").iterdir()) for d in ("c", "py")]
+    assert names[0] == names[1] and len(names[0]) == 2
 
 
 def test_specializations_that_do_not_fit_the_kernel(recording, tmp_path, kir_cli):
@@ -279,6 +352,115 @@ def test_specializations_that_do_not_fit_the_kernel(recording, tmp_path, kir_cli
         assert result.stderr.count("\n") == 1
 
 
+# --- --app: the key the running app computes -------------------------------------------
+
+def app_static_hashes(kir_cli, app) -> set[str]:
+    """affine's static hash in `app`, as `kir hash APP --json` reports it (one per image)."""
+    hashed = kir_cli("hash", app, "--json")
+    assert hashed.returncode == 0, hashed.stderr
+    return {d["static"] for d in map(json.loads, hashed.stdout.splitlines()) if d["kernel"] == KERNEL}
+
+
+def test_app_keys_the_records_by_the_apps_static_hash(kernel_ir, built, tmp_path, kir_cli):
+    """Mneme stores the module Proteus extracted (here mneme_affine.bc); the app embeds its
+    unit's module as the Proteus pass does (mneme_affine_app), other bytes. Without --app
+    the records' static hash is the one over Mneme's module, which the app never computes;
+    with --app it is what the hook computes as the app registers affine (`kir trace`), and
+    what `kir hash APP` and kir.hashing report for affine in the app, the
+    launch identity follows it, the replay planner recomputes the same hashes from the
+    record (which holds the app's image), and Mneme's module hash stays in
+    mneme-import.json."""
+    from kir import hashing
+    from kir.binary import Binary
+    from kir.mneme import convert
+    from kir.replay.planner import recompute_hashes
+    app = built["mneme_affine_app"]
+    src = tmp_path / "mneme"
+    launches = write_recording(src, kernel_ir)
+    (app_static,) = app_static_hashes(kir_cli, app)
+    traced = kir_cli("trace", "--json", "--", app)  # the hook's own hash, as the app registers affine
+    assert traced.returncode == 0, traced.stderr
+    assert [e["static"] for e in map(json.loads, traced.stdout.splitlines())
+            if e["event"] == "register-kernel" and e["kernel"] == KERNEL] == [app_static]
+    with Binary.open(str(app)) as binary:
+        assert {h.static_hash for h in hashing.kernel_hashes(binary)[0] if h.kernel == KERNEL} == {app_static}
+    module_static = str(core.static_hash(KERNEL, "ir", [kernel_ir]))
+    assert app_static != module_static  # what the issue reports: the two never meet
+    assert {Record.load(d.record).kernel.static_hash for d in convert(src, tmp_path / "plain")} == {module_static}
+
+    out = tmp_path / "kir"
+    result = kir_cli("import-mneme", src, "-o", out, "--app", app, "--json")
+    assert result.returncode == 0, result.stderr
+    assert "warning" not in result.stderr
+    rows = {r["mneme_dynamic_hash"]: r for r in json.loads(result.stdout)["records"]}
+    kept = json.loads((out / "mneme-import.json").read_text())["records"]
+    for launch in launches:
+        row = rows[str(launch.dynamic)]
+        record = Record.load(row["record"])
+        assert record.kernel.static_hash == app_static
+        assert record.launch.launch_identity == hashing.launch_identity(
+            app_static, "sm_90", launch.args, grid=launch.grid, block=launch.block, shared_bytes=0)
+        assert Path(row["record"]).name.startswith(app_static)
+        assert recompute_hashes(record).match
+        assert record.code("ir") == kernel_ir  # replays and tunes from Mneme's module as before
+        assert (record.kernel.image.kind, record.kernel.image.arch) in {("cubin", "sm_90"), ("ptx", "sm_90")}
+        entry = kept[Path(row["record"]).name]
+        assert (entry["static"], entry["module_static"], entry["app"]) == (app_static, module_static,
+                                                                                      str(app))
+        assert entry["mneme_static_hash"] == 15941914485064662553 and "in cubin image" in entry["app_image"]
+
+
+@pytest.mark.parametrize("arch, image", [("sm_90", ("cubin", "sm_90")), ("sm_86", ("cubin", "sm_80")),
+                                         ("sm_100", ("ptx", "sm_90")), ("sm_70", ("cubin", "sm_90"))])
+def test_the_image_the_hook_would_load(built, kir_cli, arch, image):
+    """Without embedded IR each image of a kernel hashes differently: --app takes the one
+    kir's hook loads on a device of the record's arch (libkir/hook/image_choice.cpp): its
+    cubin, a cubin of the same major and lower minor, PTX not above it, else (none suits)
+    the highest cubin. `app`: nvcc's sm_75/80/90 cubins and compute_90 PTX."""
+    from kir.mneme import find_in_app
+    app = built["app"]
+    hashed = kir_cli("hash", app, "--json")
+    by_image = {(d["image_kind"], d["target"]): d["static"] for d in map(json.loads, hashed.stdout.splitlines())
+                if d["kernel"] == "_Z4axpyfPKfPfi"}
+    assert len(set(by_image.values())) == len(by_image) == 4
+    found, missing = find_in_app(app, [("_Z4axpyfPKfPfi", arch), ("_Z7missingv", arch)])
+    code = found["_Z4axpyfPKfPfi"]
+    assert ((code.image_kind, code.image_arch), str(code.static_hash)) == (image, by_image[image])
+    assert missing == {"_Z7missingv": f"{app}: no kernel _Z7missingv in its device code"}
+
+
+def test_a_kernel_the_app_lacks_keeps_its_hash(kernel_ir, built, tmp_path, kir_cli):
+    """--app naming a binary without affine (proteus_cuda): a warning naming the app and
+    the kernel per record, which keeps the hash over Mneme's module."""
+    app = built["proteus_cuda"]
+    assert not app_static_hashes(kir_cli, app)
+    src = tmp_path / "mneme"
+    write_recording(src, kernel_ir)
+    out = tmp_path / "kir"
+    result = kir_cli("import-mneme", src, "-o", out, "--app", app)
+    assert result.returncode == 0, result.stderr
+    module_static = str(core.static_hash(KERNEL, "ir", [kernel_ir]))
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("kir: warning: ")]
+    assert len(warnings) == 2, result.stderr
+    assert all(f"{app}: no kernel {KERNEL} in its device code" in w and f"({module_static})" in w for w in warnings)
+    records = list(Recording(out).records())
+    assert len(records) == 2 and all(r.kernel.static_hash == module_static and r.kernel.image is None
+                                     for r in records)
+    assert all(e["app"] is None for e in json.loads((out / "mneme-import.json").read_text())["records"].values())
+
+
+def test_app_that_is_not_a_binary(recording, tmp_path, kir_cli):
+    """--app naming no binary: one line naming it, exit 2, nothing written."""
+    src, _ = recording
+    text = tmp_path / "notes.txt"
+    text.write_text("not an app\n")
+    for app, message in ((text, f"kir: error: --app: {text}: not an ELF file"),
+                         (tmp_path / "nowhere", f"kir: error: --app: {tmp_path / 'nowhere'}: cannot open")):
+        result = kir_cli("import-mneme", src, "-o", tmp_path / "kir", "--app", app)
+        assert result.returncode == 2 and result.stderr.startswith(message), result.stderr
+        assert result.stderr.count("\n") == 1 and not (tmp_path / "kir").exists()
+
+
 # --- on the GPU ----------------------------------------------------------------------
 
 def test_replay_imported_record_from_ir(gpu, recording, tmp_path, kir_cli):
@@ -290,6 +472,23 @@ def test_replay_imported_record_from_ir(gpu, recording, tmp_path, kir_cli):
     for record in Recording(out).records():
         result = kir_cli("replay", record.path, "--code", "ir")
         assert result.returncode == 0, (result.stdout, result.stderr)
+
+
+def test_replay_app_keyed_record(gpu, kernel_ir, built, tmp_path, kir_cli):
+    """Imported with --app, a record replays verified with its default code (the app's
+    image, whose hash it carries) and from Mneme's IR."""
+    src = tmp_path / "mneme"
+    write_recording(src, kernel_ir)
+    out = tmp_path / "kir"
+    assert kir_cli("import-mneme", src, "-o", out, "--app", built["mneme_affine_app"]).returncode == 0
+    records = list(Recording(out).records())
+    assert len(records) == 2 and all(r.kernel.image is not None for r in records)
+    for record in records:
+        for code in ("launched", "ir"):
+            result = kir_cli("replay", record.path, "--code", code, "--json")
+            assert result.returncode == 0, (code, result.stdout, result.stderr)
+            doc = json.loads(result.stdout)
+            assert doc["verified"] and doc["hashes_match"], (code, doc)
 
 
 def test_json_output(recording, tmp_path, kir_cli):

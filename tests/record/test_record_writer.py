@@ -214,3 +214,39 @@ def test_reachability_walk_agrees_with_a_python_walk():
                 if j is not None:
                     todo.append(j)
         assert core.reachable_ranges(ranges, roots, contents) == sorted(seen)
+
+
+def test_builder_writes_a_tolerance(tmp_path):
+    """RecordBuilder.set_tolerance (what kir import-mneme writes Mneme's annotations
+    with): the allocation's `tolerance` reads back as kir_record_annotate's recorder
+    writes it; what kir_record_annotate refuses (libkir/hook/exports.cpp) is refused,
+    naming the value, and a global or a region that does not exist is not an allocation."""
+    b = core.RecordBuilder(str(tmp_path))
+    b.set_kernel("_Z1kPf", "k(float*)", core.xxh3_128(b"k"), [0], [8])
+    b.set_launch("cudaLaunchKernel", core.xxh3_128(b"d"), (1, 1, 1), (32, 1, 1), 0, 0,
+                 [(0x1000).to_bytes(8, "little")], 0)
+    region = b.add_allocation(0x1000, 64, "device", True)
+    other = b.add_allocation(0x2000, 64, "device", True)
+    glob = b.add_global("g", 0x3000, 8)
+    for r in (region, other, glob):
+        size = 8 if r == glob else 64
+        b.snapshot(r, False, bytes(size))
+        b.snapshot(r, True, bytes(size))
+    for args, message in (((region, "int32", "abs", 1.0), "tolerance dtype 'int32': expected one of float16, "
+                                                          "bfloat16, float32, float64"),
+                          ((region, "float32", "per-element", 1.0), "tolerance kind 'per-element'"),
+                          ((region, "float32", "abs", 1.0, "none"), "tolerance norm 'none'"),
+                          ((region, "float32", "abs", -1.0), "expected 0 to 1e300"),
+                          ((region, "float32", "abs", float("nan")), "expected 0 to 1e300"),
+                          ((region, "float32", "ulp", 2.5), "expected a whole number of ulps")):
+        with pytest.raises(ValueError, match=message):
+            b.set_tolerance(*args)
+    for bad in (glob, 99):
+        with pytest.raises(IndexError, match=f"region {bad} is not an allocation"):
+            b.set_tolerance(bad, "float32", "abs", 1.0)
+    b.set_tolerance(region, "float64", "rel", 1e-6, "l2", "out")
+    record = Record.load(b.write())
+    by_address = {r.address: r for r in record.allocations}
+    assert by_address[0x1000].tolerance == {"dtype": "float64", "kind": "rel", "threshold": 1e-6, "norm": "l2",
+                                            "tag": "out"}
+    assert by_address[0x2000].tolerance is None

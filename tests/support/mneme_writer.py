@@ -113,6 +113,23 @@ def database(static: int, name: str, demangled: str, instances: dict) -> str:
     return json.dumps(doc, separators=(",", ":"), sort_keys=True)
 
 
+def rewritten_by_python(text: str) -> str:
+    """The database as Mneme's Python side writes it back (`mneme copy`/`move`:
+    RecordedExecution.from_json then to_json, python/mneme/recorded_execution.py):
+    to_dict's key order, `json.dump(indent=2)`, files in the same folder as basenames
+    (_make_path_relative), and each instance's `Args` the kernel's `Specializations`
+    (KernelInstance.to_dict writes self.specializations there)."""
+    doc = json.loads(text)
+    out = {k: doc[k] for k in ("ArgNames", "BinaryBlobs", "DemangledName", "KernelName", "Modules",
+                               "Specializations", "StaticHash", "VASize", "VAddr")}
+    out["instances"] = {key: {"Args": doc["Specializations"], "BlockDims": inst["BlockDims"],
+                              "GridDims": inst["GridDims"], "Occurrences": inst["Occurrences"],
+                              "SharedMem": inst["SharedMem"], "Epilogue": inst["Epilogue"],
+                              "Prologue": inst["Prologue"]}
+                        for key, inst in doc["instances"].items()}
+    return json.dumps(out, indent=2)
+
+
 def instance_json(grid, block, shared, prologue, epilogue, occurrences: int = 1) -> dict:  # KernelInstance::toJSON
     """`Occurrences`: the launches with this dynamic hash; the snapshots are the first's
     (KernelInstancesCollection::takeSnapshot counts a repeat, NumOccurrences++, and skips it)."""

@@ -3,7 +3,8 @@
 into kir records, one per recorded instance, replayable from the IR
 (`kir replay RECORD --code ir`). docs/mneme.md has the mapping. The whole recording is
 checked before anything is written; a malformed file is an error naming the file and
-the byte offset (exit 2)."""
+the byte offset (exit 2). `--app BINARY` keys the records by the app's static hash
+(kir.mneme.find_in_app)."""
 from __future__ import annotations
 
 import json
@@ -20,6 +21,11 @@ def add_arguments(parser) -> None:
     parser.add_argument("directory", metavar="DIR", help="the Mneme recording folder (mneme record)")
     parser.add_argument("-o", "--output", metavar="KIRDIR", required=True,
                         help="the kir recording directory to write the records into")
+    parser.add_argument("--app", metavar="BINARY",
+                        help="the app Mneme recorded: each kernel is found in it by name and its records take "
+                             "the static hash kir computes for the app's launches (and the app's image), so a "
+                             "tuned result is found by the running app; a kernel it lacks keeps the hash of "
+                             "Mneme's module, with a warning")
     parser.add_argument("--check", action="store_true", help="read and check everything, write nothing")
     parser.add_argument("--json", action="store_true", help=f"one JSON object ({SCHEMA})")
     add_progress_argument(parser)
@@ -28,7 +34,7 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     with Progress("converting instances") as progress:
         imported = convert(args.directory, args.output, write=not args.check,
-                           progress=progress.callback)
+                           progress=progress.callback, app=args.app)
     for item in imported:
         for warning in item.warnings:
             print(f"kir: warning: {warning}", file=sys.stderr)
