@@ -122,6 +122,11 @@ def add_arguments(parser) -> None:
     parser.add_argument("--executor", metavar="MODULE:FUNCTION",
                         help="run each trial as FUNCTION(path, point) instead of replaying it (tests)")
     parser.add_argument("--json", action="store_true", help=f"print one JSON object ({SCHEMA})")
+    parser.add_argument("--results-dir", metavar="DIR",
+                        help="also write the results to DIR (Mneme's --results-dir): per record the trials "
+                             "(trials.jsonl, trials.csv), best.json, baseline.json, search_space.json, plots "
+                             "(history.png, importances.png); summary.json/.csv, speedup.png and index.html over "
+                             "the records (docs/tune.md)")
     from kir.progress import add_argument as add_progress_argument
     add_progress_argument(parser)
 
@@ -324,6 +329,7 @@ class TuneOptions:
     study_prefix: str = "kir-tune"
     baseline_only: bool = False
     trial_timeout: float | None = None
+    results_dir: str | None = None
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> TuneOptions:
@@ -347,7 +353,7 @@ class TuneOptions:
                    executor=args.executor, json=args.json, resume=args.resume, sampler=args.sampler,
                    metric=args.metric, objective=args.objective, timeout=args.timeout, fail_fast=args.fail_fast,
                    study_prefix=args.study_name, baseline_only=args.baseline_only,
-                   trial_timeout=args.trial_timeout)
+                   trial_timeout=args.trial_timeout, results_dir=args.results_dir)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -386,6 +392,9 @@ def run(args: argparse.Namespace) -> int:
         for warning in r.warnings:
             print(f"kir: warning: {r.outcome.path}: {warning}", file=sys.stderr)
     status = 1 if any(r.outcome.best() is None for r in results) else 0
+    if opts.results_dir:
+        from kir.tune.results import write_results
+        write_results(results, opts.results_dir, config=config_of(args))
     if opts.json:
         print(json.dumps(envelope(SCHEMA, trials=opts.trials, storage=opts.storage,
                           jit_cache=opts.jit_cache, store=opts.store,
