@@ -42,7 +42,11 @@ def _resolve(path: str, point: dict | None):
 
 
 def modelled(path: str, point: dict) -> dict:
+    """model's result; TUNE_FAKE_CALLS=FILE: a line appended to FILE per call."""
     from kir.tune.trial import empty_result
+    if os.environ.get("TUNE_FAKE_CALLS"):
+        with open(os.environ["TUNE_FAKE_CALLS"], "a") as calls:
+            calls.write("call\n")
     if os.environ.get("TUNE_FAKE_CRASH") and not point.get("recorded") and point["opt_level"] == 1:
         os._exit(3)
     record, _ = _resolve(path, point)

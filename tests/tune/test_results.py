@@ -181,3 +181,15 @@ def test_the_replay_process_times_its_trials(recordings):
     with TrialProcess() as process:
         result = process.run(path + ".absent", Space.preset("standard").recorded())
     assert result["status"] == "error" and 0 < result["replay_seconds"] < 60
+
+
+def test_a_results_dir_that_cannot_be_written_is_refused_before_any_trial(recordings, tmp_path):
+    (a, _), space = recordings
+    taken = tmp_path / "a-file"
+    taken.write_text("")
+    calls = tmp_path / "calls"
+    run = cli("tune", a, "--space", space, "--executor", "tune_fakes:timed", "--results-dir", taken / "sub",
+              "--json", env={"TUNE_FAKE_CALLS": str(calls)})
+    assert run.returncode == 2 and run.stdout == "" and not calls.exists()  # not even the baseline ran
+    assert run.stderr.strip().splitlines() == [f"kir: error: --results-dir {taken / 'sub'}: cannot write there "
+                                               "(Not a directory)"]

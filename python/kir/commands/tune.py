@@ -369,6 +369,9 @@ def run(args: argparse.Namespace) -> int:
         return print_spaces(opts, records, args.dry_run)
     from kir.tune.study import check_storage
     check_storage(opts.storage)  # a bad --storage is its one line, before anything is said
+    if opts.results_dir:
+        from kir.tune.results import make_results_dir
+        make_results_dir(opts.results_dir)  # a folder that cannot be written: said before the first trial
     for path, record in zip(opts.paths, records):
         if record.kernel.ir is None and not opts.baseline_only:
             print(f"kir tune: {path}: {record.kernel.name} has no LLVM IR (an nvcc build): tuning its launch "

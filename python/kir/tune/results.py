@@ -34,10 +34,11 @@ import re
 import warnings
 from pathlib import Path
 
+from kir.envelope import envelope
 from kir.errors import OptionError, missing_extra
 from kir.tune.study import speedup, throughput
 
-__all__ = ["CSV_COLUMNS", "SCHEMA", "flatten", "write_results"]
+__all__ = ["CSV_COLUMNS", "SCHEMA", "flatten", "make_results_dir", "write_results"]
 
 SCHEMA = "kir.tune-results/1"
 #: trials.csv's first columns; the point's flattened parameters follow (flatten)
@@ -64,6 +65,22 @@ def flatten(point: dict | None) -> dict:
     return out
 
 
+def make_results_dir(directory) -> Path:
+    """`directory` made (parents too) and writable, else OptionError naming it, and
+    matplotlib importable (else kir's missing-extra error): `kir tune` checks both before
+    the first trial, so that a long run does not fail at its end."""
+    _pyplot()
+    root = Path(directory)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        probe = root / ".kir-write-test"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as error:
+        raise OptionError(f"--results-dir {directory}: cannot write there ({error.strerror or error})") from None
+    return root
+
+
 def write_results(results, directory, *, config: dict | None = None, html: str = "auto") -> dict:
     """Write `results` (kir.tune.tune's RecordTunings) to `directory` (made, parents
     too; files there are replaced) and return the summary (summary.json's object).
@@ -71,8 +88,7 @@ def write_results(results, directory, *, config: dict | None = None, html: str =
     needs plotly), "png" (the PNGs embedded) or "auto" (plotly when importable)."""
     plt = _pyplot()
     plotly = _plotly(html)
-    root = Path(directory)
-    root.mkdir(parents=True, exist_ok=True)
+    root = make_results_dir(directory)
     if config is not None:
         _write_json(root / "config.json", config)
     entries, pages, folders = [], [], set()
@@ -82,8 +98,7 @@ def write_results(results, directory, *, config: dict | None = None, html: str =
         entries.append(entry | {"folder": folder})
         pages.append((entry | {"folder": folder}, page))
     rows = [row for r in results for row in r.outcome.rows]
-    summary = {"schema": SCHEMA, "records": entries, "throughput": throughput(rows),
-               "html": "plotly" if plotly else "png"}
+    summary = envelope(SCHEMA, records=entries, throughput=throughput(rows), html="plotly" if plotly else "png")
     _write_json(root / "summary.json", summary)
     _write_csv(root / "summary.csv", RECORD_COLUMNS, [{k: e.get(k) for k in RECORD_COLUMNS} for e in entries])
     _speedup_chart(plt, entries, root / "speedup.png")
