@@ -164,6 +164,7 @@ def test_trial_phases_split_the_wall_time(recordings, tmp_path):
         assert p["overhead_s"] == pytest.approx(p["wall_s"] - p["compile_s"] - p["run_s"])
     (entry,) = json.loads((tmp_path / "out" / "summary.json").read_text())["records"]
     rate = entry["throughput"]
+    assert record["throughput"] == rate  # --json's, the same
     finished = record["trials"]
     assert rate["trials"] == len(finished) == 4
     assert rate["mean_overhead_s"] == pytest.approx(sum(t["phases"]["overhead_s"] for t in finished) / 4)

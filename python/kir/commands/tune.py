@@ -436,7 +436,7 @@ def cell(value, fmt="{}") -> str:
 
 
 def print_record(r, cache) -> None:
-    from kir.tune.study import speedup
+    from kir.tune.study import speedup, throughput
     o = r.outcome
     print(f"{Path(o.path).name}: {o.record.kernel.demangled or o.record.kernel.name} on {o.arch or '?'}")
     rec = o.recorded
@@ -468,6 +468,11 @@ def print_record(r, cache) -> None:
             "  (another launch configuration: a suggestion for the source, never applied by the JIT client)"
         print(f"  best: trial {best.number}, {best.ms:.4f} ms ({cell(speedup(o.recorded_ms, best.ms), '{:.2f}x')} "
               f"the recorded code): {best.point.describe()}{note}")
+    rate = throughput(o.rows)
+    if rate["trials_per_minute"] is not None:
+        print(f"  throughput: {rate['trials_per_minute']:.1f} trials/min; per trial {rate['mean_wall_s']:.3f} s = "
+              f"compile {rate['mean_compile_s']:.3f} + run {rate['mean_run_s']:.3f} + overhead "
+              f"{rate['mean_overhead_s']:.3f} s")
     for h in r.handoffs:
         who = "the JIT client" if h.client == "reference" else f"client {h.client}"
         if h.row is None:
