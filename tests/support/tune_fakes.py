@@ -42,7 +42,11 @@ def _resolve(path: str, point: dict | None):
 
 
 def modelled(path: str, point: dict) -> dict:
+    """model's result; TUNE_FAKE_CALLS=FILE: a line appended to FILE per call."""
     from kir.tune.trial import empty_result
+    if os.environ.get("TUNE_FAKE_CALLS"):
+        with open(os.environ["TUNE_FAKE_CALLS"], "a") as calls:
+            calls.write("call\n")
     if os.environ.get("TUNE_FAKE_CRASH") and not point.get("recorded") and point["opt_level"] == 1:
         os._exit(3)
     record, _ = _resolve(path, point)
@@ -127,3 +131,18 @@ def contracted(path: str, point: dict) -> dict:
     status = "mismatch" if mismatches else "ok"
     return empty_result(status=status, median_ms=ms, times_ms=[ms] * 3, verified=not mismatches, arch="sm_90",
                         mismatches=mismatches, differences=differences)
+
+
+#: timed: the compile and replay seconds it reports, and sleeps through
+TIMED = {"compile": 0.02, "replay": 0.05}
+
+
+def timed(path: str, point: dict) -> dict:
+    """modelled, taking TIMED["replay"] seconds of which it says TIMED["compile"] were
+    compiling (replay_seconds, compile_seconds: what kir.tune.trial.evaluate reports)."""
+    import time
+    start = time.perf_counter()
+    result = modelled(path, point)
+    time.sleep(max(0.0, TIMED["replay"] - (time.perf_counter() - start)))
+    return result | {"compile_seconds": None if point.get("recorded") else TIMED["compile"],
+                     "replay_seconds": TIMED["replay"]}

@@ -173,3 +173,41 @@ def test_tune_with_activity_timing(daxpy_record, kir_cli, tmp_path):
     assert all(t["result"]["verified"] and t["result"]["median_ms"] > 0 for t in done)
     print(f"daxpy 2^23, activity timing: recorded {r['recorded']['median_ms'] * 1e3:.2f} us, "
           f"best {r['best']['median_ms'] * 1e3:.2f} us")
+
+
+def test_results_dir_and_throughput_of_a_gpu_study(daxpy_record, kir_cli, tmp_path):
+    """--results-dir of real replays (issue 24 §4): each trial's wall time split into
+    kir.jit's compile, the replay process's run and the overhead; and
+    benchmarks/tune_throughput.py's figures over the same record."""
+    import csv
+    import sys
+    from pathlib import Path
+    out = tmp_path / "results"
+    tuned = kir_cli("tune", daxpy_record, "--preset", "compiler", "--trials", "8", "--seed", "1",
+                    "--results-dir", out, "--json")
+    assert tuned.returncode == 0, tuned.stderr[-3000:]
+    (r,) = json.loads(tuned.stdout)["records"]
+    measured = [t for t in r["trials"] if t["state"] == "complete" and not t["result"].get("repeated")]
+    assert len(measured) >= 4, [t["result"].get("error") for t in r["trials"]]
+    for t in r["trials"]:
+        p, res = t["phases"], t["result"]
+        assert p["wall_s"] >= p["compile_s"] + p["run_s"] - 1e-6 and p["overhead_s"] >= 0
+    for t in measured:
+        p, res = t["phases"], t["result"]
+        assert p["compile_s"] == (res["compile_seconds"] or 0.0)
+        assert p["run_s"] == pytest.approx(res["replay_seconds"] - p["compile_s"])
+        assert p["run_s"] > sum(res["times_ms"]) / 1e3  # the timed launches are inside it
+    assert any(t["phases"]["compile_s"] > 0 for t in measured)
+    (entry,) = json.loads((out / "summary.json").read_text())["records"]
+    with open(out / entry["folder"] / "trials.csv", newline="") as f:
+        assert len(list(csv.DictReader(f))) == len(r["trials"])
+    assert entry["throughput"]["trials_per_minute"] > 0 and (out / entry["folder"] / "history.png").is_file()
+    bench = Path(__file__).resolve().parents[2] / "benchmarks" / "tune_throughput.py"
+    run = subprocess.run([sys.executable, str(bench), str(daxpy_record), "--trials", "10", "--json"],
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    figures = json.loads(run.stdout)
+    assert figures["trials"] == 10 and figures["trials_per_minute"] > 0 and figures["mean_overhead_s"] >= 0
+    print(f"tune throughput (10 trials): {figures['trials_per_minute']:.1f} trials/min, overhead "
+          f"{figures['mean_overhead_s'] * 1e3:.1f} ms/trial beyond compile {figures['mean_compile_s'] * 1e3:.1f} ms "
+          f"+ run {figures['mean_run_s'] * 1e3:.1f} ms")

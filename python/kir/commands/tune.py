@@ -122,6 +122,11 @@ def add_arguments(parser) -> None:
     parser.add_argument("--executor", metavar="MODULE:FUNCTION",
                         help="run each trial as FUNCTION(path, point) instead of replaying it (tests)")
     parser.add_argument("--json", action="store_true", help=f"print one JSON object ({SCHEMA})")
+    parser.add_argument("--results-dir", metavar="DIR",
+                        help="also write the results to DIR (Mneme's --results-dir): per record the trials "
+                             "(trials.jsonl, trials.csv), best.json, baseline.json, search_space.json, plots "
+                             "(history.png, importances.png); summary.json/.csv, speedup.png and index.html over "
+                             "the records (docs/tune.md)")
     from kir.progress import add_argument as add_progress_argument
     add_progress_argument(parser)
 
@@ -324,6 +329,7 @@ class TuneOptions:
     study_prefix: str = "kir-tune"
     baseline_only: bool = False
     trial_timeout: float | None = None
+    results_dir: str | None = None
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> TuneOptions:
@@ -347,7 +353,7 @@ class TuneOptions:
                    executor=args.executor, json=args.json, resume=args.resume, sampler=args.sampler,
                    metric=args.metric, objective=args.objective, timeout=args.timeout, fail_fast=args.fail_fast,
                    study_prefix=args.study_name, baseline_only=args.baseline_only,
-                   trial_timeout=args.trial_timeout)
+                   trial_timeout=args.trial_timeout, results_dir=args.results_dir)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -366,6 +372,9 @@ def run(args: argparse.Namespace) -> int:
     if opts.space.timing == "activity":
         from kir.replay.activity import cupti
         cupti("kir tune (the space's timing activity)")  # not installed: the install hint before any trial
+    if opts.results_dir:
+        from kir.tune.results import make_results_dir
+        make_results_dir(opts.results_dir)  # a folder that cannot be written: said before the first trial
     for path, record in zip(opts.paths, records):
         if record.kernel.ir is None and not opts.baseline_only:
             print(f"kir tune: {path}: {record.kernel.name} has no LLVM IR (an nvcc build): tuning its launch "
@@ -389,6 +398,9 @@ def run(args: argparse.Namespace) -> int:
         for warning in r.warnings:
             print(f"kir: warning: {r.outcome.path}: {warning}", file=sys.stderr)
     status = 1 if any(r.outcome.best() is None for r in results) else 0
+    if opts.results_dir:
+        from kir.tune.results import write_results
+        write_results(results, opts.results_dir, config=config_of(args))
     if opts.json:
         print(json.dumps(envelope(SCHEMA, trials=opts.trials, storage=opts.storage,
                           jit_cache=opts.jit_cache, store=opts.store,
@@ -427,7 +439,7 @@ def cell(value, fmt="{}") -> str:
 
 
 def print_record(r, cache) -> None:
-    from kir.tune.study import speedup
+    from kir.tune.study import speedup, throughput
     o = r.outcome
     print(f"{Path(o.path).name}: {o.record.kernel.demangled or o.record.kernel.name} on {o.arch or '?'}")
     rec = o.recorded
@@ -459,6 +471,11 @@ def print_record(r, cache) -> None:
             "  (another launch configuration: a suggestion for the source, never applied by the JIT client)"
         print(f"  best: trial {best.number}, {best.ms:.4f} ms ({cell(speedup(o.recorded_ms, best.ms), '{:.2f}x')} "
               f"the recorded code): {best.point.describe()}{note}")
+    rate = throughput(o.rows)
+    if rate["trials_per_minute"] is not None:
+        print(f"  throughput: {rate['trials_per_minute']:.1f} trials/min; per trial {rate['mean_wall_s']:.3f} s = "
+              f"compile {rate['mean_compile_s']:.3f} + run {rate['mean_run_s']:.3f} + overhead "
+              f"{rate['mean_overhead_s']:.3f} s")
     for h in r.handoffs:
         who = "the JIT client" if h.client == "reference" else f"client {h.client}"
         if h.row is None:

@@ -19,11 +19,12 @@ from __future__ import annotations
 import dataclasses
 
 from kir.errors import OptionError
+from kir.tune.results import write_results
 from kir.tune.space import PRESETS, Point, Space
-from kir.tune.study import Client, Handoff, Outcome, TrialRow, TuneTask, handoff, load_outcome, speedup
+from kir.tune.study import Client, Handoff, Outcome, TrialRow, TuneTask, handoff, load_outcome, speedup, throughput
 
 __all__ = ["PRESETS", "SCHEMA", "Client", "Handoff", "Outcome", "Point", "RecordTuning", "Space", "TrialRow",
-           "TuneTask", "tune"]
+           "TuneTask", "tune", "write_results"]
 
 SCHEMA = "kir.tune/1"
 
@@ -54,7 +55,8 @@ class RecordTuning:
                     "speedup": speedup(o.recorded_ms, self.handoff.row.ms) if self.handoff.row else None,
                     "description": self.handoff.row.point.describe() if self.handoff.row else None},
                 "handoffs": [h.to_json() | {"median_ms": h.row.ms if h.row else None} for h in self.handoffs],
-                "trials": [r.to_json() for r in o.rows], "warnings": list(self.warnings)}
+                "trials": [r.to_json() for r in o.rows], "throughput": throughput(o.rows),
+                "warnings": list(self.warnings)}
 
 
 def tune(paths, space: Space | None = None, trials: int = 20, *, storage: str | None = None, cluster=None,

@@ -31,7 +31,7 @@ from kir.errors import OptionError, missing_extra
 from kir.tune.space import Point, Space
 
 __all__ = ["Client", "Outcome", "TrialRow", "TuneTask", "choose_study", "handoff", "load_outcome", "open_storage",
-           "settings_digest", "study_name"]
+           "phases", "settings_digest", "study_name", "throughput"]
 
 
 def _optuna():
@@ -270,10 +270,13 @@ class TrialRow:
     state: str              #: "complete", "pruned" (failed or mismatched: `result.status`), "running", "fail"
     point: Point | None
     result: dict
-    seconds: float | None = None
+    seconds: float | None = None    #: the trial's run: sending it to the replay process until its result came back
     worker: str | None = None
 
     value_ms: float | None = None   #: the objective's statistic of the timed launches (--metric)
+    started: str | None = None      #: Optuna's datetime_start, ISO 8601 (the trial asked for; local time)
+    completed: str | None = None    #: Optuna's datetime_complete (told its value, or pruned)
+    phases: dict | None = None      #: phases(): the trial's wall seconds split (None: not finished)
 
     @property
     def ms(self) -> float | None:
@@ -284,7 +287,55 @@ class TrialRow:
     def to_json(self) -> dict:
         return {"number": self.number, "state": self.state, "point": self.point.to_json() if self.point else None,
                 "description": self.point.describe() if self.point else None, "result": self.result,
-                "seconds": self.seconds, "worker": self.worker, "value_ms": self.value_ms}
+                "seconds": self.seconds, "worker": self.worker, "value_ms": self.value_ms, "started": self.started,
+                "completed": self.completed, "phases": self.phases}
+
+    @classmethod
+    def from_json(cls, d: dict) -> TrialRow:
+        return cls(d["number"], d["state"], Point.from_json(d["point"]) if d["point"] else None, d["result"] or {},
+                   d["seconds"], d["worker"], d.get("value_ms"), d.get("started"), d.get("completed"),
+                   d.get("phases"))
+
+
+def phases(wall: float | None, seconds: float | None, result: dict) -> dict | None:
+    """A finished trial's wall seconds (Optuna's start to completion) split into
+    `compile_s` (kir.jit: result.compile_seconds), `run_s` (the rest of the replay
+    process's time for it, result.replay_seconds: opening the record, loading, the
+    warm-up and timed launches, verifying; from an --executor without replay_seconds,
+    its call's) and `overhead_s`, the rest: Optuna's sampling and storage, sending
+    the trial to the replay process and its result back, starting that process
+    again after a device fault. A point measured before in this task (`repeated`)
+    is all overhead."""
+    if wall is None:
+        return None
+    compile_s = run_s = 0.0
+    if not result.get("repeated"):
+        compile_s = float(result.get("compile_seconds") or 0.0)
+        process = result.get("replay_seconds")
+        process = seconds if process is None else process
+        run_s = max(0.0, float(process or 0.0) - compile_s)
+    return {"wall_s": wall, "compile_s": compile_s, "run_s": run_s,
+            "overhead_s": max(0.0, wall - compile_s - run_s)}
+
+
+def throughput(rows: list[TrialRow]) -> dict:
+    """Trials per minute over the finished trials of `rows` (from the first one's
+    start to the last one's completion: the baseline measured before them is left
+    out; trials of several workers overlap) and the mean of each phase per trial."""
+    import datetime
+    done = [r for r in rows if r.phases is not None and r.started and r.completed]
+    out = {"trials": len(done), "span_s": None, "trials_per_minute": None, "mean_wall_s": None,
+           "mean_compile_s": None, "mean_run_s": None, "mean_overhead_s": None}
+    if not done:
+        return out
+    first = min(datetime.datetime.fromisoformat(r.started) for r in done)
+    last = max(datetime.datetime.fromisoformat(r.completed) for r in done)
+    span = (last - first).total_seconds()
+    out["span_s"] = span
+    out["trials_per_minute"] = 60.0 * len(done) / span if span > 0 else None
+    for key in ("wall", "compile", "run", "overhead"):
+        out[f"mean_{key}_s"] = statistics.fmean(r.phases[f"{key}_s"] for r in done)
+    return out
 
 
 def _rows_json(study) -> list[dict]:
@@ -294,8 +345,13 @@ def _rows_json(study) -> list[dict]:
 def _row(t) -> TrialRow:
     state = t.state.name.lower()
     point = Point.from_json(t.user_attrs["point"]) if "point" in t.user_attrs else None
-    return TrialRow(t.number, state, point, t.user_attrs.get("result") or {}, t.user_attrs.get("seconds"),
-                    t.user_attrs.get("worker"), t.user_attrs.get("value_ms"))
+    result = t.user_attrs.get("result") or {}
+    seconds = t.user_attrs.get("seconds")
+    start, end = t.datetime_start, t.datetime_complete
+    wall = (end - start).total_seconds() if start is not None and end is not None else None
+    return TrialRow(t.number, state, point, result, seconds, t.user_attrs.get("worker"), t.user_attrs.get("value_ms"),
+                    start.isoformat() if start is not None else None, end.isoformat() if end is not None else None,
+                    phases(wall, seconds, result))
 
 
 @dataclasses.dataclass
@@ -337,9 +393,7 @@ def load_outcome(path: str, storage: str | None, task_results: list[dict] | None
         rows, attrs = [], {}
         for result in task_results or []:
             if result and result.get("study") == name:
-                rows += [TrialRow(d["number"], d["state"], Point.from_json(d["point"]) if d["point"] else None,
-                                  d["result"] or {}, d["seconds"], d["worker"], d.get("value_ms"))
-                         for d in result["trials"]]
+                rows += [TrialRow.from_json(d) for d in result["trials"]]
                 attrs.update(result["user_attrs"])
     else:
         optuna = _optuna()

@@ -19,6 +19,10 @@ the same from a child process, a Dask worker or a test's executor:
     median_ms, times_ms   CUDA-event times of the timed launches
     registers, spill_stores, spill_loads, shared_bytes, local_bytes, code_size
     compile_seconds, jit_key (the variant's own key), arch, error, mismatches
+    replay_seconds  the replay process's wall seconds for the trial (`evaluate`:
+                    opening the record, compiling, loading, the warm-up and timed
+                    launches, verifying), compile_seconds included; None from an
+                    --executor that does not say (kir.tune.study.phases)
 
 `TrialProcess` runs trials in a child process (`CHILD`: kir.tune.trial's main) that
 keeps one Replayer per record — memory mapped once, compiled code cached by JIT
@@ -46,7 +50,7 @@ CHILD = ("import sys\nif sys.path[:1] == ['']: del sys.path[0]\n"
 
 RESULT_KEYS = ("status", "median_ms", "times_ms", "verified", "mismatches", "differences", "registers",
                "spill_stores", "spill_loads", "shared_bytes", "local_bytes", "constant_bytes", "code_size", "code_kind",
-               "compile_seconds", "compile_timings", "jit_key", "arch", "error", "error_kind")
+               "compile_seconds", "compile_timings", "jit_key", "arch", "error", "error_kind", "replay_seconds")
 #: error_kind's values (see the module's docstring)
 ERROR_KINDS = ("mismatch", "compile", "load", "launch", "timeout", "crash")
 
@@ -94,8 +98,16 @@ class _Replayers:
 
 def evaluate(replayers: _Replayers, path: str, point: dict) -> dict:
     """Run `point` (Point.to_json(), or Space.recorded(): the recorded code at the
-    recorded launch, the baseline) on `path`'s record; its result. KirErrors are an
-    "error" result."""
+    recorded launch, the baseline) on `path`'s record; its result (its wall seconds:
+    replay_seconds). KirErrors are an "error" result."""
+    import time
+    start = time.perf_counter()
+    result = _evaluate(replayers, path, point)
+    result["replay_seconds"] = time.perf_counter() - start
+    return result
+
+
+def _evaluate(replayers: _Replayers, path: str, point: dict) -> dict:
     from kir.replay import Variant
     from kir.tune.space import Point
     replayer = None
