@@ -247,9 +247,7 @@ def _study(rows, flat: dict):
     """An in-memory Optuna study of `rows`: each finished trial with the parameters
     that vary among them (categoricals), its value the time (None: pruned)."""
     import optuna
-
-    from kir.tune.study import _optuna
-    _optuna()  # quiet
+    optuna.logging.set_verbosity(optuna.logging.ERROR)  # quiet, as kir.tune.study keeps it
     finished = [r for r in rows if r.state in ("complete", "pruned", "fail")]
     if not finished:
         return None
