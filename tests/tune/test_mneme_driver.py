@@ -20,12 +20,13 @@ import pytest
 pytest.importorskip("optuna")
 pytest.importorskip("matplotlib")
 
+from test_handoff import PROTEUS, PROTEUS_CONFIG
+
 from kir import hashing
 from kir.cache import Cache
 from kir.jit.clients import declare
 from kir.record import Record
 from mneme_writer import KERNEL, kernel_ir, write_recording  # noqa: F401  (kernel_ir: a fixture)
-from test_handoff import PROTEUS, PROTEUS_CONFIG
 
 DRIVER = Path(__file__).resolve().parents[2] / "examples" / "mneme_driver" / "mneme_tune.py"
 
