@@ -99,8 +99,9 @@ def add_arguments(parser) -> None:
                            "options given on the command line win")
     mode.add_argument("--dump-config", metavar="FILE", help="write the options as resolved to FILE and exit")
     space = parser.add_argument_group("space controls (override the preset or --space file)")
-    space.add_argument("--launch-dim", choices=("none", "auto"),
-                       help="none: the recorded block only; auto: the auto block candidates")
+    space.add_argument("--launch-dim", choices=("none", "auto", "x", "xy", "xyz"),
+                       help="none: the recorded block only; auto: auto blocks on the axes the launch uses; "
+                            "x, xy, xyz: auto blocks varying exactly these axes")
     space.add_argument("--launch-safety", choices=("conservative", "balanced", "aggressive"),
                        help="the thread budget of auto blocks")
     space.add_argument("--passes", nargs="+", metavar="PIPELINE",
@@ -253,6 +254,8 @@ def space_of(args: argparse.Namespace):
         changed.append(flag)
     if args.launch_dim:
         put("block", "recorded" if args.launch_dim == "none" else "auto", "--launch-dim")
+        if args.launch_dim != "none":
+            put("launch_dim", args.launch_dim, "--launch-dim")
     if args.launch_safety:
         put("launch_safety", args.launch_safety, "--launch-safety")
     pipelines = []

@@ -8,6 +8,7 @@ A space is a JSON object (`kir tune --space FILE`), or one of the presets
      "preset": "standard",                  # start from a preset, then override keys
      "block": "auto",                       # "auto", "recorded", or [[256,1,1], [128,1,1], ...]
      "launch_safety": "balanced",           # with "auto": conservative | balanced | aggressive
+     "launch_dim": "auto",                  # with "auto": the axes whose size varies: auto | x | xy | xyz
      "opt_level": [1, 2, 3],                # LLVM's default<ON> pipeline
      "pipeline": ["default<O3>", ...],      # explicit pipelines instead of opt_level (optional)
      "codegen_opt": [2, 3],                 # the back end's level
@@ -31,6 +32,10 @@ powers of two and the recorded size; the total at most the thread budget
 (conservative: the recorded block's threads, balanced: twice that, aggressive:
 1024) and at least a warp; the grid on each such axis covers the recorded work
 (ceil(recorded block × grid / block)), the others keep the recorded grid.
+"launch_dim" picks the axes instead (Mneme's `--launch-dim`, builtin_spaces.py
+_active_axes): "x", "xy" or "xyz" vary exactly those axes, one the launch does not
+use included, and keep the others at the recorded size; "auto" the axes the launch
+uses.
 
 `Space.sample(trial, record)` turns an Optuna trial's choices into a `Point`, and
 `Point.variant()` into the kir.replay.Variant that runs it.
@@ -49,11 +54,14 @@ MAX_THREADS = 1024
 MAX_BLOCK = (1024, 1024, 64)
 MAX_GRID = ((1 << 31) - 1, 65535, 65535)
 SAFETIES = ("conservative", "balanced", "aggressive")
+#: the axes "auto" blocks vary (Mneme's --launch-dim; "none" is block "recorded")
+LAUNCH_DIMS = ("auto", "x", "xy", "xyz")
 
 #: every key a space may set, with its preset-free default
 DEFAULTS = {
     "block": "recorded",
     "launch_safety": "balanced",
+    "launch_dim": "auto",
     "opt_level": [3],
     "pipeline": None,
     "codegen_opt": [3],
@@ -106,8 +114,20 @@ def derived_grid(recorded_block, recorded_grid, block) -> tuple[int, int, int]:
     return tuple(out)
 
 
-def block_candidates(recorded_block, recorded_grid, safety: str = "balanced") -> list[tuple[int, int, int]]:
-    """The "auto" block shapes of a launch (see the module's docstring), the recorded one first."""
+def active_axes(recorded_block, recorded_grid, launch_dim: str = "auto") -> tuple[bool, bool, bool]:
+    """The axes whose block size varies (Mneme's builtin_spaces.py _active_axes): "x",
+    "xy", "xyz" those; "auto" each axis the launch uses (block or grid larger than 1)."""
+    if launch_dim not in LAUNCH_DIMS:
+        raise OptionError(f"launch_dim {launch_dim!r}: expected {', '.join(LAUNCH_DIMS)}")
+    if launch_dim == "auto":
+        return tuple(b > 1 or g > 1 for b, g in zip(recorded_block, recorded_grid))
+    return tuple(axis in launch_dim for axis in "xyz")
+
+
+def block_candidates(recorded_block, recorded_grid, safety: str = "balanced",
+                     launch_dim: str = "auto") -> list[tuple[int, int, int]]:
+    """The "auto" block shapes of a launch (see the module's docstring), the recorded one
+    first; `launch_dim`: the axes that vary (active_axes)."""
     if safety not in SAFETIES:
         raise OptionError(f"launch_safety {safety!r}: expected {', '.join(SAFETIES)}")
     recorded = tuple(recorded_block)
@@ -115,8 +135,8 @@ def block_candidates(recorded_block, recorded_grid, safety: str = "balanced") ->
     budget = {"conservative": min(MAX_THREADS, threads), "balanced": min(MAX_THREADS, 2 * threads),
               "aggressive": MAX_THREADS}[safety]
     axes = []
-    for i, (b, g) in enumerate(zip(recorded, recorded_grid)):
-        if b > 1 or g > 1:
+    for i, (b, active) in enumerate(zip(recorded, active_axes(recorded, recorded_grid, launch_dim))):
+        if active:
             values = {b} | {1 << k for k in range(11) if (1 << k) <= MAX_BLOCK[i]}
             axes.append(sorted(values))
         else:
@@ -207,6 +227,7 @@ class Space:
     """A validated search space (see the module's docstring)."""
     block: object = "recorded"
     launch_safety: str = "balanced"
+    launch_dim: str = "auto"
     opt_level: list = field(default_factory=lambda: [3])
     pipeline: list | None = None
     codegen_opt: list = field(default_factory=lambda: [3])
@@ -256,6 +277,9 @@ class Space:
         space.launch_safety = merged["launch_safety"]
         if space.launch_safety not in SAFETIES:
             raise OptionError(f"{where}: launch_safety {space.launch_safety!r}: expected {', '.join(SAFETIES)}")
+        space.launch_dim = merged["launch_dim"]
+        if space.launch_dim not in LAUNCH_DIMS:
+            raise OptionError(f"{where}: launch_dim {space.launch_dim!r}: expected {', '.join(LAUNCH_DIMS)}")
         block = merged["block"]
         if block in ("auto", "recorded"):
             space.block = block
@@ -324,7 +348,7 @@ class Space:
         if self.block == "recorded":
             return [tuple(launch.block)]
         if self.block == "auto":
-            return block_candidates(launch.block, launch.grid, self.launch_safety)
+            return block_candidates(launch.block, launch.grid, self.launch_safety, self.launch_dim)
         shapes = [tuple(launch.block)] + [b for b in self.block if b != tuple(launch.block)]
         return shapes if tuple(launch.block) in self.block else shapes[1:]
 
@@ -335,7 +359,6 @@ class Space:
         (suggest_int), which CMA-ES models (it leaves categorical ones to a random
         sampler: optuna.samplers.CmaEsSampler)."""
         launch = record.launch
-        blocks = self.blocks(record)
 
         def pick(name, choices):
             if len(choices) == 1:
@@ -346,7 +369,7 @@ class Space:
             chosen = trial.suggest_categorical(name, texts)
             return choices[texts.index(chosen)]
 
-        block = pick("block", blocks)
+        block = pick("block", self.blocks(record))
         grid = tuple(launch.grid) if block == tuple(launch.block) else \
             derived_grid(launch.block, launch.grid, block)
         point = Point(block=block, grid=grid, warmup=self.warmup, repeat=self.repeat, timing=self.timing,
@@ -416,7 +439,7 @@ class Space:
     def describe(self, record) -> dict:
         """JSON-ready: every dimension's choices, as resolved for `record`."""
         return {"source": self.source, "block": [list(b) for b in self.blocks(record)],
-                "launch_safety": self.launch_safety, "opt_level": None if self.pipeline else self.opt_level,
+                "launch_safety": self.launch_safety, "launch_dim": self.launch_dim, "opt_level": None if self.pipeline else self.opt_level,
                 "pipeline": self.pipeline, "codegen_opt": self.codegen_opt, "maxrregcount": self.maxrregcount,
                 "fp_contract": self.fp_contract, "specialize_args": self.specialize_args, "specialize_dims": self.specialize_dims,
                 "launch_bounds": self.launch_bounds, "min_blocks": self.min_blocks, "warmup": self.warmup,

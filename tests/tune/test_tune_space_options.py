@@ -1,0 +1,88 @@
+"""`kir tune`'s counterparts of Mneme's launch and space options (issue 24 §3,
+docs/tune.md "Mneme's options"): --launch-dim x|xy|xyz. No GPU:
+trials run over tests/support/tune_fakes.py's executors (the record read and each
+variant resolved for real, the time from its model)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from saxpy_record import saxpy, write_record  # noqa: F401  (the saxpy fixture)
+from tune_fakes import cli
+
+
+@pytest.fixture
+def recording(tmp_path, saxpy):  # noqa: F811
+    write_record(tmp_path / "rec", saxpy)
+    return tmp_path / "rec"
+
+
+@pytest.fixture
+def recording_2d(tmp_path, saxpy):  # noqa: F811
+    """The same work launched as a 2-D grid 4x4 of 16x16 blocks."""
+    write_record(tmp_path / "rec2d", saxpy, grid=(4, 4, 1), block=(16, 16, 1))
+    return tmp_path / "rec2d"
+
+
+def tune_json(*args, env=None) -> dict:
+    result = cli("tune", *map(str, args), "--json", env=env)
+    assert result.returncode in (0, 1), result.stderr
+    return json.loads(result.stdout)
+
+
+def blocks_of(recording, *args) -> list[tuple[int, int, int]]:
+    result = cli("tune", recording, "--preset", "launch", *args, "--print-space")
+    assert result.returncode == 0, result.stderr
+    return [tuple(b) for b in json.loads(result.stdout)["records"][0]["space"]["block"]]
+
+
+# --- --launch-dim x|xy|xyz (Mneme's builtin_spaces.py _active_axes) ---------------------------
+
+def test_launch_dim_restricts_the_axes_searched(recording_2d):
+    auto = blocks_of(recording_2d)
+    x = blocks_of(recording_2d, "--launch-dim", "x")
+    xy = blocks_of(recording_2d, "--launch-dim", "xy")
+    xyz = blocks_of(recording_2d, "--launch-dim", "xyz")
+    assert auto[0] == x[0] == xy[0] == xyz[0] == (16, 16, 1)  # the recorded block first
+    # x: only x varies, y and z stay as recorded
+    assert {b[1:] for b in x} == {(16, 1)} and len({b[0] for b in x}) > 2
+    # xy: the axes the launch uses, as auto finds them on this 2-D launch
+    assert sorted(xy) == sorted(auto) and len({b[1] for b in xy}) > 2 and {b[2] for b in xy} == {1}
+    # xyz: z too, although the launch does not use it
+    assert {b[2] for b in xyz} > {1} and set(xy) < set(xyz)
+    assert set(x) < set(xy)
+    # the thread budget holds on every axis chosen (balanced: twice the recorded 256)
+    assert all(b[0] * b[1] * b[2] <= 1024 for b in xyz)
+
+
+def test_launch_dim_xy_on_a_1d_launch_varies_y(recording):
+    auto = blocks_of(recording)
+    xy = blocks_of(recording, "--launch-dim", "xy")
+    assert {b[1] for b in auto} == {1} and len({b[1] for b in xy}) > 1
+    assert {b[2] for b in xy} == {1}
+
+
+def test_launch_dim_x_samples_only_x_blocks(recording_2d):
+    out = tune_json(recording_2d, "--preset", "launch", "--launch-dim", "x", "--sampler", "random", "--trials",
+                    "8", "--seed", "3", "--executor", "tune_fakes:modelled")
+    (r,) = out["records"]
+    assert len(r["trials"]) == 8
+    for t in r["trials"]:
+        block, grid = t["point"]["block"], t["point"]["grid"]
+        assert block[1:] == [16, 1] and grid[1:] == [4, 1]  # y keeps the recorded block and grid
+        assert grid[0] == -(-64 // block[0])  # x covers the recorded work (16 x 4)
+    assert len({t["point"]["block"][0] for t in r["trials"]}) > 1
+    assert r["space"]["launch_dim"] == "x"
+
+
+def test_launch_dim_in_a_space_file(recording_2d, tmp_path):
+    space = tmp_path / "space.json"
+    space.write_text(json.dumps({"preset": "launch", "launch_dim": "x"}))
+    result = cli("tune", recording_2d, "--space", space, "--print-space")
+    assert result.returncode == 0, result.stderr
+    assert {tuple(b[1:]) for b in json.loads(result.stdout)["records"][0]["space"]["block"]} == {(16, 1)}
+    space.write_text(json.dumps({"preset": "launch", "launch_dim": "yz"}))
+    bad = cli("tune", recording_2d, "--space", space, "--print-space")
+    assert bad.returncode == 2 and "launch_dim 'yz': expected auto, x, xy, xyz" in bad.stderr
+
