@@ -1,5 +1,5 @@
 """`kir tune`'s counterparts of Mneme's launch and space options (issue 24 §3,
-docs/tune.md "Mneme's options"): --launch-dim x|xy|xyz. No GPU:
+docs/tune.md "Mneme's options"): --launch-dim x|xy|xyz, --adaptive-invalid-ban. No GPU:
 trials run over tests/support/tune_fakes.py's executors (the record read and each
 variant resolved for real, the time from its model)."""
 from __future__ import annotations
@@ -85,4 +85,32 @@ def test_launch_dim_in_a_space_file(recording_2d, tmp_path):
     space.write_text(json.dumps({"preset": "launch", "launch_dim": "yz"}))
     bad = cli("tune", recording_2d, "--space", space, "--print-space")
     assert bad.returncode == 2 and "launch_dim 'yz': expected auto, x, xy, xyz" in bad.stderr
+
+
+# --- --adaptive-invalid-ban (Mneme's TuningSession._banned_block_shapes) ----------------------
+
+BAN = ("--preset", "launch", "--launch-safety", "aggressive", "--codegen-opt-range", "1:3", "--sampler", "random",
+       "--trials", "20", "--seed", "5", "--executor", "tune_fakes:launch_fails")
+
+
+def test_a_block_that_failed_to_launch_is_banned(recording):
+    """tune_fakes.launch_fails: blocks of 1024 threads fail to launch. Banned, the block
+    runs once; the later samples of it are skipped (not run, not counted as trials) and
+    reported; without the ban it is run again at other codegen levels."""
+    banned = tune_json(recording, *BAN)["records"][0]
+    free = tune_json(recording, *BAN, "--no-adaptive-invalid-ban")["records"][0]
+    big = [t for t in banned["trials"] if t["point"]["block"] == [1024, 1, 1]]
+    assert len(big) == 1 and big[0]["result"]["error_kind"] == "launch"
+    assert len(banned["trials"]) == 20  # 20 trials run, the skipped samples besides
+    assert banned["banned_blocks"] == [[1024, 1, 1]]
+    assert banned["skipped_counts"]["banned"] == len(banned["skipped"]) > 0
+    assert all(s["point"]["block"] == [1024, 1, 1] and s["skipped"] == "banned" and
+               f"failed to launch in trial {big[0]['number']}" in s["result"]["error"] for s in banned["skipped"])
+    # without the ban: the block is launched (run, not a repeat) at several codegen levels
+    free_big = [t for t in free["trials"] if t["point"]["block"] == [1024, 1, 1]]
+    assert len({t["point"]["codegen_opt"] for t in free_big}) > 1 and free["skipped"] == []
+    assert free["skipped_counts"] == {"banned": 0, "invalid": 0}
+    # the table says it too
+    text = cli("tune", recording, *BAN)
+    assert f"skipped samples (not run): {banned['skipped_counts']['banned']} of banned blocks (1024x1x1)" in text.stdout
 

@@ -102,6 +102,9 @@ def add_arguments(parser) -> None:
     space.add_argument("--launch-dim", choices=("none", "auto", "x", "xy", "xyz"),
                        help="none: the recorded block only; auto: auto blocks on the axes the launch uses; "
                             "x, xy, xyz: auto blocks varying exactly these axes")
+    space.add_argument("--adaptive-invalid-ban", action=argparse.BooleanOptionalAction, default=True,
+                       help="skip, in later samples, a block whose launch failed in a trial (default on, as "
+                            "Mneme's); the skipped samples are not trials, and are counted in the report")
     space.add_argument("--launch-safety", choices=("conservative", "balanced", "aggressive"),
                        help="the thread budget of auto blocks")
     space.add_argument("--passes", nargs="+", metavar="PIPELINE",
@@ -327,6 +330,7 @@ class TuneOptions:
     study_prefix: str = "kir-tune"
     baseline_only: bool = False
     trial_timeout: float | None = None
+    adaptive_invalid_ban: bool = True
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> TuneOptions:
@@ -350,7 +354,7 @@ class TuneOptions:
                    executor=args.executor, json=args.json, resume=args.resume, sampler=args.sampler,
                    metric=args.metric, objective=args.objective, timeout=args.timeout, fail_fast=args.fail_fast,
                    study_prefix=args.study_name, baseline_only=args.baseline_only,
-                   trial_timeout=args.trial_timeout)
+                   trial_timeout=args.trial_timeout, adaptive_invalid_ban=args.adaptive_invalid_ban)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -381,7 +385,8 @@ def run(args: argparse.Namespace) -> int:
                            store=opts.store, device=opts.device, progress=progress.callback,
                            resume=opts.resume, sampler=opts.sampler, metric=opts.metric, objective=opts.objective,
                            timeout=opts.timeout, fail_fast=opts.fail_fast, study_prefix=opts.study_prefix,
-                           baseline_only=opts.baseline_only, trial_timeout=opts.trial_timeout)
+                           baseline_only=opts.baseline_only, trial_timeout=opts.trial_timeout,
+                           adaptive_invalid_ban=opts.adaptive_invalid_ban)
     finally:
         if cluster is not None:
             cluster.close()
@@ -451,6 +456,11 @@ def print_record(r, cache) -> None:
     widths = [max(len(line[c]) for line in table) for c in range(len(header) - 1)]
     for line in table:
         print("  " + "  ".join(c.ljust(w) for c, w in zip(line, widths)) + "  " + line[-1])
+    if o.skipped:
+        counts = {k: sum(r.skipped == k for r in o.skipped) for k in ("banned", "invalid")}
+        banned = ", ".join("x".join(map(str, b)) for b in o.banned_blocks)
+        print(f"  skipped samples (not run): {counts['banned']} of banned blocks" + (f" ({banned})" if banned else "")
+              + f", {counts['invalid']} invalid")
     best = o.best()
     if best is None:
         print("  no verified trial")

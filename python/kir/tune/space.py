@@ -388,6 +388,12 @@ class Space:
             point.min_blocks = pick("min_blocks", self.min_blocks)
         return point
 
+    def invalid(self, point: Point, record=None) -> str | None:
+        """Why `point` cannot run, found before anything is compiled (Mneme's
+        SearchSpace.constraints, BuiltinTuneSearchSpace.constraints); None: it can. Such a
+        sample is skipped, not run (kir.tune.study.TuneTask._skip)."""
+        return None
+
     def recorded(self) -> dict:
         """The request for the baseline: the recorded code at the recorded launch,
         timed as the trials are (kir.tune.trial.evaluate)."""
