@@ -1,5 +1,6 @@
 """`kir tune`'s counterparts of Mneme's launch and space options (issue 24 §3,
-docs/tune.md "Mneme's options"): --launch-dim x|xy|xyz, --adaptive-invalid-ban. No GPU:
+docs/tune.md "Mneme's options"): --launch-dim x|xy|xyz, --adaptive-invalid-ban,
+--max-threads-range / --max-threads-policy. No GPU:
 trials run over tests/support/tune_fakes.py's executors (the record read and each
 variant resolved for real, the time from its model)."""
 from __future__ import annotations
@@ -113,4 +114,63 @@ def test_a_block_that_failed_to_launch_is_banned(recording):
     # the table says it too
     text = cli("tune", recording, *BAN)
     assert f"skipped samples (not run): {banned['skipped_counts']['banned']} of banned blocks (1024x1x1)" in text.stdout
+
+
+# --- --max-threads-range / --max-threads-policy (Mneme's BuiltinTuneSearchSpace._max_threads) --
+
+BOUNDS = ("--preset", "compiler", "--fixed-passes", "default<O3>", "--fixed-codegen-opt", "3",
+          "--fixed-fp-contract", "auto", "--specialize-space", "on", "--launch-bounds-space", "on")
+
+
+def space_of(recording, *args) -> dict:
+    result = cli("tune", recording, *BOUNDS, *args, "--print-space")
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)["records"][0]["space"]
+
+
+def test_max_threads_choices_by_range_and_policy(recording):
+    assert space_of(recording)["max_threads"] == [0]  # today's: the block's threads
+    assert space_of(recording, "--max-threads-policy", "recorded")["max_threads"] == [256]
+    assert space_of(recording, "--max-threads-policy", "hardware")["max_threads"] == [1024]
+    assert space_of(recording, "--max-threads-policy", "powers-of-two")["max_threads"] == [64, 128, 256, 512, 1024]
+    ranged = space_of(recording, "--max-threads-range", "128:512:128", "--max-threads-policy", "hardware")
+    assert ranged["max_threads"] == [128, 256, 384, 512]  # a range wins over the policy (Mneme's)
+    assert ranged["points"] == 3 * 4  # register caps x max threads
+    bad = cli("tune", recording, *BOUNDS, "--max-threads-range", "0:2048", "--print-space")
+    assert bad.returncode == 2 and "--max-threads-range '0:2048': expected 1 <= LOW <= HIGH <= 1024" in bad.stderr
+
+
+def test_a_bound_below_the_block_is_skipped_before_compiling(recording):
+    """Every point of the grid: those whose max threads (128) is below the recorded block's
+    256 threads are skipped as invalid (never sent to the executor), the others run with
+    their bound."""
+    r = tune_json(recording, *BOUNDS, "--max-threads-range", "128:512:128", "--sampler", "exhaustive",
+                  "--executor", "tune_fakes:compiled")["records"][0]
+    run = [t["point"] for t in r["trials"]]
+    assert sorted((p["max_threads"], p["maxrregcount"]) for p in run[1:]) == \
+        sorted((m, c) for m in (256, 384, 512) for c in (0, 64, 128))
+    assert all(t["state"] == "complete" and t["result"]["registers"] for t in r["trials"])
+    skipped = r["skipped"]
+    assert r["skipped_counts"] == {"banned": 0, "invalid": 3} and len(skipped) == 3
+    assert {s["point"]["max_threads"] for s in skipped} == {128}
+    assert all("launch bounds of 128 threads below the block's 256" in s["result"]["error"] for s in skipped)
+    assert any(t["description"].endswith("bounds 512,0") for t in r["trials"])
+
+
+def test_the_jit_compiles_the_bound_asked(recording):
+    """kir.jit honours the point's max threads: the code's .maxntid is it (and the block's
+    threads under the default policy)."""
+    import dataclasses
+
+    from kir.record import Record
+    from kir.replay.variant import compile_variant
+    from kir.tune.space import Point
+    record = Record.load(next((recording / "records").glob("*.kirrec")))
+    for max_threads, expected in ((512, 512), (0, 256)):
+        point = Point(block=(256, 1, 1), grid=(16, 1, 1), launch_bounds=True, min_blocks=2, max_threads=max_threads)
+        variant = point.variant(True)
+        assert variant.bounds == (expected, 2)
+        variant.options = dataclasses.replace(variant.options, kind="ptx")
+        ptx = compile_variant(record, variant, "sm_90").code.decode()
+        assert f".maxntid {expected}" in ptx and ".minnctapersm 2" in ptx
 

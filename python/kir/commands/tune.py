@@ -123,6 +123,12 @@ def add_arguments(parser) -> None:
     space.add_argument("--min-blocks-per-sm-range", metavar="LOW:HIGH[:STEP]",
                        help="the launch bounds' min blocks per SM searched")
     space.add_argument("--fixed-min-blocks-per-sm", type=int, metavar="N", help="one min blocks per SM")
+    space.add_argument("--max-threads-range", metavar="LOW:HIGH[:STEP]",
+                       help="the launch bounds' max threads searched (1..1024; a bound below a trial's block is "
+                            "skipped as invalid, never compiled)")
+    space.add_argument("--max-threads-policy", choices=("block-threads", "recorded", "hardware", "powers-of-two"),
+                       help="the launch bounds' max threads without --max-threads-range: the block's threads "
+                            "(default), the recorded block's, 1024, or searched among 64..1024")
     parser.add_argument("--executor", metavar="MODULE:FUNCTION",
                         help="run each trial as FUNCTION(path, point) instead of replaying it (tests)")
     parser.add_argument("--json", action="store_true", help=f"print one JSON object ({SCHEMA})")
@@ -300,6 +306,10 @@ def space_of(args: argparse.Namespace):
             "--min-blocks-per-sm-range")
     if args.fixed_min_blocks_per_sm is not None:
         put("min_blocks", [args.fixed_min_blocks_per_sm], "--fixed-min-blocks-per-sm")
+    if args.max_threads_range:
+        put("max_threads", parse_range(args.max_threads_range, "--max-threads-range", 1, 1024), "--max-threads-range")
+    if args.max_threads_policy:
+        put("max_threads_policy", args.max_threads_policy, "--max-threads-policy")
     for flag in ("iterations", "warmup"):
         if getattr(args, flag) is not None:
             put("repeat" if flag == "iterations" else "warmup", getattr(args, flag), "--" + flag)

@@ -18,6 +18,9 @@ A space is a JSON object (`kir tune --space FILE`), or one of the presets
      "specialize_dims": [false, true],      # grid and block become constants
      "launch_bounds": [false, true],        # __launch_bounds__(threads of the block, min_blocks)
      "min_blocks": [0, 1, 2, 4],            # with launch_bounds
+     "max_threads": [256, 512],             # with launch_bounds: its max threads (default: the policy's)
+     "max_threads_policy": "block-threads", # without max_threads: block-threads | recorded | hardware |
+                                            # powers-of-two
      "timing": "graph",                     # how launches are timed (kir.replay.Variant.timing)
      "tolerance": {"ulp": 4, "dtype": "float32"},  # verification (kir.replay.Tolerance; default:
                                             # the record's annotations, else bitwise)
@@ -54,6 +57,10 @@ MAX_THREADS = 1024
 MAX_BLOCK = (1024, 1024, 64)
 MAX_GRID = ((1 << 31) - 1, 65535, 65535)
 SAFETIES = ("conservative", "balanced", "aggressive")
+#: the launch bounds' max threads without "max_threads" choices (Mneme's --max-threads-policy,
+#: builtin_spaces.py BuiltinTuneSearchSpace._max_threads): the block's threads, the recorded
+#: block's, the hardware's 1024, or searched among 64..1024
+MAX_THREADS_POLICIES = ("block-threads", "recorded", "hardware", "powers-of-two")
 #: the axes "auto" blocks vary (Mneme's --launch-dim; "none" is block "recorded")
 LAUNCH_DIMS = ("auto", "x", "xy", "xyz")
 
@@ -71,6 +78,8 @@ DEFAULTS = {
     "specialize_dims": [False],
     "launch_bounds": [False],
     "min_blocks": [0],
+    "max_threads": None,
+    "max_threads_policy": "block-threads",
     "timing": "graph",
     "tolerance": None,
     "warmup": 1,
@@ -95,7 +104,7 @@ PRESETS = {
 
 #: the dimensions Optuna chooses (the others are settings)
 DIMENSIONS = ("block", "opt_level", "pipeline", "codegen_opt", "maxrregcount", "fp_contract", "specialize_args",
-              "specialize_dims", "launch_bounds", "min_blocks")
+              "specialize_dims", "launch_bounds", "min_blocks", "max_threads")
 
 
 def _dims3(value, where: str) -> tuple[int, int, int]:
@@ -169,6 +178,7 @@ class Point:
     specialize_dims: bool = False
     launch_bounds: bool = False
     min_blocks: int = 0
+    max_threads: int = 0           #: with launch_bounds: its max threads per block (0: the block's threads)
     fp_contract: str = "auto"
     warmup: int = 1
     repeat: int = 20
@@ -191,7 +201,7 @@ class Point:
         threads = math.prod(self.block)
         return Variant(grid=self.grid, block=self.block, args="jit" if self.specialize_args and has_jit_args else (),
                        specialize_grid=self.specialize_dims, specialize_block=self.specialize_dims,
-                       bounds=(threads, self.min_blocks) if self.launch_bounds else None,
+                       bounds=(self.max_threads or threads, self.min_blocks) if self.launch_bounds else None,
                        options=self.options(), warmup=self.warmup, repeat=self.repeat, timing=self.timing,
                        tolerance=_tolerance_from(self.tolerance), name=name)
 
@@ -209,7 +219,7 @@ class Point:
         if self.specialize_dims:
             parts.append("dims specialized")
         if self.launch_bounds:
-            parts.append(f"bounds {math.prod(self.block)},{self.min_blocks}")
+            parts.append(f"bounds {self.max_threads or math.prod(self.block)},{self.min_blocks}")
         return ", ".join(parts)
 
     def to_json(self) -> dict:
@@ -237,6 +247,8 @@ class Space:
     specialize_dims: list = field(default_factory=lambda: [False])
     launch_bounds: list = field(default_factory=lambda: [False])
     min_blocks: list = field(default_factory=lambda: [0])
+    max_threads: list | None = None
+    max_threads_policy: str = "block-threads"
     warmup: int = 1
     repeat: int = 20
     timing: str = "graph"
@@ -300,6 +312,13 @@ class Space:
         from kir.jit.transform import FP_CONTRACT
         space.fp_contract = _choices(merged["fp_contract"], where, "fp_contract", str, FP_CONTRACT)
         space.min_blocks = _choices(merged["min_blocks"], where, "min_blocks", int, range(33))
+        if merged["max_threads"] is not None:
+            space.max_threads = _choices(merged["max_threads"], where, "max_threads", int, range(1, MAX_THREADS + 1),
+                                         f"1..{MAX_THREADS}")
+        space.max_threads_policy = merged["max_threads_policy"]
+        if space.max_threads_policy not in MAX_THREADS_POLICIES:
+            raise OptionError(f"{where}: max_threads_policy {space.max_threads_policy!r}: expected "
+                              f"{', '.join(MAX_THREADS_POLICIES)}")
         for name in ("specialize_args", "specialize_dims", "launch_bounds"):
             setattr(space, name, _choices(merged[name], where, name, bool, (False, True)))
         if merged["pipeline"] is not None:
@@ -386,12 +405,26 @@ class Space:
         point.launch_bounds = pick("launch_bounds", self.launch_bounds)
         if point.launch_bounds:
             point.min_blocks = pick("min_blocks", self.min_blocks)
+            point.max_threads = pick("max_threads", self.max_threads_choices(record))
         return point
+
+    def max_threads_choices(self, record) -> list[int]:
+        """The launch bounds' max threads choices (0: the block's threads): "max_threads",
+        else the policy's (Mneme's BuiltinTuneSearchSpace: a range wins over the policy)."""
+        if self.max_threads is not None:
+            return self.max_threads
+        return {"block-threads": [0], "recorded": [math.prod(record.launch.block)], "hardware": [MAX_THREADS],
+                "powers-of-two": [64, 128, 256, 512, 1024]}[self.max_threads_policy]
 
     def invalid(self, point: Point, record=None) -> str | None:
         """Why `point` cannot run, found before anything is compiled (Mneme's
         SearchSpace.constraints, BuiltinTuneSearchSpace.constraints); None: it can. Such a
-        sample is skipped, not run (kir.tune.study.TuneTask._skip)."""
+        sample is skipped, not run (kir.tune.study.TuneTask._skip). A launch bound below the
+        block's threads: the launch would fail (kir.replay.variant.resolve refuses it too)."""
+        threads = math.prod(point.block)
+        if point.launch_bounds and point.max_threads and point.max_threads < threads:
+            return (f"launch bounds of {point.max_threads} threads below the block's {threads} "
+                    f"({'x'.join(map(str, point.block))})")
         return None
 
     def recorded(self) -> dict:
@@ -418,6 +451,11 @@ class Space:
             put(name, choices, default if default in choices else choices[-1])
         if self.pipeline:
             put("pipeline", self.pipeline, self.pipeline[0])
+        if True in self.launch_bounds:  # Optuna's GridSampler needs every dimension of its grid
+            put("min_blocks", self.min_blocks, 0 if 0 in self.min_blocks else self.min_blocks[0])
+            choices, threads = self.max_threads_choices(record), math.prod(record.launch.block)
+            fits = [c for c in choices if c == 0 or c >= threads]
+            put("max_threads", choices, 0 if 0 in choices else min(fits) if fits else choices[-1])
         return params
 
     def grid(self, record) -> dict:
@@ -433,13 +471,15 @@ class Space:
             dims[name] = getattr(self, name)
         if True in self.launch_bounds:
             dims["min_blocks"] = self.min_blocks
+            dims["max_threads"] = self.max_threads_choices(record)
         return {k: [_text(c) for c in v] for k, v in dims.items() if len(v) > 1}
 
     def size(self, record) -> int:
         """How many distinct points the space holds."""
         n = len(self.blocks(record)) * len(self.pipeline or self.opt_level) * len(self.codegen_opt)
         n *= len(self.maxrregcount) * len(self.fp_contract) * len(self.specialize_args) * len(self.specialize_dims)
-        bounds = (len(self.min_blocks) if True in self.launch_bounds else 0) + (False in self.launch_bounds)
+        bounds = (len(self.min_blocks) * len(self.max_threads_choices(record)) if True in self.launch_bounds else 0) \
+            + (False in self.launch_bounds)
         return n * bounds
 
     def describe(self, record) -> dict:
@@ -448,7 +488,9 @@ class Space:
                 "launch_safety": self.launch_safety, "launch_dim": self.launch_dim, "opt_level": None if self.pipeline else self.opt_level,
                 "pipeline": self.pipeline, "codegen_opt": self.codegen_opt, "maxrregcount": self.maxrregcount,
                 "fp_contract": self.fp_contract, "specialize_args": self.specialize_args, "specialize_dims": self.specialize_dims,
-                "launch_bounds": self.launch_bounds, "min_blocks": self.min_blocks, "warmup": self.warmup,
+                "launch_bounds": self.launch_bounds, "min_blocks": self.min_blocks,
+                "max_threads": self.max_threads_choices(record), "max_threads_policy": self.max_threads_policy,
+                "warmup": self.warmup,
                 "repeat": self.repeat, "timing": self.timing, "tolerance": self.tolerance,
                 "points": self.size(record)}
 
