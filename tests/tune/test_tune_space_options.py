@@ -1,6 +1,6 @@
 """`kir tune`'s counterparts of Mneme's launch and space options (issue 24 §3,
 docs/tune.md "Mneme's options"): --launch-dim x|xy|xyz, --adaptive-invalid-ban,
---max-threads-range / --max-threads-policy. No GPU:
+--max-threads-range / --max-threads-policy, --space-module / --space-arg. No GPU:
 trials run over tests/support/tune_fakes.py's executors (the record read and each
 variant resolved for real, the time from its model)."""
 from __future__ import annotations
@@ -173,4 +173,57 @@ def test_the_jit_compiles_the_bound_asked(recording):
         variant.options = dataclasses.replace(variant.options, kind="ptx")
         ptx = compile_variant(record, variant, "sm_90").code.decode()
         assert f".maxntid {expected}" in ptx and ".minnctapersm 2" in ptx
+
+
+# --- --space-module / --space-arg (Mneme's load_custom_space and SearchSpace protocol) --------
+
+PLUGIN = str(__import__("pathlib").Path(__file__).with_name("space_plugin.py")) + ":BlockLevels"
+
+
+def test_a_space_module_drives_the_search(recording):
+    args = ("--space-module", PLUGIN, "--space-arg", "threads=[128, 256, 512]", "--space-arg", "max_product=600",
+            "--iterations", "3")
+    space = json.loads(cli("tune", recording, *args, "--print-space").stdout)["records"][0]["space"]
+    assert space["dimensions"] == {"threads": [128, 256, 512], "level": [1, 2, 3], "regs": [0, 64, 128]}
+    assert space["module_args"] == {"threads": [128, 256, 512], "max_product": 600}
+    assert space["points"] == 27 and space["repeat"] == 3
+    r = tune_json(recording, *args, "--sampler", "exhaustive", "--executor", "tune_fakes:modelled")["records"][0]
+    first = r["trials"][0]["point"]
+    assert first["params"] == {"threads": 256, "level": 1, "regs": 0}  # baseline()
+    assert (first["block"], first["opt_level"], first["grid"]) == ([256, 1, 1], 1, [16, 1, 1])
+    for t in r["trials"]:
+        p = t["point"]
+        # derived(): the block and options from the params, the grid covering the work
+        assert p["block"] == [p["params"]["threads"], 1, 1] and p["opt_level"] == p["params"]["level"]
+        assert p["maxrregcount"] == p["params"]["regs"] and p["grid"] == [4096 // p["block"][0], 1, 1]
+        assert p["repeat"] == 3 and p["params"]["threads"] * p["params"]["level"] <= 600
+    ran = {(t["point"]["params"]["threads"], t["point"]["params"]["level"], t["point"]["params"]["regs"])
+           for t in r["trials"][1:]}
+    allowed = {(a, b, c) for a in (128, 256, 512) for b in (1, 2, 3) for c in (0, 64, 128) if a * b <= 600}
+    assert ran == allowed
+    # constraints(): the refused points skipped as invalid, never run
+    refused = [s["point"]["params"] for s in r["skipped"]]
+    assert r["skipped_counts"]["invalid"] == len(refused) == 27 - len(allowed)
+    assert all(p["threads"] * p["level"] > 600 for p in refused)
+    assert r["trials"][1]["description"].startswith("threads ")
+    # the best trial is the model's best of what ran
+    import math
+
+    import tune_fakes
+    assert r["best"]["median_ms"] == min(tune_fakes.model(t["point"], 256)[1] for t in r["trials"])
+    assert math.isfinite(r["best"]["median_ms"])
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--space-module", "no_such_module_here:Space"), "--space-module no_such_module_here:Space: cannot import"),
+    (("--space-module", PLUGIN.replace(":BlockLevels", ":Nope")), "has no class Nope"),
+    (("--space-module", "/nonexistent/space.py:S"), "/nonexistent/space.py: no such file"),
+    (("--space-module", PLUGIN, "--space-arg", "novalue"), "--space-arg 'novalue': expected KEY=VALUE"),
+    (("--space-module", PLUGIN, "--space-arg", "bogus=1"), "unexpected keyword argument 'bogus'"),
+    (("--space-arg", "threads=[1]"), "--space-arg: only with --space-module"),
+])
+def test_bad_space_modules_exit_2(recording, args, message):
+    result = cli("tune", recording, *args, "--print-space")
+    assert result.returncode == 2, result.stdout
+    assert message in result.stderr and "Traceback" not in result.stderr
 

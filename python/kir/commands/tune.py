@@ -129,6 +129,14 @@ def add_arguments(parser) -> None:
     space.add_argument("--max-threads-policy", choices=("block-threads", "recorded", "hardware", "powers-of-two"),
                        help="the launch bounds' max threads without --max-threads-range: the block's threads "
                             "(default), the recorded block's, 1024, or searched among 64..1024")
+    custom = parser.add_argument_group("a search-space module (Mneme's plugin protocol, docs/tune.md)")
+    custom.add_argument("--space-module", metavar="MODULE_OR_PATH:CLASS",
+                        help="the space's dimensions, the variant of each sample, its constraints and first trial "
+                             "from CLASS (kir.tune.space's docstring); warmup, repeat, timing and tolerance stay "
+                             "the preset's or --space file's")
+    custom.add_argument("--space-arg", metavar="KEY=VALUE", action="append", default=[],
+                        help="an argument of CLASS(record, KEY=VALUE, ...) (repeatable; VALUE read as JSON, else "
+                             "as text)")
     parser.add_argument("--executor", metavar="MODULE:FUNCTION",
                         help="run each trial as FUNCTION(path, point) instead of replaying it (tests)")
     parser.add_argument("--json", action="store_true", help=f"print one JSON object ({SCHEMA})")
@@ -310,10 +318,40 @@ def space_of(args: argparse.Namespace):
         put("max_threads", parse_range(args.max_threads_range, "--max-threads-range", 1, 1024), "--max-threads-range")
     if args.max_threads_policy:
         put("max_threads_policy", args.max_threads_policy, "--max-threads-policy")
+    if args.space_module:
+        put("module", space_module(args.space_module), "--space-module")
+        put("module_args", space_args(args.space_arg), "--space-arg")
+    elif args.space_arg:
+        raise OptionError("--space-arg: only with --space-module")
     for flag in ("iterations", "warmup"):
         if getattr(args, flag) is not None:
             put("repeat" if flag == "iterations" else "warmup", getattr(args, flag), "--" + flag)
     return Space.from_dict(data, where + (" with " + ", ".join(dict.fromkeys(changed)) if changed else ""))
+
+
+def space_module(spec: str) -> str:
+    """--space-module MODULE_OR_PATH:CLASS, checked here (a bad one is exit 2 before any
+    trial), a path made absolute (the workers import it too)."""
+    from kir.tune.space import load_space_class
+    load_space_class(spec)
+    module, _, name = spec.rpartition(":")
+    if module.endswith(".py") or "/" in module:
+        return f"{Path(module).resolve()}:{name}"
+    return spec
+
+
+def space_args(items: list[str]) -> dict:
+    """--space-arg KEY=VALUE…: VALUE as JSON, else as text (Mneme's parse_key_value_args)."""
+    out = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise OptionError(f"--space-arg {item!r}: expected KEY=VALUE")
+        try:
+            out[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            out[key] = raw
+    return out
 
 
 @dataclass(frozen=True)

@@ -42,9 +42,31 @@ uses.
 
 `Space.sample(trial, record)` turns an Optuna trial's choices into a `Point`, and
 `Point.variant()` into the kir.replay.Variant that runs it.
+
+A space may instead come from a **search-space module** (`"module":
+"MODULE_OR_PATH:CLASS"`, `"module_args": {...}`; `kir tune --space-module`,
+`--space-arg`), Mneme's plugin protocol (python/mneme/tuning/builtin_spaces.py
+load_custom_space, search_space.py SearchSpace) with kir's names:
+
+    class MySpace:
+        def __init__(self, record, **module_args): ...   # a kir.record.Record
+        def dimensions(self):        # {name: [choices] | value | Mneme-style param}
+        def derived(self, params):   # {Point field: value}: block, grid, opt_level, pipeline,
+                                     # codegen_opt, maxrregcount, fp_contract, specialize_args,
+                                     # specialize_dims, launch_bounds, min_blocks, max_threads
+        def constraints(self, params):  # optional: False skips the sample as invalid
+        def baseline(self):          # optional: the first trial's params (default: each
+                                     # dimension's first choice)
+
+A dimension is a list of choices, one value (fixed), or an object as Mneme's params
+are (`.value`: fixed; `.choices`: categorical or bool; `.low`, `.high`, `.step`: an
+integer range). The block defaults to the recorded one, the grid to the one covering
+the recorded work, the rest to kir.jit's defaults; warmup, repeat, timing and
+tolerance stay the space's.
 """
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import asdict, dataclass, field
 
@@ -84,6 +106,8 @@ DEFAULTS = {
     "tolerance": None,
     "warmup": 1,
     "repeat": 20,
+    "module": None,
+    "module_args": None,
 }
 
 PRESETS = {
@@ -186,6 +210,7 @@ class Point:
     recorded_launch: bool = True   #: block and grid are the recording's
     recorded_code: bool = False    #: the record's own code (no LLVM IR to compile: an nvcc build)
     tolerance: dict | None = None  #: kir.replay.Tolerance.to_json(); None: the record's annotations, else bitwise
+    params: dict | None = None     #: a search-space module's sample (its dimensions' values)
 
     def options(self):
         from kir.jit import Options
@@ -206,6 +231,11 @@ class Point:
                        tolerance=_tolerance_from(self.tolerance), name=name)
 
     def describe(self) -> str:
+        if self.params is not None:
+            return ", ".join([f"{k} {_text(v)}" for k, v in self.params.items()] + [self._describe()])
+        return self._describe()
+
+    def _describe(self) -> str:
         parts = [f"block {'x'.join(map(str, self.block))}", f"grid {'x'.join(map(str, self.grid))}"]
         if self.recorded_code:
             return ", ".join(parts + ["the recorded code"])
@@ -253,6 +283,8 @@ class Space:
     repeat: int = 20
     timing: str = "graph"
     tolerance: dict | None = None
+    module: str | None = None      #: a search-space module, MODULE_OR_PATH:CLASS (the module's docstring)
+    module_args: dict | None = None
     source: str = "preset standard"
 
     @classmethod
@@ -344,6 +376,14 @@ class Space:
                 raise OptionError(f"{where}: tolerance: {error}") from None
             except OptionError as error:
                 raise OptionError(f"{where}: tolerance: {error}") from None
+        if merged["module"] is not None:
+            if not isinstance(merged["module"], str) or ":" not in merged["module"]:
+                raise OptionError(f"{where}: module {merged['module']!r}: expected MODULE_OR_PATH:CLASS")
+            if not isinstance(merged["module_args"] or {}, dict):
+                raise OptionError(f"{where}: module_args {merged['module_args']!r}: expected an object")
+            space.module, space.module_args = merged["module"], dict(merged["module_args"] or {})
+        elif merged["module_args"]:
+            raise OptionError(f"{where}: module_args without a module")
         for name, low in (("warmup", 0), ("repeat", 1)):
             value = merged[name]
             if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= 100000:
@@ -388,6 +428,10 @@ class Space:
             chosen = trial.suggest_categorical(name, texts)
             return choices[texts.index(chosen)]
 
+        if self.module:
+            plugin = self.plugin(record)
+            params = {name: pick(name, choices) for name, choices in plugin_dimensions(plugin, self.module).items()}
+            return self._plugin_point(plugin, record, params)
         block = pick("block", self.blocks(record))
         grid = tuple(launch.grid) if block == tuple(launch.block) else \
             derived_grid(launch.block, launch.grid, block)
@@ -416,11 +460,49 @@ class Space:
         return {"block-threads": [0], "recorded": [math.prod(record.launch.block)], "hardware": [MAX_THREADS],
                 "powers-of-two": [64, 128, 256, 512, 1024]}[self.max_threads_policy]
 
+    def plugin(self, record):
+        """The search-space module's object for `record` (one per record and process)."""
+        cache = _PLUGINS.setdefault((self.module, json.dumps(self.module_args, sort_keys=True, default=str)), {})
+        key = (str(record.path), record.launch.identity)
+        if key not in cache:
+            cls = load_space_class(self.module)
+            try:
+                cache[key] = cls(record, **(self.module_args or {}))
+            except TypeError as error:
+                raise OptionError(f"--space-module {self.module}: {error}") from None
+        return cache[key]
+
+    def _plugin_point(self, plugin, record, params: dict) -> Point:
+        """The Point a module's sample `params` stands for (its `derived`)."""
+        launch = record.launch
+        fields = plugin.derived(dict(params)) or {}
+        if not isinstance(fields, dict):
+            raise OptionError(f"--space-module {self.module}: derived() returned {type(fields).__name__}, "
+                              "expected a dict of Point fields")
+        allowed = {"block", "grid", "opt_level", "pipeline", "codegen_opt", "maxrregcount", "fp_contract",
+                   "specialize_args", "specialize_dims", "launch_bounds", "min_blocks", "max_threads"}
+        unknown = sorted(set(fields) - allowed)
+        if unknown:
+            raise OptionError(f"--space-module {self.module}: derived() set {', '.join(map(repr, unknown))}; "
+                              f"expected {', '.join(sorted(allowed))}")
+        fields = dict(fields)
+        block = _dims3(list(fields.pop("block", launch.block)), f"--space-module {self.module}: block")
+        grid = fields.pop("grid", None)
+        grid = _dims3(list(grid), f"--space-module {self.module}: grid") if grid is not None else \
+            tuple(launch.grid) if block == tuple(launch.block) else derived_grid(launch.block, launch.grid, block)
+        return Point(block=block, grid=grid, warmup=self.warmup, repeat=self.repeat, timing=self.timing,
+                     tolerance=self.tolerance, params=json.loads(json.dumps(params, default=str)),
+                     recorded_launch=(block, grid) == (tuple(launch.block), tuple(launch.grid)), **fields)
+
     def invalid(self, point: Point, record=None) -> str | None:
         """Why `point` cannot run, found before anything is compiled (Mneme's
         SearchSpace.constraints, BuiltinTuneSearchSpace.constraints); None: it can. Such a
         sample is skipped, not run (kir.tune.study.TuneTask._skip). A launch bound below the
         block's threads: the launch would fail (kir.replay.variant.resolve refuses it too)."""
+        if self.module and record is not None and point.params is not None:
+            check = getattr(self.plugin(record), "constraints", None)
+            if check is not None and not check(dict(point.params)):
+                return "the search-space module's constraints refuse it"
         threads = math.prod(point.block)
         if point.launch_bounds and point.max_threads and point.max_threads < threads:
             return (f"launch bounds of {point.max_threads} threads below the block's {threads} "
@@ -442,6 +524,20 @@ class Space:
         def put(name, choices, value):
             if len(choices) > 1:
                 params[name] = choices.index(value) if ordinal and not isinstance(value, bool) else _text(value)
+        if self.module:
+            plugin = self.plugin(record)
+            dims = plugin_dimensions(plugin, self.module)
+            first = plugin.baseline() if hasattr(plugin, "baseline") else {}
+            if not isinstance(first, dict) or set(first) - set(dims):
+                raise OptionError(f"--space-module {self.module}: baseline() must return a dict of its dimensions' "
+                                  f"values, got {first!r}")
+            for name, choices in dims.items():
+                value = first.get(name, choices[0])
+                if value not in choices:
+                    raise OptionError(f"--space-module {self.module}: baseline() {name} {value!r}: not one of its "
+                                      "choices")
+                put(name, choices, value)
+            return params
         put("block", self.blocks(record), tuple(record.launch.block))
         for name, default in (("opt_level", 3), ("codegen_opt", 3), ("maxrregcount", 0), ("fp_contract", "auto"),
                               ("specialize_args", True), ("specialize_dims", False), ("launch_bounds", False)):
@@ -461,6 +557,9 @@ class Space:
     def grid(self, record) -> dict:
         """Every dimension with more than one choice, its choices as `sample` suggests
         them: the search space of Optuna's GridSampler (`--sampler grid|exhaustive`)."""
+        if self.module:
+            dims = plugin_dimensions(self.plugin(record), self.module)
+            return {k: [_text(c) for c in v] for k, v in dims.items() if len(v) > 1}
         dims = {"block": self.blocks(record)}
         if self.pipeline:
             dims["pipeline"] = self.pipeline
@@ -476,6 +575,8 @@ class Space:
 
     def size(self, record) -> int:
         """How many distinct points the space holds."""
+        if self.module:
+            return math.prod(len(v) for v in plugin_dimensions(self.plugin(record), self.module).values())
         n = len(self.blocks(record)) * len(self.pipeline or self.opt_level) * len(self.codegen_opt)
         n *= len(self.maxrregcount) * len(self.fp_contract) * len(self.specialize_args) * len(self.specialize_dims)
         bounds = (len(self.min_blocks) * len(self.max_threads_choices(record)) if True in self.launch_bounds else 0) \
@@ -484,6 +585,12 @@ class Space:
 
     def describe(self, record) -> dict:
         """JSON-ready: every dimension's choices, as resolved for `record`."""
+        if self.module:
+            dims = plugin_dimensions(self.plugin(record), self.module)
+            return {"source": self.source, "module": self.module, "module_args": self.module_args,
+                    "dimensions": json.loads(json.dumps(dims, default=str)), "warmup": self.warmup,
+                    "repeat": self.repeat, "timing": self.timing, "tolerance": self.tolerance,
+                    "points": self.size(record)}
         return {"source": self.source, "block": [list(b) for b in self.blocks(record)],
                 "launch_safety": self.launch_safety, "launch_dim": self.launch_dim, "opt_level": None if self.pipeline else self.opt_level,
                 "pipeline": self.pipeline, "codegen_opt": self.codegen_opt, "maxrregcount": self.maxrregcount,
@@ -493,6 +600,61 @@ class Space:
                 "warmup": self.warmup,
                 "repeat": self.repeat, "timing": self.timing, "tolerance": self.tolerance,
                 "points": self.size(record)}
+
+
+_PLUGINS: dict = {}  #: Space.plugin's objects, by module and arguments, then record
+
+
+def load_space_class(spec: str):
+    """CLASS of MODULE_OR_PATH:CLASS: a module name, or a .py file (a path: Mneme's
+    load_custom_space)."""
+    module_name, _, name = spec.rpartition(":")
+    if not module_name or not name:
+        raise OptionError(f"--space-module {spec!r}: expected MODULE_OR_PATH:CLASS")
+    if module_name.endswith(".py") or "/" in module_name:
+        import importlib.util
+        from pathlib import Path
+        path = Path(module_name).resolve()
+        if not path.is_file():
+            raise OptionError(f"--space-module {spec}: {path}: no such file")
+        loader = importlib.util.spec_from_file_location(f"kir_user_space_{path.stem}", str(path))
+        module = importlib.util.module_from_spec(loader)
+        try:
+            loader.loader.exec_module(module)
+        except Exception as error:  # the user's module: its error, in one line
+            raise OptionError(f"--space-module {spec}: {type(error).__name__}: {error}") from None
+        cls = getattr(module, name, None)
+        if not callable(cls):
+            raise OptionError(f"--space-module {spec}: {path} has no class {name}")
+        return cls
+    from kir.distribute import load_function
+    return load_function(spec, "--space-module")
+
+
+def plugin_dimensions(plugin, spec: str) -> dict[str, list]:
+    """A search-space module's dimensions as lists of choices (the module's docstring)."""
+    dims = plugin.dimensions()
+    if not isinstance(dims, dict) or not dims:
+        raise OptionError(f"--space-module {spec}: dimensions() must return a non-empty dict")
+    out = {}
+    for name, param in dims.items():
+        if isinstance(param, (list, tuple)):
+            choices = list(param)
+        elif hasattr(param, "value"):
+            choices = [param.value]
+        elif hasattr(param, "choices"):
+            choices = list(param.choices)
+        elif all(hasattr(param, a) for a in ("low", "high")):
+            if not all(isinstance(getattr(param, a), int) for a in ("low", "high")):
+                raise OptionError(f"--space-module {spec}: dimension {name!r}: a real range; kir tune samples "
+                                  "choices (give a list, or an integer range)")
+            choices = list(range(param.low, param.high + 1, getattr(param, "step", 1) or 1))
+        else:
+            choices = [param]
+        if not choices:
+            raise OptionError(f"--space-module {spec}: dimension {name!r}: no choices")
+        out[str(name)] = choices
+    return out
 
 
 def _tolerance_from(data: dict | None):
