@@ -1,8 +1,8 @@
 """`kir tune`'s counterparts of Mneme's launch and space options (issue 24 §3,
 docs/tune.md "Mneme's options"): --launch-dim x|xy|xyz, --adaptive-invalid-ban,
---max-threads-range / --max-threads-policy, --space-module / --space-arg. No GPU:
-trials run over tests/support/tune_fakes.py's executors (the record read and each
-variant resolved for real, the time from its model)."""
+--max-threads-range / --max-threads-policy, --space-module / --space-arg, YAML
+configs. No GPU: trials run over tests/support/tune_fakes.py's executors (the record
+read and each variant resolved for real, the time from its model)."""
 from __future__ import annotations
 
 import json
@@ -227,3 +227,31 @@ def test_bad_space_modules_exit_2(recording, args, message):
     assert result.returncode == 2, result.stdout
     assert message in result.stderr and "Traceback" not in result.stderr
 
+
+# --- YAML configs (Mneme's session.py _load_config_file) -------------------------------------
+
+def test_yaml_config_round_trip(recording, tmp_path):
+    yaml = pytest.importorskip("yaml")  # Optuna's dependency: installed with the tune extra
+    config = tmp_path / "tune.yaml"
+    args = ("--preset", "launch", "--launch-dim", "x", "--sampler", "random", "--metric", "max", "--trials", "5",
+            "--max-threads-policy", "powers-of-two", "--no-adaptive-invalid-ban")
+    result = cli("tune", recording, *args, "--dump-config", config)
+    assert result.returncode == 0, result.stderr
+    text = config.read_text()
+    assert not text.lstrip().startswith("{")  # YAML by the extension, not JSON
+    data = yaml.safe_load(text)
+    assert data["schema"] == "kir.tune-config/1" and data["launch_dim"] == "x" and data["trials"] == 5
+    assert data["adaptive_invalid_ban"] is False and data["max_threads_policy"] == "powers-of-two"
+    direct = json.loads(cli("tune", recording, *args, "--dry-run", "--json").stdout)["records"][0]
+    loaded = cli("tune", recording, "--config", config, "--dry-run", "--json")
+    assert loaded.returncode == 0, loaded.stderr
+    assert json.loads(loaded.stdout)["records"][0] == direct
+    # a YAML written by hand, with a comment; the command line wins
+    config.write_text("# mine\nsampler: grid\nmetric: min\nlaunch_dim: xy\n")
+    mine = json.loads(cli("tune", recording, "--config", config, "--metric", "mean", "--dry-run",
+                          "--json").stdout)["records"][0]
+    assert (mine["sampler"], mine["metric"], mine["space"]["launch_dim"]) == ("grid", "mean", "xy")
+    config.write_text("sampler: [grid\n")
+    bad = cli("tune", recording, "--config", config, "--print-space")
+    assert bad.returncode == 2 and f"--config {config}: line 2" in bad.stderr and "not YAML" in bad.stderr
+    assert "Traceback" not in bad.stderr

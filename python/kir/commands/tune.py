@@ -95,9 +95,11 @@ def add_arguments(parser) -> None:
                            "and exit; no trial runs")
     mode.add_argument("--baseline-only", action="store_true", help="measure the recorded code only; no trial")
     mode.add_argument("--config", metavar="FILE",
-                      help="a JSON object of these options (kir-tune-config/1; --dump-config writes one): "
-                           "options given on the command line win")
-    mode.add_argument("--dump-config", metavar="FILE", help="write the options as resolved to FILE and exit")
+                      help="a JSON (or, ending in .yaml/.yml, YAML) object of these options (kir.tune-config/1; "
+                           "--dump-config writes one): options given on the command line win")
+    mode.add_argument("--dump-config", metavar="FILE",
+                      help="write the options as resolved to FILE (YAML when it ends in .yaml/.yml, else JSON) "
+                           "and exit")
     space = parser.add_argument_group("space controls (override the preset or --space file)")
     space.add_argument("--launch-dim", choices=("none", "auto", "x", "xy", "xyz"),
                        help="none: the recorded block only; auto: auto blocks on the axes the launch uses; "
@@ -220,14 +222,51 @@ def _defaults() -> dict:
     return vars(parser.parse_args(["-"]))
 
 
+def load_config(path: str):
+    """--config FILE: JSON, or YAML when FILE ends in .yaml or .yml (Mneme's
+    session.py _load_config_file reads both; PyYAML comes with Optuna, the tune extra)."""
+    from kir.files import MAX_JSON_BYTES, load_json, read_file
+    where = f"--config {path}"
+    if not str(path).lower().endswith((".yaml", ".yml")):
+        return load_json(path, where)
+    yaml = _yaml()
+    data = read_file(path, where, MAX_JSON_BYTES, OptionError)
+    try:
+        return yaml.safe_load(data.decode())
+    except UnicodeDecodeError as error:
+        raise OptionError(f"{where}: byte {error.start}: not UTF-8") from None
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        at = f"line {mark.line + 1}, column {mark.column + 1} (byte {len(data.decode()[:mark.index].encode())}): " \
+            if mark is not None else ""
+        raise OptionError(f"{where}: {at}not YAML: {getattr(error, 'problem', None) or error}") from None
+
+
+def _yaml():
+    try:
+        import yaml
+    except ImportError as error:
+        from kir.errors import missing_extra
+        raise missing_extra("pyyaml", "tune", "kir tune --config FILE.yaml", error) from None
+    return yaml
+
+
+def dump_config(args: argparse.Namespace) -> None:
+    """--dump-config FILE: JSON, or YAML by FILE's extension (.yaml, .yml)."""
+    path, data = Path(args.dump_config), config_of(args)
+    if path.suffix.lower() in (".yaml", ".yml"):
+        path.write_text(_yaml().safe_dump(data, sort_keys=False))
+    else:
+        path.write_text(json.dumps(data, indent=2) + "\n")
+
+
 def apply_config(args: argparse.Namespace) -> None:
     """--config FILE: its options where the command line left the default."""
     if not args.config:
         return
-    from kir.files import load_json
-    data = load_json(args.config, f"--config {args.config}")
+    data = load_config(args.config)
     if not isinstance(data, dict) or data.get("schema", CONFIG_SCHEMA) != CONFIG_SCHEMA:
-        raise OptionError(f"--config {args.config}: expected a JSON object, schema {CONFIG_SCHEMA}")
+        raise OptionError(f"--config {args.config}: expected an object of options, schema {CONFIG_SCHEMA}")
     defaults = _defaults()
     given = _given()
     for key, value in data.items():
@@ -411,7 +450,7 @@ def run(args: argparse.Namespace) -> int:
     apply_config(args)
     opts = TuneOptions.from_args(args)
     if args.dump_config:
-        Path(args.dump_config).write_text(json.dumps(config_of(args), indent=2) + "\n")
+        dump_config(args)
         return 0
     records = [Record.load(path) for path in opts.paths]  # a bad record is exit 2 before any trial runs
     if args.print_space or args.dry_run:
