@@ -14,16 +14,19 @@ class IntRange:
 
 class BlockLevels:
     """The block's x among `threads`, the opt level among `levels`, the register cap
-    0..128 by 64; a block of more than `max_product` threads x opt level is refused."""
+    0..128 by 64; a block of more than `max_product` threads x opt level is refused;
+    `fail_at`: derived() raises at that many threads (a module's own error)."""
 
-    def __init__(self, record, threads=(64, 128, 256), levels=(1, 2, 3), max_product=512) -> None:
-        self.record = record
+    def __init__(self, record, threads=(64, 128, 256), levels=(1, 2, 3), max_product=512, fail_at=None) -> None:
+        self.record, self.fail_at = record, fail_at
         self.threads, self.levels, self.max_product = list(threads), list(levels), max_product
 
     def dimensions(self):
         return {"threads": self.threads, "level": self.levels, "regs": IntRange(0, 128, 64)}
 
     def derived(self, params):
+        if params["threads"] == self.fail_at:
+            raise ValueError(f"no variant for {params['threads']} threads")
         return {"block": [params["threads"], 1, 1], "opt_level": params["level"], "maxrregcount": params["regs"]}
 
     def constraints(self, params):

@@ -228,6 +228,13 @@ def test_bad_space_modules_exit_2(recording, args, message):
     assert message in result.stderr and "Traceback" not in result.stderr
 
 
+def test_a_space_module_that_raises_is_one_line(recording):
+    result = cli("tune", recording, "--space-module", PLUGIN, "--space-arg", "fail_at=128", "--sampler", "exhaustive",
+                 "--executor", "tune_fakes:modelled")
+    assert result.returncode == 2, result.stdout
+    assert "derived(): ValueError: no variant for 128 threads" in result.stderr and "Traceback" not in result.stderr
+
+
 # --- YAML configs (Mneme's session.py _load_config_file) -------------------------------------
 
 def test_yaml_config_round_trip(recording, tmp_path):
@@ -255,3 +262,20 @@ def test_yaml_config_round_trip(recording, tmp_path):
     bad = cli("tune", recording, "--config", config, "--print-space")
     assert bad.returncode == 2 and f"--config {config}: line 2" in bad.stderr and "not YAML" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+@pytest.mark.parametrize("text, message", [
+    ("trials: 2020-01-01\n", "trials datetime.date(2020, 1, 1): expected an integer"),
+    ("trials: '5'\n", "trials '5': expected an integer"),
+    ("sampler: annealing\n", "sampler 'annealing': expected one of tpe, random"),
+    ("passes: default<O2>\n", "passes 'default<O2>': expected a list of strings"),
+    ("adaptive_invalid_ban: 0\n", "adaptive_invalid_ban 0: expected true or false"),
+    ("- a list\n", "expected an object of options"),
+])
+def test_bad_yaml_config_values_exit_2(recording, tmp_path, text, message):
+    pytest.importorskip("yaml")
+    config = tmp_path / "bad.yml"
+    config.write_text(text)
+    result = cli("tune", recording, "--config", config, "--print-space")
+    assert result.returncode == 2, result.stdout
+    assert message in result.stderr and "Traceback" not in result.stderr

@@ -275,7 +275,31 @@ def apply_config(args: argparse.Namespace) -> None:
         if key not in defaults or key in NOT_CONFIG:
             raise OptionError(f"--config {args.config}: unknown option {key!r}")
         if key not in given and getattr(args, key) == defaults[key]:
-            setattr(args, key, value)
+            setattr(args, key, _config_value(args.config, key, value, defaults[key]))
+
+
+def _config_value(path: str, key: str, value, default):
+    """`value` of option `key` in a --config file, checked as the command line would take
+    it (a YAML date or a JSON string where a number goes is one line, exit 2)."""
+    parser = argparse.ArgumentParser(add_help=False)
+    add_arguments(parser)
+    action = next(a for a in parser._actions if a.dest == key)
+    if value is None and default is None:
+        return value
+    if isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction, argparse.BooleanOptionalAction)):
+        ok, expected = isinstance(value, bool), "true or false"
+    elif action.nargs in ("+", "*") or isinstance(action, argparse._AppendAction):
+        ok, expected = isinstance(value, list) and all(isinstance(v, str) for v in value), "a list of strings"
+    elif action.type in (int, float):
+        ok = isinstance(value, (int, float) if action.type is float else int) and not isinstance(value, bool)
+        expected = "a number" if action.type is float else "an integer"
+    else:
+        ok, expected = isinstance(value, str), "a string"
+    if ok and action.choices is not None and value not in action.choices:
+        ok, expected = False, "one of " + ", ".join(map(str, action.choices))
+    if not ok:
+        raise OptionError(f"--config {path}: {key} {value!r}: expected {expected}")
+    return value
 
 
 def _given() -> set[str]:

@@ -466,16 +466,13 @@ class Space:
         key = (str(record.path), record.launch.identity)
         if key not in cache:
             cls = load_space_class(self.module)
-            try:
-                cache[key] = cls(record, **(self.module_args or {}))
-            except TypeError as error:
-                raise OptionError(f"--space-module {self.module}: {error}") from None
+            cache[key] = call_plugin(self.module, "the class", cls, record, **(self.module_args or {}))
         return cache[key]
 
     def _plugin_point(self, plugin, record, params: dict) -> Point:
         """The Point a module's sample `params` stands for (its `derived`)."""
         launch = record.launch
-        fields = plugin.derived(dict(params)) or {}
+        fields = call_plugin(self.module, "derived()", plugin.derived, dict(params)) or {}
         if not isinstance(fields, dict):
             raise OptionError(f"--space-module {self.module}: derived() returned {type(fields).__name__}, "
                               "expected a dict of Point fields")
@@ -501,7 +498,7 @@ class Space:
         block's threads: the launch would fail (kir.replay.variant.resolve refuses it too)."""
         if self.module and record is not None and point.params is not None:
             check = getattr(self.plugin(record), "constraints", None)
-            if check is not None and not check(dict(point.params)):
+            if check is not None and not call_plugin(self.module, "constraints()", check, dict(point.params)):
                 return "the search-space module's constraints refuse it"
         threads = math.prod(point.block)
         if point.launch_bounds and point.max_threads and point.max_threads < threads:
@@ -527,7 +524,7 @@ class Space:
         if self.module:
             plugin = self.plugin(record)
             dims = plugin_dimensions(plugin, self.module)
-            first = plugin.baseline() if hasattr(plugin, "baseline") else {}
+            first = call_plugin(self.module, "baseline()", plugin.baseline) if hasattr(plugin, "baseline") else {}
             if not isinstance(first, dict) or set(first) - set(dims):
                 raise OptionError(f"--space-module {self.module}: baseline() must return a dict of its dimensions' "
                                   f"values, got {first!r}")
@@ -631,9 +628,20 @@ def load_space_class(spec: str):
     return load_function(spec, "--space-module")
 
 
+def call_plugin(spec: str, what: str, function, *args, **kwargs):
+    """A search-space module's call; what it raises is one line naming the module and call
+    (an OptionError: exit 2), never a traceback."""
+    try:
+        return function(*args, **kwargs)
+    except OptionError:
+        raise
+    except Exception as error:  # the user's code
+        raise OptionError(f"--space-module {spec}: {what}: {type(error).__name__}: {error}") from None
+
+
 def plugin_dimensions(plugin, spec: str) -> dict[str, list]:
     """A search-space module's dimensions as lists of choices (the module's docstring)."""
-    dims = plugin.dimensions()
+    dims = call_plugin(spec, "dimensions()", plugin.dimensions)
     if not isinstance(dims, dict) or not dims:
         raise OptionError(f"--space-module {spec}: dimensions() must return a non-empty dict")
     out = {}
