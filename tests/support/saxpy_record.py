@@ -33,8 +33,10 @@ def saxpy(built):
     return {"ir": found.module, "static": found.static_hash, "cubin": image.read()}
 
 
-def write_record(directory, saxpy, *, image=True, jit_args=True, array=False, ir=True, epilogue_ulps=0) -> Record:
-    """saxpy(2.5, x, y, N) at grid 16 block 256, as the hook writes it: the
+def write_record(directory, saxpy, *, image=True, jit_args=True, array=False, ir=True, epilogue_ulps=0,
+                 grid=(16, 1, 1), block=(256, 1, 1)) -> Record:
+    """saxpy(2.5, x, y, N) at grid 16 block 256 (or `grid` and `block`: the launch as
+    recorded, e.g. a 2-D one for the tuner's block candidates), as the hook writes it: the
     prologue x, y and the epilogue y = fmaf(a, x, y) (computed here in float64,
     exact for these values); with `epilogue_ulps`, every nonzero y of the epilogue
     that many ulp above it (a recording the GPU's result matches only within a
@@ -56,7 +58,7 @@ def write_record(directory, saxpy, *, image=True, jit_args=True, array=False, ir
     if annotated:
         b.set_jit_args(annotated)
     args = [struct.pack("<f", A), X.to_bytes(8, "little"), Y.to_bytes(8, "little"), struct.pack("<i", N)]
-    grid, block = (16, 1, 1), (256, 1, 1)
+    grid, block = tuple(grid), tuple(block)
     identity = hashing.launch_identity(saxpy["static"], "sm_90", args, grid=grid, block=block)
     b.set_launch("cudaLaunchKernel", core.Hash128.from_hex(identity), grid, block, 0, 0, args, 0)
     b.set_va_range(0x7F0000000000, 1 << 30)

@@ -57,6 +57,17 @@ def modelled(path: str, point: dict) -> dict:
                         error="the output differs" if status != "ok" else None)
 
 
+def launch_fails(path: str, point: dict) -> dict:
+    """modelled, but a block of more than 512 threads fails to launch, as the driver
+    refuses a block the kernel's registers do not fit (error_kind "launch")."""
+    if not point.get("recorded") and math.prod(point["block"]) > 512:
+        from kir.tune.trial import empty_result
+        _resolve(path, point)
+        return empty_result(status="error", error_kind="launch", arch="sm_90",
+                            error="cuLaunchKernel(_Z5saxpyfPKfPfi): CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES")
+    return modelled(path, point)
+
+
 def spread(path: str, point: dict) -> dict:
     """modelled, its timed rounds spread around the model's time (half, it, three
     times): --metric min/mean/median/max each rank a different statistic."""

@@ -211,3 +211,25 @@ def test_results_dir_and_throughput_of_a_gpu_study(daxpy_record, kir_cli, tmp_pa
     print(f"tune throughput (10 trials): {figures['trials_per_minute']:.1f} trials/min, overhead "
           f"{figures['mean_overhead_s'] * 1e3:.1f} ms/trial beyond compile {figures['mean_compile_s'] * 1e3:.1f} ms "
           f"+ run {figures['mean_run_s'] * 1e3:.1f} ms")
+
+
+def test_max_threads_bounds_on_the_gpu(daxpy_record, kir_cli):
+    """`--max-threads-range` (issue 24 §3) on the GPU: the launch bounds' max threads
+    below the recorded block are skipped before anything is compiled; the others are
+    compiled with that .maxntid, launched and verified bit for bit."""
+    record = Record.load(daxpy_record)
+    threads = record.launch.block[0] * record.launch.block[1] * record.launch.block[2]
+    out = kir_cli("tune", daxpy_record, "--preset", "compiler", "--fixed-passes", "default<O3>",
+                  "--fixed-codegen-opt", "3", "--fixed-fp-contract", "auto", "--specialize-space", "on",
+                  "--launch-bounds-space", "on", "--max-threads-range", "128:1024:128", "--sampler", "exhaustive",
+                  "--json")
+    assert out.returncode == 0, out.stderr[-3000:]
+    r = json.loads(out.stdout)["records"][0]
+    below = [m for m in range(128, 1025, 128) if m < threads]
+    assert r["skipped_counts"]["invalid"] == 3 * len(below)  # x 3 register caps
+    assert {s["point"]["max_threads"] for s in r["skipped"]} == set(below)
+    ran = r["trials"][1:]
+    assert len(ran) == 3 * (8 - len(below))
+    for t in r["trials"]:
+        assert t["state"] == "complete" and t["result"]["verified"], t["result"]
+        assert t["point"]["max_threads"] == 0 or t["point"]["max_threads"] >= threads

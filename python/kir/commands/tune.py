@@ -95,12 +95,18 @@ def add_arguments(parser) -> None:
                            "and exit; no trial runs")
     mode.add_argument("--baseline-only", action="store_true", help="measure the recorded code only; no trial")
     mode.add_argument("--config", metavar="FILE",
-                      help="a JSON object of these options (kir-tune-config/1; --dump-config writes one): "
-                           "options given on the command line win")
-    mode.add_argument("--dump-config", metavar="FILE", help="write the options as resolved to FILE and exit")
+                      help="a JSON (or, ending in .yaml/.yml, YAML) object of these options (kir.tune-config/1; "
+                           "--dump-config writes one): options given on the command line win")
+    mode.add_argument("--dump-config", metavar="FILE",
+                      help="write the options as resolved to FILE (YAML when it ends in .yaml/.yml, else JSON) "
+                           "and exit")
     space = parser.add_argument_group("space controls (override the preset or --space file)")
-    space.add_argument("--launch-dim", choices=("none", "auto"),
-                       help="none: the recorded block only; auto: the auto block candidates")
+    space.add_argument("--launch-dim", choices=("none", "auto", "x", "xy", "xyz"),
+                       help="none: the recorded block only; auto: auto blocks on the axes the launch uses; "
+                            "x, xy, xyz: auto blocks varying exactly these axes")
+    space.add_argument("--adaptive-invalid-ban", action=argparse.BooleanOptionalAction, default=True,
+                       help="skip, in later samples, a block whose launch failed in a trial (default on, as "
+                            "Mneme's); the skipped samples are not trials, and are counted in the report")
     space.add_argument("--launch-safety", choices=("conservative", "balanced", "aggressive"),
                        help="the thread budget of auto blocks")
     space.add_argument("--passes", nargs="+", metavar="PIPELINE",
@@ -119,6 +125,20 @@ def add_arguments(parser) -> None:
     space.add_argument("--min-blocks-per-sm-range", metavar="LOW:HIGH[:STEP]",
                        help="the launch bounds' min blocks per SM searched")
     space.add_argument("--fixed-min-blocks-per-sm", type=int, metavar="N", help="one min blocks per SM")
+    space.add_argument("--max-threads-range", metavar="LOW:HIGH[:STEP]",
+                       help="the launch bounds' max threads searched (1..1024; a bound below a trial's block is "
+                            "skipped as invalid, never compiled)")
+    space.add_argument("--max-threads-policy", choices=("block-threads", "recorded", "hardware", "powers-of-two"),
+                       help="the launch bounds' max threads without --max-threads-range: the block's threads "
+                            "(default), the recorded block's, 1024, or searched among 64..1024")
+    custom = parser.add_argument_group("a search-space module (Mneme's plugin protocol, docs/tune.md)")
+    custom.add_argument("--space-module", metavar="MODULE_OR_PATH:CLASS",
+                        help="the space's dimensions, the variant of each sample, its constraints and first trial "
+                             "from CLASS (kir.tune.space's docstring); warmup, repeat, timing and tolerance stay "
+                             "the preset's or --space file's")
+    custom.add_argument("--space-arg", metavar="KEY=VALUE", action="append", default=[],
+                        help="an argument of CLASS(record, KEY=VALUE, ...) (repeatable; VALUE read as JSON, else "
+                             "as text)")
     parser.add_argument("--executor", metavar="MODULE:FUNCTION",
                         help="run each trial as FUNCTION(path, point) instead of replaying it (tests)")
     parser.add_argument("--json", action="store_true", help=f"print one JSON object ({SCHEMA})")
@@ -207,14 +227,51 @@ def _defaults() -> dict:
     return vars(parser.parse_args(["-"]))
 
 
+def load_config(path: str):
+    """--config FILE: JSON, or YAML when FILE ends in .yaml or .yml (Mneme's
+    session.py _load_config_file reads both; PyYAML comes with Optuna, the tune extra)."""
+    from kir.files import MAX_JSON_BYTES, load_json, read_file
+    where = f"--config {path}"
+    if not str(path).lower().endswith((".yaml", ".yml")):
+        return load_json(path, where)
+    yaml = _yaml()
+    data = read_file(path, where, MAX_JSON_BYTES, OptionError)
+    try:
+        return yaml.safe_load(data.decode())
+    except UnicodeDecodeError as error:
+        raise OptionError(f"{where}: byte {error.start}: not UTF-8") from None
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        at = f"line {mark.line + 1}, column {mark.column + 1} (byte {len(data.decode()[:mark.index].encode())}): " \
+            if mark is not None else ""
+        raise OptionError(f"{where}: {at}not YAML: {getattr(error, 'problem', None) or error}") from None
+
+
+def _yaml():
+    try:
+        import yaml
+    except ImportError as error:
+        from kir.errors import missing_extra
+        raise missing_extra("pyyaml", "tune", "kir tune --config FILE.yaml", error) from None
+    return yaml
+
+
+def dump_config(args: argparse.Namespace) -> None:
+    """--dump-config FILE: JSON, or YAML by FILE's extension (.yaml, .yml)."""
+    path, data = Path(args.dump_config), config_of(args)
+    if path.suffix.lower() in (".yaml", ".yml"):
+        path.write_text(_yaml().safe_dump(data, sort_keys=False))
+    else:
+        path.write_text(json.dumps(data, indent=2) + "\n")
+
+
 def apply_config(args: argparse.Namespace) -> None:
     """--config FILE: its options where the command line left the default."""
     if not args.config:
         return
-    from kir.files import load_json
-    data = load_json(args.config, f"--config {args.config}")
+    data = load_config(args.config)
     if not isinstance(data, dict) or data.get("schema", CONFIG_SCHEMA) != CONFIG_SCHEMA:
-        raise OptionError(f"--config {args.config}: expected a JSON object, schema {CONFIG_SCHEMA}")
+        raise OptionError(f"--config {args.config}: expected an object of options, schema {CONFIG_SCHEMA}")
     defaults = _defaults()
     given = _given()
     for key, value in data.items():
@@ -223,7 +280,35 @@ def apply_config(args: argparse.Namespace) -> None:
         if key not in defaults or key in NOT_CONFIG:
             raise OptionError(f"--config {args.config}: unknown option {key!r}")
         if key not in given and getattr(args, key) == defaults[key]:
-            setattr(args, key, value)
+            setattr(args, key, _config_value(args.config, key, value, defaults[key]))
+
+
+def _action(key: str) -> argparse.Action:
+    parser = argparse.ArgumentParser(add_help=False)
+    add_arguments(parser)
+    return next(a for a in parser._actions if a.dest == key)  # argparse keeps no public list of them
+
+
+def _config_value(path: str, key: str, value, default):
+    """`value` of option `key` in a --config file, checked as the command line would take
+    it (a YAML date or a JSON string where a number goes is one line, exit 2)."""
+    action = _action(key)
+    if value is None and default is None:
+        return value
+    if action.nargs == 0:  # store_true / store_false / --x/--no-x
+        ok, expected = isinstance(value, bool), "true or false"
+    elif action.nargs in ("+", "*") or isinstance(action.default, list):  # nargs lists, append
+        ok, expected = isinstance(value, list) and all(isinstance(v, str) for v in value), "a list of strings"
+    elif action.type in (int, float):
+        ok = isinstance(value, (int, float) if action.type is float else int) and not isinstance(value, bool)
+        expected = "a number" if action.type is float else "an integer"
+    else:
+        ok, expected = isinstance(value, str), "a string"
+    if ok and action.choices is not None and value not in action.choices:
+        ok, expected = False, "one of " + ", ".join(map(str, action.choices))
+    if not ok:
+        raise OptionError(f"--config {path}: {key} {value!r}: expected {expected}")
+    return value
 
 
 def _given() -> set[str]:
@@ -258,6 +343,8 @@ def space_of(args: argparse.Namespace):
         changed.append(flag)
     if args.launch_dim:
         put("block", "recorded" if args.launch_dim == "none" else "auto", "--launch-dim")
+        if args.launch_dim != "none":
+            put("launch_dim", args.launch_dim, "--launch-dim")
     if args.launch_safety:
         put("launch_safety", args.launch_safety, "--launch-safety")
     pipelines = []
@@ -299,10 +386,44 @@ def space_of(args: argparse.Namespace):
             "--min-blocks-per-sm-range")
     if args.fixed_min_blocks_per_sm is not None:
         put("min_blocks", [args.fixed_min_blocks_per_sm], "--fixed-min-blocks-per-sm")
+    if args.max_threads_range:
+        put("max_threads", parse_range(args.max_threads_range, "--max-threads-range", 1, 1024), "--max-threads-range")
+    if args.max_threads_policy:
+        put("max_threads_policy", args.max_threads_policy, "--max-threads-policy")
+    if args.space_module:
+        put("module", space_module(args.space_module), "--space-module")
+        put("module_args", space_args(args.space_arg), "--space-arg")
+    elif args.space_arg:
+        raise OptionError("--space-arg: only with --space-module")
     for flag in ("iterations", "warmup"):
         if getattr(args, flag) is not None:
             put("repeat" if flag == "iterations" else "warmup", getattr(args, flag), "--" + flag)
     return Space.from_dict(data, where + (" with " + ", ".join(dict.fromkeys(changed)) if changed else ""))
+
+
+def space_module(spec: str) -> str:
+    """--space-module MODULE_OR_PATH:CLASS, checked here (a bad one is exit 2 before any
+    trial), a path made absolute (the workers import it too)."""
+    from kir.tune.space import load_space_class
+    load_space_class(spec)
+    module, _, name = spec.rpartition(":")
+    if module.endswith(".py") or "/" in module:
+        return f"{Path(module).resolve()}:{name}"
+    return spec
+
+
+def space_args(items: list[str]) -> dict:
+    """--space-arg KEY=VALUE…: VALUE as JSON, else as text (Mneme's parse_key_value_args)."""
+    out = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise OptionError(f"--space-arg {item!r}: expected KEY=VALUE")
+        try:
+            out[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            out[key] = raw
+    return out
 
 
 @dataclass(frozen=True)
@@ -330,6 +451,7 @@ class TuneOptions:
     baseline_only: bool = False
     trial_timeout: float | None = None
     results_dir: str | None = None
+    adaptive_invalid_ban: bool = True
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> TuneOptions:
@@ -353,7 +475,8 @@ class TuneOptions:
                    executor=args.executor, json=args.json, resume=args.resume, sampler=args.sampler,
                    metric=args.metric, objective=args.objective, timeout=args.timeout, fail_fast=args.fail_fast,
                    study_prefix=args.study_name, baseline_only=args.baseline_only,
-                   trial_timeout=args.trial_timeout, results_dir=args.results_dir)
+                   trial_timeout=args.trial_timeout, results_dir=args.results_dir,
+                   adaptive_invalid_ban=args.adaptive_invalid_ban)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -362,7 +485,7 @@ def run(args: argparse.Namespace) -> int:
     apply_config(args)
     opts = TuneOptions.from_args(args)
     if args.dump_config:
-        Path(args.dump_config).write_text(json.dumps(config_of(args), indent=2) + "\n")
+        dump_config(args)
         return 0
     records = [Record.load(path) for path in opts.paths]  # a bad record is exit 2 before any trial runs
     if args.print_space or args.dry_run:
@@ -390,7 +513,8 @@ def run(args: argparse.Namespace) -> int:
                            store=opts.store, device=opts.device, progress=progress.callback,
                            resume=opts.resume, sampler=opts.sampler, metric=opts.metric, objective=opts.objective,
                            timeout=opts.timeout, fail_fast=opts.fail_fast, study_prefix=opts.study_prefix,
-                           baseline_only=opts.baseline_only, trial_timeout=opts.trial_timeout)
+                           baseline_only=opts.baseline_only, trial_timeout=opts.trial_timeout,
+                           adaptive_invalid_ban=opts.adaptive_invalid_ban)
     finally:
         if cluster is not None:
             cluster.close()
@@ -463,6 +587,11 @@ def print_record(r, cache) -> None:
     widths = [max(len(line[c]) for line in table) for c in range(len(header) - 1)]
     for line in table:
         print("  " + "  ".join(c.ljust(w) for c, w in zip(line, widths)) + "  " + line[-1])
+    if o.skipped:
+        counts = {k: sum(r.skipped == k for r in o.skipped) for k in ("banned", "invalid")}
+        banned = ", ".join("x".join(map(str, b)) for b in o.banned_blocks)
+        print(f"  skipped samples (not run): {counts['banned']} of banned blocks" + (f" ({banned})" if banned else "")
+              + f", {counts['invalid']} invalid")
     best = o.best()
     if best is None:
         print("  no verified trial")

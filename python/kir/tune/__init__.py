@@ -56,7 +56,10 @@ class RecordTuning:
                     "description": self.handoff.row.point.describe() if self.handoff.row else None},
                 "handoffs": [h.to_json() | {"median_ms": h.row.ms if h.row else None} for h in self.handoffs],
                 "trials": [r.to_json() for r in o.rows], "throughput": throughput(o.rows),
-                "warnings": list(self.warnings)}
+                "warnings": list(self.warnings),
+                "skipped": [r.to_json() for r in o.skipped],
+                "skipped_counts": {k: sum(r.skipped == k for r in o.skipped) for k in ("banned", "invalid")},
+                "banned_blocks": [list(b) for b in o.banned_blocks]}
 
 
 def tune(paths, space: Space | None = None, trials: int = 20, *, storage: str | None = None, cluster=None,
@@ -64,7 +67,7 @@ def tune(paths, space: Space | None = None, trials: int = 20, *, storage: str | 
          cache=None, store: str = "better", device: int = 0, progress=None, resume: bool = False,
          sampler: str = "tpe", metric: str = "median", objective: str = "time", timeout: float | None = None,
          fail_fast: bool = False, study_prefix: str = "kir-tune", baseline_only: bool = False,
-         trial_timeout: float | None = None) -> list[RecordTuning]:
+         trial_timeout: float | None = None, adaptive_invalid_ban: bool = True) -> list[RecordTuning]:
     """Tune every record of `paths` (`trials` trials each) and hand each winner to the
     JIT client's cache. `cluster`: a kir.distribute.Cluster to run on (each record's
     trials split over its workers when they share `storage`); `storage`: an Optuna
@@ -78,7 +81,8 @@ def tune(paths, space: Space | None = None, trials: int = 20, *, storage: str | 
 
     `sampler`, `metric`, `objective`, `timeout`, `fail_fast`, `study_prefix`:
     kir.tune.study.TuneTask's; `trial_timeout`: seconds a trial may take;
-    `baseline_only`: measure the recorded code, no trial."""
+    `baseline_only`: measure the recorded code, no trial; `adaptive_invalid_ban`: a block
+    whose launch failed is skipped in later samples (kir.tune.study.banned_blocks)."""
     from kir.tune.study import METRICS, OBJECTIVES, SAMPLERS
     for name, value, allowed in (("--sampler", sampler, SAMPLERS), ("--metric", metric, tuple(METRICS)),
                                  ("--objective", objective, OBJECTIVES)):
@@ -110,7 +114,8 @@ def tune(paths, space: Space | None = None, trials: int = 20, *, storage: str | 
             tasks.append(TuneTask(path, space_data, 0 if baseline_only else n, storage,
                                   None if seed is None else seed + i, executor, device, study=studies[path][0],
                                   sampler=sampler, metric=metric, objective=objective, timeout=timeout,
-                                  fail_fast=fail_fast, study_prefix=study_prefix, trial_timeout=trial_timeout))
+                                  fail_fast=fail_fast, study_prefix=study_prefix, trial_timeout=trial_timeout,
+                                  adaptive_invalid_ban=adaptive_invalid_ban))
     if cluster is not None:
         from kir.distribute import Failure, map_items
         finished = [0]
@@ -138,7 +143,7 @@ def tune(paths, space: Space | None = None, trials: int = 20, *, storage: str | 
         name, warning = studies[path]
         outcome = load_outcome(path, storage, [r for r in returned if isinstance(r, dict)], name, study_prefix)
         results.append(RecordTuning(outcome, [handoff(outcome, c, cache, store, claimed) for c in clients],
-                                    [warning] if warning else []))
+                                    ([warning] if warning else []) + outcome.warnings))
     return results
 
 

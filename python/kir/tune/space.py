@@ -8,6 +8,7 @@ A space is a JSON object (`kir tune --space FILE`), or one of the presets
      "preset": "standard",                  # start from a preset, then override keys
      "block": "auto",                       # "auto", "recorded", or [[256,1,1], [128,1,1], ...]
      "launch_safety": "balanced",           # with "auto": conservative | balanced | aggressive
+     "launch_dim": "auto",                  # with "auto": the axes whose size varies: auto | x | xy | xyz
      "opt_level": [1, 2, 3],                # LLVM's default<ON> pipeline
      "pipeline": ["default<O3>", ...],      # explicit pipelines instead of opt_level (optional)
      "codegen_opt": [2, 3],                 # the back end's level
@@ -17,6 +18,9 @@ A space is a JSON object (`kir tune --space FILE`), or one of the presets
      "specialize_dims": [false, true],      # grid and block become constants
      "launch_bounds": [false, true],        # __launch_bounds__(threads of the block, min_blocks)
      "min_blocks": [0, 1, 2, 4],            # with launch_bounds
+     "max_threads": [256, 512],             # with launch_bounds: its max threads (default: the policy's)
+     "max_threads_policy": "block-threads", # without max_threads: block-threads | recorded | hardware |
+                                            # powers-of-two
      "timing": "graph",                     # how launches are timed (kir.replay.Variant.timing:
                                             # each, graph, or activity: CUPTI's kernel-only times)
      "tolerance": {"ulp": 4, "dtype": "float32"},  # verification (kir.replay.Tolerance; default:
@@ -32,12 +36,38 @@ powers of two and the recorded size; the total at most the thread budget
 (conservative: the recorded block's threads, balanced: twice that, aggressive:
 1024) and at least a warp; the grid on each such axis covers the recorded work
 (ceil(recorded block × grid / block)), the others keep the recorded grid.
+"launch_dim" picks the axes instead (Mneme's `--launch-dim`, builtin_spaces.py
+_active_axes): "x", "xy" or "xyz" vary exactly those axes, one the launch does not
+use included, and keep the others at the recorded size; "auto" the axes the launch
+uses.
 
 `Space.sample(trial, record)` turns an Optuna trial's choices into a `Point`, and
 `Point.variant()` into the kir.replay.Variant that runs it.
+
+A space may instead come from a **search-space module** (`"module":
+"MODULE_OR_PATH:CLASS"`, `"module_args": {...}`; `kir tune --space-module`,
+`--space-arg`), Mneme's plugin protocol (python/mneme/tuning/builtin_spaces.py
+load_custom_space, search_space.py SearchSpace) with kir's names:
+
+    class MySpace:
+        def __init__(self, record, **module_args): ...   # a kir.record.Record
+        def dimensions(self):        # {name: [choices] | value | Mneme-style param}
+        def derived(self, params):   # {Point field: value}: block, grid, opt_level, pipeline,
+                                     # codegen_opt, maxrregcount, fp_contract, specialize_args,
+                                     # specialize_dims, launch_bounds, min_blocks, max_threads
+        def constraints(self, params):  # optional: False skips the sample as invalid
+        def baseline(self):          # optional: the first trial's params (default: each
+                                     # dimension's first choice)
+
+A dimension is a list of choices, one value (fixed), or an object as Mneme's params
+are (`.value`: fixed; `.choices`: categorical or bool; `.low`, `.high`, `.step`: an
+integer range). The block defaults to the recorded one, the grid to the one covering
+the recorded work, the rest to kir.jit's defaults; warmup, repeat, timing and
+tolerance stay the space's.
 """
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import asdict, dataclass, field
 
@@ -50,11 +80,18 @@ MAX_THREADS = 1024
 MAX_BLOCK = (1024, 1024, 64)
 MAX_GRID = ((1 << 31) - 1, 65535, 65535)
 SAFETIES = ("conservative", "balanced", "aggressive")
+#: the launch bounds' max threads without "max_threads" choices (Mneme's --max-threads-policy,
+#: builtin_spaces.py BuiltinTuneSearchSpace._max_threads): the block's threads, the recorded
+#: block's, the hardware's 1024, or searched among 64..1024
+MAX_THREADS_POLICIES = ("block-threads", "recorded", "hardware", "powers-of-two")
+#: the axes "auto" blocks vary (Mneme's --launch-dim; "none" is block "recorded")
+LAUNCH_DIMS = ("auto", "x", "xy", "xyz")
 
 #: every key a space may set, with its preset-free default
 DEFAULTS = {
     "block": "recorded",
     "launch_safety": "balanced",
+    "launch_dim": "auto",
     "opt_level": [3],
     "pipeline": None,
     "codegen_opt": [3],
@@ -64,10 +101,14 @@ DEFAULTS = {
     "specialize_dims": [False],
     "launch_bounds": [False],
     "min_blocks": [0],
+    "max_threads": None,
+    "max_threads_policy": "block-threads",
     "timing": "graph",
     "tolerance": None,
     "warmup": 1,
     "repeat": 20,
+    "module": None,
+    "module_args": None,
 }
 
 PRESETS = {
@@ -88,7 +129,7 @@ PRESETS = {
 
 #: the dimensions Optuna chooses (the others are settings)
 DIMENSIONS = ("block", "opt_level", "pipeline", "codegen_opt", "maxrregcount", "fp_contract", "specialize_args",
-              "specialize_dims", "launch_bounds", "min_blocks")
+              "specialize_dims", "launch_bounds", "min_blocks", "max_threads")
 
 
 def _dims3(value, where: str) -> tuple[int, int, int]:
@@ -107,8 +148,20 @@ def derived_grid(recorded_block, recorded_grid, block) -> tuple[int, int, int]:
     return tuple(out)
 
 
-def block_candidates(recorded_block, recorded_grid, safety: str = "balanced") -> list[tuple[int, int, int]]:
-    """The "auto" block shapes of a launch (see the module's docstring), the recorded one first."""
+def active_axes(recorded_block, recorded_grid, launch_dim: str = "auto") -> tuple[bool, bool, bool]:
+    """The axes whose block size varies (Mneme's builtin_spaces.py _active_axes): "x",
+    "xy", "xyz" those; "auto" each axis the launch uses (block or grid larger than 1)."""
+    if launch_dim not in LAUNCH_DIMS:
+        raise OptionError(f"launch_dim {launch_dim!r}: expected {', '.join(LAUNCH_DIMS)}")
+    if launch_dim == "auto":
+        return tuple(b > 1 or g > 1 for b, g in zip(recorded_block, recorded_grid))
+    return tuple(axis in launch_dim for axis in "xyz")
+
+
+def block_candidates(recorded_block, recorded_grid, safety: str = "balanced",
+                     launch_dim: str = "auto") -> list[tuple[int, int, int]]:
+    """The "auto" block shapes of a launch (see the module's docstring), the recorded one
+    first; `launch_dim`: the axes that vary (active_axes)."""
     if safety not in SAFETIES:
         raise OptionError(f"launch_safety {safety!r}: expected {', '.join(SAFETIES)}")
     recorded = tuple(recorded_block)
@@ -116,8 +169,8 @@ def block_candidates(recorded_block, recorded_grid, safety: str = "balanced") ->
     budget = {"conservative": min(MAX_THREADS, threads), "balanced": min(MAX_THREADS, 2 * threads),
               "aggressive": MAX_THREADS}[safety]
     axes = []
-    for i, (b, g) in enumerate(zip(recorded, recorded_grid)):
-        if b > 1 or g > 1:
+    for i, (b, active) in enumerate(zip(recorded, active_axes(recorded, recorded_grid, launch_dim))):
+        if active:
             values = {b} | {1 << k for k in range(11) if (1 << k) <= MAX_BLOCK[i]}
             axes.append(sorted(values))
         else:
@@ -150,6 +203,7 @@ class Point:
     specialize_dims: bool = False
     launch_bounds: bool = False
     min_blocks: int = 0
+    max_threads: int = 0           #: with launch_bounds: its max threads per block (0: the block's threads)
     fp_contract: str = "auto"
     warmup: int = 1
     repeat: int = 20
@@ -157,6 +211,7 @@ class Point:
     recorded_launch: bool = True   #: block and grid are the recording's
     recorded_code: bool = False    #: the record's own code (no LLVM IR to compile: an nvcc build)
     tolerance: dict | None = None  #: kir.replay.Tolerance.to_json(); None: the record's annotations, else bitwise
+    params: dict | None = None     #: a search-space module's sample (its dimensions' values)
 
     def options(self):
         from kir.jit import Options
@@ -172,11 +227,16 @@ class Point:
         threads = math.prod(self.block)
         return Variant(grid=self.grid, block=self.block, args="jit" if self.specialize_args and has_jit_args else (),
                        specialize_grid=self.specialize_dims, specialize_block=self.specialize_dims,
-                       bounds=(threads, self.min_blocks) if self.launch_bounds else None,
+                       bounds=(self.max_threads or threads, self.min_blocks) if self.launch_bounds else None,
                        options=self.options(), warmup=self.warmup, repeat=self.repeat, timing=self.timing,
                        tolerance=_tolerance_from(self.tolerance), name=name)
 
     def describe(self) -> str:
+        if self.params is not None:
+            return ", ".join([f"{k} {_text(v)}" for k, v in self.params.items()] + [self._describe()])
+        return self._describe()
+
+    def _describe(self) -> str:
         parts = [f"block {'x'.join(map(str, self.block))}", f"grid {'x'.join(map(str, self.grid))}"]
         if self.recorded_code:
             return ", ".join(parts + ["the recorded code"])
@@ -190,7 +250,7 @@ class Point:
         if self.specialize_dims:
             parts.append("dims specialized")
         if self.launch_bounds:
-            parts.append(f"bounds {math.prod(self.block)},{self.min_blocks}")
+            parts.append(f"bounds {self.max_threads or math.prod(self.block)},{self.min_blocks}")
         return ", ".join(parts)
 
     def to_json(self) -> dict:
@@ -208,6 +268,7 @@ class Space:
     """A validated search space (see the module's docstring)."""
     block: object = "recorded"
     launch_safety: str = "balanced"
+    launch_dim: str = "auto"
     opt_level: list = field(default_factory=lambda: [3])
     pipeline: list | None = None
     codegen_opt: list = field(default_factory=lambda: [3])
@@ -217,10 +278,14 @@ class Space:
     specialize_dims: list = field(default_factory=lambda: [False])
     launch_bounds: list = field(default_factory=lambda: [False])
     min_blocks: list = field(default_factory=lambda: [0])
+    max_threads: list | None = None
+    max_threads_policy: str = "block-threads"
     warmup: int = 1
     repeat: int = 20
     timing: str = "graph"
     tolerance: dict | None = None
+    module: str | None = None      #: a search-space module, MODULE_OR_PATH:CLASS (the module's docstring)
+    module_args: dict | None = None
     source: str = "preset standard"
 
     @classmethod
@@ -257,6 +322,9 @@ class Space:
         space.launch_safety = merged["launch_safety"]
         if space.launch_safety not in SAFETIES:
             raise OptionError(f"{where}: launch_safety {space.launch_safety!r}: expected {', '.join(SAFETIES)}")
+        space.launch_dim = merged["launch_dim"]
+        if space.launch_dim not in LAUNCH_DIMS:
+            raise OptionError(f"{where}: launch_dim {space.launch_dim!r}: expected {', '.join(LAUNCH_DIMS)}")
         block = merged["block"]
         if block in ("auto", "recorded"):
             space.block = block
@@ -277,6 +345,13 @@ class Space:
         from kir.jit.transform import FP_CONTRACT
         space.fp_contract = _choices(merged["fp_contract"], where, "fp_contract", str, FP_CONTRACT)
         space.min_blocks = _choices(merged["min_blocks"], where, "min_blocks", int, range(33))
+        if merged["max_threads"] is not None:
+            space.max_threads = _choices(merged["max_threads"], where, "max_threads", int, range(1, MAX_THREADS + 1),
+                                         f"1..{MAX_THREADS}")
+        space.max_threads_policy = merged["max_threads_policy"]
+        if space.max_threads_policy not in MAX_THREADS_POLICIES:
+            raise OptionError(f"{where}: max_threads_policy {space.max_threads_policy!r}: expected "
+                              f"{', '.join(MAX_THREADS_POLICIES)}")
         for name in ("specialize_args", "specialize_dims", "launch_bounds"):
             setattr(space, name, _choices(merged[name], where, name, bool, (False, True)))
         if merged["pipeline"] is not None:
@@ -303,6 +378,14 @@ class Space:
                 raise OptionError(f"{where}: tolerance: {error}") from None
             except OptionError as error:
                 raise OptionError(f"{where}: tolerance: {error}") from None
+        if merged["module"] is not None:
+            if not isinstance(merged["module"], str) or ":" not in merged["module"]:
+                raise OptionError(f"{where}: module {merged['module']!r}: expected MODULE_OR_PATH:CLASS")
+            if not isinstance(merged["module_args"] or {}, dict):
+                raise OptionError(f"{where}: module_args {merged['module_args']!r}: expected an object")
+            space.module, space.module_args = merged["module"], dict(merged["module_args"] or {})
+        elif merged["module_args"]:
+            raise OptionError(f"{where}: module_args without a module")
         for name, low in (("warmup", 0), ("repeat", 1)):
             value = merged[name]
             if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= 100000:
@@ -326,7 +409,7 @@ class Space:
         if self.block == "recorded":
             return [tuple(launch.block)]
         if self.block == "auto":
-            return block_candidates(launch.block, launch.grid, self.launch_safety)
+            return block_candidates(launch.block, launch.grid, self.launch_safety, self.launch_dim)
         shapes = [tuple(launch.block)] + [b for b in self.block if b != tuple(launch.block)]
         return shapes if tuple(launch.block) in self.block else shapes[1:]
 
@@ -337,7 +420,6 @@ class Space:
         (suggest_int), which CMA-ES models (it leaves categorical ones to a random
         sampler: optuna.samplers.CmaEsSampler)."""
         launch = record.launch
-        blocks = self.blocks(record)
 
         def pick(name, choices):
             if len(choices) == 1:
@@ -348,7 +430,11 @@ class Space:
             chosen = trial.suggest_categorical(name, texts)
             return choices[texts.index(chosen)]
 
-        block = pick("block", blocks)
+        if self.module:
+            plugin = self.plugin(record)
+            params = {name: pick(name, choices) for name, choices in plugin_dimensions(plugin, self.module).items()}
+            return self._plugin_point(plugin, record, params)
+        block = pick("block", self.blocks(record))
         grid = tuple(launch.grid) if block == tuple(launch.block) else \
             derived_grid(launch.block, launch.grid, block)
         point = Point(block=block, grid=grid, warmup=self.warmup, repeat=self.repeat, timing=self.timing,
@@ -365,7 +451,62 @@ class Space:
         point.launch_bounds = pick("launch_bounds", self.launch_bounds)
         if point.launch_bounds:
             point.min_blocks = pick("min_blocks", self.min_blocks)
+            point.max_threads = pick("max_threads", self.max_threads_choices(record))
         return point
+
+    def max_threads_choices(self, record) -> list[int]:
+        """The launch bounds' max threads choices (0: the block's threads): "max_threads",
+        else the policy's (Mneme's BuiltinTuneSearchSpace: a range wins over the policy)."""
+        if self.max_threads is not None:
+            return self.max_threads
+        return {"block-threads": [0], "recorded": [math.prod(record.launch.block)], "hardware": [MAX_THREADS],
+                "powers-of-two": [64, 128, 256, 512, 1024]}[self.max_threads_policy]
+
+    def plugin(self, record):
+        """The search-space module's object for `record` (one per record and process)."""
+        cache = _PLUGINS.setdefault((self.module, json.dumps(self.module_args, sort_keys=True, default=str)), {})
+        key = (str(record.path), record.launch.identity)
+        if key not in cache:
+            cls = load_space_class(self.module)
+            cache[key] = call_plugin(self.module, "the class", cls, record, **(self.module_args or {}))
+        return cache[key]
+
+    def _plugin_point(self, plugin, record, params: dict) -> Point:
+        """The Point a module's sample `params` stands for (its `derived`)."""
+        launch = record.launch
+        fields = call_plugin(self.module, "derived()", plugin.derived, dict(params)) or {}
+        if not isinstance(fields, dict):
+            raise OptionError(f"--space-module {self.module}: derived() returned {type(fields).__name__}, "
+                              "expected a dict of Point fields")
+        allowed = {"block", "grid", "opt_level", "pipeline", "codegen_opt", "maxrregcount", "fp_contract",
+                   "specialize_args", "specialize_dims", "launch_bounds", "min_blocks", "max_threads"}
+        unknown = sorted(set(fields) - allowed)
+        if unknown:
+            raise OptionError(f"--space-module {self.module}: derived() set {', '.join(map(repr, unknown))}; "
+                              f"expected {', '.join(sorted(allowed))}")
+        fields = dict(fields)
+        block = _dims3(list(fields.pop("block", launch.block)), f"--space-module {self.module}: block")
+        grid = fields.pop("grid", None)
+        grid = _dims3(list(grid), f"--space-module {self.module}: grid") if grid is not None else \
+            tuple(launch.grid) if block == tuple(launch.block) else derived_grid(launch.block, launch.grid, block)
+        return Point(block=block, grid=grid, warmup=self.warmup, repeat=self.repeat, timing=self.timing,
+                     tolerance=self.tolerance, params=json.loads(json.dumps(params, default=str)),
+                     recorded_launch=(block, grid) == (tuple(launch.block), tuple(launch.grid)), **fields)
+
+    def invalid(self, point: Point, record=None) -> str | None:
+        """Why `point` cannot run, found before anything is compiled (Mneme's
+        SearchSpace.constraints, BuiltinTuneSearchSpace.constraints); None: it can. Such a
+        sample is skipped, not run (kir.tune.study.TuneTask._skip). A launch bound below the
+        block's threads: the launch would fail (kir.replay.variant.resolve refuses it too)."""
+        if self.module and record is not None and point.params is not None:
+            check = getattr(self.plugin(record), "constraints", None)
+            if check is not None and not call_plugin(self.module, "constraints()", check, dict(point.params)):
+                return "the search-space module's constraints refuse it"
+        threads = math.prod(point.block)
+        if point.launch_bounds and point.max_threads and point.max_threads < threads:
+            return (f"launch bounds of {point.max_threads} threads below the block's {threads} "
+                    f"({'x'.join(map(str, point.block))})")
+        return None
 
     def recorded(self) -> dict:
         """The request for the baseline: the recorded code at the recorded launch,
@@ -382,6 +523,20 @@ class Space:
         def put(name, choices, value):
             if len(choices) > 1:
                 params[name] = choices.index(value) if ordinal and not isinstance(value, bool) else _text(value)
+        if self.module:
+            plugin = self.plugin(record)
+            dims = plugin_dimensions(plugin, self.module)
+            first = call_plugin(self.module, "baseline()", plugin.baseline) if hasattr(plugin, "baseline") else {}
+            if not isinstance(first, dict) or set(first) - set(dims):
+                raise OptionError(f"--space-module {self.module}: baseline() must return a dict of its dimensions' "
+                                  f"values, got {first!r}")
+            for name, choices in dims.items():
+                value = first.get(name, choices[0])
+                if value not in choices:
+                    raise OptionError(f"--space-module {self.module}: baseline() {name} {value!r}: not one of its "
+                                      "choices")
+                put(name, choices, value)
+            return params
         put("block", self.blocks(record), tuple(record.launch.block))
         for name, default in (("opt_level", 3), ("codegen_opt", 3), ("maxrregcount", 0), ("fp_contract", "auto"),
                               ("specialize_args", True), ("specialize_dims", False), ("launch_bounds", False)):
@@ -391,11 +546,19 @@ class Space:
             put(name, choices, default if default in choices else choices[-1])
         if self.pipeline:
             put("pipeline", self.pipeline, self.pipeline[0])
+        if True in self.launch_bounds:  # Optuna's GridSampler needs every dimension of its grid
+            put("min_blocks", self.min_blocks, 0 if 0 in self.min_blocks else self.min_blocks[0])
+            choices, threads = self.max_threads_choices(record), math.prod(record.launch.block)
+            fits = [c for c in choices if c == 0 or c >= threads]
+            put("max_threads", choices, 0 if 0 in choices else min(fits) if fits else choices[-1])
         return params
 
     def grid(self, record) -> dict:
         """Every dimension with more than one choice, its choices as `sample` suggests
         them: the search space of Optuna's GridSampler (`--sampler grid|exhaustive`)."""
+        if self.module:
+            dims = plugin_dimensions(self.plugin(record), self.module)
+            return {k: [_text(c) for c in v] for k, v in dims.items() if len(v) > 1}
         dims = {"block": self.blocks(record)}
         if self.pipeline:
             dims["pipeline"] = self.pipeline
@@ -406,24 +569,102 @@ class Space:
             dims[name] = getattr(self, name)
         if True in self.launch_bounds:
             dims["min_blocks"] = self.min_blocks
+            dims["max_threads"] = self.max_threads_choices(record)
         return {k: [_text(c) for c in v] for k, v in dims.items() if len(v) > 1}
 
     def size(self, record) -> int:
         """How many distinct points the space holds."""
+        if self.module:
+            return math.prod(len(v) for v in plugin_dimensions(self.plugin(record), self.module).values())
         n = len(self.blocks(record)) * len(self.pipeline or self.opt_level) * len(self.codegen_opt)
         n *= len(self.maxrregcount) * len(self.fp_contract) * len(self.specialize_args) * len(self.specialize_dims)
-        bounds = (len(self.min_blocks) if True in self.launch_bounds else 0) + (False in self.launch_bounds)
+        bounds = (len(self.min_blocks) * len(self.max_threads_choices(record)) if True in self.launch_bounds else 0) \
+            + (False in self.launch_bounds)
         return n * bounds
 
     def describe(self, record) -> dict:
         """JSON-ready: every dimension's choices, as resolved for `record`."""
+        if self.module:
+            dims = plugin_dimensions(self.plugin(record), self.module)
+            return {"source": self.source, "module": self.module, "module_args": self.module_args,
+                    "dimensions": json.loads(json.dumps(dims, default=str)), "warmup": self.warmup,
+                    "repeat": self.repeat, "timing": self.timing, "tolerance": self.tolerance,
+                    "points": self.size(record)}
         return {"source": self.source, "block": [list(b) for b in self.blocks(record)],
-                "launch_safety": self.launch_safety, "opt_level": None if self.pipeline else self.opt_level,
+                "launch_safety": self.launch_safety, "launch_dim": self.launch_dim, "opt_level": None if self.pipeline else self.opt_level,
                 "pipeline": self.pipeline, "codegen_opt": self.codegen_opt, "maxrregcount": self.maxrregcount,
                 "fp_contract": self.fp_contract, "specialize_args": self.specialize_args, "specialize_dims": self.specialize_dims,
-                "launch_bounds": self.launch_bounds, "min_blocks": self.min_blocks, "warmup": self.warmup,
+                "launch_bounds": self.launch_bounds, "min_blocks": self.min_blocks,
+                "max_threads": self.max_threads_choices(record), "max_threads_policy": self.max_threads_policy,
+                "warmup": self.warmup,
                 "repeat": self.repeat, "timing": self.timing, "tolerance": self.tolerance,
                 "points": self.size(record)}
+
+
+_PLUGINS: dict = {}  #: Space.plugin's objects, by module and arguments, then record
+
+
+def load_space_class(spec: str):
+    """CLASS of MODULE_OR_PATH:CLASS: a module name, or a .py file (a path: Mneme's
+    load_custom_space)."""
+    module_name, _, name = spec.rpartition(":")
+    if not module_name or not name:
+        raise OptionError(f"--space-module {spec!r}: expected MODULE_OR_PATH:CLASS")
+    if module_name.endswith(".py") or "/" in module_name:
+        import importlib.util
+        from pathlib import Path
+        path = Path(module_name).resolve()
+        if not path.is_file():
+            raise OptionError(f"--space-module {spec}: {path}: no such file")
+        loader = importlib.util.spec_from_file_location(f"kir_user_space_{path.stem}", str(path))
+        module = importlib.util.module_from_spec(loader)
+        try:
+            loader.loader.exec_module(module)
+        except Exception as error:  # the user's module: its error, in one line
+            raise OptionError(f"--space-module {spec}: {type(error).__name__}: {error}") from None
+        cls = getattr(module, name, None)
+        if not callable(cls):
+            raise OptionError(f"--space-module {spec}: {path} has no class {name}")
+        return cls
+    from kir.distribute import load_function
+    return load_function(spec, "--space-module")
+
+
+def call_plugin(spec: str, what: str, function, *args, **kwargs):
+    """A search-space module's call; what it raises is one line naming the module and call
+    (an OptionError: exit 2), never a traceback."""
+    try:
+        return function(*args, **kwargs)
+    except OptionError:
+        raise
+    except Exception as error:  # the user's code
+        raise OptionError(f"--space-module {spec}: {what}: {type(error).__name__}: {error}") from None
+
+
+def plugin_dimensions(plugin, spec: str) -> dict[str, list]:
+    """A search-space module's dimensions as lists of choices (the module's docstring)."""
+    dims = call_plugin(spec, "dimensions()", plugin.dimensions)
+    if not isinstance(dims, dict) or not dims:
+        raise OptionError(f"--space-module {spec}: dimensions() must return a non-empty dict")
+    out = {}
+    for name, param in dims.items():
+        if isinstance(param, (list, tuple)):
+            choices = list(param)
+        elif hasattr(param, "value"):
+            choices = [param.value]
+        elif hasattr(param, "choices"):
+            choices = list(param.choices)
+        elif all(hasattr(param, a) for a in ("low", "high")):
+            if not all(isinstance(getattr(param, a), int) for a in ("low", "high")):
+                raise OptionError(f"--space-module {spec}: dimension {name!r}: a real range; kir tune samples "
+                                  "choices (give a list, or an integer range)")
+            choices = list(range(param.low, param.high + 1, getattr(param, "step", 1) or 1))
+        else:
+            choices = [param]
+        if not choices:
+            raise OptionError(f"--space-module {spec}: dimension {name!r}: no choices")
+        out[str(name)] = choices
+    return out
 
 
 def _tolerance_from(data: dict | None):

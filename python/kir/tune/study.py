@@ -177,6 +177,7 @@ class TuneTask:
     fail_fast: bool = False            #: stop at the first trial whose status is "error"
     study_prefix: str = "kir-tune"
     trial_timeout: float | None = None  #: seconds a trial may take (TrialProcess kills it past them)
+    adaptive_invalid_ban: bool = True  #: skip the blocks whose launch failed in an earlier trial (banned_blocks)
 
     def __call__(self, _item=None, on_trial=None) -> dict:
         optuna = _optuna()
@@ -219,6 +220,11 @@ class TuneTask:
                 data = point.to_json()
                 text = json.dumps(data, sort_keys=True)
                 trial.set_user_attr("point", data)
+                skip = self._skip(space, record, point, trial.study)
+                if skip is not None:  # not run, not counted (Mneme: told to Optuna as invalid, no trial)
+                    trial.set_user_attr("skipped", skip[0])
+                    trial.set_user_attr("result", {"status": skip[0], "error": skip[1], "error_kind": skip[0]})
+                    raise optuna.TrialPruned(skip[1])
                 start = time.perf_counter()
                 if text in seen:
                     result = dict(seen[text], repeated=True)
@@ -240,13 +246,32 @@ class TuneTask:
                     return base / value
                 return value
 
-            callbacks = [lambda _study, _trial: on_trial()] if on_trial is not None else None
             n = self.trials
             if self.sampler == "exhaustive" and n > 0:  # the whole grid (GridSampler stops the study there) and the first
                 n = math.prod(len(v) for v in space.grid(record).values()) + 1
+            counted = {"run": 0, "skipped": 0}
+            limit = max(100, 10 * n)  # skipped samples in a row before the study is stopped
+
+            def counter(study, trial):
+                # a skipped sample (banned block, invalid point) is no trial: n trials are run
+                # (Mneme's TuningSession._iter_optuna_candidates counts only those it submits)
+                if trial.user_attrs.get("skipped"):
+                    counted["skipped"] += 1
+                    if counted["skipped"] >= limit:
+                        study.set_user_attr(f"warning:{socket.gethostname()}:{os.getpid()}",
+                                            f"stopped after {limit} samples in a row that were skipped (banned "
+                                            f"blocks or invalid points): {counted['run']} of {n} trials run")
+                        study.stop()
+                    return
+                counted["run"] += 1
+                counted["skipped"] = 0
+                if on_trial is not None:
+                    on_trial()
+                if counted["run"] >= n:
+                    study.stop()
             try:
                 if n > 0:
-                    study.optimize(objective, n_trials=n, timeout=self.timeout, catch=(), callbacks=callbacks)
+                    study.optimize(objective, n_trials=None, timeout=self.timeout, catch=(), callbacks=[counter])
             except ValueError as error:  # Optuna: a dimension's choices differ from the study's (--resume)
                 raise OptionError(f"study {name}: cannot continue with this space: {error} (without --resume a "
                                   "new study starts)") from None
@@ -255,6 +280,20 @@ class TuneTask:
         return {"study": name, "trials": _rows_json(study) if self.storage is None else None,
                 "user_attrs": dict(study.user_attrs) if self.storage is None else None}
 
+    def _skip(self, space: Space, record, point: Point, study) -> tuple[str, str] | None:
+        """("invalid", why): the point cannot run (Space.invalid: checked before anything is
+        compiled); ("banned", why): its block failed to launch in an earlier trial of the
+        study (--adaptive-invalid-ban, Mneme's TuningSession._banned_block_shapes); None: run it."""
+        why = space.invalid(point, record)
+        if why is not None:
+            return "invalid", why
+        if self.adaptive_invalid_ban and not point.recorded_launch:
+            failed = banned_blocks(study)
+            if tuple(point.block) in failed:
+                return "banned", (f"block {'x'.join(map(str, point.block))} failed to launch in trial "
+                                  f"{failed[tuple(point.block)]} (--adaptive-invalid-ban)")
+        return None
+
     def _runner(self):
         if self.executor:
             from kir.distribute import load_function
@@ -262,6 +301,26 @@ class TuneTask:
         from kir.tune.trial import TrialProcess
         process = TrialProcess(self.device, self.trial_timeout)
         return process.run, process.close
+
+
+#: the error kinds that ban a trial's block for later samples (--adaptive-invalid-ban):
+#: its launch failed (refused by the driver, or faulted: a block the kernel does not guard)
+BANNING_ERRORS = ("launch",)
+
+
+def banned_blocks(study) -> dict[tuple[int, int, int], int]:
+    """The blocks whose launch failed in a trial of `study` (error_kind in BANNING_ERRORS),
+    each with the first such trial's number; never the recorded block (the app launched it:
+    a failure there is the code's). Mneme bans a block shape after an "invalid_launch"
+    result (python/mneme/tuning/session.py, TuningSession.run) and samples around it; read
+    from the study, the ban holds for every worker that shares it."""
+    optuna = _optuna()
+    out = {}
+    for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.PRUNED,)):
+        point, result = t.user_attrs.get("point"), t.user_attrs.get("result") or {}
+        if point and result.get("error_kind") in BANNING_ERRORS and not point.get("recorded_launch"):
+            out.setdefault(tuple(point["block"]), t.number)
+    return out
 
 
 @dataclasses.dataclass
@@ -277,6 +336,7 @@ class TrialRow:
     started: str | None = None      #: Optuna's datetime_start, ISO 8601 (the trial asked for; local time)
     completed: str | None = None    #: Optuna's datetime_complete (told its value, or pruned)
     phases: dict | None = None      #: phases(): the trial's wall seconds split (None: not finished)
+    skipped: str | None = None      #: "banned" or "invalid": a sample not run (TuneTask._skip), no trial
 
     @property
     def ms(self) -> float | None:
@@ -288,13 +348,14 @@ class TrialRow:
         return {"number": self.number, "state": self.state, "point": self.point.to_json() if self.point else None,
                 "description": self.point.describe() if self.point else None, "result": self.result,
                 "seconds": self.seconds, "worker": self.worker, "value_ms": self.value_ms, "started": self.started,
-                "completed": self.completed, "phases": self.phases}
+                "completed": self.completed, "phases": self.phases,
+                "skipped": self.skipped}
 
     @classmethod
     def from_json(cls, d: dict) -> TrialRow:
         return cls(d["number"], d["state"], Point.from_json(d["point"]) if d["point"] else None, d["result"] or {},
                    d["seconds"], d["worker"], d.get("value_ms"), d.get("started"), d.get("completed"),
-                   d.get("phases"))
+                   d.get("phases"), d.get("skipped"))
 
 
 def phases(wall: float | None, seconds: float | None, result: dict) -> dict | None:
@@ -351,7 +412,7 @@ def _row(t) -> TrialRow:
     wall = (end - start).total_seconds() if start is not None and end is not None else None
     return TrialRow(t.number, state, point, result, seconds, t.user_attrs.get("worker"), t.user_attrs.get("value_ms"),
                     start.isoformat() if start is not None else None, end.isoformat() if end is not None else None,
-                    phases(wall, seconds, result))
+                    phases(wall, seconds, result), t.user_attrs.get("skipped"))
 
 
 @dataclasses.dataclass
@@ -363,6 +424,14 @@ class Outcome:
     rows: list[TrialRow]
     recorded: dict            #: the recorded code's result (median over the workers that measured it)
     space: dict
+    skipped: list[TrialRow] = dataclasses.field(default_factory=list)  #: samples not run (TrialRow.skipped)
+    warnings: list[str] = dataclasses.field(default_factory=list)      #: from the tasks (a study stopped early)
+
+    @property
+    def banned_blocks(self) -> list[tuple[int, int, int]]:
+        """The blocks banned (--adaptive-invalid-ban): failed to launch in a trial."""
+        return sorted({tuple(r.point.block) for r in self.rows if r.point is not None and not r.point.recorded_launch
+                       and r.result.get("error_kind") in BANNING_ERRORS})
 
     @property
     def recorded_ms(self) -> float | None:
@@ -407,7 +476,9 @@ def load_outcome(path: str, storage: str | None, task_results: list[dict] | None
         recorded["median_ms"] = statistics.median(b["median_ms"] for b in ok)
         values = [b["value_ms"] for b in ok if b.get("value_ms") is not None]
         recorded["value_ms"] = statistics.median(values) if values else None
-    return Outcome(path, record, name, rows, recorded, attrs.get("space") or {})
+    warnings = [v for k, v in sorted(attrs.items()) if k.startswith("warning:")]
+    return Outcome(path, record, name, [r for r in rows if not r.skipped], recorded, attrs.get("space") or {},
+                   [r for r in rows if r.skipped], warnings)
 
 
 @dataclasses.dataclass(frozen=True)
