@@ -25,15 +25,18 @@ if [ "$part" = tests ]; then
   PYTEST_ARGS="-n 8 --dist loadfile -v" LIMIT=${TESTS_LIMIT:-420} tests issue24 tests/hook/test_hook_static.py \
     tests/record/test_record_module_globals.py tests/record/test_record_faults.py tests/tune/test_tune_gpu.py \
     tests/tune/test_tune_options.py tests/replay/test_replay_variants.py tests/replay/test_replay_all.py \
-    tests/jit/test_proteus_client.py ${EXTRA_TESTS:-}
+    tests/jit/test_proteus_client.py tests/tune/test_mneme_driver.py tests/record/test_import_mneme.py \
+    tests/replay/test_replay_timing.py ${EXTRA_TESTS:-}
   grep -E "FAILED|ERROR|XPASS" "$OUT/issue24.log" | head -30
 elif [ "$part" = handoff ]; then
   timeout ${HANDOFF_LIMIT:-400} python3 benchmarks/tune_handoff.py run build/jit_speedup ${HANDOFF_ARGS:-} \
     >"$OUT/tune_handoff.md" 2>"$OUT/tune_handoff.err"
   echo "tune_handoff: exit $?"; cat "$OUT/tune_handoff.md"; tail -20 "$OUT/tune_handoff.err"
-elif [ "$part" = throughput ]; then
-  timeout ${THROUGHPUT_LIMIT:-400} python3 benchmarks/tune_throughput.py ${THROUGHPUT_ARGS:-} \
-    >"$OUT/tune_throughput.md" 2>"$OUT/tune_throughput.err"
+elif [ "$part" = throughput ]; then  # a 100-trial study of the stencil of benchmarks/jit_speedup.cu
+  rm -rf /tmp/tt && python3 -m kir record --kernels stencil3d --max-per-kernel 1 -o /tmp/tt -- \
+    build/jit_speedup/app stencil 3 >"$OUT/tt-record.log" 2>&1
+  timeout ${THROUGHPUT_LIMIT:-400} python3 benchmarks/tune_throughput.py /tmp/tt --trials ${TRIALS:-100} \
+    --results-dir "$OUT/tt-results" ${THROUGHPUT_ARGS:-} >"$OUT/tune_throughput.md" 2>"$OUT/tune_throughput.err"
   echo "tune_throughput: exit $?"; cat "$OUT/tune_throughput.md"; tail -20 "$OUT/tune_throughput.err"
 fi
 exit 0
