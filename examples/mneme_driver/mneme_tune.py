@@ -77,7 +77,7 @@ def main(argv=None) -> int:
         said = f"{r.outcome.recorded_ms / best.ms:.2f}x ({best.point.describe()})" if best and best.ms else "none"
         print(f"{r.outcome.record.kernel.demangled}: best {said}")
         for h in r.handoffs:
-            print(f"  hand-off {h.client}: {'stored ' + h.key if h.stored else h.reason}")
+            print(f"  hand-off {h.client} {h.key}: {'stored' if h.stored else h.reason}")
     print(f"results: {args.results_dir}")
     return 0 if all(r.outcome.best() is not None for r in results) else 1
 

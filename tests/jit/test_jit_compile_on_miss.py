@@ -62,7 +62,7 @@ def rig(built, tmp_path_factory):
     subprocess.run(["gcc", "-Wall", "app.c", f"-L{d}", "-l:libcudart.so", "-l:libcuda.so.1", "-ldl", *rpath(d),
                     "-o", "app"], check=True, cwd=d)
     out = {"dir": d, "cubin": built["kernels_sm90.cubin"]}
-    for name in ("jit_axpy.fatbin", "jit_axpy_bad.fatbin"):
+    for name in ("jit_axpy.fatbin", "jit_axpy_bad.fatbin", "jit_axpy_global.fatbin"):
         hashes, _ = kernel_hashes(kir.open(built[name]))
         # the static hash of the kernel with IR: the IR's (docs/hashing.md), as the hook computes it
         out[name] = (built[name], next(h.static.hex for h in hashes
@@ -199,6 +199,23 @@ def test_a_compile_failure_is_remembered_as_a_negative_entry(rig, kir_cli, tmp_p
     assert "(remembered: " not in result.stderr and "planted" not in result.stderr, result.stderr
     assert json.loads(negative.read_text())["message"] != "planted"
     assert oct(negative.stat().st_mode & 0o777) == "0o600"
+
+
+def test_code_with_its_own_device_globals_is_not_substituted(rig, kir_cli, tmp_path):
+    """axpy reading a __device__ variable: the code kir.jit compiles would hold its own
+    copy of it (kir.jit does not relink globals as Proteus does), so the app would run
+    with that copy's value, not the program's. The service stores nothing, remembers why
+    (a negative entry), and the app's own kernel runs every time."""
+    cache = tmp_path / "cache"
+    static = rig["jit_axpy_global.fatbin"][1]
+    key = key_for(static, 2.5)
+    result, stats = kir_run(kir_cli, rig, cache, "rr", tmp_path, fatbin="jit_axpy_global.fatbin")
+    assert launch_kinds(result.stdout) == ["cudaLaunchKernel"] * 2
+    assert (stats["compile_requests"], stats["compile_failures"], stats["compiled"]) == (1, 1, 0), stats
+    assert Cache(cache).lookup(key) is None
+    message = json.loads((cache / STATE / "failed" / key).read_text())["message"]
+    assert "holds its own copies of the device globals kir_bias" in message, message
+    assert "kir_bias" in result.stderr
 
 
 def test_a_forked_child_compiles_through_its_own_connection(rig, kir_cli, tmp_path):

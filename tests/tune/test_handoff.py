@@ -140,3 +140,29 @@ def test_records_that_share_a_key_keep_the_fastest_and_report_it(rig, tmp_path):
     assert "conflict: key" in both.stdout
     entries = Cache(cache2).entries()
     assert len(entries) == 1
+
+
+def test_code_holding_its_own_device_globals_is_not_handed_off(rig, tmp_path):  # noqa: F811
+    """axpy reading a __device__ variable (tests/fixtures/jit_axpy.cu, KIR_DEVICE_GLOBAL):
+    its trials verify in replay, which restores the compiled module's own copy of the
+    variable, but in the app that copy is not the program's variable. Nothing is stored,
+    for any client, and the hand-off says why."""
+    import subprocess
+
+    from build import CLANG, CLANG_CUDA  # tests/support/build.py
+    from test_tune import axpy_record as record
+    if __import__("shutil").which(CLANG) is None:
+        pytest.skip("clang-22 is not installed")
+    ir = tmp_path / "global.bc"
+    subprocess.run([*CLANG_CUDA, "--cuda-device-only", "-emit-llvm", "-c", "-O1", "-DKIR_DEVICE_GLOBAL",
+                    str(TESTS / "fixtures" / "jit_axpy.cu"), "-o", str(ir)], check=True)
+    path = record(rig, tmp_path, ir=ir.read_bytes())
+    cache = tmp_path / "cache"
+    declare(cache, PROTEUS)
+    out = tune(path, cache, tmp_path)
+    handoffs = out["records"][0]["handoffs"]
+    assert {h["client"] for h in handoffs} == {"reference", "proteus-client"}
+    for h in handoffs:
+        assert not h["stored"] and h["key"], h
+        assert h["reason"].startswith("the compiled code holds its own copies of the device globals kir_bias"), h
+    assert Cache(cache).entries() == []

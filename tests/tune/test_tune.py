@@ -261,9 +261,9 @@ def axpy_ir(tmp_path) -> bytes:
     return out.read_bytes()
 
 
-def axpy_record(rig, tmp_path, a: float = 2.5, name: str = "rec") -> str:  # noqa: F811
+def axpy_record(rig, tmp_path, a: float = 2.5, name: str = "rec", ir: bytes | None = None) -> str:  # noqa: F811
     """A record of the JIT rig's stub app launching axpy (a = `a`, a runtime constant), with
-    the kernel's IR to tune from (also tests/tune/test_handoff.py's)."""
+    the kernel's IR to tune from (`ir`: other IR of it; also tests/tune/test_handoff.py's)."""
     import struct
 
     from saxpy_record import F32
@@ -275,7 +275,7 @@ def axpy_record(rig, tmp_path, a: float = 2.5, name: str = "rec") -> str:  # noq
     b.set_kernel(AXPY, "axpy(float, float const*, float*, int)", core.Hash128.from_hex(static),
                  [0, 8, 16, 24], [4, 8, 8, 4])
     b.set_image("cubin", "sm_90", cubin.read_bytes())
-    b.set_ir(axpy_ir(tmp_path))
+    b.set_ir(ir if ir is not None else axpy_ir(tmp_path))
     b.set_jit_args([(1, "scalar", F32, False, 0, 0, 0)])
     args = [struct.pack("<f", a), bytes(8), bytes(8), struct.pack("<i", 64)]
     b.set_launch("cudaLaunchKernel", core.Hash128.from_hex("0" * 32), (1, 1, 1), (64, 1, 1), 16, 5, args, 0)

@@ -26,7 +26,7 @@ from kir.jit.codegen import Resources
 from kir.jit.transform import TransformReport
 from kir.jit.values import ArgValue, Specialization
 
-__all__ = ["ArgValue", "CompiledKernel", "Options", "pick_assembler", "Resources", "Specialization",
+__all__ = ["ArgValue", "CompiledKernel", "Options", "own_globals_refusal", "pick_assembler", "Resources", "Specialization",
            "TransformReport", "compile", "jit_key", "key_inputs", "store"]
 
 KINDS = ("cubin", "ptx")
@@ -314,6 +314,19 @@ def _compile(module, kernel: str, arch: str, spec: Specialization, opts: Options
                           options=opts, specialization=spec, static_hash=static_hash,
                           ptx_version=ptx_version, timings=timings, transform=report,
                           device_globals=device_globals, fp_contract=contract)
+
+
+def own_globals_refusal(compiled: CompiledKernel) -> str | None:
+    """Why `compiled` must not run in place of the app's kernel, or None: code that
+    holds its own copies of device globals (`device_globals`) would read and write
+    those, not the running program's variables (kir.jit does not relink them as
+    Proteus does: docs/jit.md, "Relinking device globals"). What the compile service
+    and the tuner's hand-off check before they store code for a client."""
+    if not compiled.device_globals:
+        return None
+    return (f"the compiled code holds its own copies of the device globals {', '.join(compiled.device_globals)} "
+            "(kir.jit does not relink them to the program's), so in the app it would not see the program's "
+            "values: not stored")
 
 
 def _used_globals(module) -> list[str]:

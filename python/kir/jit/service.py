@@ -255,6 +255,10 @@ def compile_job(cache_dir: str, group: str | None, options: dict, header: dict,
             message = _one_line(error)
             state.remember_failure(key, header, message)
             return "failed", message
+        refusal = jit.own_globals_refusal(compiled)
+        if refusal is not None:  # the original runs; remembered, as a compile that failed
+            state.remember_failure(key, header, refusal)
+            return "failed", refusal
         got = jit.jit_key(compiled)
         if got != key:
             return "mismatch", (f"the compiled code's JIT key is {got}, the client's {key}: nothing stored "

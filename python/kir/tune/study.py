@@ -593,6 +593,10 @@ def handoff(outcome: Outcome, client: Client, cache, store: str = "better", clai
     variant = best.point.variant(bool(outcome.record.kernel.jit_args))
     variant.options = dataclasses.replace(variant.options, kind=client.kind)  # the kind the client loads
     compiled = compile_variant(outcome.record, variant, arch)
+    from kir.jit import own_globals_refusal
+    refusal = own_globals_refusal(compiled)
+    if refusal is not None:  # verified in replay (which restores its copies), wrong in the app
+        return Handoff(best, key, False, refusal, client.name, conflict)
     meta = dict(compiled.meta)
     meta.update({"tuned.by": "kir tune", "tuned.record": Path(outcome.path).name, "tuned.trial": str(best.number),
                  "tuned.point": best.point.describe(), "tuned.median_ms": f"{best.ms:.6g}",
