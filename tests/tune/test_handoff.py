@@ -149,8 +149,9 @@ def test_code_holding_its_own_device_globals_is_not_handed_off(rig, tmp_path):  
     for any client, and the hand-off says why."""
     import subprocess
 
-    from build import CLANG, CLANG_CUDA  # tests/support/build.py
     from test_tune import axpy_record as record
+
+    from build import CLANG, CLANG_CUDA  # tests/support/build.py
     if __import__("shutil").which(CLANG) is None:
         pytest.skip("clang-22 is not installed")
     ir = tmp_path / "global.bc"
