@@ -279,3 +279,35 @@ def test_on_the_gpu_the_specialized_kernel_runs_and_changes_nothing(gpu, built, 
         assert result.stdout == plain.stdout, (stats, result.stderr[-3000:])
         assert stats["compiles"] == compiles and stats["claims"] == 11 and stats["errors"] == 0, stats
         assert stats["relinked_writes"] == 2, stats  # one module per value of `a`
+
+
+def test_on_the_gpu_the_client_runs_what_kir_tune_handed_off(gpu, built, client, kir_cli, tmp_path):
+    """Issue 24 §1: the Proteus-style client declares itself in its cache (a first run);
+    `kir tune --jit-cache` over a fresh cache holding only that declaration stores the
+    winner under the client's key; the client then finds it at every launch (hits, no
+    compile of its own), and the app's output is the plain run's."""
+    import shutil
+    app, args = built["jit_app"], ["40", "2.5", str(1 << 20)]
+    plain = subprocess.run([app, *args], capture_output=True, text=True, check=True)
+    own, cache, stats_path = tmp_path / "own", tmp_path / "cache", tmp_path / "stats.json"
+    env = {**os.environ, "LD_PRELOAD": str(override.HOOK), "KIR_HOOK_CLIENTS": str(client),
+           "PROTEUS_CLIENT_STATS": str(stats_path)}
+    first = subprocess.run([app, *args], capture_output=True, text=True, env={**env, "PROTEUS_CACHE_DIR": str(own)},
+                           timeout=300)
+    assert first.returncode == 0, first.stderr[-3000:]
+    shutil.copytree(own / ".jit" / "clients", cache / ".jit" / "clients")  # the declaration alone
+    recorded = kir_cli("record", "--max-per-kernel", "1", "-o", tmp_path / "rec", "--", app, *args)
+    assert recorded.returncode == 0, recorded.stderr[-3000:]
+    tuned = kir_cli("tune", tmp_path / "rec", "--preset", "compiler", "--trials", "6", "--seed", "1", "--jit-cache",
+                    cache, "--store", "always", "--json")
+    assert tuned.returncode == 0, tuned.stderr[-3000:]
+    (r,) = json.loads(tuned.stdout)["records"]
+    handed = {h["client"]: h for h in r["handoffs"]}
+    assert handed["proteus-client"]["stored"], handed
+    result = subprocess.run([app, *args], capture_output=True, text=True, env={**env, "PROTEUS_CACHE_DIR": str(cache)},
+                            timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    stats = json.loads(stats_path.read_text())
+    assert stats["compiles"] == 0 and stats["hits"] >= 1 and stats["claims"] == 40 and stats["errors"] == 0, stats
+    assert Cache(cache).lookup(handed["proteus-client"]["key"]).meta["tuned.client"] == "proteus-client"
+    assert result.stdout == plain.stdout
