@@ -3,14 +3,22 @@
 # zlib and xxhash headers, a C++17 compiler, Python's venv module. With --tests, also what the test suite
 # builds its fixtures with and compares against: clang, LLVM's tools, lld (22), LLVM's
 # libraries and CMake package (llvm-22-dev: examples/proteus_client links them), and
-# valgrind (the hook's unload test), zsh (the completion script loads in it). With --lint,
+# valgrind (the hook's unload test), zsh (the completion script loads in it), and the real
+# ROCm HIP runtime and headers where the distribution has them (libamdhip64-dev: ROCm 5.2 in
+# Debian 12; tests/hook/test_hook_real_hip.py, test_hip_abi.py skip without it). With --lint,
 # clang-format and clang-tidy (22: scripts/lint.sh). Installs only what is missing.
 set -euo pipefail
 packages=(libzstd-dev liblz4-dev zlib1g-dev libxxhash-dev g++)
+optional=()  # installed where the distribution has them
+missing_optional=()
 # `python3 -m venv` (scripts/venv.sh) needs ensurepip, which Debian ships apart.
 python3 -c "import ensurepip, venv" 2>/dev/null || packages+=(python3-venv)
 if [ "${1:-}" = "--tests" ]; then
   packages+=(clang-22 llvm-22 llvm-22-dev lld-22 valgrind zsh)
+  # Wanted unless the package lists (read, or not yet fetched) say the distribution lacks it.
+  if apt-cache show libamdhip64-dev >/dev/null 2>&1 || ! ls /var/lib/apt/lists/*Packages* >/dev/null 2>&1; then
+    optional+=(libamdhip64-dev)
+  fi
 elif [ "${1:-}" = "--lint" ]; then
   packages+=(clang-format-22 clang-tidy-22)
 fi
@@ -18,9 +26,15 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
 done
-if [ ${#missing[@]} -gt 0 ]; then
+for p in "${optional[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing_optional+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ] || [ ${#missing_optional[@]} -gt 0 ]; then
   sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"
   $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}"
+  for p in "${missing_optional[@]}"; do
+    apt-cache show "$p" >/dev/null 2>&1 && missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] || DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}"
 fi

@@ -46,3 +46,42 @@ def run_kir(*args: str, cwd=None) -> Result:
     proc = subprocess.run([sys.executable, "-m", "kir", *map(str, args)], capture_output=True,
                           text=True, cwd=cwd, timeout=300)
     return Result(proc)
+
+
+# The real ROCm HIP runtime: Debian's libamdhip64-dev (ROCm 5.2; scripts/install-system-deps.sh
+# --tests installs it) or a ROCm install's. The first found is the one a test links against.
+REAL_HIP_LIBRARIES = (Path("/opt/rocm/lib/libamdhip64.so"), Path("/usr/lib/x86_64-linux-gnu/libamdhip64.so"))
+
+
+def real_hip_library() -> Path:
+    """The real libamdhip64.so, or skip the calling test, saying why."""
+    for candidate in REAL_HIP_LIBRARIES:
+        if candidate.exists():
+            return candidate
+    pytest.skip("the real ROCm HIP runtime (libamdhip64.so) is not installed: "
+                "apt-get install libamdhip64-dev (scripts/install-system-deps.sh --tests), or ROCm")
+
+
+def amd_gpu_count() -> int:
+    """The AMD GPUs the real HIP runtime sees: 0 without /dev/kfd (the ROCm kernel driver's
+    device, which every ROCm userspace opens first) or without the runtime, else
+    hipGetDeviceCount's count (0 unless it returns hipSuccess). Run in a child process:
+    the runtime, once loaded, keeps threads and the device open in the caller."""
+    if not Path("/dev/kfd").exists():
+        return 0
+    library = next((c for c in REAL_HIP_LIBRARIES if c.exists()), None)
+    if library is None:
+        return 0
+    probe = ("import ctypes, sys\n"
+             f"hip = ctypes.CDLL({str(library)!r})\n"
+             "n = ctypes.c_int(0)\n"
+             "print(n.value if hip.hipGetDeviceCount(ctypes.byref(n)) == 0 else 0)\n")
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    return int(proc.stdout.strip() or 0) if proc.returncode == 0 else 0
+
+
+def require_amd_gpu() -> None:
+    """Skip the calling test unless an AMD GPU can run it: /dev/kfd exists and the real
+    libamdhip64's hipGetDeviceCount counts at least one device (docs/hip.md)."""
+    if amd_gpu_count() == 0:
+        pytest.skip("requires an AMD GPU: /dev/kfd and hipGetDeviceCount > 0")
