@@ -92,7 +92,11 @@ def test_every_call_and_error_passes_through_the_hook_untouched(real_app, kir_cl
         assert hooked.stderr == bare.stderr
 
 
-def test_hook_sees_the_real_runtimes_registrations(real_app, kir_cli, no_gpu):
+@pytest.mark.parametrize("deferred", ["1", "0"])
+def test_hook_sees_the_real_runtimes_registrations(real_app, kir_cli, no_gpu, monkeypatch, deferred):
+    # HIP_ENABLE_DEFERRED_LOADING=0: __hipRegisterFunction initializes HIP and loads the
+    # kernel on every device (none here) at registration instead of at its first launch.
+    monkeypatch.setenv("HIP_ENABLE_DEFERRED_LOADING", deferred)
     traced = kir_cli("trace", "--json", "--", real_app)
     assert traced.returncode == 3, traced.stderr
     seen = events(traced.stdout)
