@@ -11,17 +11,20 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import struct
 import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
 
+import hash_reference
 from kir import hashing, jit
 from kir.errors import KirError, OptionError
 from kir.jit import amdgpu
 
 CLANG, READELF = "clang-22", "llvm-readelf-22"
+F32 = 11  #: kir_arg_type's f32 (docs/hashing.md)
 
 pytestmark = pytest.mark.skipif(not (shutil.which(CLANG) and shutil.which(READELF) and amdgpu.find_lld()),
                                 reason="needs clang-22, llvm-readelf-22 and ld.lld (install-system-deps.sh --tests)")
@@ -275,7 +278,41 @@ def test_jit_key_covers_the_whole_target_id(tmp_path):
         compiled = jit.compile(ir, "plain", arch, {"args": [(1, "f32", 2.0)]}, static_hash=static)
         assert jit.key_inputs(compiled)["arch"] == arch
         keys[arch] = jit.jit_key(compiled)
-        assert keys[arch] == hashing.jit_key(static, arch, [(1, 11, (2.0).hex() and b"\x00\x00\x00@")],
+        # the key a JIT client computes at the launch, from the target-id the runtime reports
+        assert keys[arch] == hashing.jit_key(static, arch, [(1, F32, struct.pack("<f", 2.0))],
                                              config=compiled.config)
+        # and the independent reference of the key's encoding hashes the ARCH text as it is
+        assert keys[arch] == hash_reference.jit_key(static, arch, args=[(1, F32, struct.pack("<f", 2.0))],
+                                                    config=compiled.config)
     assert len(set(keys.values())) == 4
     assert json.dumps(jit.compile(ir, "plain", "gfx90a:xnack+").summary())  # JSON-ready
+
+
+# --- the command line ----------------------------------------------------------------
+
+def test_cli_compiles_a_hip_binarys_embedded_ir(built, tmp_path):
+    """`kir jit compile BINARY --arch gfx90a:xnack+`: the IR the Proteus pass embeds
+    in a HIP binary (proteus_hip.o), specialized, written (-o) and stored (--cache)
+    under a key of the whole target-id: :xnack- is another entry."""
+    from kir.cache import Cache
+    from running import run_kir
+    binary = built["proteus_hip.o"]
+    out = tmp_path / "axpy.hsaco"
+    common = ["jit", "compile", binary, "--kernel", "_Z4axpyfPKfPfi", "--arg", "1:f32:2.5", "--bounds", "256,2",
+              "--cache", tmp_path / "cache", "--json"]
+    plus = run_kir(*common, "--arch", "gfx90a:xnack+", "-o", out)
+    assert plus.returncode == 0, plus.stderr
+    summary = json.loads(plus.stdout)
+    assert summary["kind"] == "code-object" and summary["arch"] == "gfx90a:xnack+"
+    meta = notes(out.read_bytes(), tmp_path)
+    assert meta["amdhsa.target"] == "amdgcn-amd-amdhsa--gfx90a:xnack+"
+    assert kernel_of(meta, "_Z4axpyfPKfPfi")[".max_flat_workgroup_size"] == 256
+    minus = json.loads(run_kir(*common, "--arch", "gfx90a:xnack-").stdout)
+    assert minus["key"] != summary["key"]
+    cache = Cache(str(tmp_path / "cache"))
+    entries = {key: cache.lookup(key) for key in (summary["key"], minus["key"])}
+    assert {e.arch for e in entries.values()} == {"gfx90a:xnack+", "gfx90a:xnack-"}
+    assert all(e.kind == "code-object" for e in entries.values())
+    assert entries[summary["key"]].code == out.read_bytes()
+    bad = run_kir("jit", "compile", binary, "--kernel", "_Z4axpyfPKfPfi", "--arch", "gfx90a:xnack+:xnack-")
+    assert bad.returncode == 2 and bad.stderr.startswith("kir: error: arch 'gfx90a:xnack+:xnack-'")
