@@ -10,6 +10,9 @@
     kir.jit.key_inputs(compiled)   # what kir.hashing.jit_key takes
     kir.jit.store(compiled, "cache-dir")   # into a kir.cache.Cache under the JIT key
 
+For an AMD GPU the arch is a ROCm target-id and the code an AMDGPU code object
+(kind "code-object", kir/jit/amdgpu.py): kir.jit.compile(hip_ir, "scale", "gfx90a:xnack+").
+
 `kir jit compile BINARY --kernel K --arg 1:f64:2.5 ...` does the same for a
 kernel whose IR a binary holds (the IR the Proteus pass embeds, or bitcode).
 """
