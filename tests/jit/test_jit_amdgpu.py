@@ -240,6 +240,19 @@ def test_specialized_constant_dims_and_bounds_in_the_code_object(tmp_path):
         '"amdgpu-flat-work-group-size"="1,128"', '"amdgpu-waves-per-eu"="2,2"'}
 
 
+def test_object_argument_passed_byref(tmp_path):
+    """HIP passes a struct kernel argument `byref` in the constant address space
+    (ptr addrspace(4) byref(%struct.Pair)): specialized from its bytes, its value
+    (1.5 = 0x3fc00000) is in the ISA."""
+    ir = hip(tmp_path, PLAIN, "gfx942", "-O3")
+    assert "ptr addrspace(4) noundef readonly byref(%struct.Pair)" in ir.decode()
+    spec = jit.compile(ir, "plain", "gfx942", {"args": [(4, "bytes", struct.pack("<fi", 1.5, 7))]})
+    assert spec.transform.replaced_args == [4]
+    assert "0x3fc00000" in spec.assembly and "0x3fc00000" not in jit.compile(ir, "plain", "gfx942").assembly
+    with pytest.raises(OptionError, match="the object value has 4 bytes, it needs 8"):
+        jit.compile(ir, "plain", "gfx942", {"args": [(4, "bytes", b"1234")]})
+
+
 def test_ockl_dims_folded_in_optimized_ir(tmp_path):
     """Optimized HIP IR (what ROCm's headers leave: __ockl_get_local_size(0) calls):
     the block and grid reads become constants, so no device library is needed."""
