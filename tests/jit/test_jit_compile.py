@@ -513,7 +513,9 @@ BAD = [
     (["--kernel", DAXPY, "--bounds", "2048"], r"max threads per block must be in 1\.\.1024"),
     (["--kernel", DAXPY, "--pipeline", "default<O3>,bogus"], r"unknown pass 'bogus'"),
     (["--kernel", DAXPY, "--pipeline", "function(sroa"], r"unbalanced"),
-    (["--kernel", DAXPY, "--arch", "gfx90a"], r"arch 'gfx90a': expected sm_NN"),
+    (["--kernel", DAXPY, "--arch", "sm90"], r"arch 'sm90': expected sm_NN"),
+    (["--kernel", DAXPY, "--arch", "gfx90a:xnack"], r"arch 'gfx90a:xnack': expected an AMDGPU target-id"),
+    (["--kernel", DAXPY, "--arch", "gfx90a"], r"gfx90a is an AMDGPU target: PTX, ptx_version and ptxas options"),
     (["--kernel", DAXPY, "--block", "64", "--keep-other-kernels"], r"cannot be with other kernels kept"),
     (["--kernel", DAXPY, "--shared-bytes", "-1"], r"--shared-bytes -1: expected a non-negative integer"),
 ]

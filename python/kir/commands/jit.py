@@ -24,7 +24,8 @@ def add_arguments(parser) -> None:
     c.add_argument("--kernel", required=True, metavar="NAME|REGEX",
                    help="the kernel: its mangled name, or a regular expression matching exactly one "
                         "kernel with IR (mangled or demangled name)")
-    c.add_argument("--arch", default="sm_90", help="target architecture (default sm_90)")
+    c.add_argument("--arch", default="sm_90",
+                   help="target architecture (default sm_90), or an AMDGPU target-id: gfx942, gfx90a:xnack+, ...")
     c.add_argument("--arg", action="append", default=[], metavar="POS:TYPE:VALUE",
                    help="a runtime-constant argument (1-based position), e.g. 1:f64:2.5, 4:i32:7, "
                         "2:ptr:0x7f0000001000, 3:bytes:0000803f (an object or array); repeatable")
@@ -54,7 +55,7 @@ def add_arguments(parser) -> None:
                    help="floating-point contraction: fast (any a*b+c may become an fma), on (where the IR "
                         "allows it), off (never: as -ffp-contract=off), auto (default: what the IR was built with)")
     c.add_argument("--cache", metavar="DIR", help="store the result in this kernel-object cache")
-    c.add_argument("-o", "--output", metavar="FILE", help="write the cubin / PTX here")
+    c.add_argument("-o", "--output", metavar="FILE", help="write the cubin / PTX / AMDGPU code object here")
     c.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -100,8 +101,12 @@ def compile_command(args) -> int:
                           features=args.features, kind="ptx" if args.ptx else "cubin",
                           assembler=args.assembler, assembler_options=tuple(args.ptxas_option),
                           keep_other_kernels=args.keep_other_kernels, fp_contract=args.fp_contract)
+    from kir.jit import amdgpu
     from kir.jit.codegen import check_arch
-    check_arch(args.arch)
+    if amdgpu.is_amdgpu(args.arch):
+        amdgpu.parse_target_id(args.arch)
+    else:
+        check_arch(args.arch)
     if args.cache:
         _cache_support()
     found = find_kernel(args.binary, args.kernel, args.arch)
@@ -237,6 +242,9 @@ def print_summary(c, found: FoundKernel, output: str | None, cache: str | None, 
         print(f"  {r.tool}: registers {r.registers}, spill stores {r.spill_stores} / loads "
               f"{r.spill_loads} bytes, stack {r.stack_frame}, shared {r.shared_bytes}, local "
               f"{r.local_bytes}, {constants}, code {r.code_bytes} bytes")
+    elif c.kind == "code-object":
+        print(f"  {r.tool}: registers {r.registers}, stack {r.stack_frame}, shared {r.shared_bytes}, "
+              f"code {r.code_bytes} bytes")
     if c.device_globals:
         print(f"  device globals: {', '.join(c.device_globals)} (the compiled code holds its own copies, "
               "not the program's)")

@@ -10,6 +10,9 @@
     kir.jit.key_inputs(compiled)   # what kir.hashing.jit_key takes
     kir.jit.store(compiled, "cache-dir")   # into a kir.cache.Cache under the JIT key
 
+For an AMD GPU the arch is a ROCm target-id and the code an AMDGPU code object
+(kind "code-object", kir/jit/amdgpu.py): kir.jit.compile(hip_ir, "scale", "gfx90a:xnack+").
+
 `kir jit compile BINARY --kernel K --arg 1:f64:2.5 ...` does the same for a
 kernel whose IR a binary holds (the IR the Proteus pass embeds, or bitcode).
 """
@@ -21,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 
 from kir.errors import KirError, LLVMCrashError, OptionError
-from kir.jit import codegen, libdevice, pipeline, transform
+from kir.jit import amdgpu, codegen, libdevice, pipeline, transform
 from kir.jit.codegen import Resources
 from kir.jit.transform import TransformReport
 from kir.jit.values import ArgValue, Specialization
@@ -29,7 +32,7 @@ from kir.jit.values import ArgValue, Specialization
 __all__ = ["ArgValue", "CompiledKernel", "Options", "own_globals_refusal", "pick_assembler", "Resources", "Specialization",
            "TransformReport", "compile", "jit_key", "key_inputs", "store"]
 
-KINDS = ("cubin", "ptx")
+KINDS = ("cubin", "ptx", "code-object")  #: code-object: an AMDGPU code object (arch gfx...)
 ASSEMBLERS = ("auto", "nvjitlink", "ptxas")
 
 
@@ -55,7 +58,10 @@ class Options:
       "on" (only where the IR allows it: llvm.fmuladd and `contract` operations,
       LLVM's FPOpFusion::Standard), "off" (never: bit-identical with an AOT
       -ffp-contract=off build) or "auto" (default: what the app was built with, as
-      the kernel's IR tells, kir.jit.transform.fp_contract_of)."""
+      the kernel's IR tells, kir.jit.transform.fp_contract_of);
+    device_libs: AMDGPU only, the ROCm device libraries' directory (default: the
+      first of $HIP_DEVICE_LIB_PATH, $ROCM_PATH/amdgcn/bitcode, /opt/rocm/amdgcn/bitcode,
+      Debian's /usr/lib/<multiarch>/amdgcn/bitcode that has them)."""
     opt_level: int = 3
     pipeline: str | None = None
     codegen_opt: int | None = None
@@ -66,6 +72,10 @@ class Options:
     assembler_options: tuple[str, ...] = ()
     keep_other_kernels: bool = False
     fp_contract: str = "auto"
+    #: AMDGPU: the directory of the ROCm device libraries (ocml.bc, ...), as clang's
+    #: --rocm-device-lib-path; None: looked for (kir/jit/amdgpu.py, library_dirs).
+    #: Where they are is not in the key (as libdevice's path is not)
+    device_libs: str | None = None
 
     def __post_init__(self) -> None:
         for name in ("opt_level", "codegen_opt"):
@@ -89,6 +99,8 @@ class Options:
         self.assembler_options = tuple(self.assembler_options)
         if self.fp_contract not in transform.FP_CONTRACT:
             raise OptionError(f"fp_contract {self.fp_contract!r}: expected {', '.join(transform.FP_CONTRACT)}")
+        if self.device_libs is not None and not isinstance(self.device_libs, str):
+            raise OptionError(f"device_libs {self.device_libs!r}: expected a directory")
         if not isinstance(self.features, str):
             raise OptionError(f"features {self.features!r}: expected text such as '+ptx85'")
 
@@ -129,9 +141,9 @@ class Options:
 @dataclass
 class CompiledKernel:
     """A specialized kernel, compiled."""
-    code: bytes            #: the cubin, or the PTX text (kind "ptx")
-    kind: str              #: "cubin" or "ptx"
-    arch: str              #: "sm_90"
+    code: bytes            #: the cubin, the PTX text (kind "ptx"), or the AMDGPU code object (kind "code-object")
+    kind: str              #: "cubin", "ptx" or "code-object"
+    arch: str              #: "sm_90", or an AMDGPU target-id "gfx90a:xnack+"
     entry: str             #: the kernel's name in the code (its mangled name)
     ptx: str               #: the PTX, also when kind is "cubin"
     resources: Resources
@@ -147,6 +159,8 @@ class CompiledKernel:
     device_globals: list[str] = field(default_factory=list)
     #: the contraction the code was compiled with ("auto" resolved from the IR)
     fp_contract: str = ""
+    #: AMDGPU: the ISA as LLVM's back end prints it (the code object's machine code)
+    assembly: str = ""
 
     @property
     def config(self) -> list[tuple[str, bytes]]:
@@ -225,9 +239,13 @@ def compile(module, kernel: str, arch: str = "sm_90", specialize=None, options=N
     dict of its fields. static_hash: the kernel's static hash (kir.hashing) for
     the JIT key; computed from the bitcode when `module` is one module's bitcode
     (the hash `kir hash` gives a kernel whose IR is that one module)."""
-    arch = codegen.check_arch(arch)
+    if amdgpu.is_amdgpu(arch):
+        amdgpu.parse_target_id(arch)  # an OptionError now for a malformed target-id
+    else:
+        arch = codegen.check_arch(arch)
     spec = Specialization.coerce(specialize)
     opts = Options.coerce(options)
+    opts = _for_target(opts, arch)
     if not isinstance(kernel, str) or not kernel:
         raise OptionError(f"kernel {kernel!r}: expected the kernel's (mangled) name")
     given_bitcode = isinstance(module, (bytes, bytearray, memoryview)) and _is_bitcode(bytes(module))
@@ -240,6 +258,20 @@ def compile(module, kernel: str, arch: str = "sm_90", specialize=None, options=N
         return _irworker.call("kir.jit:_compile", module, kernel, arch, spec, opts, static_hash)
     except LLVMCrashError as died:
         raise LLVMCrashError(f"{died} compiling {kernel} for {arch}") from None
+
+
+def _for_target(opts: Options, arch: str) -> Options:
+    """The options as they apply to `arch`: for AMDGPU (gfx...) the default kind
+    "cubin" is "code-object" (a code object), and PTX options are refused."""
+    from dataclasses import replace
+    if amdgpu.is_amdgpu(arch):
+        if opts.kind == "ptx" or opts.ptx_version is not None or opts.assembler_options:
+            raise OptionError(f"{arch} is an AMDGPU target: PTX, ptx_version and ptxas options are NVIDIA's "
+                              "(the code is an AMDGPU code object, kind 'code-object')")
+        return replace(opts, kind="code-object") if opts.kind == "cubin" else opts
+    if opts.kind == "code-object":
+        raise OptionError(f"kind 'code-object' is an AMDGPU code object: give an AMDGPU arch (gfx942, ...), not {arch}")
+    return opts
 
 
 def _portable(module):
@@ -265,6 +297,8 @@ def _compile(module, kernel: str, arch: str, spec: Specialization, opts: Options
     """`compile`, in kir's LLVM worker."""
     started = time.perf_counter()
     parsed = _read(module)
+    if amdgpu.is_amdgpu(arch):
+        return _compile_amdgpu(parsed, kernel, arch, spec, opts, static_hash, started)
     if parsed.triple and not parsed.triple.startswith("nvptx"):
         raise OptionError(f"the module is for {parsed.triple}: kir.jit compiles NVPTX modules")
     timings = {}
@@ -314,6 +348,68 @@ def _compile(module, kernel: str, arch: str, spec: Specialization, opts: Options
                           options=opts, specialization=spec, static_hash=static_hash,
                           ptx_version=ptx_version, timings=timings, transform=report,
                           device_globals=device_globals, fp_contract=contract)
+
+
+def _compile_amdgpu(parsed, kernel: str, arch: str, spec: Specialization, opts: Options,
+                    static_hash: str | None, started: float) -> CompiledKernel:
+    """`_compile` for an AMDGPU target-id: the same transform and pipeline, then
+    LLVM's AMDGPU back end writes an object and ld.lld links the code object
+    (kir/jit/amdgpu.py)."""
+    if parsed.triple and not parsed.triple.startswith("amdgcn"):
+        raise OptionError(f"the module is for {parsed.triple}: {arch} needs an amdgcn-amd-amdhsa module "
+                          "(HIP device IR: clang -x hip --cuda-device-only -emit-llvm)")
+    timings = {}
+    step = time.perf_counter()
+    contract = opts.fp_contract if opts.fp_contract != "auto" else transform.fp_contract_of(str(parsed))
+    specialized, report = transform.specialize(parsed, kernel, spec, arch, None, opts.keep_other_kernels)
+    if not specialized.triple:
+        specialized.triple = amdgpu.AMDGPU_TRIPLE
+    machine = amdgpu.target_machine(arch, opts.features,
+                                    opts.codegen_opt if opts.codegen_opt is not None else opts.opt_level)
+    if contract == "off":
+        text, changed = transform.strip_contraction(str(specialized))
+        if changed:
+            specialized = transform.parse_verified(text, kernel)
+    pipeline.cleanup(specialized, machine)
+    # after the cleanup: a device-library function whose every call was folded (a
+    # specialized dim) is no longer declared, and needs no library
+    cpu, _ = amdgpu.parse_target_id(arch)
+    calls = amdgpu.called(specialized)
+    if calls:
+        kernel_features = " ".join(a.decode(errors="replace") for a in specialized.get_function(kernel).attributes)
+        libraries = amdgpu.find_libraries(cpu, amdgpu.wave64(cpu, kernel_features + "," + opts.features),
+                                          amdgpu.code_object_version(specialized), calls, opts.device_libs)
+        amdgpu.link_libraries(specialized, libraries)
+    timings["specialize"] = time.perf_counter() - step
+
+    step = time.perf_counter()
+    stages = pipeline.parse(opts.pipeline) if opts.pipeline is not None else [("default", opts.opt_level)]
+    pipeline.run(specialized, machine, stages)
+    timings["optimize"] = time.perf_counter() - step
+    device_globals = _used_globals(specialized)
+    undefined = amdgpu.called(specialized)
+    if undefined:
+        raise KirError(f"after linking the device libraries the module still calls {', '.join(undefined)}")
+
+    step = time.perf_counter()
+    assembly = machine.emit_assembly(specialized.clone())
+    obj = amdgpu.emit_object(specialized, machine)
+    timings["codegen"] = time.perf_counter() - step
+    step = time.perf_counter()
+    code, tool = amdgpu.link(obj)
+    timings["link"] = time.perf_counter() - step
+    resources = Resources(tool=tool)
+    from kir import parse_code_object
+    found = next((k for k in parse_code_object(code).kernels if k.name == kernel), None)
+    if found is None:
+        raise KirError(f"the code object has no kernel {kernel} (a bug in kir's transform, please report it)")
+    resources.registers, resources.shared_bytes = found.registers, found.shared_bytes
+    resources.stack_frame, resources.code_bytes = found.frame_bytes, found.code_bytes
+    resources.max_threads = list(found.max_threads) if found.max_threads else None
+    return CompiledKernel(code=code, kind=opts.kind, arch=arch, entry=kernel, ptx="", resources=resources,
+                          compile_seconds=time.perf_counter() - started, options=opts, specialization=spec,
+                          static_hash=static_hash, timings=timings, transform=report,
+                          device_globals=device_globals, fp_contract=contract, assembly=assembly)
 
 
 def own_globals_refusal(compiled: CompiledKernel) -> str | None:

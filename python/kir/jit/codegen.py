@@ -22,7 +22,8 @@ _ARCH = re.compile(r"sm_(\d+)([af]?)")
 
 def check_arch(arch: str) -> str:
     if not isinstance(arch, str) or not _ARCH.fullmatch(arch):
-        raise OptionError(f"arch {arch!r}: expected sm_NN, e.g. sm_90 (sm_90a, sm_100f)")
+        raise OptionError(f"arch {arch!r}: expected sm_NN, e.g. sm_90 (sm_90a, sm_100f), or an AMDGPU "
+                          "target-id, e.g. gfx942, gfx90a:xnack+")
     return arch
 
 

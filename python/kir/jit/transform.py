@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from kir.errors import KirError, OptionError
 from kir.jit.values import ArgValue, Specialization
 
-KERNEL_CC = ("ptx_kernel",)
+KERNEL_CC = ("ptx_kernel", "amdgpu_kernel")
 _IDENT = re.compile(r"[-a-zA-Z$._][-a-zA-Z$._0-9]*")
 _ATTR_GROUP = re.compile(r"^(attributes #\d+ = \{ )(.*)( \})$", re.M)
 _ATTR_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"(?:="(?:[^"\\]|\\.)*")?|[^\s"]+(?:\([^)]*\))?')
@@ -63,6 +63,7 @@ class Param:
     byval_type: str = ""  #: the pointee type of a byval/byref parameter
     byval_kind: str = ""  #: "byval" or "byref"
     byval_size: int | None = None
+    name: str = ""        #: the parameter's name as printed (`%a`), "" when unnamed
 
 
 @dataclass
@@ -145,8 +146,10 @@ def parse_params(param_text: str) -> list[Param]:
     for i, piece in enumerate(_split_top(param_text)):
         if piece == "...":
             raise KirError("a variadic kernel cannot be specialized")
-        body = re.sub(r'\s+%(?:[-\w.$]+|"[^"]*")$', "", piece)
-        param = Param(index=i, text=body, type=_param_type(body))
+        named = re.search(r'\s+(%(?:[-\w.$]+|"[^"]*"))$', piece)
+        body = piece[:named.start()] if named else piece
+        name = named[1] if named and not re.fullmatch(r"%\d+", named[1]) else ""
+        param = Param(index=i, text=body, type=_param_type(body), name=name)
         byval = re.search(r"\b(byval|byref)\(", body)
         if byval:
             close = _close_paren(body, byval.end() - 1)
@@ -265,6 +268,8 @@ def _global(kernel: str, arg: ArgValue, ptr_type: str, globals_out: list[str]) -
 
 def _edit_tokens(tokens: list[str], arch: str, ptx: int | None, report: TransformReport) -> list[str]:
     """Function attributes without noinline / optnone, for `arch` and PTX `ptx`."""
+    if arch.startswith("gfx"):
+        return _edit_tokens_amdgpu(tokens, arch, report)
     kept = []
     for token in tokens:
         if token in ("noinline", "optnone"):
@@ -278,6 +283,39 @@ def _edit_tokens(tokens: list[str], arch: str, ptx: int | None, report: Transfor
             if ptx is not None:
                 features = [f"+ptx{ptx}" if re.fullmatch(r"[+-]ptx\d+", f) else f for f in features]
             token = f'"target-features"="{",".join(features)}"'
+        kept.append(token)
+    return kept
+
+
+#: AMDGPU features that are modes, not instruction sets: kept when the kernel moves
+#: to another processor (the processor implies its instruction-set features)
+_AMDGPU_MODES = ("wavefrontsize32", "wavefrontsize64", "cumode", "tgsplit")
+
+
+def _edit_tokens_amdgpu(tokens: list[str], arch: str, report: TransformReport) -> list[str]:
+    """_edit_tokens for an AMDGPU target-id: "target-cpu" its processor;
+    "target-features" the IR's with xnack / sramecc as the target-id says (a
+    feature the target-id leaves out is dropped: "any", as clang's driver leaves
+    it), or, when the IR was built for another processor, only its mode features
+    (wavefront size, CU mode) and the target-id's: clang's target features for a
+    processor are those LLVM's processor definition implies
+    (amdgpu::getAMDGPUTargetFeatures)."""
+    from kir.jit.amdgpu import parse_target_id
+    cpu, own = parse_target_id(arch)
+    was = next((t.split("=", 1)[1].strip('"') for t in tokens if t.startswith('"target-cpu"=')), cpu)
+    kept = []
+    for token in tokens:
+        if token in ("noinline", "optnone"):
+            report.attributes_removed += 1
+            continue
+        if token.startswith('"target-cpu"='):
+            token = f'"target-cpu"="{cpu}"'
+        elif token.startswith('"target-features"='):
+            features = [f for f in token.split("=", 1)[1].strip('"').split(",") if f]
+            features = [f for f in features if f[1:] not in ("xnack", "sramecc")]
+            if was != cpu:
+                features = [f for f in features if f[1:] in _AMDGPU_MODES]
+            token = f'"target-features"="{",".join(features + own)}"'
         kept.append(token)
     return kept
 
@@ -320,12 +358,21 @@ def specialize(module, kernel: str, spec: Specialization, arch: str, ptx: int | 
     if not keep_other_kernels:
         report.dropped_kernels = others
     text = retarget_attribute_groups(str(mod), arch, ptx, report)
+    cc = kernel_cc(text, report.body)
     text = inline_body(text, report.body)
     if not keep_other_kernels:
         text = demote_kernels(text, others)
-    wrapper, constants, report.replaced_args = build_wrapper(kernel, report.body, params, spec.args, attributes)
+    wrapper, constants, report.replaced_args = build_wrapper(kernel, report.body, params, spec.args, attributes,
+                                                             cc)
     text = replace_dims(text, spec, report)
     return parse_verified(add_definitions(text, constants, wrapper), kernel), report
+
+
+def kernel_cc(text: str, name: str) -> str:
+    """The kernel calling convention of the function `name` in the printed module."""
+    start, end = _define_line(text, name)
+    head = _header_parts(text[start:end], name)[0].split()
+    return next((cc for cc in KERNEL_CC if cc in head), KERNEL_CC[0])
 
 
 def kernel_names(text: str) -> list[str]:
@@ -393,7 +440,15 @@ def wrapper_attributes(fn, spec: Specialization, arch: str, ptx: int | None) -> 
     retargeted as the attribute groups are, without alwaysinline, with the launch
     bounds as "nvvm.maxntid" / "nvvm.minctasm"."""
     tokens = [t for t in _edit_tokens(_fn_attributes(fn), arch, ptx, TransformReport()) if t != "alwaysinline"]
-    if spec.bounds:
+    if spec.bounds and arch.startswith("gfx"):
+        # Proteus's HIP back end (src/include/proteus/impl/CoreLLVMHIP.h,
+        # setLaunchBoundsForKernel): "amdgpu-flat-work-group-size" 1,min(1024, max
+        # threads); with a minimum of blocks M, "amdgpu-waves-per-eu" M,M
+        tokens = [t for t in tokens if _key(t) not in ("amdgpu-flat-work-group-size", "amdgpu-waves-per-eu")]
+        tokens.append(f'"amdgpu-flat-work-group-size"="1,{min(1024, spec.bounds[0])}"')
+        if spec.bounds[1]:
+            tokens.append(f'"amdgpu-waves-per-eu"="{spec.bounds[1]},{spec.bounds[1]}"')
+    elif spec.bounds:
         tokens = [t for t in tokens if _key(t) not in ("nvvm.maxntid", "nvvm.minctasm")]
         tokens.append(f'"nvvm.maxntid"="{spec.bounds[0]}"')
         if spec.bounds[1]:
@@ -438,27 +493,42 @@ def demote_kernels(text: str, names: list[str]) -> str:
 
 
 def build_wrapper(kernel: str, body: str, params: list[Param], args: list[ArgValue],
-                  attributes: list[str]) -> tuple[str, list[str], list[int]]:
-    """The `ptx_kernel` wrapper named `kernel`, of the kernel's signature, calling
+                  attributes: list[str], cc: str = "ptx_kernel") -> tuple[str, list[str], list[int]]:
+    """The kernel wrapper (calling convention `cc`) named `kernel`, of the kernel's signature, calling
     `body` with each specialized argument replaced by its constant: (its definition,
     the private constant globals those need, the replaced positions)."""
     constants: list[str] = []
     replaced: list[int] = []
     given = {a.position: a for a in args}
     wrapper_params, call_args = [], []
+    local = _amdgpu_param_names(params) if cc == "amdgpu_kernel" else [f"%arg{p.index}" for p in params]
     for param in params:
-        wrapper_params.append(f"{param.text} %arg{param.index}")
+        wrapper_params.append(f"{param.text} {local[param.index]}")
         arg = given.get(param.index + 1)
         if arg is None:
             byval = f" {param.byval_kind}({param.byval_type})" if param.byval_type else ""
-            call_args.append(f"{param.type}{byval} %arg{param.index}")
+            call_args.append(f"{param.type}{byval} {local[param.index]}")
         else:
             call_args.append(constant_for(kernel, param, arg, constants))
             replaced.append(arg.position)
-    wrapper = (f"define ptx_kernel void {symbol(kernel)}({', '.join(wrapper_params)}) "
+    wrapper = (f"define {cc} void {symbol(kernel)}({', '.join(wrapper_params)}) "
                f"{' '.join(attributes)} {{\nentry:\n"
                f"  call void {symbol(body)}({', '.join(call_args)})\n  ret void\n}}\n")
     return wrapper, constants, replaced
+
+
+def _amdgpu_param_names(params: list[Param]) -> list[str]:
+    """The wrapper's parameter names on AMDGPU: the kernel's own (its code-object
+    metadata names each argument after its IR value, `.name`), unnamed ones
+    numbered as LLVM numbers them."""
+    names, number = [], 0
+    for param in params:
+        if param.name:
+            names.append(param.name)
+        else:
+            names.append(f"%{number}")
+            number += 1
+    return names
 
 
 def add_definitions(text: str, constants: list[str], wrapper: str) -> str:
@@ -484,6 +554,43 @@ def parse_verified(text: str, kernel: str):
     return out
 
 
+#: How HIP code reads the grid and block dimensions on AMDGPU, the names Proteus's
+#: setKernelDims replaces (src/include/proteus/impl/CoreLLVMHIP.h, gridDimXFnName
+#: .. blockDimZFnName: HIP's __HIP_Coordinates conversion operators, the
+#: __hip_get_{grid,block}_dim_* helpers of the HIP headers, and
+#: llvm.amdgcn.{num.workgroups,workgroup.size}.*), and, what ROCm 5.x-7.x's
+#: headers leave in optimized IR, the device library's __ockl_get_local_size(N) /
+#: __ockl_get_num_groups(N) (HIP's amd_hip_runtime.h, __hip_get_block_dim_x ..)
+_AMD_DIM_NAMES = {
+    **{f"_ZNK17__HIP_CoordinatesI13__HIP_GridDimE3__{a.upper()}cvjEv": ("nctaid", a) for a in "xyz"},
+    **{f"llvm.amdgcn.num.workgroups.{a}": ("nctaid", a) for a in "xyz"},
+    **{f"_ZL20__hip_get_grid_dim_{a}v": ("nctaid", a) for a in "xyz"},
+    **{f"_ZNK17__HIP_CoordinatesI14__HIP_BlockDimE3__{a.upper()}cvjEv": ("ntid", a) for a in "xyz"},
+    **{f"llvm.amdgcn.workgroup.size.{a}": ("ntid", a) for a in "xyz"},
+    **{f"_ZL21__hip_get_block_dim_{a}v": ("ntid", a) for a in "xyz"},
+}
+_AMD_DIM_CALL = re.compile(
+    r"^(?P<indent>\s*)(?P<value>%[-\w.$]+|%\"[^\"]*\") = (?:tail |musttail |notail )?call\b[^@\n]*?"
+    r"\b(?P<ret>i\d+) @(?P<fn>__ockl_get_local_size|__ockl_get_num_groups|"
+    + "|".join(re.escape(n) for n in _AMD_DIM_NAMES) + r")\((?P<args>[^\n]*?)\)(?: #\d+)?(?:, ![^\n]*)?$", re.M)
+
+
+def _replace_amd_dim(match: re.Match, values: dict, report: TransformReport) -> str:
+    fn = match["fn"]
+    if fn.startswith("__ockl_"):
+        axis = re.fullmatch(r"i32(?: noundef)?(?: signext| zeroext)? ([012])", match["args"].strip())
+        if not axis:
+            return match[0]  # a dimension only known at run time
+        key = ("ntid" if fn == "__ockl_get_local_size" else "nctaid", "xyz"[int(axis[1])])
+    else:
+        key = _AMD_DIM_NAMES[fn]
+    if key not in values:
+        return match[0]
+    name = f"{key[0]}.{key[1]}"
+    report.replaced_dims[name] = report.replaced_dims.get(name, 0) + 1
+    return f"{match['indent']}{match['value']} = add {match['ret']} {values[key]}, 0"
+
+
 def replace_dims(text: str, spec: Specialization, report: TransformReport) -> str:
     """Each call reading a specialized dim (`llvm.nvvm.read.ptx.sreg.ntid.*` for the
     block, `nctaid.*` for the grid) replaced by its constant, counted in the report
@@ -495,6 +602,7 @@ def replace_dims(text: str, spec: Specialization, report: TransformReport) -> st
         values.update({("nctaid", axis): v for axis, v in zip("xyz", spec.grid)})
     if not values:
         return text
+    text = _AMD_DIM_CALL.sub(lambda m: _replace_amd_dim(m, values, report), text)
 
     def replace(match: re.Match) -> str:
         key = (match["which"], match["axis"])
@@ -507,7 +615,7 @@ def replace_dims(text: str, spec: Specialization, report: TransformReport) -> st
 
 
 __all__ = ["add_definitions", "BODY_SUFFIX", "build_wrapper", "check_specialization", "constant_for",
-           "demote_kernels", "describe", "find_kernel", "inline_body", "KERNEL_CC", "kernel_names", "kernel_params",
+           "demote_kernels", "describe", "find_kernel", "inline_body", "KERNEL_CC", "kernel_cc", "kernel_names", "kernel_params",
            "make_body", "Param", "parse_params", "parse_verified", "replace_dims", "retarget_attribute_groups",
            "specialize", "symbol", "TransformReport", "wrapper_attributes"]
 
