@@ -101,7 +101,7 @@ class _LaunchParameters:
         self.extra = ctypes.addressof(self._extra) if args else 0
 
 
-def _driver():
+def cuda_driver():
     try:
         from cuda.bindings import driver
     except ImportError as error:
@@ -116,7 +116,7 @@ class CudaBackend(Backend):
 
     def __init__(self, undo: list) -> None:
         super().__init__(undo)
-        self.driver = _driver()
+        self.driver = cuda_driver()
 
     def call(self, what: str, result):
         """The values of a driver call's result tuple, or a ReplayError naming the call."""
@@ -289,7 +289,7 @@ class CudaBackend(Backend):
 
 # --- HIP ----------------------------------------------------------------------------------
 
-def _hip():
+def hip_module():
     try:
         from hip import hip
     except ImportError as error:
@@ -309,7 +309,7 @@ class HipBackend(Backend):
 
     def __init__(self, undo: list) -> None:
         super().__init__(undo)
-        self.hip = _hip()
+        self.hip = hip_module()
 
     def call(self, what: str, result):
         """The values of a hip-python call's result tuple, or a ReplayError naming the call."""
@@ -440,4 +440,4 @@ class HipBackend(Backend):
         resources.tool = "hip"
 
 
-__all__ = ["BACKENDS", "Backend", "CudaBackend", "HipBackend", "backend_for", "backend_name", "planned_arch"]
+__all__ = ["BACKENDS", "Backend", "CudaBackend", "HipBackend", "backend_for", "backend_name", "cuda_driver", "hip_module", "planned_arch"]

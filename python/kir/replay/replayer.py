@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from kir.errors import OptionError, ReplayError
 from kir.record import Record, Region
-from kir.replay.backends import _driver, backend_for  # noqa: F401 (_driver: the cuda-bindings install hint)
+from kir.replay.backends import backend_for, cuda_driver
 from kir.replay.comparison import Mismatch, check, tolerance_for
 from kir.replay.planner import Mapping, plan
 
@@ -91,6 +91,11 @@ class RunResult:
             r.pop("log", None)
             out["resources"] = r
         return out
+
+
+def _driver():
+    """cuda-bindings' driver module, or NoDeviceError naming the replay extra."""
+    return cuda_driver()
 
 
 @dataclass
