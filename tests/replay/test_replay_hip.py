@@ -132,6 +132,17 @@ def test_what_only_cuda_has_is_refused_by_name(hip_stub, tmp_path):
                                f"({DEVICE_ARCH}) yet")
 
 
+def test_a_recording_of_hip_launches_replays_with_all(hip_stub, tmp_path):
+    """`kir replay --all DIR` over HIP records: each row replayed through the HIP
+    backend (auto), the wrong one failed, exit 1."""
+    axpy_hip_record(tmp_path / "rec", hip_stub["code_object"])
+    axpy_hip_record(tmp_path / "rec", hip_stub["code_object"], grid=(8, 1, 1), block=(128, 1, 1), wrong_epilogue=True)
+    result = run_with_stub(hip_stub, [*KIR, "replay", "--all", str(tmp_path / "rec"), "--json"])
+    assert result.returncode == 1, result.stderr
+    rows = json.loads(result.stdout)["records"]
+    assert sorted((r["status"], r["code"]) for r in rows) == [("failed", "code-object"), ("passed", "code-object")]
+
+
 def test_no_hip_device_is_exit_2(hip_stub, record):
     result = replay(hip_stub, record, STUB_HIP_DEVICES="0")
     assert result.returncode == 2
