@@ -15,11 +15,13 @@ missing_optional=()
 # `python3 -m venv` (scripts/venv.sh) needs ensurepip, which Debian ships apart.
 python3 -c "import ensurepip, venv" 2>/dev/null || packages+=(python3-venv)
 if [ "${1:-}" = "--tests" ]; then
-  packages+=(clang-22 llvm-22 llvm-22-dev lld-22 valgrind zsh rocm-device-libs)
-  # Wanted unless the package lists (read, or not yet fetched) say the distribution lacks it.
-  if apt-cache show libamdhip64-dev >/dev/null 2>&1 || ! ls /var/lib/apt/lists/*Packages* >/dev/null 2>&1; then
-    optional+=(libamdhip64-dev)
-  fi
+  packages+=(clang-22 llvm-22 llvm-22-dev lld-22 valgrind zsh)
+  # Wanted unless the package lists (read, or not yet fetched) say the distribution lacks them.
+  for p in libamdhip64-dev rocm-device-libs; do
+    if apt-cache show "$p" >/dev/null 2>&1 || ! ls /var/lib/apt/lists/*Packages* >/dev/null 2>&1; then
+      optional+=("$p")
+    fi
+  done
 elif [ "${1:-}" = "--lint" ]; then
   packages+=(clang-format-22 clang-tidy-22)
 fi
