@@ -229,4 +229,25 @@ int hip_module_launch(void* f, Dim3 grid, Dim3 block, unsigned shared, void* str
                 : kNotFound;
 }
 
+int hip_module_launch_cooperative(void* f, Dim3 grid, Dim3 block, unsigned shared, void* stream, void** args) {
+  KIR_HIP(launch, LaunchCooperative, "hipModuleLaunchCooperativeKernel");
+  return launch ? launch(f, grid.x, grid.y, grid.z, block.x, block.y, block.z, shared, stream, args) : kNotFound;
+}
+
+int hip_ext_module_launch(void* f, Dim3 grid, Dim3 block, size_t shared, void* stream, void** args, void* start,
+                          void* stop, unsigned flags) {
+  // hipExtModuleLaunchKernel(hipFunction_t f, uint32_t globalWorkSizeX..Z, uint32_t localWorkSizeX..Z,
+  // size_t sharedMemBytes, hipStream_t, void** kernelParams, void** extra, hipEvent_t startEvent,
+  // hipEvent_t stopEvent, uint32_t flags) (ROCm hip/hip_ext.h): its grid in work-items.
+  using ExtLaunch = int (*)(void*, uint32_t, uint32_t, uint32_t, uint32_t, uint32_t, uint32_t, size_t, void*, void**,
+                            void**, void*, void*, uint32_t);
+  KIR_HIP(c_name, ExtLaunch, "hipExtModuleLaunchKernel");
+  KIR_HIP(cxx_name, ExtLaunch,
+          "_Z24hipExtModuleLaunchKernelP18ihipModuleSymbol_tjjjjjjmP12ihipStream_tPPvS4_P11ihipEvent_tS6_j");
+  ExtLaunch launch = c_name ? c_name : cxx_name;
+  if (!launch) return kNotFound;
+  return launch(f, grid.x * block.x, grid.y * block.y, grid.z * block.z, block.x, block.y, block.z, shared, stream,
+                args, nullptr, start, stop, flags);
+}
+
 }  // namespace kir::hook
