@@ -6,9 +6,10 @@
 // interposers, so the layer's registry does not list the client's modules — and
 // kept for the process's life, keyed by the client's id. The claiming client
 // hears of each load (on_loaded, API 7) before the substitute's first launch;
-// a launch with more than 48 KiB of dynamic shared memory raises the loaded
-// function's limit first (VendorTraits::allow_shared), as an app does for its
-// own kernels with cudaFuncSetAttribute.
+// a launch with more dynamic shared memory than a function gets without opting
+// in (VendorTraits::shared_without_opt_in: CUDA 48 KiB, AMD 64 KiB) raises the
+// loaded function's limit first (VendorTraits::allow_shared), as an app does for
+// its own kernels with cudaFuncSetAttribute.
 #include <atomic>
 #include <cstring>
 #include <map>
@@ -47,10 +48,6 @@ struct ModuleCache {
   std::map<std::tuple<const void*, uint64_t, uint64_t, std::string>, void*> functions;
   std::map<const void*, size_t> shared_allowed;
 };
-
-/// The dynamic shared memory a function may use without opting in (CUDA: 48 KiB,
-/// cudaFuncAttributeMaxDynamicSharedMemorySize's default).
-constexpr size_t kDefaultSharedLimit = 48 * 1024;
 
 ModuleCache& module_cache() {
   static ModuleCache* cache = new ModuleCache();  // never destroyed: launches may come during exit
@@ -197,7 +194,8 @@ void* substitute_function(const kir_hook_launch& launch, const Claim& claim, Ven
       return const_cast<void*>(s.function);
     case KIR_SUBSTITUTE_CODE: {
       void* f = load_code(launch, claim, vendor);
-      if (f && launch.shared_bytes > kDefaultSharedLimit && !allow_shared(launch, claim, vendor, f)) return nullptr;
+      if (f && launch.shared_bytes > traits(vendor).shared_without_opt_in && !allow_shared(launch, claim, vendor, f))
+        return nullptr;
       return f;
     }
     default: return fail(launch, claim, "unknown kir_hook_substitute.kind " + std::to_string(s.kind)), nullptr;

@@ -128,7 +128,8 @@ bool load(const void* image, const char* entry, const std::string& what, void*& 
 }
 
 /// hipFuncSetAttribute(function, hipFuncAttributeMaxDynamicSharedMemorySize, bytes): ROCm's
-/// hip/hip_runtime_api.h, enum hipFuncAttribute, hipFuncAttributeMaxDynamicSharedMemorySize = 8.
+/// hip/hip_runtime_api.h, enum hipFuncAttribute, hipFuncAttributeMaxDynamicSharedMemorySize = 8
+/// (ROCm 5.2 and 6.x alike). Asked for launches over 64 KiB (shared_without_opt_in).
 /// AMD GPUs need no opt-in — hipModuleLaunchKernel grants dynamic LDS up to the device's limit —
 /// and HIP checks the pointer against the host stubs it registered, which a module's
 /// hipFunction_t is not: the call is made as CUDA's is, and its refusal is no failure (the
@@ -193,6 +194,10 @@ const VendorTraits kHipTraits = {
     "hipGetSymbolAddress",
     launch_function,
     module_global,
+    // The LDS a work-group has on gfx9 (MI100/MI200/MI300: 64 KiB; ROCm/clr
+    // rocclr/device/rocm/rocdevice.cpp: localMemSizePerCU_ is the agent's group
+    // segment size, hipDeviceProp_t::sharedMemPerBlock in hipamd/src/hip_device.cpp).
+    64 * 1024,
 };
 
 }  // namespace kir::hook

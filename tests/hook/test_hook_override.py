@@ -362,6 +362,30 @@ def test_hip_module_launches_can_be_claimed(hip_rig, built, tmp_path, launch):
     assert all(l.endswith("outcome=2 claimed_by=0 id=1d:2e") for l in lines(proc, "B completed"))
 
 
+def test_a_hip_code_substitute_opts_in_to_shared_memory_over_64_kib(hip_rig, built, tmp_path):
+    """AMD gives a work-group 64 KiB of LDS without opting in (VendorTraits::shared_without_opt_in;
+    CUDA's 48 KiB was used for HIP too): a CODE substitute launched with 56 KiB is launched as
+    it is, one with 80 KiB gets hipFuncSetAttribute(hipFuncAttributeMaxDynamicSharedMemorySize = 8)
+    first — whose refusal (ROCm refuses a module's function) is no failure."""
+    import json
+    import sys
+    d, _, clients = hip_rig
+    image = tmp_path / "axpy.co"
+    image.write_bytes(next(i for i in kir.open(built["hip.o"]).images if i.kind == "code-object").read())
+    for shared, expected in ((56 << 10, []), (80 << 10, ["stub hipFuncSetAttribute f=loaded attribute=8 value=81920"])):
+        proc = subprocess.run([sys.executable, str(HIP_MODULE_APP), str(d / ".hip_app.work" / "libamdhip64.so"),
+                               str(image), "data", "module", str(shared)], capture_output=True, text=True, timeout=60,
+                              env={"PATH": "/usr/bin:/bin", "LD_PRELOAD": str(HOOK), "KIR_HOOK_LOG": "1",
+                                   "KIR_HOOK_CLIENTS": ":".join(str(clients / f"lib{c}.so") for c in "ABC"),
+                                   "A_MODE": "hip-code"})
+        assert proc.returncode == 0, proc.stderr
+        assert json.loads(next(l for l in proc.stdout.splitlines() if l.startswith("{")))["launch"] == 0
+        assert lines(proc, "stub hipFuncSetAttribute") == expected
+        assert lines(proc, "stub hipModuleLaunchKernel")[0] == (
+            f"stub hipModuleLaunchKernel f=loaded grid=8 block=128 shared={shared}")
+        assert lines(proc, "A stats") == ["A stats handled=0 substituted=2 loads=1 substitute_failures=0 failures=0"]
+
+
 def test_a_hip_launch_event_names_its_device(hip_rig):
     """Hook API 7 on HIP: hipGetDevice's ordinal, the target of the code object the layer
     reads for the kernel (HIP has no stable C call naming the device's), no context."""
