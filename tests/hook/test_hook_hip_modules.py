@@ -187,3 +187,65 @@ def test_runtime_launch_paths_and_every_allocation_kind(stub, images):
     assert [(e["address"], e["size"], e["kind"]) for e in events if e["event"] == "alloc"] == expected
     freed = [e["address"] for e in events if e["event"] == "free"]
     assert freed == [addr[k] for k in ("reserve", "malloc", "async", "pool", "managed", "host", "flags", "pitch")]
+
+
+# --- The real ROCm userspace (Debian's libamdhip64.so.5, ROCm 5.2) and a real AMD GPU ---------
+
+REAL_HIP = Path("/usr/lib/x86_64-linux-gnu/libamdhip64.so.5")
+
+
+def amd_gpu() -> bool:
+    """An AMD GPU this process may use: /dev/kfd and a HIP runtime whose hipGetDeviceCount
+    finds one (asked in a child process: the runtime stays out of pytest's)."""
+    if not Path("/dev/kfd").exists():
+        return False
+    probe = ("import ctypes, sys\n"
+             "for name in ('libamdhip64.so', 'libamdhip64.so.7', 'libamdhip64.so.6', 'libamdhip64.so.5'):\n"
+             "    try: hip = ctypes.CDLL(name)\n"
+             "    except OSError: continue\n"
+             "    n = ctypes.c_int(0)\n"
+             "    sys.exit(0 if hip.hipGetDeviceCount(ctypes.byref(n)) == 0 and n.value > 0 else 1)\n"
+             "sys.exit(1)\n")
+    return subprocess.run([sys.executable, "-c", probe], capture_output=True, timeout=60).returncode == 0
+
+
+@pytest.mark.skipif(not REAL_HIP.exists(), reason="Debian's libamdhip64-5 not installed")
+@pytest.mark.skipif(Path("/dev/kfd").exists(), reason="a machine with an AMD GPU: the calls succeed there")
+def test_the_real_hip_runtime_s_errors_pass_through(images):
+    """ROCm 5.2's real libamdhip64.so.5 on a machine without an AMD GPU: every module call
+    fails (hipErrorInvalidDevice, 101) and the hook returns each result unchanged, registers
+    nothing, reports the launches with their results and logs no failure."""
+    path = images["bundle"][0]
+    bare = subprocess.run([sys.executable, str(MODULE_APP), str(REAL_HIP), str(path), "data", "module"],
+                          capture_output=True, text=True, timeout=120)
+    assert bare.returncode == 0, bare.stderr
+    results, events, other = run_module_app(REAL_HIP, path)
+    assert results == json.loads(bare.stdout)
+    assert results["load"] != 0 and set(results.values()) == {results["load"]}
+    assert [e["event"] for e in events] == ["launch", "launch"]
+    assert [e["result"] for e in events] == [results["launch"], results["launch-extra"]]
+    assert other == []
+
+
+@pytest.mark.skipif(not amd_gpu(), reason="no AMD GPU (/dev/kfd and hipGetDeviceCount > 0)")
+def test_a_module_on_an_amd_gpu(built, tmp_path):
+    """On an MI250X (gfx90a) or MI300A (gfx942): hip.o's code object for the device, loaded
+    with the real runtime's hipModuleLoadData under the hook, is registered with kir's hash,
+    its globals found through hipModuleGetGlobal at real device addresses; unloaded."""
+    agents = subprocess.run(["rocm_agent_enumerator"], capture_output=True, text=True).stdout.split()
+    code = [i for i in kir.open(built["hip.o"]).images if i.kind == "code-object"]
+    [image] = [i for i in code if i.target.split(":")[0] == next(a for a in agents if a != "gfx000")]
+    path = tmp_path / "axpy.co"
+    path.write_bytes(image.read())
+    runtime = next(p for p in ("libamdhip64.so", "libamdhip64.so.7", "libamdhip64.so.6") if _loads(p))
+    results, events, other = run_module_app(runtime, path, launch="none")
+    assert (results["load"], results["get"], results["unload"]) == (0, 0, 0) and other == []
+    [kernel] = [e for e in events if e["event"] == "register-kernel"]
+    assert kernel["static"] == hashes(path, image.target)[AXPY]
+    assert {name: size for name, (size, _) in results["globals"].items()} == elf_globals(image.read())
+    assert all(found for _, found in results["globals"].values())
+
+
+def _loads(name: str) -> bool:
+    return subprocess.run([sys.executable, "-c", f"import ctypes; ctypes.CDLL({name!r})"],
+                          capture_output=True).returncode == 0
