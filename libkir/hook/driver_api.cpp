@@ -59,18 +59,6 @@ bool resolve_function(const void* f) {
   return false;
 }
 
-/// cuLaunchKernel's `extra`: a packed argument buffer instead of kernelParams.
-void** unpack_extra(void** extra, const kir_hook_kernel* kernel, void** slots) {
-  if (!extra || !kernel) return nullptr;
-  const uint8_t* buffer = nullptr;
-  for (int i = 0; i < 16 && extra[i] != nullptr; i += 2)  // up to CU_LAUNCH_PARAM_END (NULL)
-    if (extra[i] == reinterpret_cast<void*>(1)) buffer = static_cast<const uint8_t*>(extra[i + 1]);
-  if (!buffer) return nullptr;
-  for (uint32_t p = 0; p < kernel->param_count && p < 64; ++p)
-    slots[p] = const_cast<uint8_t*>(buffer + kernel->param_offsets[p]);
-  return slots;
-}
-
 int synchronize(void* stream) {
   KIR_REAL(cuStreamSynchronize, CUresult (*)(CUstream));
   return real_cuStreamSynchronize(stream);
@@ -92,7 +80,7 @@ CUresult launch(const char* api, const void* f, Dim3 grid, Dim3 block, unsigned 
   if (layer().has_clients()) {  // the kernel, for clients: named by the driver if never looked up
     const kir_hook_kernel* kernel = layer().kernel_view(f);
     if (!kernel && resolve_function(f)) kernel = layer().kernel_view(f);
-    if (!params) args = unpack_extra(extra, kernel, slots);
+    if (!params) args = kir::hook::unpack_extra(extra, kernel, slots, nullptr);  // CU_LAUNCH_PARAM_END
   }
   return kir::hook::claimable_launch(kir::hook::launch_event(api, f, grid, block, shared, stream, args), &kStreamOps,
                                      kir::hook::Vendor::cuda_driver, call, substitute);

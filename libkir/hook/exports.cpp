@@ -102,6 +102,10 @@ KIR_EXPORT int kir_hook_kernel_ir(const kir_hook_kernel* kernel, size_t index, k
   return out && kir::hook::kernel_ir(Layer::get().registry(), kernel, index, *out) ? 1 : 0;
 }
 
+KIR_EXPORT int kir_hook_kernel_proteus_hash(const kir_hook_kernel* kernel, int llvm20_or_newer, uint64_t* out) {
+  return out && kir::hook::kernel_proteus_hash(Layer::get().registry(), kernel, llvm20_or_newer != 0, *out) ? 1 : 0;
+}
+
 KIR_EXPORT size_t kir_hook_kernel_captures(const kir_hook_kernel* kernel, kir_jit_capture* out, size_t capacity) {
   return kir::hook::LambdaCaptures::get().of_kernel(Layer::get().registry(), kernel, out, out ? capacity : 0);
 }

@@ -137,8 +137,31 @@ int claimable_launch(kir_hook_launch launch, const StreamOps* ops, Vendor vendor
 int driver_launch(void* f, Dim3 grid, Dim3 block, unsigned shared, void* stream, void** args, void** extra, bool ptsz);
 int driver_launch_ex(const void* config, void* f, void** args, void** extra, bool ptsz);
 int driver_launch_cooperative(void* f, Dim3 grid, Dim3 block, unsigned shared, void* stream, void** args);
-/// hipModuleLaunchKernel, for substitutes of HIP launches.
+/// hipModuleLaunchKernel, for substitutes of HIP launches; hipModuleLaunchCooperativeKernel
+/// (ROCm 6.x) for cooperative ones; hipExtModuleLaunchKernel (its C name, ROCm 6.x, else
+/// ROCm 5.2's C++ one) for hipExtLaunchKernel's, with its events and flags (a missing one
+/// returns hipErrorNotFound, 500).
 int hip_module_launch(void* f, Dim3 grid, Dim3 block, unsigned shared, void* stream, void** args);
+int hip_module_launch_cooperative(void* f, Dim3 grid, Dim3 block, unsigned shared, void* stream, void** args);
+int hip_ext_module_launch(void* f, Dim3 grid, Dim3 block, size_t shared, void* stream, void** args, void* start,
+                          void* stop, unsigned flags);
+
+/// A driver-style launch's `extra` (cuLaunchKernel's, hipModuleLaunchKernel's):
+/// {key, value, ..., end} pairs, the packed argument buffer under key 1
+/// (CU_LAUNCH_PARAM_BUFFER_POINTER, HIP_LAUNCH_PARAM_BUFFER_POINTER), read as
+/// `kernel`'s parameters into `slots` (64); nullptr when there is none. `end`:
+/// CU_LAUNCH_PARAM_END is NULL (cuda.h), HIP_LAUNCH_PARAM_END is (void*)3
+/// (ROCm hip/hip_runtime_api.h, 5.2 and 6.x).
+inline void** unpack_extra(void** extra, const kir_hook_kernel* kernel, void** slots, const void* end) {
+  if (!extra || !kernel) return nullptr;
+  const uint8_t* buffer = nullptr;
+  for (int i = 0; i < 16 && extra[i] != end; i += 2)
+    if (extra[i] == reinterpret_cast<void*>(1)) buffer = static_cast<const uint8_t*>(extra[i + 1]);
+  if (!buffer) return nullptr;
+  for (uint32_t p = 0; p < kernel->param_count && p < 64; ++p)
+    slots[p] = const_cast<uint8_t*>(buffer + kernel->param_offsets[p]);
+  return slots;
+}
 
 /// A call the app made: the real one, then `record()` when it succeeded (0).
 template <class Call, class Record>

@@ -6,6 +6,7 @@
 #include "failure_log.hpp"
 #include "image_choice.hpp"
 #include "kir/hash/kernel_code.hpp"
+#include "kir/hash/proteus.hpp"
 #include "kir/support/compression.hpp"
 
 namespace kir::hook {
@@ -119,6 +120,17 @@ bool kernel_code(Registry& registry, const kir_hook_kernel* kernel, int which, k
   }
   if (which != KIR_CODE_PTX || !f->container || !ready_ptx(*f, handle)) return false;
   fill(out, f->ptx_bytes, ImageKind::ptx, f->ptx_arch);
+  return true;
+}
+
+bool kernel_proteus_hash(Registry& registry, const kir_hook_kernel* kernel, bool llvm20_or_newer, uint64_t& out) {
+  FatbinRecord* f = registry.live_fatbin_of(kernel);
+  if (!f || !f->code || f->code->kind != ImageKind::code_object) return false;
+  std::lock_guard<std::mutex> lock(f->code_mutex);
+  if (f->unloaded) return false;
+  Expected<std::optional<uint64_t>> module = proteus_hip_module_hash(*f->code, llvm20_or_newer);
+  if (!module || !*module) return false;  // not built by the pass (or a section Proteus could not read)
+  out = proteus_static_hash_of_module(kernel->name, **module, llvm20_or_newer);
   return true;
 }
 

@@ -20,4 +20,10 @@ bool kernel_code_unit(Registry& registry, const kir_hook_kernel* kernel, size_t 
 size_t kernel_ir_count(Registry& registry, const kir_hook_kernel* kernel);
 bool kernel_ir(Registry& registry, const kir_hook_kernel* kernel, size_t index, kir_bytes& out);
 
+/// Proteus's 64-bit static hash of `kernel` as Proteus's runtime computes it when the
+/// kernel's registration is a HIP code object the Proteus pass built (kir/hash/proteus.hpp:
+/// JitEngineDeviceHIP getModuleHash, JITKernelInfo::createStaticHash): true and `out`,
+/// false when it has no `.jit.bitcode*` section, is not a code object, or is unloaded.
+bool kernel_proteus_hash(Registry& registry, const kir_hook_kernel* kernel, bool llvm20_or_newer, uint64_t& out);
+
 }  // namespace kir::hook

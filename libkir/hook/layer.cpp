@@ -83,6 +83,7 @@ void Layer::module_loaded(const void* module, const void* image, Vendor vendor, 
   if (!t.read_module) return;
   size_t images = 0;
   std::unique_ptr<FatbinRecord> record = t.read_module(module, image, images);  // sets images: not in one call
+  record->traits = &t;
   // What the module's code defines as globals (cuFFT keeps the pointers to its
   // twiddle tables in `lut_sp`/`lut_dp`, set at plan time): a launch's record
   // must hold them, and a replay restores them by name.

@@ -6,9 +6,10 @@
 // interposers, so the layer's registry does not list the client's modules — and
 // kept for the process's life, keyed by the client's id. The claiming client
 // hears of each load (on_loaded, API 7) before the substitute's first launch;
-// a launch with more than 48 KiB of dynamic shared memory raises the loaded
-// function's limit first (VendorTraits::allow_shared), as an app does for its
-// own kernels with cudaFuncSetAttribute.
+// a launch with more dynamic shared memory than a function gets without opting
+// in (VendorTraits::shared_without_opt_in: CUDA 48 KiB, AMD 64 KiB) raises the
+// loaded function's limit first (VendorTraits::allow_shared), as an app does for
+// its own kernels with cudaFuncSetAttribute.
 #include <atomic>
 #include <cstring>
 #include <map>
@@ -47,10 +48,6 @@ struct ModuleCache {
   std::map<std::tuple<const void*, uint64_t, uint64_t, std::string>, void*> functions;
   std::map<const void*, size_t> shared_allowed;
 };
-
-/// The dynamic shared memory a function may use without opting in (CUDA: 48 KiB,
-/// cudaFuncAttributeMaxDynamicSharedMemorySize's default).
-constexpr size_t kDefaultSharedLimit = 48 * 1024;
 
 ModuleCache& module_cache() {
   static ModuleCache* cache = new ModuleCache();  // never destroyed: launches may come during exit
@@ -197,7 +194,8 @@ void* substitute_function(const kir_hook_launch& launch, const Claim& claim, Ven
       return const_cast<void*>(s.function);
     case KIR_SUBSTITUTE_CODE: {
       void* f = load_code(launch, claim, vendor);
-      if (f && launch.shared_bytes > kDefaultSharedLimit && !allow_shared(launch, claim, vendor, f)) return nullptr;
+      if (f && launch.shared_bytes > traits(vendor).shared_without_opt_in && !allow_shared(launch, claim, vendor, f))
+        return nullptr;
       return f;
     }
     default: return fail(launch, claim, "unknown kir_hook_substitute.kind " + std::to_string(s.kind)), nullptr;
@@ -227,6 +225,27 @@ int hip_module_launch(void* f, Dim3 grid, Dim3 block, unsigned shared, void* str
   KIR_HIP(launch, Launch, "hipModuleLaunchKernel");
   return launch ? launch(f, grid.x, grid.y, grid.z, block.x, block.y, block.z, shared, stream, args, nullptr)
                 : kNotFound;
+}
+
+int hip_module_launch_cooperative(void* f, Dim3 grid, Dim3 block, unsigned shared, void* stream, void** args) {
+  KIR_HIP(launch, LaunchCooperative, "hipModuleLaunchCooperativeKernel");
+  return launch ? launch(f, grid.x, grid.y, grid.z, block.x, block.y, block.z, shared, stream, args) : kNotFound;
+}
+
+int hip_ext_module_launch(void* f, Dim3 grid, Dim3 block, size_t shared, void* stream, void** args, void* start,
+                          void* stop, unsigned flags) {
+  // hipExtModuleLaunchKernel(hipFunction_t f, uint32_t globalWorkSizeX..Z, uint32_t localWorkSizeX..Z,
+  // size_t sharedMemBytes, hipStream_t, void** kernelParams, void** extra, hipEvent_t startEvent,
+  // hipEvent_t stopEvent, uint32_t flags) (ROCm hip/hip_ext.h): its grid in work-items.
+  using ExtLaunch = int (*)(void*, uint32_t, uint32_t, uint32_t, uint32_t, uint32_t, uint32_t, size_t, void*, void**,
+                            void**, void*, void*, uint32_t);
+  KIR_HIP(c_name, ExtLaunch, "hipExtModuleLaunchKernel");
+  KIR_HIP(cxx_name, ExtLaunch,
+          "_Z24hipExtModuleLaunchKernelP18ihipModuleSymbol_tjjjjjjmP12ihipStream_tPPvS4_P11ihipEvent_tS6_j");
+  ExtLaunch launch = c_name ? c_name : cxx_name;
+  if (!launch) return kNotFound;
+  return launch(f, grid.x * block.x, grid.y * block.y, grid.z * block.z, block.x, block.y, block.z, shared, stream,
+                args, nullptr, start, stop, flags);
 }
 
 }  // namespace kir::hook

@@ -44,7 +44,7 @@ struct VendorTraits;  // vendor.hpp
 /// load: the app may free its buffer); it is dropped when the fatbin is
 /// unregistered, so nothing reads an unloaded library's image.
 struct FatbinRecord {
-  const VendorTraits* traits = nullptr;  // the runtime that registered it (nullptr: a driver-loaded module)
+  const VendorTraits* traits = nullptr;  // the runtime that registered or loaded it
   const void* wrapper = nullptr;         // the registration's wrapper (nullptr: a driver-loaded module)
   std::optional<FatbinContainer> container;
   std::vector<uint8_t> owned;

@@ -52,8 +52,8 @@ struct VendorTraits {
                std::string& why);
   /// Unload a module `load` loaded (a substitute its client refused in on_loaded).
   void (*unload)(void* module);
-  /// Let `function` be launched with `bytes` of dynamic shared memory (over the
-  /// 48 KiB a function gets without opting in): true, or false and `why`.
+  /// Let `function` be launched with `bytes` of dynamic shared memory (over
+  /// `shared_without_opt_in`): true, or false and `why`.
   bool (*allow_shared)(void* function, int bytes, std::string& why);
   /// The device at `site` (load_site's answer): its ordinal (-1 unknown), its
   /// arch ("sm_90"; HIP: `code_arch`, the target of the kernel's code object, when
@@ -78,6 +78,9 @@ struct VendorTraits {
   /// A driver-loaded module's global by name (cuModuleGetGlobal, hipModuleGetGlobal):
   /// the module globals a record snapshots and a replay restores by name.
   int (*module_global)(uint64_t* device, size_t* bytes, const void* module, const char* name);
+  /// The dynamic shared memory a loaded function may use without opting in: a CODE
+  /// substitute launched with more gets allow_shared first (CUDA: 48 KiB; AMD: 64 KiB).
+  size_t shared_without_opt_in;
 };
 
 /// `text` kept for the process's life (one copy per distinct text): arch names

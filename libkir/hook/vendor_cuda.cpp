@@ -301,6 +301,7 @@ const VendorTraits kCudaTraits = {
     "cudaGetSymbolAddress",
     launch_function,
     module_global,
+    48 * 1024,  // cudaFuncAttributeMaxDynamicSharedMemorySize's default
 };
 
 }  // namespace kir::hook

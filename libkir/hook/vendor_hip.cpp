@@ -1,7 +1,7 @@
 // The HIP runtime's traits (vendor.hpp): registrations of clang offload
-// bundles of AMDGPU code objects, and substitute code loaded through
-// hipModuleLoadData once per device. hipModuleLoadData is not interposed
-// (read_module: none).
+// bundles of AMDGPU code objects, modules the app loads with hipModuleLoadData
+// (hip_runtime.cpp), and substitute code loaded through hipModuleLoadData once
+// per device.
 #include "failure_log.hpp"
 #include "image_choice.hpp"
 #include "interpose.hpp"
@@ -15,6 +15,35 @@ namespace kir::hook {
 
 namespace {
 
+/// The code object launches use among a bundle's `images` (KIR_HOOK_ARCH's gfx
+/// processor, else the first one), parsed into `record`; `images` counts the
+/// device images. Failures are reported against `what`.
+void choose_code_object(const std::vector<Image>& all, FatbinRecord& record, const std::string& what, size_t& images,
+                        bool keep_bytes) {
+  const char* want = setting("KIR_HOOK_ARCH");
+  for (const Image& e : all) {
+    if (e.kind == ImageKind::host || e.target.empty()) continue;
+    ++images;
+    if (record.code || (want && processor(e.target) != want)) continue;
+    if (Expected<DeviceCode> code = parse_code_object(e.stored)) {
+      record.code = std::move(*code);
+      record.code->image_digest = xxh3_128(e.stored);
+      record.arch = e.target;
+      if (keep_bytes) {  // a module's image: the app may free its copy once loaded
+        record.launched_bytes.assign(e.stored.data(), e.stored.data() + e.stored.size());
+        record.launched_ready = true;
+      }
+    } else {
+      report_failure(Failure::image, what, "code object " + (e.id.empty() ? e.target : e.id) + ": ", code.error());
+    }
+  }
+  if (!record.code && images)
+    report_failure(Failure::image, what,
+                   std::string("no code object could be used") +
+                       (want ? " for KIR_HOOK_ARCH=" + std::string(want) : std::string()) + " among its " +
+                       std::to_string(images) + ": its kernels' layouts are unknown");
+}
+
 /// __hipRegisterFatBinary's `wrapper`, {"HIPF", version, offload bundle}: the
 /// code object for KIR_HOOK_ARCH (a gfx processor), else the first one.
 std::unique_ptr<FatbinRecord> read_registration(const void* handle, const void* wrapper, const Registry&,
@@ -23,27 +52,40 @@ std::unique_ptr<FatbinRecord> read_registration(const void* handle, const void* 
   record->decoded = true;
   std::string what = describe("HIP fatbin", handle);
   images = 0;
-  const char* want = setting("KIR_HOOK_ARCH");
   Expected<ContainerSite> b = discover_registered_bundle(wrapper, kUnknownSize, mapped_extent);
   if (!b) report_failure(Failure::registration, what, "registered without its code: ", b.error());
-  else
-    for (const Image& e : b->images) {
-      if (e.kind == ImageKind::host || e.target.empty()) continue;
-      ++images;
-      if (record->code || (want && processor(e.target) != want)) continue;
-      if (Expected<DeviceCode> code = parse_code_object(e.stored)) {
-        record->code = std::move(*code);
-        record->code->image_digest = xxh3_128(e.stored);
-        record->arch = e.target;
-      } else {
-        report_failure(Failure::image, what, "code object " + e.id + ": ", code.error());
-      }
-    }
-  if (b && !record->code && images)
+  else choose_code_object(b->images, *record, what, images, false);
+  return record;
+}
+
+/// An image handed to hipModuleLoadData / hipModuleLoadDataEx (or hipModuleLoad's
+/// file): a bare AMDGPU code object, or a clang offload bundle, plain or CCOB
+/// v2/v3 — what ROCm/clr's FatBinaryInfo::ExtractFatBinary (hipamd/src/hip_fatbin.cpp)
+/// accepts — sized from its own headers (kir/discover.hpp, sized_device_image). The
+/// chosen code object's bytes are copied: the app may free its buffer.
+std::unique_ptr<FatbinRecord> read_module(const void* module, const void* image, size_t& images) {
+  auto record = std::make_unique<FatbinRecord>();
+  record->decoded = true;
+  std::string what = describe("HIP module", module);
+  images = 0;
+  Expected<ContainerSite> site = sized_device_image(image, image ? mapped_extent(image) : 0);
+  const bool bundle = site && site->format == ContainerFormat::offload_bundle;
+  const bool code_object =
+      site && site->format == ContainerFormat::device_elf && site->images.front().kind == ImageKind::code_object;
+  const std::string at = "image at " + hex(reinterpret_cast<uintptr_t>(image));
+  if (!site) {
+    report_failure(Failure::registration, what, "not recorded with its code: ", site.error().within(at));
+  } else if (!bundle && !code_object) {
+    report_failure(Failure::registration, what,
+                   "not recorded with its code: " + at + " is neither an AMDGPU code object nor an offload bundle");
+  } else if (code_object && site->images.front().target.empty()) {  // its notes could not be read: say why
+    images = 1;
+    Expected<DeviceCode> code = parse_code_object(site->images.front().stored);
     report_failure(Failure::image, what,
-                   std::string("no code object could be used") +
-                       (want ? " for KIR_HOOK_ARCH=" + std::string(want) : std::string()) + " among its " +
-                       std::to_string(images) + ": its kernels' layouts are unknown");
+                   "code object: ", code ? Error(ErrorCode::malformed, "no target in its metadata") : code.error());
+  } else {
+    choose_code_object(site->images, *record, what, images, true);
+  }
   return record;
 }
 
@@ -51,7 +93,8 @@ bool loads(ImageKind kind) { return kind == ImageKind::code_object; }
 
 bool own_handle(int kind) { return kind == KIR_SUBSTITUTE_HIP_FUNCTION; }
 
-constexpr const char* kLibraries[] = {"libamdhip64.so.7", "libamdhip64.so.6", "libamdhip64.so", nullptr};
+constexpr const char* kLibraries[] = {"libamdhip64.so.7", "libamdhip64.so.6", "libamdhip64.so.5", "libamdhip64.so",
+                                      nullptr};
 
 /// The current HIP device (as 1 + its ordinal: never nullptr).
 const void* load_site(Vendor, std::string& why) {
@@ -85,7 +128,8 @@ bool load(const void* image, const char* entry, const std::string& what, void*& 
 }
 
 /// hipFuncSetAttribute(function, hipFuncAttributeMaxDynamicSharedMemorySize, bytes): ROCm's
-/// hip/hip_runtime_api.h, enum hipFuncAttribute, hipFuncAttributeMaxDynamicSharedMemorySize = 8.
+/// hip/hip_runtime_api.h, enum hipFuncAttribute, hipFuncAttributeMaxDynamicSharedMemorySize = 8
+/// (ROCm 5.2 and 6.x alike). Asked for launches over 64 KiB (shared_without_opt_in).
 /// AMD GPUs need no opt-in — hipModuleLaunchKernel grants dynamic LDS up to the device's limit —
 /// and HIP checks the pointer against the host stubs it registered, which a module's
 /// hipFunction_t is not: the call is made as CUDA's is, and its refusal is no failure (the
@@ -119,7 +163,7 @@ int launch_function(void* f, const Dim3& grid, const Dim3& block, unsigned share
 }
 
 /// hipModuleGetGlobal(hipDeviceptr_t* dptr, size_t* bytes, hipModule_t hmod, const char* name)
-/// (ROCm hip/hip_runtime_api.h). Unused until the layer interposes HIP module loads.
+/// (ROCm hip/hip_runtime_api.h, ROCm 5.2 and 6.x alike): a loaded module's globals (Layer::module_loaded).
 int module_global(uint64_t* device, size_t* bytes, const void* module, const char* name) {
   static DriverEntry entry("hipModuleGetGlobal", kLibraries);
   auto get = entry.get<int (*)(uint64_t*, size_t*, const void*, const char*)>();
@@ -133,7 +177,7 @@ const VendorTraits kHipTraits = {
     "HIP",
     kLibraries,
     read_registration,
-    nullptr,
+    read_module,
     loads,
     "\"code-object\"",
     own_handle,
@@ -150,6 +194,10 @@ const VendorTraits kHipTraits = {
     "hipGetSymbolAddress",
     launch_function,
     module_global,
+    // The LDS a work-group has on gfx9 (MI100/MI200/MI300: 64 KiB; ROCm/clr
+    // rocclr/device/rocm/rocdevice.cpp: localMemSizePerCU_ is the agent's group
+    // segment size, hipDeviceProp_t::sharedMemPerBlock in hipamd/src/hip_device.cpp).
+    64 * 1024,
 };
 
 }  // namespace kir::hook

@@ -168,6 +168,9 @@ def _library() -> ctypes.CDLL | None:
         lib.kir_hook_fatbin_globals.restype = ctypes.c_size_t
         lib.kir_hook_fatbin_globals.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.POINTER(_Global)),
                                                 ctypes.c_size_t]
+    if hasattr(lib, "kir_hook_kernel_proteus_hash"):  # API 10
+        lib.kir_hook_kernel_proteus_hash.argtypes = [ctypes.POINTER(_Kernel), ctypes.c_int,
+                                                     ctypes.POINTER(ctypes.c_uint64)]
     return lib
 
 
@@ -202,6 +205,22 @@ def kernels() -> list[Kernel]:
                           ctypes.string_at(k.ir, k.ir_size) if k.ir else b"", bool(k.unloaded),
                           _jit_args(k)))
     return out
+
+
+def proteus_hash(name: str, llvm20_or_newer: bool = True) -> int | None:
+    """Proteus's 64-bit static hash of the live kernel `name` (mangled) as Proteus's runtime
+    computes it for a HIP registration (kir_hook_kernel_proteus_hash, API 10); None when the
+    layer has none for it (no such live kernel, no Proteus sections, a CUDA registration)."""
+    lib = _require()
+    if not hasattr(lib, "kir_hook_kernel_proteus_hash"):
+        return None
+    for i in reversed(range(lib.kir_hook_kernel_count())):
+        k = lib.kir_hook_kernel_at(i)
+        if k.contents.name.decode() != name or k.contents.unloaded:
+            continue
+        out = ctypes.c_uint64()
+        return out.value if lib.kir_hook_kernel_proteus_hash(k, int(llvm20_or_newer), ctypes.byref(out)) else None
+    return None
 
 
 def _jit_args(k: _Kernel) -> tuple[JitArg, ...]:
@@ -298,7 +317,7 @@ def failure_codes() -> dict[ErrorCode, int]:
     return {code: n for code, n in counts.items() if n}
 
 
-__all__ = ["active", "Allocation", "ALLOCATION_KINDS", "api_version", "Capture", "captures", "failure_codes",
+__all__ = ["active", "Allocation", "ALLOCATION_KINDS", "api_version", "Capture", "captures", "failure_codes", "proteus_hash",
            "fatbin_globals", "find_allocation", "Global",
            "global_device_address", "globals_", "Kernel", "kernels", "LIBRARY", "stats", "tag_allocation", "track_allocation",
            "untrack_allocation"]

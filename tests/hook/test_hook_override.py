@@ -318,6 +318,74 @@ def test_hip_launches_can_be_claimed(hip_rig):
     assert wrong.stderr.count("a CUDA handle for a HIP launch") == 2
 
 
+HIP_MODULE_APP = Path(__file__).resolve().parents[1] / "fixtures" / "hook" / "hip_module_app.py"
+
+
+@pytest.mark.parametrize("launch", ["module", "ext", "cooperative"])
+def test_hip_module_launches_can_be_claimed(hip_rig, built, tmp_path, launch):
+    """Launches of a hipFunction_t the app looked up (issue 25 §1) are claimable as
+    cuLaunchKernel's are: HANDLED returns the client's result, a hipFunction_t substitute
+    runs through the app's own entry point with the app's configuration, CODE is loaded
+    once with hipModuleLoadData. (The stub's hipExtModuleLaunchKernel and cooperative
+    launch print through its hipModuleLaunchKernel; an ext grid is in work-items.)"""
+    import json
+    import sys
+    d, _, clients = hip_rig
+    image = tmp_path / "axpy.co"
+    image.write_bytes(next(i for i in kir.open(built["hip.o"]).images if i.kind == "code-object").read())
+
+    def go(**modes):
+        proc = subprocess.run([sys.executable, str(HIP_MODULE_APP), str(d / ".hip_app.work" / "libamdhip64.so"),
+                               str(image), "data", launch], capture_output=True, text=True, timeout=60,
+                              env={"PATH": "/usr/bin:/bin", "LD_PRELOAD": str(HOOK), "KIR_HOOK_LOG": "1",
+                                   "KIR_HOOK_CLIENTS": ":".join(str(clients / f"lib{c}.so") for c in "ABC"),
+                                   **modes})
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(next(l for l in proc.stdout.splitlines() if l.startswith("{"))), proc
+
+    launches = ["launch", "launch-extra"] if launch == "module" else ["launch"]
+    grid = "1000" if launch == "ext" else "8"
+    plain, proc = go()
+    assert [plain[k] for k in launches] == [0] * len(launches)
+    assert lines(proc, "stub hipModuleLaunchKernel") == [
+        f"stub hipModuleLaunchKernel f=loaded grid={grid} block=128 shared={s}" for s in (0, 16)[:len(launches)]]
+    handled, proc = go(A_MODE="handled")
+    assert [handled[k] for k in launches] == [77] * len(launches)
+    assert lines(proc, "stub hipModuleLaunchKernel") == []
+    assert [l.split()[3] for l in lines(proc, "A asked")] == [f"kernel={AXPY}"] * len(launches)
+    function, proc = go(A_MODE="hip")
+    assert lines(proc, "stub hipModuleLaunchKernel") == [
+        f"stub hipModuleLaunchKernel f=handle grid={grid} block=128 shared={s}" for s in (0, 16)[:len(launches)]]
+    code, proc = go(A_MODE="hip-code")
+    assert "stub-hip hipModuleLoadData=2" in proc.stderr  # the app's module, and the substitute once
+    assert lines(proc, "stub hipModuleGetFunction") == [f"stub hipModuleGetFunction {AXPY}"] * 2
+    assert all(l.endswith("outcome=2 claimed_by=0 id=1d:2e") for l in lines(proc, "B completed"))
+
+
+def test_a_hip_code_substitute_opts_in_to_shared_memory_over_64_kib(hip_rig, built, tmp_path):
+    """AMD gives a work-group 64 KiB of LDS without opting in (VendorTraits::shared_without_opt_in;
+    CUDA's 48 KiB was used for HIP too): a CODE substitute launched with 56 KiB is launched as
+    it is, one with 80 KiB gets hipFuncSetAttribute(hipFuncAttributeMaxDynamicSharedMemorySize = 8)
+    first — whose refusal (ROCm refuses a module's function) is no failure."""
+    import json
+    import sys
+    d, _, clients = hip_rig
+    image = tmp_path / "axpy.co"
+    image.write_bytes(next(i for i in kir.open(built["hip.o"]).images if i.kind == "code-object").read())
+    for shared, expected in ((56 << 10, []), (80 << 10, ["stub hipFuncSetAttribute f=loaded attribute=8 value=81920"])):
+        proc = subprocess.run([sys.executable, str(HIP_MODULE_APP), str(d / ".hip_app.work" / "libamdhip64.so"),
+                               str(image), "data", "module", str(shared)], capture_output=True, text=True, timeout=60,
+                              env={"PATH": "/usr/bin:/bin", "LD_PRELOAD": str(HOOK), "KIR_HOOK_LOG": "1",
+                                   "KIR_HOOK_CLIENTS": ":".join(str(clients / f"lib{c}.so") for c in "ABC"),
+                                   "A_MODE": "hip-code"})
+        assert proc.returncode == 0, proc.stderr
+        assert json.loads(next(l for l in proc.stdout.splitlines() if l.startswith("{")))["launch"] == 0
+        assert lines(proc, "stub hipFuncSetAttribute") == expected
+        assert lines(proc, "stub hipModuleLaunchKernel")[0] == (
+            f"stub hipModuleLaunchKernel f=loaded grid=8 block=128 shared={shared}")
+        assert lines(proc, "A stats") == ["A stats handled=0 substituted=2 loads=1 substitute_failures=0 failures=0"]
+
+
 def test_a_hip_launch_event_names_its_device(hip_rig):
     """Hook API 7 on HIP: hipGetDevice's ordinal, the target of the code object the layer
     reads for the kernel (HIP has no stable C call naming the device's), no context."""

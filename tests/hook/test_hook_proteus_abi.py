@@ -64,6 +64,24 @@ def test_the_proteus_notice_of_a_hip_registration_keeps_it(proteus_hip):
     assert proc.stderr == ""
 
 
+def test_the_hook_s_proteus_hash_is_kir_hash_proteus_offline(proteus_hip, built, kir_cli):
+    """Issue 25 §5: the Proteus static hash the layer computes for the HIP registration
+    (kir_hook_kernel_proteus_hash, API 10: Proteus's JitEngineDeviceHIP getModuleHash and
+    createStaticHash over the registered code object) is what `kir hash --proteus` prints
+    offline for the same binary, for Proteus built with LLVM >= 20 (XXH3) and before (FNV-1a)."""
+    seen, _ = registered(proteus_hip, "proteus")
+    at_run_time = {k["name"]: k["proteus"] for k in seen["kernels"]}
+    offline = []
+    for flags in ([], ["--llvm-before-20"]):
+        result = kir_cli("hash", "--json", *flags, built["proteus_hip_app"])
+        assert result.returncode == 0, result.stderr
+        offline.append({h["kernel"]: h["proteus"] for h in map(json.loads, result.stdout.splitlines())
+                        if h["proteus"] is not None})
+    assert set(offline[0]) == set(offline[1]) == {AXPY}  # the JIT kernel: the one Proteus hashes
+    assert at_run_time[AXPY] == [offline[0][AXPY], offline[1][AXPY]]
+    assert offline[0][AXPY] != offline[1][AXPY]
+
+
 def test_a_device_variable_the_pass_registers_again_is_one_global(proteus_hip):
     """Regression (issue 23): __hipRegisterVar, then the pass's __proteus_register_var for
     the same variable, listed it twice (one global, one view)."""

@@ -1,4 +1,5 @@
-// parse_code_object: kernels, target and embedded IR of an AMDGPU code object.
+// parse_code_object: kernels, target, device variables and embedded IR of an
+// AMDGPU code object.
 //
 // Every metadata note (owner "AMDGPU", type 32 NT_AMDGPU_METADATA; an LTO-partitioned
 // link has one per partition, each listing its kernels) is a
@@ -105,6 +106,26 @@ Status read_descriptors(const ElfFile& elf, DeviceCode& code) {
   return {};
 }
 
+/// The device variables: defined global or weak objects of the symbol table (what
+/// hipModuleGetGlobal finds by name: ROCm/clr hipamd/src/hip_module.cpp,
+/// hipModuleGetGlobal -> the code object's global symbols), less the kernels'
+/// descriptors (`NAME.kd`, objects too). Their section is the ELF section holding them.
+Status read_globals(const ElfFile& elf, DeviceCode& code) {
+  constexpr uint8_t kGlobal = 1, kWeak = 2;  // STB_GLOBAL, STB_WEAK
+  const ElfSection* symtab = elf.symbol_table();
+  if (!symtab) return {};
+  Expected<std::vector<ElfSymbol>> symbols = elf.symbols(*symtab);
+  if (!symbols) return symbols.error();
+  for (const ElfSymbol& sym : *symbols) {
+    if (sym.type != elf::STT_OBJECT || (sym.binding != kGlobal && sym.binding != kWeak) || sym.name.empty() ||
+        sym.section == elf::SHN_UNDEF || sym.section >= elf.sections().size())
+      continue;
+    if (sym.name.size() > 3 && sym.name.substr(sym.name.size() - 3) == ".kd") continue;
+    code.globals.push_back({std::string(sym.name), std::string(elf.sections()[sym.section].name), sym.size});
+  }
+  return {};
+}
+
 /// ".jit.bitcode.<kernel|tu|lto...>.<md5hex>.<decimal>" into its fields.
 EmbeddedModule jit_section(const ElfSection& s) {
   EmbeddedModule m;
@@ -142,6 +163,7 @@ Expected<DeviceCode> parse_code_object(ByteView bytes) {
     Status s = read_descriptors(*elf, code);
     if (!s) return s.error().within("code object");
   }
+  if (Status s = read_globals(*elf, code); !s) return s.error().within("code object");
   for (const ElfSection& sec : elf->sections())
     if (sec.name.rfind(kJitBitcodePrefix, 0) == 0 && sec.type != elf::SHT_NOBITS) code.ir.push_back(jit_section(sec));
   return code;

@@ -1,11 +1,13 @@
 // Discoverer: a device image that is its own container — a cubin or AMDGPU
 // code object file (`nvcc -cubin`, a `kir extract`ed image), or the bare image
-// an application hands to cuModuleLoadData (fatbin, ELF or PTX text).
+// an application hands to cuModuleLoadData (fatbin, ELF or PTX text) or to
+// hipModuleLoadData (ELF code object, clang offload bundle, plain or CCOB).
 #include "kir/discover.hpp"
 
 #include <cstring>
 
 #include "kir/amdgpu/code_object.hpp"
+#include "kir/llvm/offload_bundle.hpp"
 #include "kir/object/elf.hpp"
 
 namespace kir {
@@ -70,6 +72,7 @@ Expected<ContainerSite> sized_device_image(const void* image, uint64_t max_size)
   const auto* p = static_cast<const uint8_t*>(image);
   ByteView open(p, max_size);
   if (FatbinContainer::has_magic(open)) return discover_fatbin(open);
+  if (OffloadBundle::has_magic(open) || CompressedBundle::has_magic(open)) return discover_bundle_in_memory(open);
   if (ElfFile::is_elf(open)) {
     Expected<ElfFile> elf = ElfFile::create(open);
     if (!elf) return elf.error();

@@ -92,20 +92,25 @@ std::optional<ContainerSite> discover_object_bundle(const ElfFile& elf) {
   return site;
 }
 
-Expected<ContainerSite> discover_registered_bundle(const void* wrapper, uint64_t max_size, ReadableExtent readable) {
-  Expected<ByteView> at = discover::registered_data(wrapper, kHipWrapperMagic, max_size, readable);
-  if (!at) return at.error();
-  std::string where = "bundle at " + hex(reinterpret_cast<uintptr_t>(at->data()));
-  if (CompressedBundle::has_magic(*at)) {  // v2/v3 headers give the size; v1 does not
-    Expected<CompressedBundle> c = CompressedBundle::create(*at);
+Expected<ContainerSite> discover_bundle_in_memory(ByteView at) {
+  std::string where = "bundle at " + hex(reinterpret_cast<uintptr_t>(at.data()));
+  if (CompressedBundle::has_magic(at)) {  // v2/v3 headers give the size; v1 does not
+    Expected<CompressedBundle> c = CompressedBundle::create(at);
     if (!c) return c.error().within(where);
     if (c->version < 2)
       return Error(ErrorCode::unsupported,
                    where + ": compressed bundle version 1 does not record its size: it cannot be read from memory");
   }
-  Expected<ContainerSite> site = discover_bundle(*at);
+  Expected<ContainerSite> site = discover_bundle(at);
   if (!site) return site.error().within(where);
-  site->found_by = FoundBy::wrapper;
+  return site;
+}
+
+Expected<ContainerSite> discover_registered_bundle(const void* wrapper, uint64_t max_size, ReadableExtent readable) {
+  Expected<ByteView> at = discover::registered_data(wrapper, kHipWrapperMagic, max_size, readable);
+  if (!at) return at.error();
+  Expected<ContainerSite> site = discover_bundle_in_memory(*at);
+  if (site) site->found_by = FoundBy::wrapper;
   return site;
 }
 

@@ -39,7 +39,7 @@ struct Kernel {
 
 struct DeviceGlobal {
   std::string name;
-  std::string section;  // .nv.global, .nv.global.init, .nv.constant3 ... ("" in PTX)
+  std::string section;  // .nv.global, .nv.global.init, .nv.constant3 ... ("" in PTX; AMDGPU: .bss, .data ...)
   uint64_t size = 0;
 };
 

@@ -91,10 +91,18 @@ Expected<ContainerSite> discover_registered_fatbin(const void* wrapper, uint64_t
 /// CCOB does not say its size, so it is refused).
 Expected<ContainerSite> discover_registered_bundle(const void* wrapper, uint64_t max_size = kUnknownSize,
                                                    ReadableExtent readable = nullptr);
-/// An image handed to cuModuleLoadData and friends, sized from its own
-/// headers: a fatbin container (format cuda-fatbin), an ELF cubin or code
-/// object (device-elf), or NUL-terminated PTX text (device-elf, one ptx image;
-/// its size includes the NUL).
+/// A clang offload bundle at `at` in memory (its headers give its size): plain,
+/// or compressed v2/v3 (CCOB v1 does not record its size, so it is refused).
+/// Errors name the bundle's address.
+Expected<ContainerSite> discover_bundle_in_memory(ByteView at);
+/// An image handed to cuModuleLoadData / hipModuleLoadData and friends, sized
+/// from its own headers: a fatbin container (format cuda-fatbin), a clang
+/// offload bundle, plain or CCOB v2/v3 (offload-bundle: what hipModuleLoadData
+/// takes besides a bare code object, ROCm/clr hipamd/src/hip_fatbin.cpp,
+/// FatBinaryInfo::ExtractFatBinary and hip_code_object.cpp,
+/// CodeObject::IsClangOffloadMagicBundle), an ELF cubin or code object
+/// (device-elf), or NUL-terminated PTX text (device-elf, one ptx image; its
+/// size includes the NUL).
 Expected<ContainerSite> sized_device_image(const void* image, uint64_t max_size = kUnknownSize);
 
 }  // namespace kir

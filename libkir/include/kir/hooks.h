@@ -130,7 +130,7 @@
 extern "C" {
 #endif
 
-#define KIR_HOOK_API_VERSION 9
+#define KIR_HOOK_API_VERSION 10
 
 /** The API of the layer in this process (KIR_HOOK_API_VERSION as it was built):
  *  a client built for a newer API calls this before reading a field the layer
@@ -525,6 +525,18 @@ size_t kir_hook_kernel_captures(const kir_hook_kernel* kernel, kir_jit_capture* 
  *  first min(count, capacity) of `out` (views valid for the process's life); 0
  *  when `fatbin` is not a live registration. */
 size_t kir_hook_fatbin_globals(const void* fatbin, const kir_hook_global** out, size_t capacity);
+
+/** API 10. Proteus's 64-bit static hash of `kernel`, as Proteus's runtime computes
+ *  it at the registration of a HIP code object its pass built (JitEngineDeviceHIP
+ *  getModuleHash: the fold of the numbers the `.jit.bitcode*` section names end
+ *  in, then JITKernelInfo::createStaticHash with the mangled name; docs/hashing.md,
+ *  "Proteus compatibility"), over the code object the layer chose for the kernel:
+ *  the value `kir hash --proteus` prints offline for the same binary. Proteus's
+ *  hash function is XXH3-64 when it was built with LLVM >= 20
+ *  (`llvm20_or_newer` 1), else FNV-1a 64. Returns 1 and fills `out`; 0 for NULL,
+ *  an unloaded kernel, or code without such sections (CUDA registrations: not
+ *  computed by the layer, whose hash covers device memory Proteus reads back). */
+int kir_hook_kernel_proteus_hash(const kir_hook_kernel* kernel, int llvm20_or_newer, uint64_t* out);
 
 #ifdef __cplusplus
 }

@@ -8,7 +8,8 @@
 namespace kir {
 
 /// Kernels (from the metadata note: parameters, registers, LDS, scratch; else
-/// from `.kd` descriptors), the target id and embedded IR of an AMDGPU code object.
+/// from `.kd` descriptors), the target id, the device variables (defined global
+/// objects, less `.kd` descriptors) and embedded IR of an AMDGPU code object.
 Expected<DeviceCode> parse_code_object(ByteView elf);
 
 }  // namespace kir
