@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 import kir
+import running  # tests/support
 from kir.hashing import kernel_hashes
 
 pytestmark = pytest.mark.usefixtures("hostile_library_path")
@@ -194,21 +195,6 @@ def test_runtime_launch_paths_and_every_allocation_kind(stub, images):
 REAL_HIP = Path("/usr/lib/x86_64-linux-gnu/libamdhip64.so.5")
 
 
-def amd_gpu() -> bool:
-    """An AMD GPU this process may use: /dev/kfd and a HIP runtime whose hipGetDeviceCount
-    finds one (asked in a child process: the runtime stays out of pytest's)."""
-    if not Path("/dev/kfd").exists():
-        return False
-    probe = ("import ctypes, sys\n"
-             "for name in ('libamdhip64.so', 'libamdhip64.so.7', 'libamdhip64.so.6', 'libamdhip64.so.5'):\n"
-             "    try: hip = ctypes.CDLL(name)\n"
-             "    except OSError: continue\n"
-             "    n = ctypes.c_int(0)\n"
-             "    sys.exit(0 if hip.hipGetDeviceCount(ctypes.byref(n)) == 0 and n.value > 0 else 1)\n"
-             "sys.exit(1)\n")
-    return subprocess.run([sys.executable, "-c", probe], capture_output=True, timeout=60).returncode == 0
-
-
 @pytest.mark.skipif(not REAL_HIP.exists(), reason="Debian's libamdhip64-5 not installed")
 @pytest.mark.skipif(Path("/dev/kfd").exists(), reason="a machine with an AMD GPU: the calls succeed there")
 def test_the_real_hip_runtime_s_errors_pass_through(images):
@@ -227,11 +213,11 @@ def test_the_real_hip_runtime_s_errors_pass_through(images):
     assert other == []
 
 
-@pytest.mark.skipif(not amd_gpu(), reason="no AMD GPU (/dev/kfd and hipGetDeviceCount > 0)")
 def test_a_module_on_an_amd_gpu(built, tmp_path):
     """On an MI250X (gfx90a) or MI300A (gfx942): hip.o's code object for the device, loaded
     with the real runtime's hipModuleLoadData under the hook, is registered with kir's hash,
     its globals found through hipModuleGetGlobal at real device addresses; unloaded."""
+    running.require_amd_gpu()
     agents = subprocess.run(["rocm_agent_enumerator"], capture_output=True, text=True).stdout.split()
     code = [i for i in kir.open(built["hip.o"]).images if i.kind == "code-object"]
     [image] = [i for i in code if i.target.split(":")[0] == next(a for a in agents if a != "gfx000")]

@@ -129,12 +129,6 @@ def launches(log: Path) -> list[dict]:
 def amd_gpu():
     """Skips unless this machine has an AMD GPU that HIP sees (/dev/kfd, hip-python's
     hipGetDeviceCount > 0): the level-(3) tests of issue 25 run there as they are."""
-    if not Path("/dev/kfd").exists():
-        pytest.skip("no AMD GPU here (/dev/kfd is absent)")
-    hip = pytest.importorskip("hip.hip", reason="hip-python is not installed (the hip extra)")
-    try:
-        error, count = hip.hipGetDeviceCount()
-    except Exception as exc:  # libamdhip64.so absent
-        pytest.skip(f"no HIP runtime: {exc}")
-    if int(error) != 0 or count < 1:
-        pytest.skip(f"no AMD GPU answers hipGetDeviceCount ({error}, {count})")
+    import running
+    running.require_amd_gpu()
+    pytest.importorskip("hip.hip", reason="hip-python is not installed (the hip extra)")
