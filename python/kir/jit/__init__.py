@@ -317,17 +317,11 @@ def _compile(module, kernel: str, arch: str, spec: Specialization, opts: Options
                         [f for f in opts.features.split(",") if f])
     machine = codegen.target_machine(arch, features,
                                      opts.codegen_opt if opts.codegen_opt is not None else opts.opt_level)
-    if contract == "off":
-        text, changed = transform.strip_contraction(str(specialized))
-        if changed:
-            specialized = transform.parse_verified(text, kernel)
+    specialized = _uncontracted(specialized, contract, kernel)
     pipeline.cleanup(specialized, machine)
     timings["specialize"] = time.perf_counter() - step
 
-    step = time.perf_counter()
-    stages = pipeline.parse(opts.pipeline) if opts.pipeline is not None else [("default", opts.opt_level)]
-    pipeline.run(specialized, machine, stages)
-    timings["optimize"] = time.perf_counter() - step
+    _optimize(specialized, machine, opts, timings)
     device_globals = _used_globals(specialized)
 
     step = time.perf_counter()
@@ -366,10 +360,7 @@ def _compile_amdgpu(parsed, kernel: str, arch: str, spec: Specialization, opts: 
         specialized.triple = amdgpu.AMDGPU_TRIPLE
     machine = amdgpu.target_machine(arch, opts.features,
                                     opts.codegen_opt if opts.codegen_opt is not None else opts.opt_level)
-    if contract == "off":
-        text, changed = transform.strip_contraction(str(specialized))
-        if changed:
-            specialized = transform.parse_verified(text, kernel)
+    specialized = _uncontracted(specialized, contract, kernel)
     pipeline.cleanup(specialized, machine)
     # after the cleanup: a device-library function whose every call was folded (a
     # specialized dim) is no longer declared, and needs no library
@@ -382,10 +373,7 @@ def _compile_amdgpu(parsed, kernel: str, arch: str, spec: Specialization, opts: 
         amdgpu.link_libraries(specialized, libraries)
     timings["specialize"] = time.perf_counter() - step
 
-    step = time.perf_counter()
-    stages = pipeline.parse(opts.pipeline) if opts.pipeline is not None else [("default", opts.opt_level)]
-    pipeline.run(specialized, machine, stages)
-    timings["optimize"] = time.perf_counter() - step
+    _optimize(specialized, machine, opts, timings)
     device_globals = _used_globals(specialized)
     undefined = amdgpu.called(specialized)
     if undefined:
@@ -410,6 +398,23 @@ def _compile_amdgpu(parsed, kernel: str, arch: str, spec: Specialization, opts: 
                           compile_seconds=time.perf_counter() - started, options=opts, specialization=spec,
                           static_hash=static_hash, timings=timings, transform=report,
                           device_globals=device_globals, fp_contract=contract, assembly=assembly)
+
+
+def _uncontracted(module, contract: str, kernel: str):
+    """`module` without `contract` flags when contraction is "off" (else as it is)."""
+    if contract != "off":
+        return module
+    text, changed = transform.strip_contraction(str(module))
+    return transform.parse_verified(text, kernel) if changed else module
+
+
+def _optimize(module, machine, opts: Options, timings: dict) -> None:
+    """The optimization pipeline (`opts.pipeline`, else default<O`opt_level`>) over `module`,
+    its seconds in timings["optimize"]."""
+    step = time.perf_counter()
+    stages = pipeline.parse(opts.pipeline) if opts.pipeline is not None else [("default", opts.opt_level)]
+    pipeline.run(module, machine, stages)
+    timings["optimize"] = time.perf_counter() - step
 
 
 def own_globals_refusal(compiled: CompiledKernel) -> str | None:

@@ -267,42 +267,13 @@ def _global(kernel: str, arg: ArgValue, ptr_type: str, globals_out: list[str]) -
 
 
 def _edit_tokens(tokens: list[str], arch: str, ptx: int | None, report: TransformReport) -> list[str]:
-    """Function attributes without noinline / optnone, for `arch` and PTX `ptx`."""
+    """Function attributes without noinline / optnone, for `arch` and PTX `ptx`:
+    "target-cpu" the target's processor, "target-features" edited for it
+    (_nvptx_features, _amdgpu_features)."""
     if arch.startswith("gfx"):
-        return _edit_tokens_amdgpu(tokens, arch, report)
-    kept = []
-    for token in tokens:
-        if token in ("noinline", "optnone"):
-            report.attributes_removed += 1
-            continue
-        if token.startswith('"target-cpu"='):
-            token = f'"target-cpu"="{arch}"'
-        elif token.startswith('"target-features"='):
-            features = [f for f in token.split("=", 1)[1].strip('"').split(",") if f]
-            features = [f"+{arch}" if re.fullmatch(r"[+-]sm_\d+[af]?", f) else f for f in features]
-            if ptx is not None:
-                features = [f"+ptx{ptx}" if re.fullmatch(r"[+-]ptx\d+", f) else f for f in features]
-            token = f'"target-features"="{",".join(features)}"'
-        kept.append(token)
-    return kept
-
-
-#: AMDGPU features that are modes, not instruction sets: kept when the kernel moves
-#: to another processor (the processor implies its instruction-set features)
-_AMDGPU_MODES = ("wavefrontsize32", "wavefrontsize64", "cumode", "tgsplit")
-
-
-def _edit_tokens_amdgpu(tokens: list[str], arch: str, report: TransformReport) -> list[str]:
-    """_edit_tokens for an AMDGPU target-id: "target-cpu" its processor;
-    "target-features" the IR's with xnack / sramecc as the target-id says (a
-    feature the target-id leaves out is dropped: "any", as clang's driver leaves
-    it), or, when the IR was built for another processor, only its mode features
-    (wavefront size, CU mode) and the target-id's: clang's target features for a
-    processor are those LLVM's processor definition implies
-    (amdgpu::getAMDGPUTargetFeatures)."""
-    from kir.jit.amdgpu import parse_target_id
-    cpu, own = parse_target_id(arch)
-    was = next((t.split("=", 1)[1].strip('"') for t in tokens if t.startswith('"target-cpu"=')), cpu)
+        cpu, features_for = _amdgpu_features(tokens, arch)
+    else:
+        cpu, features_for = arch, lambda features: _nvptx_features(features, arch, ptx)
     kept = []
     for token in tokens:
         if token in ("noinline", "optnone"):
@@ -312,12 +283,41 @@ def _edit_tokens_amdgpu(tokens: list[str], arch: str, report: TransformReport) -
             token = f'"target-cpu"="{cpu}"'
         elif token.startswith('"target-features"='):
             features = [f for f in token.split("=", 1)[1].strip('"').split(",") if f]
-            features = [f for f in features if f[1:] not in ("xnack", "sramecc")]
-            if was != cpu:
-                features = [f for f in features if f[1:] in _AMDGPU_MODES]
-            token = f'"target-features"="{",".join(features + own)}"'
+            token = f'"target-features"="{",".join(features_for(features))}"'
         kept.append(token)
     return kept
+
+
+def _nvptx_features(features: list[str], arch: str, ptx: int | None) -> list[str]:
+    """The IR's features with its sm_NN as `arch` and its PTX version as `ptx`."""
+    features = [f"+{arch}" if re.fullmatch(r"[+-]sm_\d+[af]?", f) else f for f in features]
+    if ptx is not None:
+        features = [f"+ptx{ptx}" if re.fullmatch(r"[+-]ptx\d+", f) else f for f in features]
+    return features
+
+
+#: AMDGPU features that are modes, not instruction sets: kept when the kernel moves
+#: to another processor (the processor implies its instruction-set features)
+_AMDGPU_MODES = ("wavefrontsize32", "wavefrontsize64", "cumode", "tgsplit")
+
+
+def _amdgpu_features(tokens: list[str], arch: str):
+    """For an AMDGPU target-id: its processor, and how the IR's "target-features" become
+    the target's: xnack / sramecc as the target-id says (a feature the target-id leaves
+    out is dropped: "any", as clang's driver leaves it), or, when the IR was built for
+    another processor, only its mode features (wavefront size, CU mode) and the
+    target-id's: clang's target features for a processor are those LLVM's processor
+    definition implies (amdgpu::getAMDGPUTargetFeatures)."""
+    from kir.jit.amdgpu import parse_target_id
+    cpu, own = parse_target_id(arch)
+    was = next((t.split("=", 1)[1].strip('"') for t in tokens if t.startswith('"target-cpu"=')), cpu)
+
+    def features_for(features: list[str]) -> list[str]:
+        features = [f for f in features if f[1:] not in ("xnack", "sramecc")]
+        if was != cpu:
+            features = [f for f in features if f[1:] in _AMDGPU_MODES]
+        return features + own
+    return cpu, features_for
 
 
 def _fn_attributes(fn) -> list[str]:
