@@ -13,12 +13,6 @@ mkdir -p "$OUT"
 part=${1:?tests, handoff or throughput}
 . "$(dirname "$0")/gpu_setup.sh"
 export PROTEUS_CLIENT_LIB=$PWD/build/proteus_client/libproteus_client.so
-tests() {  # one named group of tests, its log under $OUT
-  local name=$1; shift
-  timeout "${LIMIT:-560}" python3 -m pytest -p no:cacheprovider -q -rfEs --durations=10 -m "${MARK:-}" ${PYTEST_ARGS:-} "$@" \
-    >"$OUT/$name.log" 2>&1
-  echo "$name: exit $?; $(tail -1 "$OUT/$name.log")"
-}
 gpu_setup >"$OUT/setup.log" 2>&1
 tail -3 "$OUT/setup.log"
 if [ "$part" = tests ]; then

@@ -15,3 +15,11 @@ gpu_setup() {
   python3 -c "import kir; print('kir', kir.__version__, 'ABI', kir.c_abi_version, 'hook API', kir.hook_api_version)"
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 }
+# One named group of tests (`tests NAME FILES...`), its log under $OUT: LIMIT seconds (560),
+# MARK (a -m expression; none), PYTEST_ARGS (more options).
+tests() {  # one named group of tests, its log under $OUT
+  local name=$1; shift
+  timeout "${LIMIT:-560}" python3 -m pytest -p no:cacheprovider -q -rfEs --durations=10 -m "${MARK:-}" ${PYTEST_ARGS:-} "$@" \
+    >"$OUT/$name.log" 2>&1
+  echo "$name: exit $?; $(tail -1 "$OUT/$name.log")"
+}
