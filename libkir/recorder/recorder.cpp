@@ -151,12 +151,14 @@ struct ModuleGlobal {
   uint64_t address, size;
 };
 
-/// The device variables registered with the kernel's fatbin, at their device addresses.
+/// The device variables of the kernel's fatbin or module (kir_hook_fatbin_globals: its own,
+/// not every global of the process), at their device addresses.
 std::vector<ModuleGlobal> module_globals(const kir_hook_kernel& kernel) {
+  std::vector<const kir_hook_global*> globals(kir_hook_fatbin_globals(kernel.fatbin, nullptr, 0));
+  globals.resize(kir_hook_fatbin_globals(kernel.fatbin, globals.data(), globals.size()));
   std::vector<ModuleGlobal> out;
-  for (size_t i = 0, n = kir_hook_global_count(); i < n; ++i) {
-    const kir_hook_global* g = kir_hook_global_at(i);
-    if (!g || g->fatbin != kernel.fatbin || !g->size) continue;
+  for (const kir_hook_global* g : globals) {
+    if (!g || !g->size) continue;
     if (uint64_t address = kir_hook_global_device_address(g->host_address))
       out.push_back({g->name ? g->name : "", address, g->size});
   }
