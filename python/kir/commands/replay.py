@@ -30,6 +30,7 @@ from kir.envelope import envelope
 from kir.errors import OptionError
 from kir.files import stdout_to_stderr
 from kir.replay import CODE_KINDS, DTYPES, NORMS, Tolerance
+from kir.replay.backends import BACKENDS
 
 SCHEMA = "kir.replay/1"
 
@@ -38,8 +39,12 @@ def add_arguments(parser) -> None:
     parser.add_argument("record", metavar="RECORD", nargs="?", help="a .kirrec file (DIR/records/...)")
     parser.add_argument("--code", choices=CODE_KINDS, default="launched",
                         help="what to load: the code the launch ran (default: its cubin, or its PTX "
-                             "when the driver compiled PTX), the recorded cubin, its PTX, or its LLVM "
-                             "IR compiled with llvmlite")
+                             "when the driver compiled PTX; a HIP launch's AMDGPU code object), the "
+                             "recorded cubin, its PTX, its LLVM IR compiled with llvmlite, or the "
+                             "recorded code object")
+    parser.add_argument("--backend", choices=BACKENDS, default="auto",
+                        help="the GPU API: cuda (cuda-bindings), hip (hip-python), or auto (default: "
+                             "the record's, an AMDGPU code object is HIP)")
     parser.add_argument("--repeat", type=int, default=1, metavar="N", help="launch N times (timed)")
     parser.add_argument("--verify", action=argparse.BooleanOptionalAction, default=True,
                         help="compare device memory with the recorded epilogues (default: on)")
@@ -54,8 +59,9 @@ def add_arguments(parser) -> None:
     tolerance.add_argument("--norm", choices=NORMS, default="linf", help="norm of the difference")
     tolerance.add_argument("--dtype", choices=DTYPES, default="float32", help="element type of the outputs (default float32)")
     parser.add_argument("--plan", action="store_true", help="print the replay plan only (needs no GPU)")
-    parser.add_argument("--device-arch", default="sm_90", metavar="SM",
-                        help="with --plan: the GPU to plan for (default sm_90)")
+    parser.add_argument("--device-arch", default=None, metavar="ARCH",
+                        help="with --plan: the GPU to plan for (default sm_90; for a HIP record, its "
+                             "code object's target, e.g. gfx942:sramecc+:xnack-)")
     parser.add_argument("--json", action="store_true",
                         help=f"print one JSON object ({SCHEMA}; with --all, {SCHEMA_ALL})")
     every = parser.add_argument_group("replaying a whole recording (a regression run)")
@@ -99,7 +105,8 @@ class ReplayOptions:
     tolerance: Tolerance | None = None
     norm: str = "linf"
     plan: bool = False
-    device_arch: str = "sm_90"
+    device_arch: str | None = None          #: --plan's device (None: planned_arch)
+    backend: str = "auto"
     json: bool = False
     baseline: str | None = None
     executor: str | None = None
@@ -112,7 +119,7 @@ class ReplayOptions:
         return cls(record=args.record, recording=args.all, code=args.code, repeat=positive(args.repeat),
                    verify=args.verify, grid=dims(args.grid, "--grid"), block=dims(args.block, "--block"),
                    shared_bytes=args.shared_bytes, tolerance=tolerance_of(args), norm=args.norm, plan=args.plan,
-                   device_arch=args.device_arch, json=args.json, baseline=args.baseline, executor=args.executor,
+                   device_arch=args.device_arch, backend=args.backend, json=args.json, baseline=args.baseline, executor=args.executor,
                    cluster=ClusterOptions.from_args(args), variant=VariantOptions.from_args(args))
 
     def make_variant(self):
@@ -134,7 +141,8 @@ def run(args: argparse.Namespace) -> int:
         from kir.replay.activity import cupti
         cupti("kir replay --timing activity")  # not installed: the install hint, before the GPU is opened
     # with --json, stdout carries only the JSON: the kernel's printf goes to stderr
-    with stdout_to_stderr(opts.json), Replayer(record, code=opts.code, cache=opts.variant.jit_cache) as replayer:
+    with stdout_to_stderr(opts.json), Replayer(record, code=opts.code, cache=opts.variant.jit_cache,
+                                                      backend=opts.backend) as replayer:
         warn_about(replayer.plan)
         for name in replayer.absent_globals:
             print(f"kir: warning: the {opts.code} code defines no global {name}: not restored", file=sys.stderr)
@@ -172,12 +180,14 @@ def check_options(args: argparse.Namespace) -> None:
 
 def print_plan(record, opts: ReplayOptions) -> int:
     from kir.replay import plan
+    from kir.replay.backends import planned_arch
     record.check()  # every chunk a replay would read: present, whole, hashed as named
-    p = plan(record, code=opts.code, device_arch=opts.device_arch)
+    device_arch = opts.device_arch or planned_arch(record, opts.backend)
+    p = plan(record, code=opts.code, device_arch=device_arch)
     if opts.code == "ir":
         p.code_bytes()  # compile now: an IR that does not compile is an error of the plan
     if opts.variant.asked or opts.grid or opts.block or opts.shared_bytes is not None:
-        variant_plan = plan_variant(record, opts.make_variant(), opts.device_arch, opts.variant.jit_cache)
+        variant_plan = plan_variant(record, opts.make_variant(), device_arch, opts.variant.jit_cache)
         print_variant_plan(p, variant_plan, opts.json)
     else:
         print(json.dumps(p.to_json()) if opts.json else p.describe())

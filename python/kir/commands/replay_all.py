@@ -61,7 +61,7 @@ def run_all(opts: ReplayOptions) -> int:
         raise RecordError(f"{recording.directory}: no records to replay (records/ holds no .kirrec file)")
     baseline = load_baseline(opts.baseline, SCHEMA_ALL) if opts.baseline else {}
     job = ReplayJob(code=opts.code, repeat=opts.repeat, verify=opts.verify, tolerance=opts.tolerance,
-                    plan_only=opts.plan, device_arch=opts.device_arch)
+                    plan_only=opts.plan, device_arch=opts.device_arch, backend=opts.backend)
     if opts.executor:
         from kir.distribute import load_function
         job = functools.partial(load_function(opts.executor, "--executor"), job=job)

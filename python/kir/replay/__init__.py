@@ -1,6 +1,6 @@
 """Replaying a recorded launch (docs/record-format.md): plan it, then run it.
 
-The package is four layers, each importing only those before it:
+The package is five layers, each importing only those before it:
 
 - `kir.replay.comparison`: device memory against the recorded epilogues (bitwise,
   or within a Tolerance: atol + rtol * norm).
@@ -12,8 +12,10 @@ The package is four layers, each importing only those before it:
 - `kir.replay.variant`: `Variant` (launch configuration, specialization, compile
   options, warm-up and repeat), its JIT key and its code (kir.jit.compile of the
   record's IR), no GPU.
-- `kir.replay.replayer`: `Replayer(record)` carries a plan out with the CUDA driver
-  API (cuda-bindings) and `run()`s it, or `run(variant)`.
+- `kir.replay.backends`: the GPU API a Replayer drives, one class per vendor:
+  the CUDA driver API (cuda-bindings) or HIP (hip-python).
+- `kir.replay.replayer`: `Replayer(record, backend="auto")` carries a plan out
+  through a backend and `run()`s it, or `run(variant)`.
 
 Everything is importable from `kir.replay` itself::
 
@@ -26,6 +28,7 @@ Everything is importable from `kir.replay` itself::
         print(result.median_ms, result.verified, result.mismatches)
 """
 from kir.errors import NoDeviceError, PlanError, ReplayError
+from kir.replay.backends import BACKENDS
 from kir.replay.comparison import DTYPES, NORMS, Mismatch, Tolerance, compare, tolerance_for
 from kir.replay.planner import (
                                 CODE_KINDS,
@@ -45,7 +48,7 @@ from kir.replay.replayer import Replayer, RunResult
 from kir.replay.variant import Resolved, Variant, compile_variant, jit_key as variant_jit_key, resolve
 
 __all__ = [
-    "CODE_KINDS", "DTYPES", "NORMS", "RESERVE_ALIGNMENT", "CodeChoice", "Hashes", "Mapping",
+    "BACKENDS", "CODE_KINDS", "DTYPES", "NORMS", "RESERVE_ALIGNMENT", "CodeChoice", "Hashes", "Mapping",
     "Mismatch", "NoDeviceError", "PlanError", "ReplayError", "ReplayPlan", "Replayer", "RunResult",
     "Tolerance", "compare", "dynamic_hash", "launch_identity", "pack_args",
     "plan", "recompute_hashes", "static_hash", "tolerance_for",

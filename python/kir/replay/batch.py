@@ -83,8 +83,9 @@ class ReplayJob:
     verify: bool = True
     tolerance: Tolerance | None = None
     plan_only: bool = False
-    device_arch: str = "sm_90"   #: with plan_only: the GPU to plan for
-    device: int = 0              #: the CUDA device (a worker's own GPU is its device 0)
+    device_arch: str | None = None  #: with plan_only: the GPU to plan for (None: sm_90, or a HIP record's target)
+    device: int = 0              #: the GPU (a worker's own GPU is its device 0)
+    backend: str = "auto"        #: "cuda", "hip" or "auto" (kir.replay.backends)
 
     def __call__(self, path) -> dict:
         from kir.record import Record
@@ -103,16 +104,17 @@ class ReplayJob:
         return row
 
     def _plan(self, record, row: dict) -> None:
+        from kir.replay.backends import planned_arch
         from kir.replay.planner import plan
         record.check()  # every chunk a replay would read: present, whole, hashed as named
-        p = plan(record, code=self.code, device_arch=self.device_arch)
+        p = plan(record, code=self.code, device_arch=self.device_arch or planned_arch(record, self.backend))
         if self.code == "ir":
             p.code_bytes()  # an IR that does not compile is an error of the plan
         row.update(status="planned", code=p.code.kind, hashes_match=p.hashes_match, notes=list(p.notes))
 
     def _replay(self, record, row: dict) -> None:
         from kir.replay.replayer import Replayer
-        with Replayer(record, code=self.code, device=self.device) as replayer:
+        with Replayer(record, code=self.code, device=self.device, backend=self.backend) as replayer:
             p = replayer.plan
             row.update(code=p.code.kind, hashes_match=p.hashes_match,
                        notes=list(p.notes) + [f"the {self.code} code defines no global {name}: not restored"

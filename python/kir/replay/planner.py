@@ -20,7 +20,7 @@ from kir.hashing import kernel_static_hash
 from kir.jit import libdevice
 from kir.record import Record, Region, VaRange
 
-CODE_KINDS = ("launched", "cubin", "ptx", "ir")
+CODE_KINDS = ("launched", "cubin", "ptx", "ir", "code-object")
 RESERVE_ALIGNMENT = 32 << 20  #: see _reservations
 
 
@@ -37,8 +37,8 @@ class Mapping:
 
 @dataclass
 class CodeChoice:
-    kind: str               #: "cubin", "ptx" or "ir"
-    arch: str               #: the code's architecture ("sm_90"), or the one IR is compiled for
+    kind: str               #: "cubin", "ptx", "ir" or "code-object" (AMDGPU)
+    arch: str               #: the code's architecture ("sm_90", "gfx942"), or the one IR is compiled for
     reason: str             #: why this code, in words
     libdevice: Path | None = None  #: IR: the libdevice linked in (the module calls __nv_*)
     units: int = 0          #: PTX of relocatable device code: how many units are linked (0: one module)
@@ -300,7 +300,7 @@ def _arch_number(arch: str) -> int:
 
 def _choose_code(record: Record, kind: str, device_arch: str) -> CodeChoice:
     return {"launched": _choose_launched, "cubin": _choose_cubin, "ptx": _choose_ptx,
-            "ir": _choose_ir}[kind](record, device_arch)
+            "ir": _choose_ir, "code-object": _choose_code_object}[kind](record, device_arch)
 
 
 def _choose_launched(record: Record, device_arch: str) -> CodeChoice:
@@ -311,7 +311,9 @@ def _choose_launched(record: Record, device_arch: str) -> CodeChoice:
         choice = _choose_ir(record, device_arch)
         choice.reason += " (the record holds no device image)"
         return choice
-    return (_choose_cubin if record.kernel.image.kind == "cubin" else _choose_ptx)(record, device_arch)
+    kind = record.kernel.image.kind
+    choose = {"cubin": _choose_cubin, "code-object": _choose_code_object}.get(kind, _choose_ptx)
+    return choose(record, device_arch)
 
 
 def _no_image(record: Record, kind: str) -> None:
@@ -332,6 +334,36 @@ def _choose_cubin(record: Record, device_arch: str) -> CodeChoice:
         raise PlanError(f"{record.path}: --code cubin: the recorded cubin is for {image.arch}, "
                         f"the device is {device_arch}; use --code ptx or --code ir")
     return CodeChoice("cubin", image.arch, f"the cubin the launch ran ({image.size} bytes)")
+
+
+def _target_features(arch: str) -> tuple[str, dict[str, str]]:
+    """An AMDGPU target ID ("gfx90a:sramecc+:xnack-", LLVM's AMDGPUUsage "Target ID"):
+    the processor and its features ("xnack": "+")."""
+    processor, *features = arch.split(":")
+    return processor, {f[:-1]: f[-1] for f in features if f[-1:] in "+-" and len(f) > 1}
+
+
+def _choose_code_object(record: Record, device_arch: str) -> CodeChoice:
+    """The AMDGPU code object the launch ran (HIP): loadable on a device of the same
+    processor whose features agree with the ones the code object was built with (a
+    feature the code object leaves unset, "any", runs either way; LLVM's AMDGPUUsage,
+    "Target ID")."""
+    _no_image(record, "code-object")
+    image = record.kernel.image
+    if image.kind != "code-object":
+        raise PlanError(f"{record.path}: --code code-object: the launch ran a {image.kind}, not an AMDGPU "
+                        "code object")
+    processor, features = _target_features(image.arch)
+    device, device_features = _target_features(device_arch)
+    if processor != device:
+        raise PlanError(f"{record.path}: the recorded code object is for {image.arch}, the device is "
+                        f"{device_arch}")
+    for feature, sign in features.items():
+        if device_features.get(feature, sign) != sign:
+            raise PlanError(f"{record.path}: the recorded code object is for {image.arch} ({feature}{sign}), "
+                            f"the device is {device_arch}")
+    return CodeChoice("code-object", image.arch, f"the AMDGPU code object the launch ran ({image.arch}, "
+                                                 f"{image.size} bytes)")
 
 
 def _cubin_arch(record: Record) -> str:
@@ -392,7 +424,7 @@ def _load_code(record: Record, choice: CodeChoice) -> bytes:
     if choice.units:
         raise PlanError(f"{record.path}: the kernel's code is {choice.units} PTX units to link: "
                         "use ReplayPlan.code_units()")
-    if choice.kind == "cubin":
+    if choice.kind in ("cubin", "code-object"):
         return record.code("image")
     if choice.kind == "ptx":
         return record.code("ptx" if record.kernel.ptx else "image")

@@ -1,16 +1,17 @@
-"""Carrying a replay plan out on a GPU with the CUDA driver API (cuda-bindings): the
-recorded addresses reserved, device memory mapped there, the code loaded; `run()`
-restores every prologue, launches (timing each repeat with CUDA events, or with
-CUPTI's kernel activity records: kir.replay.activity) and compares device memory
-with every epilogue."""
+"""Carrying a replay plan out on a GPU: the recorded addresses reserved, device memory
+mapped there, the code loaded; `run()` restores every prologue, launches (timing each
+repeat with events, or on CUDA with CUPTI's kernel activity records:
+kir.replay.activity) and compares device memory with every epilogue. The GPU API is a
+backend (kir.replay.backends): the CUDA driver API through cuda-bindings, or HIP
+through hip-python; `Replayer(record, backend="auto")` picks the record's."""
 from __future__ import annotations
 
-import ctypes
 import statistics
 from dataclasses import dataclass, field
 
-from kir.errors import STICKY_CUDA_ERRORS, DeviceFaultError, NoDeviceError, OptionError, ReplayError, missing_extra
+from kir.errors import OptionError, ReplayError
 from kir.record import Record, Region
+from kir.replay.backends import backend_for, cuda_driver
 from kir.replay.comparison import Mismatch, check, tolerance_for
 from kir.replay.planner import Mapping, plan
 
@@ -92,6 +93,11 @@ class RunResult:
         return out
 
 
+def _driver():
+    """cuda-bindings' driver module, or NoDeviceError naming the replay extra."""
+    return cuda_driver()
+
+
 @dataclass
 class _Code:
     """A module loaded for variants: its function and where its globals are."""
@@ -104,36 +110,17 @@ class _Code:
     resources: object = None
 
 
-class _LaunchParameters:
-    """The packed argument buffer as cuLaunchKernel's `extra` array (an address,
-    0 when the kernel takes none), built once per run and kept alive with it."""
-
-    def __init__(self, d, args: bytes) -> None:
-        import ctypes
-        self._buffer = ctypes.create_string_buffer(args, max(1, len(args)))
-        self._size = ctypes.c_size_t(len(args))
-        self._extra = (ctypes.c_void_p * 5)(d.CU_LAUNCH_PARAM_BUFFER_POINTER, ctypes.addressof(self._buffer),
-                                            d.CU_LAUNCH_PARAM_BUFFER_SIZE, ctypes.addressof(self._size),
-                                            d.CU_LAUNCH_PARAM_END)
-        self.extra = ctypes.addressof(self._extra) if args else 0
-
-
-def _driver():
-    try:
-        from cuda.bindings import driver
-    except ImportError as error:
-        raise missing_extra("cuda-bindings", "replay", "replaying on the GPU", error, NoDeviceError) from None
-    return driver
-
-
 class Replayer:
     """A recorded launch set up on a GPU: its memory mapped at the recorded addresses and
     its code loaded. `close()` (or leaving a `with` block) undoes everything."""
 
-    def __init__(self, record: Record, code: str = "launched", device: int = 0, cache=None) -> None:
+    def __init__(self, record: Record, code: str = "launched", device: int = 0, cache=None,
+                 backend: str = "auto") -> None:
         """`cache`: a kir.cache.Cache (or its directory) the code compiled for
-        variants is stored into under its JIT key (what `kir tune` hands the JIT client)."""
-        self.record, self.driver = record, _driver()
+        variants is stored into under its JIT key (what `kir tune` hands the JIT client).
+        `backend`: "cuda", "hip", or "auto" (the record's: an AMDGPU code object is
+        HIP; kir.replay.backends)."""
+        self.record = record
         self.stage = "load"  #: what the Replayer was doing last: "load", "compile" or "launch"
         self._variant_code: dict[str, _Code] = {}  # JIT key -> compiled code loaded
         self._recorded_code: _Code | None = None
@@ -142,12 +129,14 @@ class Replayer:
             from kir.cache import Cache
             self.cache = cache if hasattr(cache, "store") else Cache(str(cache))
         self._undo: list = []
+        self.backend = backend_for(record, backend, self._undo)
+        self.driver = getattr(self.backend, "driver", None)  # cuda-bindings' driver module (CUDA)
         self._addresses: dict[int, int] = {}  # region index -> device address
         self._prologues: dict[int, bytes] = {}
         self.absent_globals: list[str] = []  # recorded globals the loaded code does not define
         try:
             self._open_device(device)
-            self.plan = plan(record, code, self.device_arch, self._granularity())
+            self.plan = plan(record, code, self.device_arch, self.backend.granularity())
             self._map_memory()
             self._load_code()
         except BaseException:
@@ -171,59 +160,9 @@ class Replayer:
 
     # -- setting up --
 
-    def _call(self, what: str, result):
-        """The values of a driver call's result tuple, or a ReplayError naming the call."""
-        error, *values = result
-        if error != self.driver.CUresult.CUDA_SUCCESS:
-            if int(error) in STICKY_CUDA_ERRORS:
-                raise DeviceFaultError(f"{what}: {self._error_name(error)}", int(error))
-            raise ReplayError(f"{what}: {self._error_name(error)}")
-        return values[0] if len(values) == 1 else (values or None)
-
-    def _error_name(self, error) -> str:
-        try:
-            name = self.driver.cuGetErrorName(error)[1]
-            text = self.driver.cuGetErrorString(error)[1]
-            return f"{name.decode()} ({text.decode()})"
-        except Exception:
-            return str(error)
-
     def _open_device(self, ordinal: int) -> None:
-        d = self.driver
-        try:
-            error, = d.cuInit(0)
-        except Exception as exc:  # cuda-bindings raises when libcuda.so is absent
-            raise NoDeviceError(f"no CUDA device: {exc}") from None
-        if error != d.CUresult.CUDA_SUCCESS:
-            raise NoDeviceError(f"no CUDA device: cuInit: {self._error_name(error)}")
-        count = self._call("cuDeviceGetCount", d.cuDeviceGetCount())
-        if ordinal >= count:
-            raise NoDeviceError(f"no CUDA device: device {ordinal} asked for, {count} present")
-        self.device = self._call("cuDeviceGet", d.cuDeviceGet(ordinal))
+        self.device_arch = self.backend.open(ordinal)
         self.ordinal = ordinal
-        context = self._call("cuDevicePrimaryCtxRetain", d.cuDevicePrimaryCtxRetain(self.device))
-        self._undo.append(lambda: d.cuDevicePrimaryCtxRelease(self.device))
-        self._call("cuCtxSetCurrent", d.cuCtxSetCurrent(context))
-        self.device_arch = f"sm_{self._attribute('MAJOR')}{self._attribute('MINOR')}"
-
-    def _attribute(self, which: str) -> int:
-        d = self.driver
-        attribute = getattr(d.CUdevice_attribute, f"CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_{which}")
-        return self._call("cuDeviceGetAttribute", d.cuDeviceGetAttribute(attribute, self.device))
-
-    def _allocation_prop(self):
-        d = self.driver
-        prop = d.CUmemAllocationProp()
-        prop.type = d.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_PINNED
-        prop.location.type = d.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
-        prop.location.id = self.ordinal
-        return prop
-
-    def _granularity(self) -> int:
-        d = self.driver
-        flag = d.CUmemAllocationGranularity_flags.CU_MEM_ALLOC_GRANULARITY_MINIMUM
-        return int(self._call("cuMemGetAllocationGranularity",
-                              d.cuMemGetAllocationGranularity(self._allocation_prop(), flag)))
 
     def _map_memory(self) -> None:
         for address, size in self.plan.reservations:
@@ -234,56 +173,16 @@ class Replayer:
                 self._addresses[region.index] = region.address
 
     def _reserve(self, address: int, size: int) -> None:
-        d = self.driver
-        got = int(self._call(f"cuMemAddressReserve({size:#x} bytes at {address:#x})",
-                             d.cuMemAddressReserve(size, 0, address, 0)))
-        if got != address:
-            d.cuMemAddressFree(got, size)
-            raise ReplayError(f"cuMemAddressReserve asked for {address:#x} (+{size:#x}) and got {got:#x}: "
-                              "the recorded addresses are taken in this process")
-        self._undo.append(lambda: d.cuMemAddressFree(address, size))
+        self.backend.reserve(address, size)
 
     def _map(self, mapping: Mapping) -> None:
-        d = self.driver
-        where = f"{mapping.address:#x} (+{mapping.size:#x})"
-        handle = self._call(f"cuMemCreate for {where}", d.cuMemCreate(mapping.size, self._allocation_prop(), 0))
-        self._undo.append(lambda: d.cuMemRelease(handle))
-        self._call(f"cuMemMap at {where}", d.cuMemMap(mapping.address, mapping.size, 0, handle, 0))
-        self._undo.append(lambda: d.cuMemUnmap(mapping.address, mapping.size))
-        access = d.CUmemAccessDesc()
-        access.location = self._allocation_prop().location
-        access.flags = d.CUmemAccess_flags.CU_MEM_ACCESS_FLAGS_PROT_READWRITE
-        self._call(f"cuMemSetAccess at {where}", d.cuMemSetAccess(mapping.address, mapping.size, [access], 1))
-
-    def _link_units(self, units: list[bytes]) -> bytes:
-        """Relocatable device code: JIT-compile every unit's PTX for this device and link
-        them (the driver linker, cuLinkCreate/cuLinkAddData/cuLinkComplete), as nvcc's
-        device link did; the linked cubin."""
-        d = self.driver
-        state = self._call("cuLinkCreate", d.cuLinkCreate(0, [], []))
-        try:
-            for i, ptx in enumerate(units):
-                text = ptx if ptx.endswith(b"\0") else ptx + b"\0"  # PTX is read as a C string
-                self._call(f"cuLinkAddData (PTX unit {i})",
-                           d.cuLinkAddData(state, d.CUjitInputType.CU_JIT_INPUT_PTX, text, len(text),
-                                           f"unit{i}.ptx".encode(), 0, [], []))
-            cubin, size = self._call("cuLinkComplete", d.cuLinkComplete(state))
-            return ctypes.string_at(int(cubin), size)  # owned by the link state: copy it out
-        finally:
-            d.cuLinkDestroy(state)
+        self.backend.map(mapping.address, mapping.size)
 
     def _load_code(self) -> None:
-        d = self.driver
-        units = self.plan.code_units()
-        image = self._link_units(units) if units else self.plan.code_bytes()
-        if self.plan.code.kind != "cubin" and not units and not image.endswith(b"\0"):
-            image += b"\0"  # the driver reads PTX as a C string
+        image = self.backend.image(self.plan)
         self._loaded_image = image
-        self.module = self._call(f"cuModuleLoadData ({self.plan.code.kind})", d.cuModuleLoadData(image))
-        self._undo.append(lambda: d.cuModuleUnload(self.module))
-        name = self.record.kernel.name
-        self.function = self._call(f"cuModuleGetFunction({name})",
-                                   d.cuModuleGetFunction(self.module, name.encode()))
+        self.module = self.backend.load(image, self.plan.code.kind)
+        self.function = self.backend.function(self.module, self.record.kernel.name)
         for region in self.plan.globals:
             address = self._global_address(region)
             if address is None:
@@ -294,11 +193,10 @@ class Replayer:
     def _global_address(self, region: Region, module=None) -> int | None:
         """Where the loaded module holds the global; None when it has no such global
         (code compiled from a per-kernel IR module defines only what the kernel uses)."""
-        d = self.driver
-        result = d.cuModuleGetGlobal(module or self.module, region.name.encode())
-        if result[0] == d.CUresult.CUDA_ERROR_NOT_FOUND:
+        found = self.backend.global_address(module or self.module, region.name)
+        if found is None:
             return None
-        address, size = self._call(f"cuModuleGetGlobal({region.name})", result)
+        address, size = found
         if size != region.size:
             raise ReplayError(f"global {region.name} is {size} bytes in the loaded module, "
                               f"{region.size} in the record")
@@ -309,11 +207,9 @@ class Replayer:
     def restore(self, addresses: dict[int, int] | None = None) -> None:
         """Copy every prologue (allocations and globals) into device memory: the
         mapped memory is reused, never reserved again."""
-        d = self.driver
         for index, address in (self._addresses if addresses is None else addresses).items():
-            data = self._prologue(index)
-            self._call(f"cuMemcpyHtoD to {address:#x}", d.cuMemcpyHtoD(address, data, len(data)))
-        self._call("cuCtxSynchronize", d.cuCtxSynchronize())
+            self.backend.copy_to(address, self._prologue(index))
+        self.backend.synchronize("cuCtxSynchronize" if self.backend.name == "cuda" else "hipDeviceSynchronize")
 
     def _prologue(self, index: int) -> bytes:
         if index not in self._prologues:
@@ -343,7 +239,7 @@ class Replayer:
         grid, block = tuple(grid or launch.grid), tuple(block or launch.block)
         shared = launch.shared_bytes if shared_bytes is None else shared_bytes
         self._allow_shared(shared)
-        parameters = _LaunchParameters(self.driver, self.plan.args)
+        parameters = self.backend.parameters(self.plan.args)
         times = [self._timed_launch(grid, block, shared, parameters) for _ in range(repeat)]
         differences = self.differences(tolerance) if verify else []
         mismatches = [m for m in differences if not m.within]
@@ -354,33 +250,18 @@ class Replayer:
                          differences=[m for m in differences if m.within])
 
     def _allow_shared(self, shared: int, function=None) -> None:
-        if shared > 48 << 10:
-            d = self.driver
-            attribute = d.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-            self._call("cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)",
-                       d.cuFuncSetAttribute(function or self.function, attribute, shared))
+        self.backend.allow_shared(function or self.function, shared)
 
-    def _timed_launch(self, grid, block, shared: int, parameters: _LaunchParameters, code: _Code | None = None,
+    def _timed_launch(self, grid, block, shared: int, parameters, code: _Code | None = None,
                       timed: bool = True) -> float | None:
-        d = self.driver
         self.restore(code.addresses if code is not None else None)
         function = code.function if code is not None else self.function
+        name = self.record.kernel.name
         if not timed:
-            self._call(f"cuLaunchKernel({self.record.kernel.name})",
-                       d.cuLaunchKernel(function, *grid, *block, shared, 0, None, parameters.extra))
-            self._call("the kernel", d.cuCtxSynchronize())
+            self.backend.launch(function, grid, block, shared, parameters, name)
+            self.backend.synchronize("the kernel")
             return None
-        start, end = (self._call("cuEventCreate", d.cuEventCreate(0)) for _ in range(2))
-        try:
-            self._call("cuEventRecord", d.cuEventRecord(start, 0))
-            self._call(f"cuLaunchKernel({self.record.kernel.name})",
-                       d.cuLaunchKernel(function, *grid, *block, shared, 0, None, parameters.extra))
-            self._call("cuEventRecord", d.cuEventRecord(end, 0))
-            self._call("the kernel", d.cuEventSynchronize(end))
-            return float(self._call("cuEventElapsedTime", d.cuEventElapsedTime(start, end)))
-        finally:
-            d.cuEventDestroy(start)
-            d.cuEventDestroy(end)
+        return self.backend.timed_launch(function, grid, block, shared, parameters, name)
 
     def verify(self, tolerance=None, addresses: dict[int, int] | None = None) -> list[Mismatch]:
         """Compare device memory with every epilogue; the regions that differ (beyond
@@ -390,13 +271,11 @@ class Replayer:
     def differences(self, tolerance=None, addresses: dict[int, int] | None = None) -> list[Mismatch]:
         """Every region whose bytes differ from its epilogue: outside the tolerance, or
         `within` it (with by how much)."""
-        d = self.driver
         found = []
         for index, address in (self._addresses if addresses is None else addresses).items():
             region = self.record.regions[index]
-            actual = bytearray(region.size)
-            self._call(f"cuMemcpyDtoH from {address:#x}", d.cuMemcpyDtoH(actual, address, region.size))
-            difference = check(region, bytes(actual), self.record.epilogue(region), tolerance_for(region, tolerance))
+            actual = self.backend.copy_from(address, region.size)
+            difference = check(region, actual, self.record.epilogue(region), tolerance_for(region, tolerance))
             if difference:
                 found.append(difference)
         return found
@@ -412,6 +291,9 @@ class Replayer:
         prologue, with the variant's grid, block and dynamic shared memory; then device
         memory against the epilogues (bitwise, or within `variant.tolerance`)."""
         from kir.replay.variant import jit_key as variant_key, resolve
+        if variant.timing not in self.backend.timings:
+            raise OptionError(f"timing {variant.timing!r}: not available on {self.backend.name.upper()} "
+                              f"(this backend measures {', '.join(self.backend.timings)})")
         if variant.timing == "activity":
             from kir.replay.activity import cupti
             cupti()  # cupti-python missing: the install hint before anything is compiled
@@ -423,7 +305,7 @@ class Replayer:
         self.stage = "launch"
         grid, block, shared = resolved.grid, resolved.block, resolved.shared_bytes
         self._allow_shared(shared, code.function)
-        parameters = _LaunchParameters(self.driver, self.plan.args)
+        parameters = self.backend.parameters(self.plan.args)
         kernel_records = event_times = None
         if variant.timing == "graph":
             self._timed_launch(grid, block, shared, parameters, code, timed=False)
@@ -452,7 +334,7 @@ class Replayer:
                          timings=dict(compiled.timings) if compiled is not None else {},
                          timing=variant.timing, kernel_records=kernel_records, event_times_ms=event_times)
 
-    def _activity_times(self, code: _Code, grid, block, shared: int, parameters: _LaunchParameters,
+    def _activity_times(self, code: _Code, grid, block, shared: int, parameters,
                         repeat: int) -> tuple[list[float], list[float], int]:
         """`repeat` launches, each from the prologue and alone, timed by the GPU's own
         start and end of the kernel in CUPTI's activity records (kir.replay.activity):
@@ -463,11 +345,11 @@ class Replayer:
         with KernelActivity(self.record.kernel.name) as activity:
             for _ in range(repeat):
                 events.append(self._timed_launch(grid, block, shared, parameters, code))
-                self._call("the kernel", self.driver.cuCtxSynchronize())  # its record complete before the flush
+                self.backend.synchronize("the kernel")  # its record complete before the flush
                 times.append(activity.take()[0])
         return times, events, activity.records
 
-    def _graph_times(self, code: _Code, grid, block, shared: int, parameters: _LaunchParameters, launches: int,
+    def _graph_times(self, code: _Code, grid, block, shared: int, parameters, launches: int,
                      warmup: int) -> list[float]:
         """`launches` launches captured in one CUDA graph (stream capture), launched
         `warmup` times untimed, then GRAPH_ROUNDS times between two CUDA events: the
@@ -476,30 +358,30 @@ class Replayer:
         d = self.driver
         name = self.record.kernel.name
         self.restore(code.addresses)
-        stream = self._call("cuStreamCreate", d.cuStreamCreate(d.CUstream_flags.CU_STREAM_NON_BLOCKING.value))
+        stream = self.backend.call("cuStreamCreate", d.cuStreamCreate(d.CUstream_flags.CU_STREAM_NON_BLOCKING.value))
         graph = executable = None
         events = []
         try:
             mode = d.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
-            self._call("cuStreamBeginCapture", d.cuStreamBeginCapture(stream, mode))
+            self.backend.call("cuStreamBeginCapture", d.cuStreamBeginCapture(stream, mode))
             try:
                 for _ in range(launches):
-                    self._call(f"cuLaunchKernel({name}) in a graph",
+                    self.backend.call(f"cuLaunchKernel({name}) in a graph",
                                d.cuLaunchKernel(code.function, *grid, *block, shared, stream, None, parameters.extra))
             finally:
-                graph = self._call("cuStreamEndCapture", d.cuStreamEndCapture(stream))
-            executable = self._call("cuGraphInstantiate", d.cuGraphInstantiate(graph, 0))
+                graph = self.backend.call("cuStreamEndCapture", d.cuStreamEndCapture(stream))
+            executable = self.backend.call("cuGraphInstantiate", d.cuGraphInstantiate(graph, 0))
             for _ in range(warmup):
-                self._call("cuGraphLaunch", d.cuGraphLaunch(executable, stream))
-            self._call("the kernel", d.cuStreamSynchronize(stream))
-            events = [self._call("cuEventCreate", d.cuEventCreate(0)) for _ in range(2)]
+                self.backend.call("cuGraphLaunch", d.cuGraphLaunch(executable, stream))
+            self.backend.call("the kernel", d.cuStreamSynchronize(stream))
+            events = [self.backend.call("cuEventCreate", d.cuEventCreate(0)) for _ in range(2)]
             times = []
             for _ in range(GRAPH_ROUNDS):
-                self._call("cuEventRecord", d.cuEventRecord(events[0], stream))
-                self._call("cuGraphLaunch", d.cuGraphLaunch(executable, stream))
-                self._call("cuEventRecord", d.cuEventRecord(events[1], stream))
-                self._call("the kernel", d.cuEventSynchronize(events[1]))
-                total = float(self._call("cuEventElapsedTime", d.cuEventElapsedTime(events[0], events[1])))
+                self.backend.call("cuEventRecord", d.cuEventRecord(events[0], stream))
+                self.backend.call("cuGraphLaunch", d.cuGraphLaunch(executable, stream))
+                self.backend.call("cuEventRecord", d.cuEventRecord(events[1], stream))
+                self.backend.call("the kernel", d.cuEventSynchronize(events[1]))
+                total = float(self.backend.call("cuEventElapsedTime", d.cuEventElapsedTime(events[0], events[1])))
                 times.append(total / launches)
             return times
         finally:
@@ -519,6 +401,10 @@ class Replayer:
                                             resources=self._recorded_resources())
             return self._recorded_code
         if key not in self._variant_code:
+            if not self.backend.jit:
+                raise ReplayError(f"the variant is compiled by kir.jit, which does not target "
+                                  f"{self.backend.name.upper()} devices ({self.device_arch}) yet: "
+                                  "only variants of the launch configuration run the recorded code object")
             from kir.replay.variant import compile_variant
             compiled = compile_variant(self.record, resolved, self.device_arch)
             self.stage = "load"
@@ -528,14 +414,11 @@ class Replayer:
         return self._variant_code[key]
 
     def _load_compiled(self, compiled) -> _Code:
-        d = self.driver
         image = compiled.code
         if compiled.kind != "cubin" and not image.endswith(b"\0"):
             image += b"\0"
-        module = self._call(f"cuModuleLoadData (kir.jit {compiled.kind})", d.cuModuleLoadData(image))
-        self._undo.append(lambda: d.cuModuleUnload(module))
-        name = self.record.kernel.name
-        function = self._call(f"cuModuleGetFunction({name})", d.cuModuleGetFunction(module, name.encode()))
+        module = self.backend.load(image, f"kir.jit {compiled.kind}")
+        function = self.backend.function(module, self.record.kernel.name)
         addresses = {i: a for i, a in self._addresses.items() if not self.record.regions[i].is_global}
         for region in self.plan.globals:
             address = self._global_address(region, module)
@@ -554,15 +437,7 @@ class Replayer:
                 return resources
             except Exception:  # not decodable: ask the driver
                 pass
-        d = self.driver
-        attributes = d.CUfunction_attribute
-        for field_name, attribute in (("registers", "CU_FUNC_ATTRIBUTE_NUM_REGS"),
-                                      ("shared_bytes", "CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES"),
-                                      ("local_bytes", "CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES")):
-            error, value = d.cuFuncGetAttribute(getattr(attributes, attribute), self.function)
-            if error == d.CUresult.CUDA_SUCCESS:
-                setattr(resources, field_name, int(value))
-        resources.tool = "driver"
+        self.backend.resources(self.function, resources)
         return resources
 
 
