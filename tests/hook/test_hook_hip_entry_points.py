@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 import kir
+import running  # tests/support
 from kir.hashing import kernel_hashes
 
 pytestmark = pytest.mark.usefixtures("hostile_library_path")
@@ -232,3 +233,21 @@ def test_the_real_5_2_runtime_s_results_pass_through(bundles, mode):
         failed = [k for k, v in hooked["results"].items() if v != 0]
         allocs = [e for e in events if e["event"] == "alloc"]
         assert len(allocs) == len(hooked["results"]) - len(failed)  # only successful allocations are tracked
+
+
+# --- A real AMD GPU (MI250X, MI300A): written here, skipped without one (docs/hip.md) -----------
+
+def test_on_an_amd_gpu_pinned_host_memory_and_registered_code(bundles):
+    """The real runtime on a device: every pinned host allocation succeeds and is tracked
+    host-pinned until its free; a CCOB registration's kernel code is its code object.
+    (No launch: the apps' kernel arguments are not device memory.)"""
+    running.require_amd_gpu()
+    library = running.real_hip_library()
+    out, events, other = run(ENTRY_APP, library, "host")
+    assert other == [] and set(out["results"].values()) == {0} and set(out["frees"]) == {0}
+    sizes = {"host-alloc": 1100, "malloc-host": 1300, "mem-alloc-host": 1400, "ext-host-alloc": 1200}
+    assert [(e["address"], e["size"], e["kind"]) for e in events if e["event"] == "alloc"] == [
+        (out["addresses"][k], sizes[k], "host-pinned") for k in out["results"]]
+    out, _, other = run(KERNEL_CODE_APP, library, bundles["ccob-v3"], "register")
+    assert other == []
+    assert bytes.fromhex(out["code"]["bytes"]) == code_objects(bundles["ccob-v3"])[0].read()
