@@ -90,6 +90,24 @@ bool from_shared_runtime(const void* caller) {
 /// Whether `path` names the driver library (a file called libcuda.so*).
 bool in_libcuda(const char* path) { return file_name_starts(path, "libcuda.so"); }
 
+/// Whether `p` (code or data) lies in the HIP runtime (a file called libamdhip64.so*).
+bool in_libamdhip64(const void* p) {
+  Dl_info info;
+  return p && dladdr(p, &info) && info.dli_fname && file_name_starts(info.dli_fname, "libamdhip64.so");
+}
+
+/// HIP's front doors, as the driver's above: a lookup by handle of a name the layer
+/// interposes (hipGetProcAddress among them) whose answer is the HIP runtime's own
+/// function gets the layer's interposer — unless the runtime asks itself (ROCm/clr's
+/// hipGetProcAddress looks its answer up with dlsym: hipamd/src/hip_device.cpp),
+/// whose answer the layer's hipGetProcAddress replaces (hip_runtime.cpp).
+void* hip_override(void* handle, const char* name, const void* caller) {
+  void* ours = kir::hook::hip_interposer(name);
+  if (!ours || in_libamdhip64(caller)) return nullptr;
+  void* found = kir::hook::real_dlsym(handle, name);
+  return found && found != ours && in_libamdhip64(found) ? ours : nullptr;
+}
+
 }  // namespace
 
 extern "C" __attribute__((visibility("hidden"), used)) void* kir_dlsym_override(void* handle, const char* name,
@@ -97,6 +115,7 @@ extern "C" __attribute__((visibility("hidden"), used)) void* kir_dlsym_override(
   if (!name || handle == RTLD_NEXT || handle == RTLD_DEFAULT) return nullptr;
   if (same(name, "cuGetProcAddress_v2")) return reinterpret_cast<void*>(&cuGetProcAddress_v2);
   if (same(name, "cuGetProcAddress")) return reinterpret_cast<void*>(&cuGetProcAddress);
+  if (name[0] == 'h' && name[1] == 'i' && name[2] == 'p' && kir_real_dlsym) return hip_override(handle, name, caller);
   if (name[0] == 'c' && name[1] == 'u' && kir_real_dlsym && !from_shared_runtime(caller)) {
     void* ours = kir::hook::driver_interposer(name);
     if (!ours) {

@@ -14,6 +14,7 @@
 // whose body calls hipLaunchKernel: seen here as hipLaunchKernel.
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <vector>
@@ -47,6 +48,16 @@ int enqueue_host(void* stream, void (*fn)(void*), void* data) {
   return real_hipLaunchHostFunc(stream, fn, data);
 }
 const kir::hook::StreamOps kStreamOps{synchronize, enqueue_host};
+
+/// The stream a `_spt` launch runs on: the app's, or for the default stream (nullptr)
+/// the calling thread's, hipStreamPerThread ((hipStream_t)2: 5.2 hip_runtime_api.h
+/// l. 704, 6.3 l. 932). A substitute of a `_spt` launch and the layer's waits use it.
+hipStream_t per_thread(hipStream_t stream) { return stream ? stream : reinterpret_cast<hipStream_t>(2); }
+int synchronize_per_thread(void* stream) { return synchronize(per_thread(stream)); }
+int enqueue_host_per_thread(void* stream, void (*fn)(void*), void* data) {
+  return enqueue_host(per_thread(stream), fn, data);
+}
+const kir::hook::StreamOps kPerThreadStreamOps{synchronize_per_thread, enqueue_host_per_thread};
 
 int symbol_address(void** device, const void* host) {
   KIR_REAL(hipGetSymbolAddress, hipError_t (*)(void**, const void*));
@@ -102,6 +113,16 @@ hipError_t module_call(Call&& call, Seen&& seen) {
   }
   if (r == hipSuccess) seen();
   return r;
+}
+
+/// The bytes of the file a runtime loaded (hipModuleLoad, hipLibraryLoadFromFile), read
+/// again after it accepted it, and a NUL: an empty or unreadable file is no image
+/// (read_module says so).
+std::vector<char> file_bytes(const char* fname) {
+  std::ifstream in(fname, std::ios::binary);
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  bytes.push_back(0);
+  return bytes;
 }
 
 #define KIR_EXT_MODULE_LAUNCH_MANGLED \
@@ -184,6 +205,43 @@ KIR_EXPORT hipError_t hipLaunchCooperativeKernel(const void* func, Dim3 grid, Di
       [&](void* f) { return kir::hook::hip_module_launch_cooperative(f, grid, block, shared_bytes, stream, args); });
 }
 
+// The per-thread-default-stream variants (`_spt`): what clang's kernel stubs call
+// under -fgpu-default-stream=per-thread (clang/lib/CodeGen/CGCUDANV.cpp,
+// emitDeviceStubBodyNew: "hipLaunchKernel_spt") and what hip/amd_detail/
+// amd_hip_runtime_pt_api.h maps hipLaunchKernel and hipLaunchCooperativeKernel to
+// under HIP_API_PER_THREAD_DEFAULT_STREAM. Declared there in ROCm 5.2 (l. 103, 109;
+// libamdhip64.so.5 exports both, version hip_5.2) and 6.3 (ROCm/clr
+// hipamd/include/hip/amd_detail/amd_hip_runtime_pt_api.h l. 173, 178); no other
+// launch has one. Reported with the app's stream; a substitute runs on the
+// per-thread stream when the app's is the default one.
+
+/// hipLaunchKernel_spt(const void* function_address, dim3 numBlocks, dim3 dimBlocks, void** args,
+/// size_t sharedMemBytes, hipStream_t stream).
+KIR_EXPORT hipError_t hipLaunchKernel_spt(const void* func, Dim3 grid, Dim3 block, void** args, size_t shared_bytes,
+                                          hipStream_t stream) {
+  KIR_REAL(hipLaunchKernel_spt, hipError_t (*)(const void*, Dim3, Dim3, void**, size_t, hipStream_t));
+  return kir::hook::claimable_launch(
+      launch_event("hipLaunchKernel_spt", func, grid, block, shared_bytes, stream, args), &kPerThreadStreamOps,
+      kir::hook::Vendor::hip, [&] { return real_hipLaunchKernel_spt(func, grid, block, args, shared_bytes, stream); },
+      [&](void* f) {
+        return kir::hook::hip_module_launch(f, grid, block, unsigned(shared_bytes), per_thread(stream), args);
+      });
+}
+
+/// hipLaunchCooperativeKernel_spt(const void* f, dim3 gridDim, dim3 blockDim, void** kernelParams,
+/// uint32_t sharedMemBytes, hipStream_t hStream).
+KIR_EXPORT hipError_t hipLaunchCooperativeKernel_spt(const void* func, Dim3 grid, Dim3 block, void** args,
+                                                     uint32_t shared_bytes, hipStream_t stream) {
+  KIR_REAL(hipLaunchCooperativeKernel_spt, hipError_t (*)(const void*, Dim3, Dim3, void**, uint32_t, hipStream_t));
+  return kir::hook::claimable_launch(
+      launch_event("hipLaunchCooperativeKernel_spt", func, grid, block, shared_bytes, stream, args),
+      &kPerThreadStreamOps, kir::hook::Vendor::hip,
+      [&] { return real_hipLaunchCooperativeKernel_spt(func, grid, block, args, shared_bytes, stream); },
+      [&](void* f) {
+        return kir::hook::hip_module_launch_cooperative(f, grid, block, shared_bytes, per_thread(stream), args);
+      });
+}
+
 // ---- Modules (the driver-style API: hipModule*) ----------------------------
 
 /// hipModuleLoadData(hipModule_t* module, const void* image): `image` is an AMDGPU
@@ -213,9 +271,7 @@ KIR_EXPORT hipError_t hipModuleLoad(void** module, const char* fname) {
   return module_call([&] { return real_hipModuleLoad(module, fname); },
                      [&] {
                        if (!module || !fname) return;
-                       std::ifstream in(fname, std::ios::binary);
-                       std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-                       bytes.push_back(0);  // an empty or unreadable file is no image: read_module says so
+                       std::vector<char> bytes = file_bytes(fname);
                        layer().module_loaded(*module, bytes.data(), kir::hook::Vendor::hip);
                      });
 }
@@ -289,6 +345,82 @@ KIR_EXPORT hipError_t hip_ext_module_launch_cxx(void* f, uint32_t gx, uint32_t g
                            start, stop, flags);
 }
 
+// ---- Libraries (ROCm 7.x: hipLibrary*, CUDA's cuLibrary* counterparts) ------
+// Declared in ROCm 7.x's hip/hip_runtime_api.h and defined in ROCm/rocm-systems
+// projects/clr/hipamd/src/hip_library.cpp (at 04c29c51): hipLibraryLoadData keeps
+// the app's image and loads it on first use (LibraryContainer::BuildIt), so the
+// layer reads the image when the load returns, as hipModuleLoadData's; a library's
+// kernels (hipLibraryGetKernel) are launched with hipModuleLaunchKernel & co. by
+// their hipKernel_t or by the hipFunction_t hipKernelGetFunction makes of it (the
+// same pointer there: `*pFunc = reinterpret_cast<hipFunction_t>(kernel)`). A
+// library is no module: its globals are not found with hipModuleGetGlobal. Absent
+// from ROCm 5.2 and 6.3.
+
+/// hipLibraryLoadData(hipLibrary_t* library, const void* code, hipJitOption* jitOptions,
+/// void** jitOptionsValues, unsigned int numJitOptions, hipLibraryOption* libraryOptions,
+/// void** libraryOptionValues, unsigned int numLibraryOptions).
+KIR_EXPORT hipError_t hipLibraryLoadData(void** library, const void* code, void* jit_options, void** jit_values,
+                                         unsigned n_jit, void* library_options, void** library_values,
+                                         unsigned n_library) {
+  KIR_REAL(hipLibraryLoadData, hipError_t (*)(void**, const void*, void*, void**, unsigned, void*, void**, unsigned));
+  return module_call(
+      [&] {
+        return real_hipLibraryLoadData(library, code, jit_options, jit_values, n_jit, library_options, library_values,
+                                       n_library);
+      },
+      [&] {
+        if (library) layer().module_loaded(*library, code, kir::hook::Vendor::hip, true);
+      });
+}
+
+/// hipLibraryLoadFromFile(hipLibrary_t* library, const char* fileName, hipJitOption* jitOptions,
+/// void** jitOptionsValues, unsigned int numJitOptions, hipLibraryOption* libraryOptions,
+/// void** libraryOptionValues, unsigned int numLibraryOptions): the file read as hipModuleLoad's.
+KIR_EXPORT hipError_t hipLibraryLoadFromFile(void** library, const char* fname, void* jit_options, void** jit_values,
+                                             unsigned n_jit, void* library_options, void** library_values,
+                                             unsigned n_library) {
+  KIR_REAL(hipLibraryLoadFromFile,
+           hipError_t (*)(void**, const char*, void*, void**, unsigned, void*, void**, unsigned));
+  return module_call(
+      [&] {
+        return real_hipLibraryLoadFromFile(library, fname, jit_options, jit_values, n_jit, library_options,
+                                           library_values, n_library);
+      },
+      [&] {
+        if (!library || !fname) return;
+        std::vector<char> bytes = file_bytes(fname);
+        layer().module_loaded(*library, bytes.data(), kir::hook::Vendor::hip, true);
+      });
+}
+
+/// hipLibraryUnload(hipLibrary_t library): the layer lets go of it first.
+KIR_EXPORT hipError_t hipLibraryUnload(void* library) {
+  KIR_REAL(hipLibraryUnload, hipError_t (*)(void*));
+  if (!reporting()) return real_hipLibraryUnload(library);
+  layer().fatbin_unregistered(library, nullptr);
+  kir::hook::RuntimeCall inside;
+  return real_hipLibraryUnload(library);
+}
+
+/// hipLibraryGetKernel(hipKernel_t* pKernel, hipLibrary_t library, const char* name).
+KIR_EXPORT hipError_t hipLibraryGetKernel(void** kernel, void* library, const char* name) {
+  KIR_REAL(hipLibraryGetKernel, hipError_t (*)(void**, void*, const char*));
+  return module_call([&] { return real_hipLibraryGetKernel(kernel, library, name); },
+                     [&] {
+                       if (kernel) layer().function_found(library, *kernel, name);
+                     });
+}
+
+/// hipKernelGetFunction(hipFunction_t* pFunc, hipKernel_t kernel) (ROCm/rocm-systems
+/// projects/clr/hipamd/src/hip_library.cpp): launches by the function are launches of the kernel.
+KIR_EXPORT hipError_t hipKernelGetFunction(void** function, void* kernel) {
+  KIR_REAL(hipKernelGetFunction, hipError_t (*)(void**, void*));
+  return module_call([&] { return real_hipKernelGetFunction(function, kernel); },
+                     [&] {
+                       if (function && *function && *function != kernel) layer().function_alias(*function, kernel);
+                     });
+}
+
 // ---- Allocations -----------------------------------------------------------
 
 KIR_EXPORT hipError_t hipMalloc(void** ptr, size_t size) {
@@ -304,6 +436,38 @@ KIR_EXPORT hipError_t hipMallocManaged(void** ptr, size_t size, unsigned flags) 
 KIR_EXPORT hipError_t hipHostMalloc(void** ptr, size_t size, unsigned flags) {
   KIR_REAL(hipHostMalloc, hipError_t (*)(void**, size_t, unsigned));
   return tracked_alloc(ptr, size, KIR_ALLOC_HOST_PINNED, [&] { return real_hipHostMalloc(ptr, size, flags); });
+}
+
+// The other pinned host allocations, as CUDA's cudaHostAlloc / cudaMallocHost /
+// cuMemAllocHost (cuda_runtime.cpp, driver_api.cpp): hipHostAlloc (5.2
+// hip_runtime_api.h l. 3085, deprecated for hipHostMalloc; 6.3 l. 4100),
+// hipMallocHost (5.2 l. 2539, deprecated; 6.3 l. 3432), hipMemAllocHost (6.3
+// l. 3446; 5.2's library exports it, its header does not declare it) and
+// hipExtHostAlloc (6.3 l. 3518, what 6.3's deprecation of hipHostMalloc points to;
+// not in 5.2). Freed with hipHostFree or hipFreeHost (below).
+
+/// hipHostAlloc(void** ptr, size_t size, unsigned int flags).
+KIR_EXPORT hipError_t hipHostAlloc(void** ptr, size_t size, unsigned flags) {
+  KIR_REAL(hipHostAlloc, hipError_t (*)(void**, size_t, unsigned));
+  return tracked_alloc(ptr, size, KIR_ALLOC_HOST_PINNED, [&] { return real_hipHostAlloc(ptr, size, flags); });
+}
+
+/// hipExtHostAlloc(void** ptr, size_t size, unsigned int flags).
+KIR_EXPORT hipError_t hipExtHostAlloc(void** ptr, size_t size, unsigned flags) {
+  KIR_REAL(hipExtHostAlloc, hipError_t (*)(void**, size_t, unsigned));
+  return tracked_alloc(ptr, size, KIR_ALLOC_HOST_PINNED, [&] { return real_hipExtHostAlloc(ptr, size, flags); });
+}
+
+/// hipMallocHost(void** ptr, size_t size).
+KIR_EXPORT hipError_t hipMallocHost(void** ptr, size_t size) {
+  KIR_REAL(hipMallocHost, hipError_t (*)(void**, size_t));
+  return tracked_alloc(ptr, size, KIR_ALLOC_HOST_PINNED, [&] { return real_hipMallocHost(ptr, size); });
+}
+
+/// hipMemAllocHost(void** ptr, size_t size).
+KIR_EXPORT hipError_t hipMemAllocHost(void** ptr, size_t size) {
+  KIR_REAL(hipMemAllocHost, hipError_t (*)(void**, size_t));
+  return tracked_alloc(ptr, size, KIR_ALLOC_HOST_PINNED, [&] { return real_hipMemAllocHost(ptr, size); });
 }
 
 KIR_EXPORT hipError_t hipMallocAsync(void** ptr, size_t size, hipStream_t stream) {
@@ -367,9 +531,88 @@ KIR_EXPORT hipError_t hipHostFree(void* ptr) {
   return tracked_free(kir::hook::address_of(ptr), [&] { return real_hipHostFree(ptr); });
 }
 
+/// hipFreeHost(void* ptr): 5.2 l. 3219 (deprecated for hipHostFree), 6.3 l. 4239 (what
+/// 6.3's deprecation of hipHostFree points to).
+KIR_EXPORT hipError_t hipFreeHost(void* ptr) {
+  KIR_REAL(hipFreeHost, hipError_t (*)(void*));
+  return tracked_free(kir::hook::address_of(ptr), [&] { return real_hipFreeHost(ptr); });
+}
+
 KIR_EXPORT hipError_t hipFreeAsync(void* ptr, hipStream_t stream) {
   KIR_REAL(hipFreeAsync, hipError_t (*)(void*, hipStream_t));
   return tracked_free(kir::hook::address_of(ptr), [&] { return real_hipFreeAsync(ptr, stream); });
 }
 
+/// hipGetProcAddress(const char* symbol, void** pfn, int hipVersion, uint64_t flags,
+/// hipDriverProcAddressQueryResult* symbolStatus) (6.3 hip_runtime_api.h l. 4579; not in
+/// 5.2): ROCm/clr's (hipamd/src/hip_device.cpp, hipGetProcAddress) looks `symbol` up in
+/// libamdhip64 itself with dlsym, whatever `flags` say, so an app or library that gets
+/// hipLaunchKernel & co. through it would bypass the layer, as cuGetProcAddress's
+/// callers would the CUDA driver's interposers (driver_api.cpp): the layer hands out its
+/// own entry point for each name it interposes, itself included.
+KIR_EXPORT hipError_t hipGetProcAddress(const char* symbol, void** pfn, int version, uint64_t flags, void* status) {
+  KIR_REAL(hipGetProcAddress, hipError_t (*)(const char*, void**, int, uint64_t, void*));
+  hipError_t r = real_hipGetProcAddress(symbol, pfn, version, flags, status);
+  if (r == hipSuccess && symbol && pfn && *pfn)
+    if (void* ours = kir::hook::hip_interposer(symbol)) *pfn = ours;
+  return r;
+}
+
 }  // extern "C"
+
+/// The layer's HIP interposer exported as `name`, or nullptr: what hipGetProcAddress
+/// and a dlsym of libamdhip64 by handle (dlsym.cpp) hand out instead of the runtime's.
+void* kir::hook::hip_interposer(const char* name) {
+  struct Entry {
+    const char* name;
+    void* fn;
+  };
+#define KIR_HIP_ENTRY(f) \
+  Entry { #f, reinterpret_cast<void*>(&f) }
+  static const Entry table[] = {
+      KIR_HIP_ENTRY(__hipRegisterFatBinary),
+      KIR_HIP_ENTRY(__hipUnregisterFatBinary),
+      KIR_HIP_ENTRY(__hipRegisterFunction),
+      KIR_HIP_ENTRY(__hipRegisterVar),
+      KIR_HIP_ENTRY(hipLaunchKernel),
+      KIR_HIP_ENTRY(hipLaunchKernel_spt),
+      KIR_HIP_ENTRY(hipExtLaunchKernel),
+      KIR_HIP_ENTRY(hipLaunchCooperativeKernel),
+      KIR_HIP_ENTRY(hipLaunchCooperativeKernel_spt),
+      KIR_HIP_ENTRY(hipModuleLoadData),
+      KIR_HIP_ENTRY(hipModuleLoadDataEx),
+      KIR_HIP_ENTRY(hipModuleLoad),
+      KIR_HIP_ENTRY(hipModuleUnload),
+      KIR_HIP_ENTRY(hipModuleGetFunction),
+      KIR_HIP_ENTRY(hipModuleLaunchKernel),
+      KIR_HIP_ENTRY(hipModuleLaunchCooperativeKernel),
+      KIR_HIP_ENTRY(hipExtModuleLaunchKernel),
+      KIR_HIP_ENTRY(hipLibraryLoadData),
+      KIR_HIP_ENTRY(hipLibraryLoadFromFile),
+      KIR_HIP_ENTRY(hipLibraryUnload),
+      KIR_HIP_ENTRY(hipLibraryGetKernel),
+      KIR_HIP_ENTRY(hipKernelGetFunction),
+      KIR_HIP_ENTRY(hipMalloc),
+      KIR_HIP_ENTRY(hipMallocManaged),
+      KIR_HIP_ENTRY(hipHostMalloc),
+      KIR_HIP_ENTRY(hipHostAlloc),
+      KIR_HIP_ENTRY(hipExtHostAlloc),
+      KIR_HIP_ENTRY(hipMallocHost),
+      KIR_HIP_ENTRY(hipMemAllocHost),
+      KIR_HIP_ENTRY(hipMallocAsync),
+      KIR_HIP_ENTRY(hipMallocFromPoolAsync),
+      KIR_HIP_ENTRY(hipExtMallocWithFlags),
+      KIR_HIP_ENTRY(hipMallocPitch),
+      KIR_HIP_ENTRY(hipMemMap),
+      KIR_HIP_ENTRY(hipMemUnmap),
+      KIR_HIP_ENTRY(hipFree),
+      KIR_HIP_ENTRY(hipHostFree),
+      KIR_HIP_ENTRY(hipFreeHost),
+      KIR_HIP_ENTRY(hipFreeAsync),
+      KIR_HIP_ENTRY(hipGetProcAddress),
+  };
+#undef KIR_HIP_ENTRY
+  for (const Entry& e : table)
+    if (std::strcmp(name, e.name) == 0) return e.fn;
+  return nullptr;
+}

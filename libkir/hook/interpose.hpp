@@ -32,6 +32,9 @@ void* real_dlsym(void* handle, const char* name);
 /// The layer's driver interposer exported as `name`, or nullptr (driver_api.cpp).
 void* driver_interposer(const char* name);
 
+/// The layer's HIP runtime interposer exported as `name`, or nullptr (hip_runtime.cpp).
+void* hip_interposer(const char* name);
+
 /// KIR_HOOK_LOG_PROCS=1: one stderr line per driver entry point looked up by
 /// handle (`how`: "dlsym") and whether the layer's was handed out (driver_api.cpp).
 void log_driver_lookup(const char* how, const char* name, bool ours);

@@ -8,6 +8,7 @@
 #include "kir/hash/kernel_code.hpp"
 #include "kir/hash/proteus.hpp"
 #include "kir/support/compression.hpp"
+#include "vendor.hpp"
 
 namespace kir::hook {
 
@@ -111,6 +112,12 @@ bool kernel_code(Registry& registry, const kir_hook_kernel* kernel, int which, k
   if (!f->launched_ready && !f->launched_tried && f->container) {
     f->launched_tried = true;  // a failure is reported once
     f->launched_ready = decode_into(f->chosen, f->launched_bytes, handle);
+  } else if (!f->launched_ready && !f->launched_tried && f->traits && f->traits->registered_code) {
+    f->launched_tried = true;  // a registration without a container (HIP's bundle): read from its wrapper
+    std::string why;
+    f->launched_ready = f->traits->registered_code(*f, f->launched_bytes, why);
+    if (!f->launched_ready)
+      report_failure(Failure::code, describe("fatbin", handle), "kir_hook_kernel_code: " + f->arch + ": " + why);
   }
   bool launched_is_ptx = f->code->kind == ImageKind::ptx;
   if (which == KIR_CODE_LAUNCHED || (which == KIR_CODE_PTX && launched_is_ptx)) {

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "kir/hooks.h"
 #include "kir/model.hpp"
@@ -81,6 +82,11 @@ struct VendorTraits {
   /// The dynamic shared memory a loaded function may use without opting in: a CODE
   /// substitute launched with more gets allow_shared first (CUDA: 48 KiB; AMD: 64 KiB).
   size_t shared_without_opt_in;
+  /// A registration's launched image bytes (kir_hook_kernel_code's KIR_CODE_LAUNCHED),
+  /// read again from its live wrapper on a client's first request, for runtimes whose
+  /// registration keeps no container to decode them from (HIP: the offload bundle,
+  /// plain or CCOB); nullptr where the container serves them (CUDA).
+  bool (*registered_code)(const FatbinRecord& record, std::vector<uint8_t>& out, std::string& why);
 };
 
 /// `text` kept for the process's life (one copy per distinct text): arch names

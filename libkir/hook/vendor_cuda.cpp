@@ -302,6 +302,7 @@ const VendorTraits kCudaTraits = {
     launch_function,
     module_global,
     48 * 1024,  // cudaFuncAttributeMaxDynamicSharedMemorySize's default
+    nullptr,    // the registration's container serves the launched image (kernel_code.cpp)
 };
 
 }  // namespace kir::hook

@@ -58,6 +58,24 @@ std::unique_ptr<FatbinRecord> read_registration(const void* handle, const void* 
   return record;
 }
 
+/// The code object a registration's launches use (`record.arch`'s, the one
+/// choose_code_object parsed), read again from its live HIPF wrapper — a CCOB bundle
+/// decompressed again — on a client's first kir_hook_kernel_code request: the
+/// registration keeps only the parsed code, not the bytes (a module's image is
+/// copied at load instead: the app may free it).
+bool registered_code(const FatbinRecord& record, std::vector<uint8_t>& out, std::string& why) {
+  if (!record.wrapper || !record.code) return why = "no code object was chosen at registration", false;
+  Expected<ContainerSite> b = discover_registered_bundle(record.wrapper, kUnknownSize, mapped_extent);
+  if (!b) return why = b.error().message(), false;
+  for (const Image& e : b->images) {
+    if (e.kind == ImageKind::host || e.target != record.arch) continue;
+    if (record.code->image_digest && xxh3_128(e.stored) != *record.code->image_digest) continue;
+    out.assign(e.stored.data(), e.stored.data() + e.stored.size());
+    return true;
+  }
+  return why = "its bundle no longer holds the " + record.arch + " code object", false;
+}
+
 /// An image handed to hipModuleLoadData / hipModuleLoadDataEx (or hipModuleLoad's
 /// file): a bare AMDGPU code object, or a clang offload bundle, plain or CCOB
 /// v2/v3 — what ROCm/clr's FatBinaryInfo::ExtractFatBinary (hipamd/src/hip_fatbin.cpp)
@@ -198,6 +216,7 @@ const VendorTraits kHipTraits = {
     // rocclr/device/rocm/rocdevice.cpp: localMemSizePerCU_ is the agent's group
     // segment size, hipDeviceProp_t::sharedMemPerBlock in hipamd/src/hip_device.cpp).
     64 * 1024,
+    registered_code,
 };
 
 }  // namespace kir::hook

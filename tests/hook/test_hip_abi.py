@@ -149,6 +149,12 @@ def header_values(tmp_path_factory) -> dict[str, int]:
     # Not declared by these headers: the registration entry points clang's constructor calls
     # (docs/hip.md cites clang and ROCm/clr for them) and APIs newer than the installed release.
     assert {"hipMalloc", "hipLaunchKernel", "hipModuleLaunchKernel"} <= set(checked)
+    # ROCm 5.2 declares these of the hook's later entry points (docs/hip.md): checked wherever 5.2's
+    # or a newer header is installed (hipMemAllocHost, hipExtHostAlloc, hipGetProcAddress and 7.x's
+    # hipLibrary* are not in 5.2's headers).
+    if "hipLaunchKernel_spt" in declared:
+        assert {"hipHostAlloc", "hipMallocHost", "hipFreeHost", "hipLaunchKernel_spt",
+                "hipLaunchCooperativeKernel_spt"} <= set(checked)
     header = "\n".join(f"using rocm_{n} = std::add_pointer_t<{declared[n]}>;" for n in checked)
     asserts = "\n".join(f'static_assert(Same<::rocm_{n}, {prototypes[n]}>::value, "kir\'s {n} is not ROCm\'s");'
                          for n in checked)

@@ -388,10 +388,11 @@ uint64_t kir_hook_global_device_address(const void* host_address);
 
 /** A registered kernel's device code, as the layer holds it (valid until its
  *  fatbin or module is unregistered and fatbin_unregistered returns). `which`: KIR_CODE_LAUNCHED, the image its
- * launches use (a cubin, or PTX the driver compiles); KIR_CODE_PTX, the PTX of the same registration that suits this
- * device (the launched image when that is PTX). Returns 1 and fills `out`, or 0 when there is none: the image holds
- * none, it could not be decoded (a failure, see KIR_HOOK_LOG), or the kernel is `unloaded` (refused even when its bytes
- * were handed out before; those are freed once fatbin_unregistered returns). */
+ * launches use (a cubin, or PTX the driver compiles; for HIP, a registration's or module's AMDGPU code object, kind
+ * "code-object", read again from the registered bundle on first request, CCOB ones decompressed); KIR_CODE_PTX, the PTX
+ * of the same registration that suits this device (the launched image when that is PTX). Returns 1 and fills `out`, or
+ * 0 when there is none: the image holds none, it could not be decoded (a failure, see KIR_HOOK_LOG), or the kernel is
+ * `unloaded` (refused even when its bytes were handed out before; those are freed once fatbin_unregistered returns). */
 #define KIR_CODE_LAUNCHED 0
 #define KIR_CODE_PTX 1
 /* kir_hook_code is the caller's memory, filled by the layer: its four fields are
@@ -401,7 +402,7 @@ uint64_t kir_hook_global_device_address(const void* host_address);
 typedef struct kir_hook_code {
   const void* bytes;
   size_t size;
-  const char* kind; /* "cubin" or "ptx" */
+  const char* kind; /* "cubin", "ptx" or "code-object" (HIP) */
   const char* arch; /* "sm_90"; "" for an image loaded through the driver API */
 } kir_hook_code;
 int kir_hook_kernel_code(const kir_hook_kernel* kernel, int which, kir_hook_code* out);
