@@ -301,6 +301,27 @@ def test_jit_key_covers_the_whole_target_id(tmp_path):
     assert json.dumps(jit.compile(ir, "plain", "gfx90a:xnack+").summary())  # JSON-ready
 
 
+def test_jit_key_takes_the_target_id_in_canonical_form(tmp_path):
+    """The features of a target-id in another order are the same target (clang's
+    getCanonicalTargetID sorts them; gcnArchName reports them sorted): one key, in
+    kir_jit_key (C++) and in the independent reference. Another feature setting, or
+    none (Proteus's DeviceArch, gcnArchName cut at the first ':'), is another key."""
+    ir = hip(tmp_path, PLAIN, "gfx90a", "-O3")
+    static = "0" * 31 + "1"
+    args = [(1, F32, struct.pack("<f", 2.0))]
+    config = jit.Options(kind="code-object").config()
+
+    def key(arch: str) -> str:
+        return hashing.jit_key(static, arch, args, config=config)
+    canonical = key("gfx90a:sramecc+:xnack-")
+    assert key("gfx90a:xnack-:sramecc+") == canonical
+    assert hash_reference.jit_key(static, "gfx90a:xnack-:sramecc+", args=args, config=config) == canonical
+    compiled = jit.compile(ir, "plain", "gfx90a:xnack-:sramecc+", {"args": [(1, "f32", 2.0)]}, static_hash=static)
+    assert jit.jit_key(compiled) == canonical  # the code kir.jit compiled is stored under the device's key
+    others = {key(a) for a in ("gfx90a:sramecc-:xnack-", "gfx90a:sramecc+:xnack+", "gfx90a:xnack-", "gfx90a")}
+    assert len(others) == 4 and canonical not in others
+
+
 # --- the command line ----------------------------------------------------------------
 
 def test_cli_compiles_a_hip_binarys_embedded_ir(built, tmp_path):

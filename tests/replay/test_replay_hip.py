@@ -24,8 +24,12 @@ from hip_device import (  # noqa: F401 (hip_stub, amd_gpu: fixtures)
     python_with_stub,
     run_with_stub,
 )
+from kir import parse_code_object
+from kir.cache import Cache
 from kir.errors import OptionError, PlanError
-from kir.replay import plan
+from kir.jit.amdgpu import find_lld
+from kir.jit.values import type_code
+from kir.replay import Variant, plan, variant_jit_key
 from kir.replay.backends import backend_name, planned_arch
 
 KIR = [sys.executable, "-m", "kir"]
@@ -112,24 +116,85 @@ from kir.record import Record
 from kir.replay import Replayer, Variant
 from kir.errors import KirError
 with Replayer(Record.load({path!r}), backend="hip") as r:
-    for variant in (Variant(timing="graph"), Variant(args=["1:f32"])):
-        try:
-            r.run(variant)
-        except KirError as error:
-            print(type(error).__name__, error)
+    try:
+        r.run(Variant(timing="graph"))
+    except KirError as error:
+        print(type(error).__name__, error)
 """
 
 
 def test_what_only_cuda_has_is_refused_by_name(hip_stub, tmp_path):
-    """CUDA graphs, and variants compiled by kir.jit (PTX and cubins only until issue
-    25 §3): each refused naming what and why, before anything is launched."""
+    """CUDA graphs: refused naming what and why, before anything is launched (variants
+    kir.jit compiles run on HIP too: the tests below)."""
     record = axpy_hip_record(tmp_path / "rec", hip_stub["code_object"], ir=hip_stub["ir"])
     result = python_with_stub(hip_stub, CUDA_ONLY.format(path=str(record.path)))
     assert result.returncode == 0, result.stderr
-    graph, compiled = result.stdout.splitlines()
-    assert graph == "OptionError timing 'graph': not available on HIP (this backend measures each)"
-    assert compiled.startswith("ReplayError the variant is compiled by kir.jit, which does not target HIP devices "
-                               f"({DEVICE_ARCH}) yet")
+    assert result.stdout.splitlines() == ["OptionError timing 'graph': not available on HIP (this backend measures each)"]
+
+
+# --- code kir.jit compiles (AMDGPU code objects) -------------------------------------------
+
+needs_lld = pytest.mark.skipif(find_lld() is None, reason="needs ld.lld (install-system-deps.sh --tests: lld)")
+F32, I32 = type_code("f32"), type_code("i32")
+JIT_ARGS = [(1, "scalar", F32, False, 0, 0, 0), (4, "scalar", I32, False, 0, 0, 0)]  # a and n: runtime constants
+
+
+@needs_lld
+def test_code_ir_replays_the_code_object_kir_jit_compiles(hip_stub, tmp_path):
+    """`kir replay --code ir` on a HIP record: kir.jit compiles the record's IR for the
+    device's target-id (the stub's gcnArchName) into a code object, hipModuleLoadData
+    loads it (the stub reads its symbols: the kernel and `launches`), the launch is
+    verified, the global restored by name in the compiled module."""
+    record = axpy_hip_record(tmp_path / "rec", hip_stub["code_object"], ir=hip_stub["ir"], launches_before=6)
+    log = tmp_path / "launches.log"
+    result = replay(hip_stub, record, "--code", "ir", "--repeat", "2", log=log)
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert out["verified"] is True and out["code"] == "ir", out
+    assert [(x["name"], x["block"]) for x in launches(log)] == [(AXPY, (256, 1, 1))] * 2
+    p = plan(record, code="ir", device_arch=DEVICE_ARCH)
+    assert p.code.reason.startswith("the kernel's LLVM IR") and f"AMDGPU code object for {DEVICE_ARCH}" in p.code.reason
+    image = p.code_bytes()  # what was loaded: kir.jit's code object, not the recorded one
+    assert image != hip_stub["code_object"].read_bytes()
+    assert [k.name for k in parse_code_object(image).kernels] == [AXPY]
+
+
+SPECIALIZED = """
+import json, sys
+from kir.record import Record
+from kir.replay import Replayer, Variant
+record = Record.load({path!r})
+variant = Variant(args="jit", specialize_block=True, bounds=(256, 2), repeat=2)
+with Replayer(record, backend="hip", cache={cache!r}) as r:
+    for _ in range(2):
+        v = r.run(variant)
+        print(json.dumps([v.verified, v.compiled, v.cached, v.code_kind, v.jit_key, v.resources.max_threads]))
+"""
+
+
+@needs_lld
+def test_a_specialized_variant_runs_amdgpu_code_kir_jit_compiled(hip_stub, tmp_path):
+    """A variant that specializes a and n, the block and launch bounds (256, 2): kir.jit
+    compiles it for the device's target-id ("amdgpu-flat-work-group-size"="1,256",
+    .max_flat_workgroup_size 256 in the code object), the stub loads and runs it
+    (verified), the second run reuses it; it is stored in the cache under the JIT key
+    the client computes on that device, with the device's whole target-id."""
+    record = axpy_hip_record(tmp_path / "rec", hip_stub["code_object_plain"], ir=hip_stub["ir_plain"],
+                             jit_args=JIT_ARGS, launches_global=False)
+    log, cache = tmp_path / "launches.log", tmp_path / "cache"
+    result = python_with_stub(hip_stub, SPECIALIZED.format(path=str(record.path), cache=str(cache)), log)
+    assert result.returncode == 0, result.stderr
+    first, second = (json.loads(line) for line in result.stdout.splitlines())
+    key = variant_jit_key(record, Variant(args="jit", specialize_block=True, bounds=(256, 2)), DEVICE_ARCH)
+    assert first == [True, True, False, "code-object", key, [256, 1, 1]]
+    assert second == [True, True, True, "code-object", key, [256, 1, 1]]
+    assert key != variant_jit_key(record, Variant(args="jit", specialize_block=True, bounds=(256, 2)), "gfx942")
+    entry = Cache(str(cache)).lookup(key)
+    assert (entry.kind, entry.arch, entry.meta["config.kind"]) == ("code-object", DEVICE_ARCH, "code-object")
+    assert entry.meta["specialize.bounds"] == "256,2"
+    [kernel] = parse_code_object(entry.code).kernels
+    assert kernel.name == AXPY and list(kernel.max_threads) == [256, 1, 1]
+    assert [(x["block"], x["args"]) for x in launches(log)] == [((256, 1, 1), plan(record, device_arch=DEVICE_ARCH).args)] * 6
 
 
 def test_a_recording_of_hip_launches_replays_with_all(hip_stub, tmp_path):

@@ -49,6 +49,15 @@ def type_number(kind) -> int:
     return ARG_TYPES[kind] if isinstance(kind, str) else int(kind)
 
 
+def canonical_target_id(arch: str) -> str:
+    """An AMDGPU target-id's features sorted by name (docs/hashing.md, ARCH): the
+    processor first; anything else as it is."""
+    processor, *features = arch.split(":")
+    if not arch.startswith("gfx") or not features:
+        return arch
+    return ":".join([processor, *sorted(features, key=lambda f: f[:-1])])
+
+
 def jit_key_encoding(static_hex: str, arch: str, args=(), grid=None, block=None, shared_bytes=0,
                      bounds=None, config=(), captures=()) -> bytes:
     """The JIT key's records. args: [(position, type name or number, value bytes)], any
@@ -56,7 +65,7 @@ def jit_key_encoding(static_hex: str, arch: str, args=(), grid=None, block=None,
     bounds: (max threads, min blocks), None or (0, 0) for none; config: [(key, value
     bytes)]; captures: [(lambda, slot, offset, type, value bytes)]."""
     out = (header(JIT_KEY_DOMAIN, JIT_KEY_VERSION) + record(STATIC, bytes.fromhex(static_hex))
-           + record(ARCH, arch.encode()))
+           + record(ARCH, canonical_target_id(arch).encode()))
     for position, kind, value in sorted(args, key=lambda a: a[0]):
         out += record(ARG, struct.pack("<IB", position, type_number(kind)) + bytes(value))
     for lam, slot, offset, kind, value in captures:

@@ -35,7 +35,8 @@ N, A = 1000, 2.0
 @pytest.fixture(scope="session")
 def hip_stub(tmp_path_factory) -> dict:
     """{"lib": the directory holding the stub libamdhip64.so, "code_object": the axpy
-    code object, "ir": its device LLVM bitcode}; skips without clang-22, gcc or hip-python."""
+    code object, "ir": its device LLVM bitcode, "code_object_plain" and "ir_plain": the
+    same without the module global `launches`}; skips without clang-22, gcc or hip-python."""
     pytest.importorskip("hip", reason="hip-python is not installed (the hip extra)")
     for tool in ("clang-22", "gcc"):
         if shutil.which(tool) is None:
@@ -44,25 +45,28 @@ def hip_stub(tmp_path_factory) -> dict:
     subprocess.run(["gcc", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC", str(FIXTURES / "hip_device_stub.c"),
                     f"-Wl,-soname,{SONAME}", "-o", SONAME], check=True, cwd=d)
     (d / "libamdhip64.so").symlink_to(SONAME)  # the name hip-python dlopens
-    code_object = d / "axpy.co"
-    subprocess.run(["clang-22", "-x", "hip", "-nogpulib", "-nogpuinc", "-I", str(FIXTURES), f"--offload-arch={ARCH}",
-                    "--cuda-device-only", "--no-gpu-bundle-output", "-O2", str(FIXTURES / "hip_axpy.hip"),
-                    "-o", str(code_object)], check=True)
-    ir = d / "axpy.bc"
-    subprocess.run(["clang-22", "-x", "hip", "-nogpulib", "-nogpuinc", "-I", str(FIXTURES), f"--offload-arch={ARCH}",
-                    "--cuda-device-only", "--no-gpu-bundle-output", "-O2", "-emit-llvm", "-c",
-                    str(FIXTURES / "hip_axpy.hip"), "-o", str(ir)], check=True)
-    return {"lib": d, "code_object": code_object, "ir": ir.read_bytes()}
+    built = {"lib": d}
+    for suffix, flags in (("", []), ("_plain", ["-DKIR_AXPY_NO_GLOBAL"])):
+        code_object, ir = d / f"axpy{suffix}.co", d / f"axpy{suffix}.bc"
+        common = ["clang-22", "-x", "hip", "-nogpulib", "-nogpuinc", "-I", str(FIXTURES), f"--offload-arch={ARCH}",
+                  "--cuda-device-only", "--no-gpu-bundle-output", "-O2", *flags]
+        subprocess.run([*common, str(FIXTURES / "hip_axpy.hip"), "-o", str(code_object)], check=True)
+        subprocess.run([*common, "-emit-llvm", "-c", str(FIXTURES / "hip_axpy.hip"), "-o", str(ir)], check=True)
+        built[f"code_object{suffix}"], built[f"ir{suffix}"] = code_object, ir.read_bytes()
+    return built
 
 
 def axpy_hip_record(directory, code_object: Path, *, grid=(4, 1, 1), block=(256, 1, 1), wrong_epilogue=False,
-                    launches_before=0, arch: str = ARCH, ir: bytes | None = None) -> Record:
+                    launches_before=0, arch: str = ARCH, ir: bytes | None = None, jit_args=(),
+                    launches_global: bool = True) -> Record:
     """A record of axpy(2, x, y, 1000) on the gfx942 code object, as the hook writes a
     HIP launch: the image (kind "code-object"), its static hash and parameters as kir
     reads them from the code object, the launch identity by the hook's recipe, x and y
     mapped in the VA range and the module's global `launches`; the epilogue y = 2x + y
     and launches + 1 (`wrong_epilogue`: y's first element off by one). `arch`: the
-    code object's processor; `ir`: the kernel's LLVM bitcode, stored as its IR."""
+    code object's processor; `ir`: the kernel's LLVM bitcode, stored as its IR;
+    `jit_args`: its runtime-constant arguments (RecordBuilder.set_jit_args' tuples);
+    `launches_global`: False for the code object built without `launches`."""
     image = code_object.read_bytes()
     code = _core.parse_code_object(image)
     code.image_digest = _core.xxh3_128(image)
@@ -78,6 +82,8 @@ def axpy_hip_record(directory, code_object: Path, *, grid=(4, 1, 1), block=(256,
     b.set_image("code-object", arch, image)
     if ir is not None:
         b.set_ir(ir)
+    if jit_args:
+        b.set_jit_args(list(jit_args))
     b.set_launch("hipModuleLaunchKernel", _core.Hash128.from_hex(identity), tuple(grid), tuple(block), 0, 0, args, 0)
     b.set_va_range(BASE, 1 << 30)
     x = [float(i) for i in range(N)]
@@ -89,9 +95,10 @@ def axpy_hip_record(directory, code_object: Path, *, grid=(4, 1, 1), block=(256,
         region = b.add_allocation(address, 4 * N, "device", True)
         b.snapshot(region, False, struct.pack(f"<{N}f", *before))
         b.snapshot(region, True, struct.pack(f"<{N}f", *after))
-    launches = b.add_global("launches", 0x1000, 4)
-    b.snapshot(launches, False, struct.pack("<i", launches_before))
-    b.snapshot(launches, True, struct.pack("<i", launches_before + 1))
+    if launches_global:
+        launches = b.add_global("launches", 0x1000, 4)
+        b.snapshot(launches, False, struct.pack("<i", launches_before))
+        b.snapshot(launches, True, struct.pack("<i", launches_before + 1))
     return Record.load(b.write())
 
 

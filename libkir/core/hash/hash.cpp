@@ -7,6 +7,7 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <array>
 
 #include "xxh3_dispatch.hpp"
 
@@ -132,7 +133,32 @@ Hash128 static_hash_of_digests(std::string_view name, std::string_view code_kind
   return from_xxh(XXH3_128bits(encoding.data(), encoding.size()));
 }
 
+std::string_view canonical_target_id(std::string_view arch, std::string& storage) {
+  size_t colon = arch.find(':');
+  if (arch.substr(0, 3) != "gfx" || colon == std::string_view::npos) return arch;
+  std::array<std::string_view, 8> features;
+  size_t count = 0;
+  for (std::string_view rest = arch.substr(colon + 1);; ++count) {
+    if (count == features.size()) return arch;  // not a target-id (gfx processors have at most two features)
+    size_t next = rest.find(':');
+    features[count] = rest.substr(0, next);
+    if (next == std::string_view::npos) break;
+    rest = rest.substr(next + 1);
+  }
+  ++count;
+  auto by_name = [](std::string_view a, std::string_view b) {  // "xnack-" is named "xnack"
+    return a.substr(0, a.empty() ? 0 : a.size() - 1) < b.substr(0, b.empty() ? 0 : b.size() - 1);
+  };
+  if (std::is_sorted(features.begin(), features.begin() + count, by_name)) return arch;
+  std::stable_sort(features.begin(), features.begin() + count, by_name);
+  storage.assign(arch.substr(0, colon));
+  for (size_t i = 0; i < count; ++i) storage.append(1, ':').append(features[i]);
+  return storage;
+}
+
 DynamicHash::DynamicHash(HashDomain domain, const Hash128& static_hash, std::string_view arch) {
+  std::string canonical_arch;
+  if (domain == HashDomain::jit_key) arch = canonical_target_id(arch, canonical_arch);
   const Header& h = kHeaders[static_cast<size_t>(domain)];
   std::memcpy(buffer_, h.bytes, h.size);
   used_ = h.size;

@@ -544,7 +544,8 @@ def print_spaces(opts: TuneOptions, records, dry_run: bool) -> int:
     from kir.tune.study import study_name
     out = []
     for path, record in zip(opts.paths, records):
-        space = opts.space.launch_only() if record.kernel.ir is None else opts.space
+        space = opts.space.for_device(record)
+        space = space.launch_only() if record.kernel.ir is None else space
         entry = {"record": path, "kernel": record.kernel.name, "study": study_name(record, opts.study_prefix),
                  "launch_only": record.kernel.ir is None, "space": space.describe(record)}
         if dry_run:

@@ -30,7 +30,7 @@ from kir.jit.transform import TransformReport
 from kir.jit.values import ArgValue, Specialization
 
 __all__ = ["ArgValue", "CompiledKernel", "Options", "own_globals_refusal", "pick_assembler", "Resources", "Specialization",
-           "TransformReport", "compile", "jit_key", "key_inputs", "store"]
+           "TransformReport", "compile", "for_target", "jit_key", "key_inputs", "store"]
 
 KINDS = ("cubin", "ptx", "code-object")  #: code-object: an AMDGPU code object (arch gfx...)
 ASSEMBLERS = ("auto", "nvjitlink", "ptxas")
@@ -245,7 +245,7 @@ def compile(module, kernel: str, arch: str = "sm_90", specialize=None, options=N
         arch = codegen.check_arch(arch)
     spec = Specialization.coerce(specialize)
     opts = Options.coerce(options)
-    opts = _for_target(opts, arch)
+    opts = for_target(opts, arch)
     if not isinstance(kernel, str) or not kernel:
         raise OptionError(f"kernel {kernel!r}: expected the kernel's (mangled) name")
     given_bitcode = isinstance(module, (bytes, bytearray, memoryview)) and _is_bitcode(bytes(module))
@@ -260,9 +260,11 @@ def compile(module, kernel: str, arch: str = "sm_90", specialize=None, options=N
         raise LLVMCrashError(f"{died} compiling {kernel} for {arch}") from None
 
 
-def _for_target(opts: Options, arch: str) -> Options:
+def for_target(opts: Options, arch: str) -> Options:
     """The options as they apply to `arch`: for AMDGPU (gfx...) the default kind
-    "cubin" is "code-object" (a code object), and PTX options are refused."""
+    "cubin" is "code-object" (a code object), and PTX options are refused. What the
+    code is compiled with, so what its JIT key's CONFIG records say (`kind`
+    "code-object" on AMD GPUs: kir.replay.variant.jit_key, the tuner's hand-off)."""
     from dataclasses import replace
     if amdgpu.is_amdgpu(arch):
         if opts.kind == "ptx" or opts.ptx_version is not None or opts.assembler_options:

@@ -18,9 +18,12 @@ launch between two events.
 kind: an AMDGPU "code-object" is HIP; a record holding no image: its device's
 arch, gfx* is HIP).
 
-What only CUDA has here: relocatable PTX units linked by the driver, CUDA graphs
-and CUPTI activity timing, and launching code kir.jit compiled (PTX/cubin); the HIP
-backend says so by name when asked for them (issue 25 §3 brings AMDGPU JIT)."""
+Both launch code kir.jit compiled from the record's IR (`--code ir`, variants that
+specialize): a cubin or PTX on CUDA, an AMDGPU code object for the device's
+target-id on HIP (kir/jit/amdgpu.py), loaded as the recorded one is
+(hipModuleLoadData). What only CUDA has here: relocatable PTX units linked by the
+driver, CUDA graphs and CUPTI activity timing; the HIP backend says so by name when
+asked for them."""
 from __future__ import annotations
 
 import ctypes
@@ -306,6 +309,7 @@ class HipBackend(Backend):
     ROCm's include/hip/hip_runtime_api.h (checked against ROCm 5.2's and 6.x's)."""
 
     name = "hip"
+    jit = True  # kir.jit compiles AMDGPU code objects for the device's target-id (gcnArchName)
 
     def __init__(self, undo: list) -> None:
         super().__init__(undo)

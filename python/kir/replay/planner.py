@@ -17,7 +17,7 @@ from pathlib import Path
 from kir import _core, hashing
 from kir.errors import KirError, PlanError
 from kir.hashing import kernel_static_hash
-from kir.jit import libdevice
+from kir.jit import amdgpu, libdevice
 from kir.record import Record, Region, VaRange
 
 CODE_KINDS = ("launched", "cubin", "ptx", "ir", "code-object")
@@ -411,6 +411,9 @@ def _choose_ir(record: Record, device_arch: str) -> CodeChoice:
     ir = record.kernel.ir
     if ir is None:
         raise PlanError(f"{record.path}: --code ir: the record holds no LLVM IR for {record.kernel.name}")
+    if amdgpu.is_amdgpu(device_arch):  # the ROCm device libraries are linked by kir.jit when called
+        return CodeChoice("ir", device_arch, f"the kernel's LLVM IR ({ir.size} bytes) compiled to an AMDGPU code "
+                                             f"object for {device_arch} by kir.jit (llvmlite, ld.lld)")
     calls = libdevice.calls_in(record.code("ir"), "the record's IR", PlanError)
     library = libdevice.find(calls, PlanError) if calls else None
     reason = f"the kernel's LLVM IR ({ir.size} bytes) compiled to PTX for {device_arch} by kir.jit (llvmlite)"
@@ -433,11 +436,12 @@ def _load_code(record: Record, choice: CodeChoice) -> bytes:
 
 @lru_cache(maxsize=8)
 def _compile_ir(bitcode: bytes, kernel: str, arch: str) -> bytes:
-    """The kernel's PTX, compiled by kir.jit from the record's IR, nothing specialized
-    (libdevice linked in when called). Cached: it is CPU work."""
+    """The kernel's PTX (an AMDGPU target-id: its code object), compiled by kir.jit from
+    the record's IR, nothing specialized (libdevice, or the ROCm device libraries,
+    linked in when called). Cached: it is CPU work."""
     import kir.jit
     try:
-        return kir.jit.compile(bitcode, kernel, arch, options={"kind": "ptx"}).code
+        return kir.jit.compile(bitcode, kernel, arch, options={} if amdgpu.is_amdgpu(arch) else {"kind": "ptx"}).code
     except KirError as error:
         raise PlanError(str(error)) from None
 

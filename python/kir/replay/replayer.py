@@ -415,7 +415,7 @@ class Replayer:
 
     def _load_compiled(self, compiled) -> _Code:
         image = compiled.code
-        if compiled.kind != "cubin" and not image.endswith(b"\0"):
+        if compiled.kind == "ptx" and not image.endswith(b"\0"):  # the driver reads PTX as a C string
             image += b"\0"
         module = self.backend.load(image, f"kir.jit {compiled.kind}")
         function = self.backend.function(module, self.record.kernel.name)

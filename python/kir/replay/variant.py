@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from kir import hashing
 from kir.errors import OptionError, PlanError
-from kir.jit import ArgValue, Options, Specialization
+from kir.jit import ArgValue, Options, Specialization, for_target
 from kir.jit.values import SCALARS, U32_MAX, dims, type_code
 from kir.model import ArgType, JitArg, JitArgKind
 from kir.record import Record
@@ -342,7 +342,7 @@ def jit_key(record: Record, variant: Variant | Resolved, arch: str, config=None)
         record.kernel.static_hash, arch, list(record.launch.args), [a.jit_arg for a in r.args],
         memory=memory, grid=r.grid, block=r.block, specialize_grid=s.grid is not None,
         specialize_block=s.block is not None, shared_bytes=r.shared_bytes, bounds=s.bounds,
-        config=r.options.config() if config is None else config, param_sizes=[p.size for p in record.kernel.params])
+        config=for_target(r.options, arch).config() if config is None else config, param_sizes=[p.size for p in record.kernel.params])
 
 
 def compile_variant(record: Record, variant: Variant | Resolved, arch: str):

@@ -404,6 +404,28 @@ class Space:
                                    specialize_dims=[False], launch_bounds=[False], min_blocks=[0],
                                    source=f"{self.source}, launch only (no LLVM IR)")
 
+    def for_device(self, record) -> "Space":
+        """The space as it applies to the record's GPU API (kir.replay.backends.backend_name):
+        on HIP (AMD GPUs) the trials are timed "each" when the space asks for CUDA graphs
+        or CUPTI (HipBackend.timings), and "maxrregcount" is [0]: it is a ptxas option,
+        and an AMDGPU kernel's registers follow from its launch bounds instead
+        (amdgpu-flat-work-group-size and amdgpu-waves-per-eu: docs/tune.md, "Mneme's
+        options"). CUDA records: the space as it is."""
+        import dataclasses
+
+        from kir.replay.backends import HipBackend, backend_name
+        if backend_name(record) != "hip":
+            return self
+        changed = {}
+        if self.timing not in HipBackend.timings:
+            changed["timing"] = "each"
+        if self.maxrregcount != [0]:
+            changed["maxrregcount"] = [0]
+        if not changed:
+            return self
+        said = ", ".join(f"{k} {v}" for k, v in changed.items())
+        return dataclasses.replace(self, **changed, source=f"{self.source}, on HIP: {said}")
+
     def blocks(self, record) -> list[tuple[int, int, int]]:
         launch = record.launch
         if self.block == "recorded":

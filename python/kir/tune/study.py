@@ -183,7 +183,7 @@ class TuneTask:
         optuna = _optuna()
         from kir.record import Record
         record = Record.load(self.path)
-        space = Space.from_dict(self.space, "space")
+        space = Space.from_dict(self.space, "space").for_device(record)
         launch_only = record.kernel.ir is None  # an nvcc build: the launch configuration only (launch_only)
         if launch_only:
             space = space.launch_only()

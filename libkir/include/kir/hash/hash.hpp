@@ -104,6 +104,13 @@ inline Hash128 static_hash(std::string_view name, CodeKind code_kind, const std:
   return static_hash(name, kir::name(code_kind), modules);
 }
 
+/// An AMDGPU target-id with its features in canonical order, sorted by name as clang
+/// writes a canonical target-id (clang/lib/Basic/TargetID.cpp, getCanonicalTargetID: the
+/// features in a std::map) and as HIP's gcnArchName reports one: "gfx90a:xnack-:sramecc+"
+/// is "gfx90a:sramecc+:xnack-" (in `storage`). Any other arch ("sm_90", "gfx942", a
+/// canonical target-id) is returned as it is. The JIT key's ARCH record holds this form.
+std::string_view canonical_target_id(std::string_view arch, std::string& storage);
+
 /// Builds a launch identity or a JIT key without allocating: the HEADER, STATIC
 /// and ARCH records at construction, then the caller adds records in the order
 /// docs/hashing.md gives for the domain.
