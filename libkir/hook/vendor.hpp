@@ -81,6 +81,8 @@ struct VendorTraits {
   /// The dynamic shared memory a loaded function may use without opting in: a CODE
   /// substitute launched with more gets allow_shared first (CUDA: 48 KiB; AMD: 64 KiB).
   size_t shared_without_opt_in;
+  /// kir_hook_launch.vendor of its launches (hooks.h API 11): KIR_HOOK_VENDOR_CUDA, _HIP.
+  int hook_vendor;
 };
 
 /// `text` kept for the process's life (one copy per distinct text): arch names
@@ -88,6 +90,9 @@ struct VendorTraits {
 const char* interned(const std::string& text);
 
 const VendorTraits& traits(Vendor vendor);
+
+/// The traits whose hook_vendor is `vendor` (KIR_HOOK_VENDOR_*), or nullptr.
+const VendorTraits* traits_of_hook_vendor(int vendor);
 
 /// The traits whose wrapper_magic `wrapper` starts with, or nullptr (none, or
 /// fewer than 4 bytes mapped there): how a registration's wrapper handed to the

@@ -302,6 +302,7 @@ const VendorTraits kCudaTraits = {
     launch_function,
     module_global,
     48 * 1024,  // cudaFuncAttributeMaxDynamicSharedMemorySize's default
+    KIR_HOOK_VENDOR_CUDA,
 };
 
 }  // namespace kir::hook

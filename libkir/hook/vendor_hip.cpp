@@ -198,6 +198,7 @@ const VendorTraits kHipTraits = {
     // rocclr/device/rocm/rocdevice.cpp: localMemSizePerCU_ is the agent's group
     // segment size, hipDeviceProp_t::sharedMemPerBlock in hipamd/src/hip_device.cpp).
     64 * 1024,
+    KIR_HOOK_VENDOR_HIP,
 };
 
 }  // namespace kir::hook
