@@ -119,9 +119,15 @@ struct Runtime {
   Runtime(int v, const char* entry, int (*call)(void*, uint64_t, void*, size_t), const char* kind)
       : vendor(v), copy_entry(entry), call_copy(call), default_kind(kind) {}
 
-  int read(uint64_t address, void* out, size_t size) {
+  /// copy_entry, looked up until found (a runtime may be loaded after the client).
+  void* find() {
     void* f = copy.load(std::memory_order_acquire);
     if (!f && (f = kir_hook_vendor_symbol(vendor, copy_entry))) copy.store(f, std::memory_order_release);
+    return f;
+  }
+
+  int read(uint64_t address, void* out, size_t size) {
+    void* f = find();
     return f ? call_copy(f, address, out, size) : -1;
   }
 };
@@ -323,6 +329,11 @@ class JitClient {
     }
     if (const char* ms = kir::hook::setting("KIR_JIT_TIMEOUT_MS")) timeout_ms_ = std::strtoull(ms, nullptr, 10);
     pid_ = ::getpid();
+    // Each runtime's entry point, now: for CUDA this loads libcuda.so.1 when nothing has yet
+    // (kir_hook_vendor_symbol, as kir_hook_driver_symbol), as this client always did, and the
+    // layer's device queries (the launch's arch) find the driver loaded; a process without a
+    // runtime finds nothing, and a launch of it would claim nothing.
+    for (Runtime& r : runtimes_) r.find();
     return true;
   }
 
