@@ -203,3 +203,12 @@ extern "C" KIR_EXPORT void* kir_hook_driver_symbol(const char* name) {
   void* lib = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);  // not loaded yet: load it for the client
   return lib ? kir::hook::real_dlsym(lib, name) : nullptr;
 }
+
+extern "C" KIR_EXPORT void* kir_hook_vendor_symbol(int vendor, const char* name) {
+  if (vendor == KIR_HOOK_VENDOR_CUDA) return kir_hook_driver_symbol(name);  // it loads libcuda.so.1 if need be
+  const kir::hook::VendorTraits* t = kir::hook::traits_of_hook_vendor(vendor);
+  if (!t || !name) return nullptr;
+  for (const char* const* lib = t->libraries; *lib; ++lib)
+    if (void* f = kir::hook::vendor_symbol(name, *lib)) return f;
+  return nullptr;
+}

@@ -30,7 +30,8 @@ static_assert(offsetof(kir_hook_launch, struct_size) == 120);    // API 6
 static_assert(offsetof(kir_hook_launch, device) == 124);         // API 7
 static_assert(offsetof(kir_hook_launch, arch) == 128);           // API 7
 static_assert(offsetof(kir_hook_launch, context) == 136);        // API 7
-static_assert(sizeof(kir_hook_launch) == 144);
+static_assert(offsetof(kir_hook_launch, vendor) == 144);         // API 11
+static_assert(sizeof(kir_hook_launch) == 152);
 static_assert(offsetof(kir_hook_code, arch) == 24 && sizeof(kir_hook_code) == 32);  // frozen: the caller's memory
 static_assert(offsetof(kir_hook_client, fatbin_unregistered) == 88);                // API 2
 static_assert(offsetof(kir_hook_client, launch_override) == 96);                    // API 4

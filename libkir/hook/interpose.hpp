@@ -97,6 +97,7 @@ inline kir_hook_launch launch_event(const char* api, const void* function, Dim3 
   l.device = -1;  // API 7: set in launch_begin when a client reads them
   l.arch = "";
   l.context = nullptr;
+  l.vendor = 0;  // API 11: set in launch_begin
   return l;
 }
 

@@ -234,6 +234,8 @@ void Layer::launch_begin(kir_hook_launch& launch, Claim* claim, Vendor vendor) {
   const uint32_t needs = clients_.needs();
   KernelRecord* k = needs & ClientTable::kNeedsKernel ? registry_.kernel_for(launch.host_stub) : nullptr;
   launch.kernel = k ? &k->view : nullptr;
+  // API 11: every launch says its runtime (clients skip nothing of it: one store)
+  launch.vendor = traits(vendor).hook_vendor;
   if (k && (needs & ClientTable::kNeedsIdentity)) launch.launch_identity = launch_identity(*k, launch);  // API 5
   if (needs & ClientTable::kNeedsDevice) fill_device(launch, vendor, k);                                 // API 7
   if (claim && clients_.overriding()) this->claim(launch, *claim, vendor);

@@ -16,6 +16,12 @@ extern const VendorTraits kHipTraits;   // vendor_hip.cpp
 
 const VendorTraits& traits(Vendor vendor) { return vendor == Vendor::hip ? kHipTraits : kCudaTraits; }
 
+const VendorTraits* traits_of_hook_vendor(int vendor) {
+  for (const VendorTraits* t : {&kCudaTraits, &kHipTraits})
+    if (t->hook_vendor == vendor) return t;
+  return nullptr;
+}
+
 const char* interned(const std::string& text) {
   static std::mutex* mutex = new std::mutex();  // never destroyed: launches may come during exit
   static auto* texts = new std::set<std::string>();

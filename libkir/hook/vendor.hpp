@@ -87,6 +87,8 @@ struct VendorTraits {
   /// registration keeps no container to decode them from (HIP: the offload bundle,
   /// plain or CCOB); nullptr where the container serves them (CUDA).
   bool (*registered_code)(const FatbinRecord& record, std::vector<uint8_t>& out, std::string& why);
+  /// kir_hook_launch.vendor of its launches (hooks.h API 11): KIR_HOOK_VENDOR_CUDA, _HIP.
+  int hook_vendor;
 };
 
 /// `text` kept for the process's life (one copy per distinct text): arch names
@@ -94,6 +96,9 @@ struct VendorTraits {
 const char* interned(const std::string& text);
 
 const VendorTraits& traits(Vendor vendor);
+
+/// The traits whose hook_vendor is `vendor` (KIR_HOOK_VENDOR_*), or nullptr.
+const VendorTraits* traits_of_hook_vendor(int vendor);
 
 /// The traits whose wrapper_magic `wrapper` starts with, or nullptr (none, or
 /// fewer than 4 bytes mapped there): how a registration's wrapper handed to the

@@ -303,6 +303,7 @@ const VendorTraits kCudaTraits = {
     module_global,
     48 * 1024,  // cudaFuncAttributeMaxDynamicSharedMemorySize's default
     nullptr,    // the registration's container serves the launched image (kernel_code.cpp)
+    KIR_HOOK_VENDOR_CUDA,
 };
 
 }  // namespace kir::hook

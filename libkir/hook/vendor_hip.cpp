@@ -217,6 +217,7 @@ const VendorTraits kHipTraits = {
     // segment size, hipDeviceProp_t::sharedMemPerBlock in hipamd/src/hip_device.cpp).
     64 * 1024,
     registered_code,
+    KIR_HOOK_VENDOR_HIP,
 };
 
 }  // namespace kir::hook

@@ -5,7 +5,11 @@
 // KIR_JIT_ALL=1) it computes the launch's JIT key (kir_jit_key, docs/hashing.md),
 // looks it up in the kernel-object cache (kir/cache.h) and, on a hit, claims the
 // launch with the cached code (hook API 4, KIR_SUBSTITUTE_CODE: the layer loads
-// it once per context). On a miss the original runs, and the key with its inputs
+// it once per context, CUDA, or device, HIP). CUDA and HIP launches alike: the
+// launch's arch is the hook's (API 7: "sm_90"; HIP the kernel's code-object target,
+// "gfx942:sramecc+:xnack-"), its runtime kir_hook_launch.vendor (API 11), which picks
+// the device-to-host copy and the code kind the key's CONFIG names ("cubin", HIP
+// "code-object": what kir.jit compiles for a gfx arch). On a miss the original runs, and the key with its inputs
 // is logged once, as the `kir jit compile` command that fills it. A cache
 // directory, shard or entry the cache refuses (another user's, writable by
 // others, a link: docs/cache.md) is one logged line and an error; the original
@@ -31,7 +35,8 @@
 //   KIR_JIT_ALL=1            every kernel, not only those with JIT arguments
 //   KIR_JIT_CONFIG=K=HEX,... the CONFIG records, as `kir.jit.Options().config()`
 //                            gives them (values hex-encoded); default: those of
-//                            the default options (opt 3, codegen-opt 3, kind cubin, fp-contract auto)
+//                            the default options (opt 3, codegen-opt 3, kind cubin, fp-contract auto);
+//                            kind cubin is HIP launches' code-object (kir.jit's default for gfx)
 //   KIR_JIT_SPECIALIZE=grid,block  the key covers grid / block (the code was
 //                            compiled for them: `kir jit compile --grid/--block`)
 //   KIR_JIT_BOUNDS=MAXT[,MINB]     launch bounds the code was compiled with
@@ -58,6 +63,7 @@
 #include <cctype>
 #include <cerrno>
 #include <cinttypes>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -84,22 +90,45 @@
 
 namespace {
 
-using CUresult = int;
+/// A device-to-host copy through the runtime's entry point `f`: 0, or -1.
+/// cuMemcpyDtoH_v2(void* dstHost, CUdeviceptr srcDevice, size_t ByteCount) (cuda.h).
+int cuda_copy(void* f, uint64_t address, void* out, size_t size) {
+  return reinterpret_cast<int (*)(void*, unsigned long long, size_t)>(f)(out, address, size) == 0 ? 0 : -1;
+}
+/// hipMemcpyDtoH(void* dst, hipDeviceptr_t src, size_t sizeBytes), hipDeviceptr_t = void* (ROCm
+/// hip/hip_runtime_api.h and hip/driver_types.h: Debian's 5.2.3 and ROCm/HIP 6.x alike).
+int hip_copy(void* f, uint64_t address, void* out, size_t size) {
+  return reinterpret_cast<int (*)(void*, void*, size_t)>(f)(out, reinterpret_cast<void*>(address), size) == 0 ? 0 : -1;
+}
 
-struct Driver {
-  CUresult (*ctx_get_current)(void**) = nullptr;
-  CUresult (*ctx_get_device)(int*) = nullptr;
-  CUresult (*device_get_attribute)(int*, int, int) = nullptr;
-  CUresult (*memcpy_dtoh)(void*, unsigned long long, size_t) = nullptr;
+/// What the client needs of a launch's GPU runtime, chosen by kir_hook_launch.vendor (hooks.h
+/// API 11): its device-to-host copy (the arrays behind pointers a key reads) through the
+/// runtime's own entry point (kir_hook_vendor_symbol, never the layer's interposer), and the
+/// JIT key's CONFIG records for its code.
+struct Runtime {
+  int vendor;              ///< KIR_HOOK_VENDOR_*
+  const char* copy_entry;  ///< its device-to-host copy, called by `call_copy`
+  int (*call_copy)(void* f, uint64_t address, void* out, size_t size);
+  /// What the default kind "cubin" (kir.jit.Options()) is for this runtime's archs: kir.jit
+  /// compiles an AMDGPU arch's default kind as "code-object" (python/kir/jit/__init__.py,
+  /// _for_target), and its key's CONFIG `kind` says so.
+  const char* default_kind;
+  std::atomic<void*> copy{nullptr};  ///< copy_entry, found on first use
+  std::string config_records;        ///< the client's CONFIG records, as this runtime's code is keyed
 
-  bool load() {
-    // the driver's own entry points, not the layer's interposers (kir_hook_driver_symbol)
-    ctx_get_current = reinterpret_cast<decltype(ctx_get_current)>(kir_hook_driver_symbol("cuCtxGetCurrent"));
-    ctx_get_device = reinterpret_cast<decltype(ctx_get_device)>(kir_hook_driver_symbol("cuCtxGetDevice"));
-    device_get_attribute =
-        reinterpret_cast<decltype(device_get_attribute)>(kir_hook_driver_symbol("cuDeviceGetAttribute"));
-    memcpy_dtoh = reinterpret_cast<decltype(memcpy_dtoh)>(kir_hook_driver_symbol("cuMemcpyDtoH_v2"));
-    return ctx_get_current && ctx_get_device && device_get_attribute && memcpy_dtoh;
+  Runtime(int v, const char* entry, int (*call)(void*, uint64_t, void*, size_t), const char* kind)
+      : vendor(v), copy_entry(entry), call_copy(call), default_kind(kind) {}
+
+  /// copy_entry, looked up until found (a runtime may be loaded after the client).
+  void* find() {
+    void* f = copy.load(std::memory_order_acquire);
+    if (!f && (f = kir_hook_vendor_symbol(vendor, copy_entry))) copy.store(f, std::memory_order_release);
+    return f;
+  }
+
+  int read(uint64_t address, void* out, size_t size) {
+    void* f = find();
+    return f ? call_copy(f, address, out, size) : -1;
   }
 };
 
@@ -300,10 +329,11 @@ class JitClient {
     }
     if (const char* ms = kir::hook::setting("KIR_JIT_TIMEOUT_MS")) timeout_ms_ = std::strtoull(ms, nullptr, 10);
     pid_ = ::getpid();
-    if (!driver_.load()) {
-      std::fprintf(stderr, "kir-jit: the CUDA driver (libcuda.so.1) cannot be loaded: no launch is claimed\n");
-      return false;
-    }
+    // Each runtime's entry point, now: for CUDA this loads libcuda.so.1 when nothing has yet
+    // (kir_hook_vendor_symbol, as kir_hook_driver_symbol), as this client always did, and the
+    // layer's device queries (the launch's arch) find the driver loaded; a process without a
+    // runtime finds nothing, and a launch of it would claim nothing.
+    for (Runtime& r : runtimes_) r.find();
     return true;
   }
 
@@ -321,8 +351,12 @@ class JitClient {
     // waited for a compile (compile_wait_ns counts those).
     bool timed = (++t.launches & 255) == 2;
     uint64_t start = timed ? now_ns() : 0;
-    const char* arch = device_arch(t);
-    if (!arch) return 0;
+    // The launch's device (hooks.h API 7: the hook fills it, this client not skipping it): CUDA
+    // "sm_90" from the context's compute capability; HIP the kernel's code-object target,
+    // "gfx942:sramecc+:xnack-" (its features are part of the key, issue 25 §5).
+    const char* arch = l->struct_size >= offsetof(kir_hook_launch, context) + sizeof l->context ? l->arch : nullptr;
+    if (!arch || !*arch) return 0;
+    Runtime& runtime = runtime_of(l);
     // The key is a function of the launch's values gathered here and of this client's
     // fixed settings: a launch of this kernel whose values equal this thread's last
     // one for it has the same key, found by comparing a few bytes instead of encoding
@@ -344,10 +378,10 @@ class JitClient {
     const kir_jit_capture* capture_list = many.empty() ? few : many.data();
     kir_hash128 key;
     KeyValues* values = nullptr;  // the values the key hashed, when a miss may compile
-    if (memoizable && memo.same_launch(probe, t.context)) {
+    if (memoizable && memo.same_launch(probe, arch)) {
       key = memo.key;
     } else {
-      kir_jit_key_input in = key_input(k, jit_count, l, arch);
+      kir_jit_key_input in = key_input(k, jit_count, l, arch, runtime);
       in.captures = capture_list;
       in.capture_count = captures;
       // With a compile service, kir_jit_key also returns the values it hashed (ABI 10):
@@ -359,7 +393,7 @@ class JitClient {
         return 0;
       }
       if (memoizable) {
-        probe.context = t.context;
+        probe.arch = arch;
         probe.key = key;
         memo = probe;
       }
@@ -383,7 +417,7 @@ class JitClient {
         claimed = 1;
       } else if (found < 0) {  // refused (not trusted) or unreadable: the app's own code runs
         failed(key, kir_last_error());
-      } else if (miss(key, k, l, arch, jit_count, {capture_list, captures}, values, timed) &&
+      } else if (miss(key, k, l, arch, runtime, jit_count, {capture_list, captures}, values, timed) &&
                  lookup(key, arch, slot, out)) {
         claimed = 1;  // compiled for this launch (sync)
       }
@@ -486,12 +520,13 @@ class JitClient {
     }
   };
   static thread_local KeyValues key_values;
-  /// A launch's JIT key with the values it was computed from (the context stands for
-  /// the arch; the static hash and the jit_args' address for the kernel's registration).
+  /// A launch's JIT key with the values it was computed from (the arch, interned by the
+  /// hook: one pointer per text; the static hash and the jit_args' address for the
+  /// kernel's registration).
   struct KeyMemo {  // trivial, as ThreadState: zero-initialized thread storage, no TLS initializer
     static constexpr size_t kBytes = 64;  ///< scalars' bytes kept; a launch with more is hashed
     const kir_hook_kernel* kernel;
-    const void* context;
+    const char* arch;
     kir_hash128 static_hash;
     const kir_jit_arg* jit_args;
     uint32_t jit_count;
@@ -501,25 +536,23 @@ class JitClient {
     unsigned char bytes[kBytes];
     kir_hash128 key;
 
-    bool same_launch(const KeyMemo& p, const void* current) const {
-      return kernel == p.kernel && context == current && static_hash.high == p.static_hash.high &&
+    bool same_launch(const KeyMemo& p, const char* current) const {
+      return kernel == p.kernel && arch == current && static_hash.high == p.static_hash.high &&
              static_hash.low == p.static_hash.low && jit_args == p.jit_args && jit_count == p.jit_count &&
              size == p.size && shared == p.shared && std::memcmp(dims, p.dims, sizeof dims) == 0 &&
              std::memcmp(bytes, p.bytes, size) == 0;
     }
   };
   static constexpr size_t kMemos = 16;
-  struct ThreadState {  // zero-initialized (thread storage duration)
-    uint64_t launches;  ///< this thread's eligible launches (which are timed)
-    void* context;      ///< the context `arch` was read for
-    char arch[16];
+  struct ThreadState {        // zero-initialized (thread storage duration)
+    uint64_t launches;        ///< this thread's eligible launches (which are timed)
     HitSlot hits[kHitSlots];  ///< keys this thread hit before
     KeyMemo memos[kMemos];    ///< by kernel: the key of its last launch here
   };
 
   /// What kir_jit_key reads of this launch (docs/hashing.md, "JIT key").
-  kir_jit_key_input key_input(const kir_hook_kernel* k, uint32_t jit_count, const kir_hook_launch* l,
-                              const char* arch) {
+  kir_jit_key_input key_input(const kir_hook_kernel* k, uint32_t jit_count, const kir_hook_launch* l, const char* arch,
+                              Runtime& runtime) {
     kir_jit_key_input in{};
     in.struct_size = sizeof in;
     in.static_hash = k->static_hash;
@@ -537,10 +570,10 @@ class JitClient {
     in.max_threads = max_threads_;
     in.min_blocks = min_blocks_;
     launch_bounds(l, in.max_threads, in.min_blocks);
-    in.config_records = config_records_.data();
-    in.config_records_size = config_records_.size();
+    in.config_records = runtime.config_records.data();
+    in.config_records_size = runtime.config_records.size();
     in.read_memory = &JitClient::read_memory;
-    in.user = this;
+    in.user = &runtime;
     return in;
   }
 
@@ -627,39 +660,38 @@ class JitClient {
     config_values_.push_back(value);
   }
 
-  bool finish_config() {  // the strings no longer move: point the items at them
-    for (size_t i = 0; i < config_keys_.size(); ++i)
-      config_.push_back({config_keys_[i].c_str(), config_values_[i].data(), config_values_[i].size()});
-    // Encoded once: every launch appends these bytes to its key (no per-launch encoding).
-    size_t size = kir_jit_config_records(config_.data(), config_.size(), nullptr, 0);
-    config_records_.resize(size);
-    if (size && kir_jit_config_records(config_.data(), config_.size(), config_records_.data(), size) != size) {
-      std::fprintf(stderr, "kir-jit: error: KIR_JIT_CONFIG: %s\n", kir_last_error());
-      return false;
+  /// Encoded once per runtime: every launch appends these bytes to its key (no per-launch
+  /// encoding). A `kind` of "cubin" (the default) is the runtime's default_kind.
+  bool finish_config() {
+    for (Runtime& r : runtimes_) {
+      std::vector<kir_config_item> items;
+      for (size_t i = 0; i < config_keys_.size(); ++i) {
+        const std::string& value = config_values_[i];
+        const bool default_kind = config_keys_[i] == "kind" && value == "cubin";
+        items.push_back({config_keys_[i].c_str(), default_kind ? r.default_kind : value.data(),
+                         default_kind ? std::strlen(r.default_kind) : value.size()});
+      }
+      size_t size = kir_jit_config_records(items.data(), items.size(), nullptr, 0);
+      r.config_records.resize(size);
+      if (size && kir_jit_config_records(items.data(), items.size(), &r.config_records[0], size) != size) {
+        std::fprintf(stderr, "kir-jit: error: KIR_JIT_CONFIG: %s\n", kir_last_error());
+        return false;
+      }
     }
     return true;
   }
 
-  /// "sm_90" for the calling thread's current context; nullptr without one.
-  const char* device_arch(ThreadState& t) {
-    void*& context = t.context;
-    char* arch = t.arch;
-    void* current = nullptr;
-    if (driver_.ctx_get_current(&current) != 0 || !current) return nullptr;
-    if (current != context || !arch[0]) {
-      int device = 0, major = 0, minor = 0;
-      if (driver_.ctx_get_device(&device) != 0 || driver_.device_get_attribute(&major, 75, device) != 0 ||
-          driver_.device_get_attribute(&minor, 76, device) != 0)
-        return nullptr;
-      std::snprintf(arch, sizeof t.arch, "sm_%d%d", major, minor);
-      context = current;
-    }
-    return arch;
+  /// The runtime of the launch (hooks.h API 11: kir_hook_launch.vendor; a layer older than
+  /// that is CUDA's, as this client was).
+  Runtime& runtime_of(const kir_hook_launch* l) {
+    const bool known = l->struct_size >= offsetof(kir_hook_launch, vendor) + sizeof l->vendor;
+    for (Runtime& r : runtimes_)
+      if (r.vendor == (known ? l->vendor : KIR_HOOK_VENDOR_CUDA)) return r;
+    return runtimes_[0];
   }
 
   static int read_memory(void* user, uint64_t address, void* out, size_t size) {
-    auto* self = static_cast<JitClient*>(user);
-    return self->driver_.memcpy_dtoh(out, address, size) == 0 ? 0 : -1;
+    return static_cast<Runtime*>(user)->read(address, out, size);
   }
 
   bool missed_recently(const kir_hash128& key) {
@@ -714,13 +746,13 @@ class JitClient {
   /// A miss: counted, remembered, logged once per key (the command that fills it) and,
   /// with a compile service, compiled. true when the service stored the code (sync).
   bool miss(const kir_hash128& key, const kir_hook_kernel* k, const kir_hook_launch* l, const char* arch,
-            uint32_t jit_count, Captures captures, KeyValues* values, bool& timed) {
+            Runtime& runtime, uint32_t jit_count, Captures captures, KeyValues* values, bool& timed) {
     Counts::add(kMisses);
     if (remember(key)) log_miss(key, k, l, arch, jit_count);
     if (service_.empty() || service_gone_.load(std::memory_order_relaxed) || failed_before(key)) return false;
     timed = false;  // a launch that asks for a compile is not a sample of the per-launch cost
     uint64_t started = now_ns();
-    bool ready = compile(key, k, l, arch, jit_count, captures, values);
+    bool ready = compile(key, k, l, arch, runtime, jit_count, captures, values);
     compile_wait_ns_.fetch_add(now_ns() - started, std::memory_order_relaxed);
     if (ready) forget(key);
     return ready;
@@ -772,7 +804,7 @@ class JitClient {
 
   /// Ask the compile service for `key`; true when it answered that the cache holds it.
   bool compile(const kir_hash128& key, const kir_hook_kernel* k, const kir_hook_launch* l, const char* arch,
-               uint32_t jit_count, Captures captures, KeyValues* values) {
+               Runtime& runtime, uint32_t jit_count, Captures captures, KeyValues* values) {
     std::vector<kir_bytes> modules;
     for (size_t i = 0, n = kir_hook_kernel_ir_count(k); i < n; ++i) {
       kir_bytes b{};
@@ -784,7 +816,7 @@ class JitClient {
     }
     if (!values) {  // a memoized key (scalars only: the launch's own bytes, nothing read from the device)
       values = &key_values;
-      kir_jit_key_input in = key_input(k, jit_count, l, arch);
+      kir_jit_key_input in = key_input(k, jit_count, l, arch, runtime);
       in.captures = captures.list;
       in.capture_count = captures.count;
       kir_hash128 again{};
@@ -913,9 +945,9 @@ class JitClient {
   uint32_t max_threads_ = 0, min_blocks_ = 0;
   uint64_t recheck_ns_ = 1000000000ull;
   std::vector<std::string> config_keys_, config_values_;
-  std::vector<kir_config_item> config_;
-  std::string config_records_;  ///< config_ as kir_jit_config_records encodes it
-  Driver driver_;               // loaded at start
+  /// The runtimes whose launches are looked up (runtime_of); CUDA's first.
+  Runtime runtimes_[2] = {{KIR_HOOK_VENDOR_CUDA, "cuMemcpyDtoH_v2", cuda_copy, "cubin"},
+                          {KIR_HOOK_VENDOR_HIP, "hipMemcpyDtoH", hip_copy, "code-object"}};
   std::shared_mutex miss_mutex_;
   std::unordered_map<kir_hash128, uint64_t, KeyHash, KeyEqual> missed_;  // key -> look again after
   static constexpr unsigned kLogLines = 32;    ///< lines about misses and errors, then one summary

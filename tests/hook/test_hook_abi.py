@@ -98,8 +98,9 @@ def test_an_api5_client_runs_on_this_layer(rig, clients):  # noqa: F811
     assert old == [line for line in new if not line.startswith("sizes ")]
     # ... and the current one reads the appended sizes, those of the layer's structs.
     sizes = {line for line in new if line.startswith("sizes ")}
-    # kir_hook_launch: 128 bytes through API 6's struct_size; API 7 appended device, arch, context.
-    launch, kernel = ctypes.sizeof(ctypes.c_void_p) * 18, ctypes.sizeof(hook._Kernel)
+    # kir_hook_launch: 128 bytes through API 6's struct_size; API 7 appended device, arch, context;
+    # API 11 vendor (152 bytes).
+    launch, kernel = ctypes.sizeof(ctypes.c_void_p) * 19, ctypes.sizeof(hook._Kernel)
     assert sizes == {f"sizes launch={launch}/{launch} kernel={kernel}/{kernel}"}
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import ctypes
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 
@@ -33,20 +32,6 @@ def _hip():
         count = ctypes.c_int(0)
         if lib.hipGetDeviceCount(ctypes.byref(count)) == 0 and count.value > 0:
             return lib
-    return None
-
-
-def _arch() -> str | None:
-    """The first GPU's processor from the KFD topology (gfx_target_version
-    MMmmss, decimal: 90010 is gfx90a, 90402 gfx942), no features: "any" code runs
-    with XNACK on or off."""
-    for props in sorted(Path("/sys/class/kfd/kfd/topology/nodes").glob("*/properties")):
-        for line in props.read_text().splitlines():
-            if line.startswith("gfx_target_version "):
-                value = int(line.split()[1])
-                if value:
-                    major, minor, step = value // 10000, value // 100 % 100, value % 100
-                    return f"gfx{major}{minor:x}{step:x}"
     return None
 
 
@@ -92,7 +77,8 @@ def test_specialized_code_object_runs(tmp_path):
     """The code object kir.jit compiled (a = 2.5 folded, block 64, bounds 64) loads
     and computes 2.5 * x, whatever `a` the launch passes; the unspecialized one uses
     the launch's `a`."""
-    arch = _arch()
+    import running  # tests/support
+    arch = running.amd_gpu_arch()
     assert arch, "no gfx_target_version in the KFD topology"
     src = tmp_path / "k.hip"
     src.write_text(SOURCE)

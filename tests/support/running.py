@@ -85,3 +85,17 @@ def require_amd_gpu() -> None:
     libamdhip64's hipGetDeviceCount counts at least one device (docs/hip.md)."""
     if amd_gpu_count() == 0:
         pytest.skip("requires an AMD GPU: /dev/kfd and hipGetDeviceCount > 0")
+
+
+def amd_gpu_arch() -> str | None:
+    """The first GPU's processor from the KFD topology (gfx_target_version
+    MMmmss, decimal: 90010 is gfx90a, 90402 gfx942), no features: "any" code runs
+    with XNACK on or off."""
+    for props in sorted(Path("/sys/class/kfd/kfd/topology/nodes").glob("*/properties")):
+        for line in props.read_text().splitlines():
+            if line.startswith("gfx_target_version "):
+                value = int(line.split()[1])
+                if value:
+                    major, minor, step = value // 10000, value // 100 % 100, value % 100
+                    return f"gfx{major}{minor:x}{step:x}"
+    return None

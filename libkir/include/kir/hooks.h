@@ -130,7 +130,7 @@
 extern "C" {
 #endif
 
-#define KIR_HOOK_API_VERSION 10
+#define KIR_HOOK_API_VERSION 11
 
 /** The API of the layer in this process (KIR_HOOK_API_VERSION as it was built):
  *  a client built for a newer API calls this before reading a field the layer
@@ -236,7 +236,15 @@ typedef struct kir_hook_launch {
   const void* context; /* CUDA: the CUcontext current at the launch (for a runtime-API launch
                           with none current, the primary context, made current first as the
                           runtime itself would); HIP: NULL */
+  /* API 11 (read it only when struct_size covers it): */
+  int vendor; /* KIR_HOOK_VENDOR_*: the runtime the launch came through (the CUDA runtime or
+                 driver API: CUDA; a __proteus_launch_kernel: the runtime that registered the
+                 kernel), set for every launch, before launch_override is asked */
 } kir_hook_launch;
+
+/* kir_hook_launch.vendor, kir_hook_vendor_symbol's `vendor` (API 11) */
+#define KIR_HOOK_VENDOR_CUDA 1
+#define KIR_HOOK_VENDOR_HIP 2
 
 #define KIR_LAUNCH_ORIGINAL 0    /* the app's kernel (also when a claimed substitute failed) */
 #define KIR_LAUNCH_HANDLED 1     /* a client handled it: nothing was launched */
@@ -441,6 +449,13 @@ int kir_hook_kernel_ir(const kir_hook_kernel* kernel, size_t index, kir_bytes* o
  *  that libraries which reach the driver that way, cuFFT, are seen), and the
  *  client's own calls would be reported as the app's. */
 void* kir_hook_driver_symbol(const char* name);
+
+/** API 11. The same for the runtime of `vendor` (KIR_HOOK_VENDOR_*, e.g. a launch's
+ *  kir_hook_launch.vendor): CUDA: as kir_hook_driver_symbol; HIP: `name` in the HIP
+ *  runtime the app loaded (libamdhip64.so.7, .6, .5 or libamdhip64.so: "hipMemcpyDtoH"),
+ *  never the layer's interposer; NULL for another vendor, when the runtime is not
+ *  loaded, or lacks `name`. */
+void* kir_hook_vendor_symbol(int vendor, const char* name);
 
 /** Call `visit` for every live allocation, in address order, under the
  *  tracker's reader lock: `visit` must not allocate, free or track. */

@@ -9,7 +9,8 @@ socket in a private (0700) directory of its own and serves only its own user
 request, so a forked child never shares its parent's.
 
 A request: frames of an 8-byte little-endian length and the bytes — a JSON header
-(key, kernel, arch, static_hash, args [[position, kir_arg_type, hex bytes,
+(key, kernel, arch (CUDA "sm_90"; HIP the target-id of the kernel's code object, e.g.
+"gfx90a:xnack+", which kir.jit.compile compiles into an AMDGPU code object), static_hash, args [[position, kir_arg_type, hex bytes,
 kir_jit_arg_kind]...] (the values the client's kir_jit_key hashed), captures
 [[lambda, slot, offset, kir_arg_type, hex bytes]...], grid, block, bounds,
 shared_bytes, modules, wait), then each LLVM IR module
