@@ -9,7 +9,7 @@ import kir.model
 
 abi_version: int = 0
 
-hook_api_version: int = 10
+hook_api_version: int = 11
 
 c_abi_version: int = 10
 
