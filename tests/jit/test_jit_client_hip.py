@@ -62,7 +62,7 @@ def hip_rig(built, tmp_path_factory):
 
 def key_for(static: str, a: float, options: jit.Options | None = None) -> str:
     """The key of a launch with `a` (the script launches with 16 bytes of dynamic shared memory)."""
-    config = jit._for_target(options or jit.Options(), ARCH).config()
+    config = jit.for_target(options or jit.Options(), ARCH).config()
     return jit_key(static, ARCH, [(1, F32, struct.pack("<f", a))], shared_bytes=16, config=config)
 
 
