@@ -17,6 +17,7 @@ pytest.importorskip("optuna")
 
 from hip_device import (  # noqa: E402,F401 (hip_stub, amd_gpu: fixtures)
     AXPY,
+    ARCH,
     DEVICE_ARCH,
     FIXTURES,
     amd_gpu,
@@ -59,9 +60,11 @@ def test_the_space_on_hip(record):
 def test_tune_a_hip_record_and_hand_the_winner_to_the_client(hip_stub, record, tmp_path):
     """kir tune on the stub HIP device: every trial compiled by kir.jit for the device's
     target-id (the stub's gcnArchName), replayed and verified; the best stored in the
-    cache under the key a JIT client specializing the block computes on that device,
-    the code object's launch bounds those of the trial (max flat work-group size 256);
-    the key for "gfx942" without its features (Proteus's DeviceArch) is another."""
+    cache under the key a JIT client specializing the block computes for that launch —
+    with the arch the hook reports to it, the target-id of the code object the launch
+    ran ("gfx942", kir_hook_launch.arch), and that arch on the entry, which the client
+    compares — the code object's launch bounds those of the trial (max flat work-group
+    size 256). The device's whole target-id keys nothing: no client asks with it."""
     space, cache, log = tmp_path / "space.json", tmp_path / "cache", tmp_path / "launches.log"
     space.write_text(json.dumps(SPACE))
     out = run_with_stub(hip_stub, [*KIR, "tune", str(record.path), "--space", str(space), "--trials", "4", "--seed",
@@ -79,14 +82,15 @@ def test_tune_a_hip_record_and_hand_the_winner_to_the_client(hip_stub, record, t
     handoff = r["handoff"]
     assert handoff["stored"], handoff
     client = Client(specialize_block=True)
-    assert handoff["key"] == client.key(record, DEVICE_ARCH)
-    entry = Cache(str(cache)).lookup(client.key(record, DEVICE_ARCH))
-    assert (entry.kind, entry.arch, entry.meta["tuned.by"]) == ("code-object", DEVICE_ARCH, "kir tune")
+    assert record.kernel.image.arch == ARCH != DEVICE_ARCH
+    assert handoff["key"] == client.key(record, ARCH)
+    entry = Cache(str(cache)).lookup(client.key(record, ARCH))
+    assert (entry.kind, entry.arch, entry.meta["tuned.by"]) == ("code-object", ARCH, "kir tune")
     best = next(t for t in r["trials"] if t["number"] == handoff["trial"])
     assert entry.meta["tuned.point"] == best["description"] and "bounds 256," in best["description"]
     [kernel] = parse_code_object(entry.code).kernels
     assert kernel.name == AXPY and list(kernel.max_threads) == [256, 1, 1]  # amdgpu-flat-work-group-size 1,256
-    assert Cache(str(cache)).lookup(client.key(record, "gfx942")) is None
+    assert Cache(str(cache)).lookup(client.key(record, DEVICE_ARCH)) is None
     # the trials ran on the stub (the kernel's host function), at the recorded launch
     assert {(x["name"], x["block"]) for x in launches(log)} == {(AXPY, (256, 1, 1))}
 
@@ -96,7 +100,7 @@ def test_tune_a_hip_record_and_hand_the_winner_to_the_client(hip_stub, record, t
 def test_tune_a_hip_record_on_an_amd_gpu(amd_gpu, tmp_path):
     """The same axpy built for this GPU's processor (an MI300A: gfx942), tuned on it by the
     real ROCm runtime: verified trials with event times, the winner stored under the
-    client's key for the device's whole target-id."""
+    client's key for the target-id of the recorded code object (what the hook reports)."""
     from hip import hip
     properties = hip.hipDeviceProp_t()
     hip.hipGetDeviceProperties(properties, 0)
@@ -121,5 +125,5 @@ def test_tune_a_hip_record_on_an_amd_gpu(amd_gpu, tmp_path):
     assert r["arch"] == target
     assert all(t["result"]["verified"] and t["result"]["times_ms"] for t in r["trials"])
     assert r["handoff"]["stored"], r["handoff"]
-    entry = Cache(str(cache)).lookup(Client(specialize_block=True).key(record, target))
-    assert entry is not None and entry.kind == "code-object"
+    entry = Cache(str(cache)).lookup(Client(specialize_block=True).key(record, arch))
+    assert entry is not None and (entry.kind, entry.arch) == ("code-object", arch)

@@ -546,6 +546,19 @@ class Handoff:
                 "reason": self.reason, "client": self.client, "conflict": self.conflict}
 
 
+def client_arch(record, device_arch: str | None) -> str | None:
+    """The arch a JIT client keys this record's launch with, and the arch its cache entry
+    must carry (libkir/jit/client.cpp compares the entry's arch with it): the device's on
+    CUDA ("sm_90"); on HIP the target-id of the code object the launch ran, which is what
+    the hook reports (kir_hook_launch.arch: the registered bundle's target, "gfx942" for
+    `--offload-arch=gfx942`), not the device's whole gcnArchName ("gfx942:sramecc+:xnack-").
+    Code compiled for that target-id runs on the device the record was made on."""
+    image = record.kernel.image
+    if device_arch is None or image is None or image.kind != "code-object" or not image.arch:
+        return device_arch
+    return image.arch
+
+
 def handoff(outcome: Outcome, client: Client, cache, store: str = "better", claimed: dict | None = None) -> Handoff:
     """Store the best trial the JIT client may run for the app's own launch in
     `cache` (a directory or kir.cache.Cache) under the key the client computes at
@@ -559,7 +572,7 @@ def handoff(outcome: Outcome, client: Client, cache, store: str = "better", clai
     and every such meeting is reported in `conflict`."""
     eligible = [r for r in outcome.rows if r.point is not None and client.accepts(r.point) is None]
     best = outcome.best(eligible)
-    arch = outcome.arch
+    arch = client_arch(outcome.record, outcome.arch)
     if best is None or arch is None:
         return Handoff(None, None, False, "no verified trial at the recorded launch that the JIT client may run",
                        client.name)
