@@ -293,7 +293,8 @@ KIR_EXPORT hipError_t hip_ext_module_launch_cxx(void* f, uint32_t gx, uint32_t g
 
 KIR_EXPORT hipError_t hipMalloc(void** ptr, size_t size) {
   KIR_REAL(hipMalloc, hipError_t (*)(void**, size_t));
-  return tracked_alloc(ptr, size, KIR_ALLOC_DEVICE, [&] { return real_hipMalloc(ptr, size); });
+  // A client allocator (the recorder's VA range) serves it when it takes it, as cudaMalloc's.
+  return kir::hook::device_alloc(ptr, size, nullptr, [&] { return real_hipMalloc(ptr, size); });
 }
 
 KIR_EXPORT hipError_t hipMallocManaged(void** ptr, size_t size, unsigned flags) {
@@ -308,7 +309,7 @@ KIR_EXPORT hipError_t hipHostMalloc(void** ptr, size_t size, unsigned flags) {
 
 KIR_EXPORT hipError_t hipMallocAsync(void** ptr, size_t size, hipStream_t stream) {
   KIR_REAL(hipMallocAsync, hipError_t (*)(void**, size_t, hipStream_t));
-  return tracked_alloc(ptr, size, KIR_ALLOC_DEVICE, [&] { return real_hipMallocAsync(ptr, size, stream); });
+  return kir::hook::device_alloc(ptr, size, stream, [&] { return real_hipMallocAsync(ptr, size, stream); });
 }
 
 /// hipMallocFromPoolAsync(void** dev_ptr, size_t size, hipMemPool_t mem_pool, hipStream_t stream).
@@ -359,7 +360,7 @@ KIR_EXPORT hipError_t hipMemUnmap(void* ptr, size_t size) {
 
 KIR_EXPORT hipError_t hipFree(void* ptr) {
   KIR_REAL(hipFree, hipError_t (*)(void*));
-  return tracked_free(kir::hook::address_of(ptr), [&] { return real_hipFree(ptr); });
+  return kir::hook::device_free(kir::hook::address_of(ptr), nullptr, [&] { return real_hipFree(ptr); });
 }
 
 KIR_EXPORT hipError_t hipHostFree(void* ptr) {
@@ -369,7 +370,7 @@ KIR_EXPORT hipError_t hipHostFree(void* ptr) {
 
 KIR_EXPORT hipError_t hipFreeAsync(void* ptr, hipStream_t stream) {
   KIR_REAL(hipFreeAsync, hipError_t (*)(void*, hipStream_t));
-  return tracked_free(kir::hook::address_of(ptr), [&] { return real_hipFreeAsync(ptr, stream); });
+  return kir::hook::device_free(kir::hook::address_of(ptr), stream, [&] { return real_hipFreeAsync(ptr, stream); });
 }
 
 }  // extern "C"

@@ -289,7 +289,7 @@ typedef struct kir_hook_loaded {
 } kir_hook_loaded;
 
 /** A client's allocator for device memory (cudaMalloc, cudaMallocAsync,
- *  cuMemAlloc, cuMemAllocAsync and their frees): a recorder serving
+ *  cuMemAlloc, cuMemAllocAsync, hipMalloc, hipMallocAsync and their frees): a recorder serving
  *  allocations from a fixed virtual-address range, say. `allocate` returns 0
  *  and sets `*address` when it served the request, non-zero to let the runtime
  *  allocate. `release` returns 1 when it had served `address` and released it,
