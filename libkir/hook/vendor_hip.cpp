@@ -18,8 +18,7 @@ namespace {
 /// The code object launches use among a bundle's `images` (KIR_HOOK_ARCH's gfx
 /// processor, else the first one), parsed into `record`; `images` counts the
 /// device images. Failures are reported against `what`.
-void choose_code_object(const std::vector<Image>& all, FatbinRecord& record, const std::string& what, size_t& images,
-                        bool keep_bytes) {
+void choose_code_object(const std::vector<Image>& all, FatbinRecord& record, const std::string& what, size_t& images) {
   const char* want = setting("KIR_HOOK_ARCH");
   for (const Image& e : all) {
     if (e.kind == ImageKind::host || e.target.empty()) continue;
@@ -29,10 +28,10 @@ void choose_code_object(const std::vector<Image>& all, FatbinRecord& record, con
       record.code = std::move(*code);
       record.code->image_digest = xxh3_128(e.stored);
       record.arch = e.target;
-      if (keep_bytes) {  // a module's image: the app may free its copy once loaded
-        record.launched_bytes.assign(e.stored.data(), e.stored.data() + e.stored.size());
-        record.launched_ready = true;
-      }
+      // Copied: a module's image the app may free once loaded; a registration's bundle may
+      // be compressed (CCOB). kir_hook_kernel_code(KIR_CODE_LAUNCHED) answers from it.
+      record.launched_bytes.assign(e.stored.data(), e.stored.data() + e.stored.size());
+      record.launched_ready = true;
     } else {
       report_failure(Failure::image, what, "code object " + (e.id.empty() ? e.target : e.id) + ": ", code.error());
     }
@@ -54,7 +53,7 @@ std::unique_ptr<FatbinRecord> read_registration(const void* handle, const void* 
   images = 0;
   Expected<ContainerSite> b = discover_registered_bundle(wrapper, kUnknownSize, mapped_extent);
   if (!b) report_failure(Failure::registration, what, "registered without its code: ", b.error());
-  else choose_code_object(b->images, *record, what, images, false);
+  else choose_code_object(b->images, *record, what, images);
   return record;
 }
 
@@ -84,7 +83,7 @@ std::unique_ptr<FatbinRecord> read_module(const void* module, const void* image,
     report_failure(Failure::image, what,
                    "code object: ", code ? Error(ErrorCode::malformed, "no target in its metadata") : code.error());
   } else {
-    choose_code_object(site->images, *record, what, images, true);
+    choose_code_object(site->images, *record, what, images);
   }
   return record;
 }

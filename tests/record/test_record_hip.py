@@ -3,7 +3,8 @@ tests/fixtures/hip_record_app.c, a HIP app in C, through the recorder's HIP driv
 (libkir/recorder/driver.cpp, HipDriver) on three runtimes:
 
 1. the host-memory HIP device stub (tests/fixtures/hip_device_stub.c, tests/support/
-   hip_device.py): the records hold every launch, the x and y snapshots at addresses of
+   hip_device.py), launches by hipModuleLaunchKernel and (tests/fixtures/
+   hip_record_kernel_app.hip, registered by clang's constructor) by hipLaunchKernel: the records hold every launch, the x and y snapshots at addresses of
    the recorder's VA range (hipMemAddressReserve/hipMemCreate/hipMemMap/hipMemSetAccess),
    the gfx942 code object the app loaded and its module global `launches`; each replays
    verified with kir.replay.Replayer(record, backend="hip") on the same stub (which maps
@@ -26,7 +27,9 @@ from pathlib import Path
 
 import pytest
 
+import kir
 from hip_device import (  # noqa: F401 (hip_stub, amd_gpu: fixtures)
+    ARCH,
     AXPY,
     DEVICE_ARCH,
     FIXTURES,
@@ -75,7 +78,8 @@ def records_by_a(out: Path) -> list:
     return sorted(Recording(out).records(), key=lambda r: struct.unpack("<f", r.launch.args[0])[0])
 
 
-def assert_axpy_records(out: Path, count: int, code_object: bytes, arch: str = DEVICE_ARCH) -> None:
+def assert_axpy_records(out: Path, count: int, code_object: bytes, arch: str = DEVICE_ARCH,
+                        api: str = "hipModuleLaunchKernel") -> None:
     """`count` whole records, the k-th (a = k) holding what the app's launch k read and wrote."""
     records = records_by_a(out)
     assert [struct.unpack("<f", r.launch.args[0])[0] for r in records] == [float(k + 1) for k in range(count)]
@@ -85,7 +89,7 @@ def assert_axpy_records(out: Path, count: int, code_object: bytes, arch: str = D
         assert record.kernel.name == AXPY
         assert record.kernel.image.kind == "code-object" and record.chunk(record.kernel.image.chunk) == code_object
         assert record.device.arch == arch and record.device.name
-        assert record.launch.api == "hipModuleLaunchKernel"
+        assert record.launch.api == api
         assert (record.launch.grid, record.launch.block) == ((4, 1, 1), (256, 1, 1))
         x_at, y_at = (struct.unpack("<Q", record.launch.args[i])[0] for i in (1, 2))
         regions = {r.address: r for r in record.regions}
@@ -171,6 +175,37 @@ def test_the_vendor_setting_is_checked(hip_stub, stub_app, tmp_path):
     result = kir_record(tmp_path / "records", stub_app, str(hip_stub["code_object"]), "1", env=env)
     assert result.returncode == 0, result.stderr  # the app runs, unrecorded
     assert "kir-record: disabled: KIR_RECORD_VENDOR=opencl: expected cuda or hip" in result.stderr
+
+
+KERNEL_APP = FIXTURES / "hip_record_kernel_app.hip"
+
+
+@pytest.fixture(scope="module")
+def kernel_app(hip_stub, tmp_path_factory) -> Path:
+    """hip_record_kernel_app: clang-22 registers its gfx942 bundle, the app launches by host function."""
+    library = hip_stub["lib"] / "libamdhip64.so"
+    out = tmp_path_factory.mktemp("hip_record_kernel_app") / "hip_record_kernel_app"
+    subprocess.run(["clang-22", "-x", "hip", "-nogpulib", "-nogpuinc", "-I", str(FIXTURES), f"--offload-arch={ARCH}",
+                    str(KERNEL_APP), "-x", "none", str(library), f"-Wl,-rpath,{library.parent}", "-o", str(out)],
+                   check=True)
+    return out
+
+
+def test_launches_by_host_function_are_recorded_from_the_registration(hip_stub, kernel_app, tmp_path):
+    """hipLaunchKernel of a kernel clang registered (__hipRegisterFatBinary's bundle): the
+    record holds the bundle's gfx942 code object, the global `launches` registered with
+    __hipRegisterVar (found by hipGetSymbolAddress), the VA-stable x and y; it replays verified."""
+    out = tmp_path / "records"
+    result = kir_record(out, kernel_app, env=stub_env(hip_stub))
+    assert result.returncode == 0, result.stderr
+    assert f"sum {sum(expected_y(3)):.1f} launches 3" in result.stdout
+    assert "kir-record: recorded 3 of 3 launches" in result.stderr, result.stderr
+    [code_object] = [i.read() for i in kir.open(kernel_app).images if i.kind == "code-object"]
+    assert_axpy_records(out, 3, code_object, api="hipLaunchKernel")
+    replayed = python_with_stub(hip_stub, REPLAY.replace("sys.argv[1]", repr(str(out))))
+    assert replayed.returncode == 0, replayed.stderr
+    rows = json.loads(replayed.stdout)
+    assert len(rows) == 3 and all(r["verified"] and r["backend"] == "hip" for r in rows), rows
 
 
 # --- 2. Debian's real libamdhip64.so, no GPU ------------------------------------------------

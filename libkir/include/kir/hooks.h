@@ -401,7 +401,8 @@ uint64_t kir_hook_global_device_address(const void* host_address);
 typedef struct kir_hook_code {
   const void* bytes;
   size_t size;
-  const char* kind; /* "cubin" or "ptx" */
+  const char* kind; /* "cubin" or "ptx"; HIP: "code-object" (a registration's or a module's
+                       chosen code object, its target-id as `arch`) */
   const char* arch; /* "sm_90"; "" for an image loaded through the driver API */
 } kir_hook_code;
 int kir_hook_kernel_code(const kir_hook_kernel* kernel, int which, kir_hook_code* out);
