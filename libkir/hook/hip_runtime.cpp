@@ -425,7 +425,8 @@ KIR_EXPORT hipError_t hipKernelGetFunction(void** function, void* kernel) {
 
 KIR_EXPORT hipError_t hipMalloc(void** ptr, size_t size) {
   KIR_REAL(hipMalloc, hipError_t (*)(void**, size_t));
-  return tracked_alloc(ptr, size, KIR_ALLOC_DEVICE, [&] { return real_hipMalloc(ptr, size); });
+  // A client allocator (the recorder's VA range) serves it when it takes it, as cudaMalloc's.
+  return kir::hook::device_alloc(ptr, size, nullptr, [&] { return real_hipMalloc(ptr, size); });
 }
 
 KIR_EXPORT hipError_t hipMallocManaged(void** ptr, size_t size, unsigned flags) {
@@ -472,7 +473,7 @@ KIR_EXPORT hipError_t hipMemAllocHost(void** ptr, size_t size) {
 
 KIR_EXPORT hipError_t hipMallocAsync(void** ptr, size_t size, hipStream_t stream) {
   KIR_REAL(hipMallocAsync, hipError_t (*)(void**, size_t, hipStream_t));
-  return tracked_alloc(ptr, size, KIR_ALLOC_DEVICE, [&] { return real_hipMallocAsync(ptr, size, stream); });
+  return kir::hook::device_alloc(ptr, size, stream, [&] { return real_hipMallocAsync(ptr, size, stream); });
 }
 
 /// hipMallocFromPoolAsync(void** dev_ptr, size_t size, hipMemPool_t mem_pool, hipStream_t stream).
@@ -523,7 +524,7 @@ KIR_EXPORT hipError_t hipMemUnmap(void* ptr, size_t size) {
 
 KIR_EXPORT hipError_t hipFree(void* ptr) {
   KIR_REAL(hipFree, hipError_t (*)(void*));
-  return tracked_free(kir::hook::address_of(ptr), [&] { return real_hipFree(ptr); });
+  return kir::hook::device_free(kir::hook::address_of(ptr), nullptr, [&] { return real_hipFree(ptr); });
 }
 
 KIR_EXPORT hipError_t hipHostFree(void* ptr) {
@@ -540,7 +541,7 @@ KIR_EXPORT hipError_t hipFreeHost(void* ptr) {
 
 KIR_EXPORT hipError_t hipFreeAsync(void* ptr, hipStream_t stream) {
   KIR_REAL(hipFreeAsync, hipError_t (*)(void*, hipStream_t));
-  return tracked_free(kir::hook::address_of(ptr), [&] { return real_hipFreeAsync(ptr, stream); });
+  return kir::hook::device_free(kir::hook::address_of(ptr), stream, [&] { return real_hipFreeAsync(ptr, stream); });
 }
 
 /// hipGetProcAddress(const char* symbol, void** pfn, int hipVersion, uint64_t flags,

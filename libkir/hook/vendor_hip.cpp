@@ -32,7 +32,7 @@ void choose_code_object(const std::vector<Image>& all, FatbinRecord& record, con
       if (keep_bytes) {  // a module's image: the app may free its copy once loaded
         record.launched_bytes.assign(e.stored.data(), e.stored.data() + e.stored.size());
         record.launched_ready = true;
-      }
+      }  // a registration's: read again from its live wrapper when asked (registered_code)
     } else {
       report_failure(Failure::image, what, "code object " + (e.id.empty() ? e.target : e.id) + ": ", code.error());
     }

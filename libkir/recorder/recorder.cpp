@@ -227,7 +227,7 @@ class Recorder {
 
   Settings settings_;
   int64_t rank_;
-  const Driver* driver_ = nullptr;
+  const RecorderDriver* driver_ = nullptr;
   std::unique_ptr<ChunkStore> store_;
   std::unique_ptr<VaAllocator> va_;
   std::unique_ptr<Snapshotter> snapshotter_;
@@ -262,7 +262,7 @@ Recorder::Pending::~Pending() {
 
 bool Recorder::start() {
   std::string why;
-  driver_ = Driver::get(&why);
+  driver_ = RecorderDriver::get(&why);
   if (!driver_) {
     say("disabled: " + why);
     return false;
@@ -296,8 +296,8 @@ int Recorder::allocate(uint64_t size, const void*, uint64_t* address) {
 int Recorder::release(uint64_t address, const void* stream) {
   if (!va_ || !va_->holds(address)) return 0;
   // Work already queued may still use the memory: wait for it before unmapping.
-  if (stream) driver_->cuStreamSynchronize(const_cast<void*>(stream));
-  else driver_->cuCtxSynchronize();
+  if (stream) driver_->stream_synchronize(const_cast<void*>(stream));
+  else driver_->synchronize();
   return va_->release(address) ? 1 : 0;
 }
 
@@ -403,8 +403,8 @@ void Recorder::flag_arguments(RecordBuilder& b, const std::vector<std::vector<ui
       b.add_flag("global-pointer", which + " points into a module global, which moves between module loads");
       continue;
     }
-    int type = 0;
-    if (driver_->cuPointerGetAttribute(&type, 2 /* MEMORY_TYPE */, v) != 0) continue;  // not a pointer the driver knows
+    MemoryType type = kUnknownMemory;
+    if (driver_->memory_type(v, type) != 0) continue;  // not a pointer the driver knows
     if (type == kHostMemory) b.add_flag("host-pointer", which + " points into host memory");
     else b.add_flag("unknown-pointer", which + " is device memory outside every tracked allocation");
   }
@@ -523,12 +523,7 @@ std::unique_ptr<Recorder::Pending> Recorder::begin_record(const kir_hook_launch&
   p->label = demangle(l.kernel->name ? l.kernel->name : "?") + " launch #" + std::to_string(ordinal);
   if (device_ < 0) {
     device_ = driver_->ensure_context();
-    char name[256] = {0};
-    int major = 0, minor = 0;
-    driver_->cuDeviceGetName(name, sizeof name, device_);
-    driver_->cuDeviceGetAttribute(&major, 75, device_);
-    driver_->cuDeviceGetAttribute(&minor, 76, device_);
-    device_name_ = name, device_arch_ = "sm_" + std::to_string(major * 10 + minor);
+    driver_->describe(device_, device_name_, device_arch_);
   }
   b.set_process(::getpid(), rank_);
   b.set_device(device_name_, device_arch_, device_);
@@ -540,7 +535,7 @@ std::unique_ptr<Recorder::Pending> Recorder::begin_record(const kir_hook_launch&
                reinterpret_cast<uintptr_t>(l.stream), args, ordinal);
   p->snapshotted = add_regions(b, l, args);
   flag_regions(b);
-  driver_->cuCtxSynchronize();  // earlier work, on any stream, done
+  driver_->synchronize();  // earlier work, on any stream, done
   auto start = std::chrono::steady_clock::now();
   if (Status s = snapshot_prologue(*p, pointer_candidates(args)); !s) {
     say("cannot record " + p->label + ": " + s.error().message());
@@ -568,7 +563,7 @@ void Recorder::launch_completed(const kir_hook_launch& l) {
     say("not recorded: " + p->label + " failed to launch (error " + std::to_string(l.result) + ")");
     ++failed_;
   } else {
-    driver_->cuCtxSynchronize();  // the kernel, and anything else in flight, done
+    driver_->synchronize();  // the kernel, and anything else in flight, done
     auto start = std::chrono::steady_clock::now();
     p->epilogue = snapshotter_->copy_on_device(b, p->snapshotted);
     Status s = p->epilogue ? Status() : snapshotter_->copy(b, p->snapshotted, true);
@@ -577,8 +572,7 @@ void Recorder::launch_completed(const kir_hook_launch& l) {
       say("cannot record " + p->label + ": " + s.error().message());
       ++failed_;
     } else {
-      CUcontext context = nullptr;
-      driver_->cuCtxGetCurrent(&context);
+      uintptr_t context = driver_->current();
       // Complete: from here a crash waits for the writer (crash_flush.hpp).
       crash::writer_begin();
       std::lock_guard<std::mutex> lock(writer_mutex_);
@@ -586,7 +580,7 @@ void Recorder::launch_completed(const kir_hook_launch& l) {
       try {
         writer_ = std::thread([this, context, pending] {
           crash::writer_thread();
-          driver_->cuCtxSetCurrent(context);
+          driver_->make_current(context);
           finish_record(*pending);
           crash::writer_end();  // on disk (or failed): a crash from here on need not wait
         });

@@ -120,7 +120,7 @@ class ChunkWriters {
 
 Status Snapshotter::prepare_stream() {
   if (stream_) return {};
-  if (CUresult r = driver_.cuStreamCreate(&stream_, 1 /* CU_STREAM_NON_BLOCKING */); r != 0)
+  if (int r = driver_.stream_create(&stream_); r != 0)
     return Error(ErrorCode::internal, "cannot create the recorder's stream: " + driver_.error_name(r));
   return {};
 }
@@ -130,7 +130,7 @@ Status Snapshotter::prepare() {
   for (uint8_t*& buffer : staging_) {
     if (buffer) continue;
     void* p = nullptr;
-    if (CUresult r = driver_.cuMemHostAlloc(&p, staging_bytes_, 0); r != 0)
+    if (int r = driver_.host_alloc(&p, staging_bytes_); r != 0)
       return Error(ErrorCode::internal, "cannot allocate " + hex(staging_bytes_) +
                                             " bytes of pinned staging memory: " + driver_.error_name(r));
     buffer = static_cast<uint8_t*>(p);
@@ -166,9 +166,9 @@ Status Snapshotter::copy(RecordBuilder& builder, const std::vector<size_t>& regi
   for (const Batch& b : batches) {
     writers.wait_free(b.buffer);
     if (writers.failed()) break;  // finish() says why
-    CUresult issued = driver_.cuMemcpyDtoHAsync(staging_[b.buffer], b.from, b.size, stream_);
+    int issued = driver_.copy_to_host_async(staging_[b.buffer], b.from, b.size, stream_);
     auto wait_start = std::chrono::steady_clock::now();
-    CUresult done = driver_.cuStreamSynchronize(stream_);
+    int done = driver_.stream_synchronize(stream_);
     builder.add_copy_wait(std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count());
     if (issued != 0 || done != 0) {
       writers.stop();  // the chunks already queued are stored; the record is not written
@@ -194,16 +194,16 @@ std::optional<Snapshotter::DeviceCopy> Snapshotter::copy_on_device(const RecordB
     copied.sources.push_back(total);
     total += (builder.regions()[region].size + 255) / 256 * 256;
   }
-  if (total == 0 || driver_.cuMemAlloc(&copied.scratch, total) != 0) return std::nullopt;
+  if (total == 0 || driver_.alloc(&copied.scratch, total) != 0) return std::nullopt;
   bool ok = true;
   for (size_t i = 0; i < regions.size() && ok; ++i) {
     const Region& r = builder.regions()[regions[i]];
     copied.sources[i] += copied.scratch;
-    if (r.size) ok = driver_.cuMemcpyDtoDAsync(copied.sources[i], r.address, r.size, stream_) == 0;
+    if (r.size) ok = driver_.copy_on_device_async(copied.sources[i], r.address, r.size, stream_) == 0;
   }
-  ok = driver_.cuStreamSynchronize(stream_) == 0 && ok;
+  ok = driver_.stream_synchronize(stream_) == 0 && ok;
   if (!ok) {
-    driver_.cuMemFree(copied.scratch);
+    driver_.free(copied.scratch);
     return std::nullopt;
   }
   return copied;
@@ -212,7 +212,7 @@ std::optional<Snapshotter::DeviceCopy> Snapshotter::copy_on_device(const RecordB
 Status Snapshotter::store(RecordBuilder& builder, const std::vector<size_t>& regions, bool epilogue,
                           DeviceCopy& copied) {
   Status stored = copy(builder, regions, epilogue, &copied.sources);
-  driver_.cuMemFree(copied.scratch);
+  driver_.free(copied.scratch);
   copied.scratch = 0;
   return stored;
 }
@@ -220,7 +220,7 @@ Status Snapshotter::store(RecordBuilder& builder, const std::vector<size_t>& reg
 Expected<std::vector<uint8_t>> Snapshotter::read(uint64_t address, uint64_t size) {
   std::vector<uint8_t> out(size);
   if (size == 0) return out;
-  if (CUresult r = driver_.cuMemcpyDtoH(out.data(), address, size); r != 0)
+  if (int r = driver_.copy_to_host(out.data(), address, size); r != 0)
     return Error(ErrorCode::internal, "copying " + hex(size) + " bytes at " + hex(address) +
                                           " to the host failed: " + driver_.error_name(r));
   return out;

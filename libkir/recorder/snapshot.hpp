@@ -18,7 +18,7 @@ namespace kir::record {
 
 class Snapshotter {
  public:
-  Snapshotter(const Driver& driver, uint64_t staging_bytes, unsigned threads)
+  Snapshotter(const RecorderDriver& driver, uint64_t staging_bytes, unsigned threads)
       : driver_(driver), staging_bytes_(staging_bytes), threads_(threads) {}
 
   /// Store regions `regions` (builder indices) of `builder` as their prologue or
@@ -29,7 +29,7 @@ class Snapshotter {
 
   /// Device memory holding a copy of some regions, to be stored later.
   struct DeviceCopy {
-    CUdeviceptr scratch = 0;
+    uint64_t scratch = 0;
     std::vector<uint64_t> sources;  // where each region's copy starts
   };
   /// Copy `regions` into fresh device scratch memory and wait for it: nullopt
@@ -44,10 +44,10 @@ class Snapshotter {
   Status prepare();         // the stream and the pinned staging buffers
   Status prepare_stream();  // the stream alone
 
-  const Driver& driver_;
+  const RecorderDriver& driver_;
   uint64_t staging_bytes_;
   unsigned threads_;
-  CUstream stream_ = nullptr;
+  void* stream_ = nullptr;
   uint8_t* staging_[2] = {nullptr, nullptr};
 };
 

@@ -7,13 +7,6 @@ namespace kir::record {
 
 namespace {
 
-CUmemAllocationProp device_memory(int device) {
-  CUmemAllocationProp p{};
-  p.type = 1;                // CU_MEM_ALLOCATION_TYPE_PINNED
-  p.location = {1, device};  // CU_MEM_LOCATION_TYPE_DEVICE
-  return p;
-}
-
 uint64_t round_up(uint64_t n, uint64_t to) { return (n + to - 1) / to * to; }
 
 }  // namespace
@@ -26,23 +19,20 @@ bool VaAllocator::ready() {
 bool VaAllocator::reserve() {
   if (tried_) return reserved_;
   tried_ = true;
-  device_ = driver_.ensure_context();
-  if (device_ < 0) {
-    why_ = "no CUDA context could be made current";
-    return false;
-  }
-  CUmemAllocationProp prop = device_memory(device_);
+  device_ = driver_.ensure_context(&why_);
+  if (device_ < 0) return false;
   size_t granularity = 0;
-  if (driver_.cuMemGetAllocationGranularity(&granularity, &prop, 0) == 0 && granularity) granularity_ = granularity;
+  if (driver_.granularity(device_, &granularity) == 0 && granularity) granularity_ = granularity;
   size_ = round_up(size_, granularity_);
-  CUdeviceptr got = 0;
-  CUresult r = driver_.cuMemAddressReserve(&got, size_, granularity_, base_, 0);
+  uint64_t got = 0;
+  int r = driver_.reserve(&got, size_, granularity_, base_);
   if (r != 0) {
-    why_ = "cuMemAddressReserve(" + hex(size_) + " bytes at " + hex(base_) + ") failed: " + driver_.error_name(r);
+    why_ = std::string(driver_.reserve_call()) + "(" + hex(size_) + " bytes at " + hex(base_) +
+           ") failed: " + driver_.error_name(r);
     return false;
   }
   if (got != base_) {
-    driver_.cuMemAddressFree(got, size_);
+    driver_.address_free(got, size_);
     why_ = "the driver placed the range at " + hex(got) + ", not at " + hex(base_) + " (address in use?)";
     return false;
   }
@@ -86,15 +76,13 @@ VaAllocator::Mapping* VaAllocator::map_new(uint64_t size) {
            " bytes more";
     return nullptr;
   }
-  CUmemAllocationProp prop = device_memory(device_);
-  CUmemAccessDesc access{{1, device_}, 3};  // read-write for this device
   Mapping m;
   m.address = address, m.size = size;
-  CUresult r = driver_.cuMemCreate(&m.handle, size, &prop, 0);
-  if (r == 0 && (r = driver_.cuMemMap(address, size, 0, m.handle, 0)) != 0) driver_.cuMemRelease(m.handle);
-  if (r == 0 && (r = driver_.cuMemSetAccess(address, size, &access, 1)) != 0) {
-    driver_.cuMemUnmap(address, size);
-    driver_.cuMemRelease(m.handle);
+  int r = driver_.create(&m.handle, size, device_);
+  if (r == 0 && (r = driver_.map(address, size, m.handle)) != 0) driver_.release(m.handle);
+  if (r == 0 && (r = driver_.set_access(address, size, device_)) != 0) {
+    driver_.unmap(address, size);
+    driver_.release(m.handle);
   }
   if (r != 0) {
     return_range(address, size);
@@ -105,8 +93,8 @@ VaAllocator::Mapping* VaAllocator::map_new(uint64_t size) {
 }
 
 void VaAllocator::unmap(Mapping& m) {
-  driver_.cuMemUnmap(m.address, m.size);
-  driver_.cuMemRelease(m.handle);
+  driver_.unmap(m.address, m.size);
+  driver_.release(m.handle);
   return_range(m.address, m.size);
   mappings_.erase(m.address);
 }

@@ -17,7 +17,7 @@ namespace kir::record {
 
 class VaAllocator {
  public:
-  VaAllocator(const Driver& driver, uint64_t base, uint64_t size) : driver_(driver), base_(base), size_(size) {}
+  VaAllocator(const RecorderDriver& driver, uint64_t base, uint64_t size) : driver_(driver), base_(base), size_(size) {}
 
   /// Reserve the range on first use; false (and why()) when it cannot be had
   /// at the asked address.
@@ -40,7 +40,7 @@ class VaAllocator {
  private:
   struct Mapping {
     uint64_t address = 0, size = 0;
-    CUmemGenericAllocationHandle handle = 0;
+    uint64_t handle = 0;
     uint32_t allocations = 0;
   };
   static constexpr uint64_t kSmall = 64 << 10;  // allocations up to this share pages
@@ -52,7 +52,7 @@ class VaAllocator {
   uint64_t take_range(uint64_t size);
   void return_range(uint64_t address, uint64_t size);
 
-  const Driver& driver_;
+  const RecorderDriver& driver_;
   uint64_t base_, size_;
   mutable std::mutex mutex_;
   bool tried_ = false, reserved_ = false;

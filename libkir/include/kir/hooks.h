@@ -297,7 +297,7 @@ typedef struct kir_hook_loaded {
 } kir_hook_loaded;
 
 /** A client's allocator for device memory (cudaMalloc, cudaMallocAsync,
- *  cuMemAlloc, cuMemAllocAsync and their frees): a recorder serving
+ *  cuMemAlloc, cuMemAllocAsync, hipMalloc, hipMallocAsync and their frees): a recorder serving
  *  allocations from a fixed virtual-address range, say. `allocate` returns 0
  *  and sets `*address` when it served the request, non-zero to let the runtime
  *  allocate. `release` returns 1 when it had served `address` and released it,
@@ -410,7 +410,8 @@ uint64_t kir_hook_global_device_address(const void* host_address);
 typedef struct kir_hook_code {
   const void* bytes;
   size_t size;
-  const char* kind; /* "cubin", "ptx" or "code-object" (HIP) */
+  const char* kind; /* "cubin" or "ptx"; HIP: "code-object" (a registration's or a module's
+                       chosen code object, its target-id as `arch`) */
   const char* arch; /* "sm_90"; "" for an image loaded through the driver API */
 } kir_hook_code;
 int kir_hook_kernel_code(const kir_hook_kernel* kernel, int which, kir_hook_code* out);

@@ -1,5 +1,5 @@
 // The recorder's device-to-record copy (libkir/recorder/snapshot.cpp) without a
-// GPU: a Driver whose "device" is host memory (its copies are memcpy, from a
+// GPU: a RecorderDriver whose "device" is host memory (its copies are memcpy, from a
 // thread of their own when asynchronous, as a stream runs apart from the host),
 // so tests/record/test_record_snapshot_cpu.py can check the pipeline itself — staging
 // buffers reused while writer threads store the previous batch's chunks — against
@@ -37,31 +37,61 @@ std::atomic<int> copies{0};
 int fail_copy = -1;  // the copy (1-based) that fails
 std::thread in_flight;  // the stream's one outstanding copy
 
-CUresult host_alloc(void** p, size_t n, unsigned) {
-  *p = std::malloc(n);
-  return *p ? 0 : 2;
-}
-CUresult stream_create(CUstream* s, unsigned) {
-  *s = reinterpret_cast<CUstream>(0x1);
-  return 0;
-}
-CUresult copy_async(void* to, CUdeviceptr from, size_t n, CUstream) {
-  if (++copies == fail_copy) return 700;  // CUDA_ERROR_ILLEGAL_ADDRESS
-  // The copy runs while the caller goes on (its writers store earlier batches) and
-  // lands at once: a pipeline that refilled a staging buffer before every chunk
-  // taken from it was stored would store the next batch's bytes under the
-  // earlier chunk's place, which the test sees in the record.
-  in_flight = std::thread([=] { std::memcpy(to, reinterpret_cast<const void*>(from), n); });
-  return 0;
-}
-CUresult synchronize(CUstream) {
-  if (in_flight.joinable()) in_flight.join();
-  return 0;
-}
-CUresult error_name(CUresult r, const char** name) {
-  *name = r == 700 ? "CUDA_ERROR_ILLEGAL_ADDRESS" : "CUDA_ERROR_UNKNOWN";
-  return 0;
-}
+/// The recorder's device API (libkir/recorder/driver.hpp) on host memory: what the
+/// Snapshotter's copy() calls; the rest is refused (1), unused here.
+class HostDriver final : public RecorderDriver {
+ public:
+  const char* runtime() const override { return "host"; }
+  std::string error_name(int r) const override {
+    return std::string(r == 700 ? "CUDA_ERROR_ILLEGAL_ADDRESS" : "CUDA_ERROR_UNKNOWN") + " (" + std::to_string(r) + ")";
+  }
+  int ensure_context(std::string*) const override { return 0; }
+  void describe(int, std::string& name, std::string& arch) const override { name = "no device", arch = "sm_90"; }
+  uintptr_t current() const override { return 0; }
+  void make_current(uintptr_t) const override {}
+  int synchronize() const override { return stream_synchronize(nullptr); }
+  int stream_create(void** s) const override {
+    *s = reinterpret_cast<void*>(0x1);
+    return 0;
+  }
+  int stream_synchronize(void*) const override {
+    if (in_flight.joinable()) in_flight.join();
+    return 0;
+  }
+  int host_alloc(void** p, size_t n) const override {
+    *p = std::malloc(n);
+    return *p ? 0 : 2;
+  }
+  int alloc(uint64_t*, size_t) const override { return 1; }  // no scratch: copy() straight to the host
+  int free(uint64_t) const override { return 1; }
+  int copy_to_host(void* to, uint64_t from, size_t n) const override {
+    std::memcpy(to, reinterpret_cast<const void*>(from), n);
+    return 0;
+  }
+  int copy_to_host_async(void* to, uint64_t from, size_t n, void*) const override {
+    if (++copies == fail_copy) return 700;  // CUDA_ERROR_ILLEGAL_ADDRESS
+    // The copy runs while the caller goes on (its writers store earlier batches) and
+    // lands at once: a pipeline that refilled a staging buffer before every chunk
+    // taken from it was stored would store the next batch's bytes under the
+    // earlier chunk's place, which the test sees in the record.
+    in_flight = std::thread([=] { std::memcpy(to, reinterpret_cast<const void*>(from), n); });
+    return 0;
+  }
+  int copy_on_device_async(uint64_t, uint64_t, size_t, void*) const override { return 1; }
+  int memory_type(uint64_t, MemoryType& type) const override {
+    type = kUnknownMemory;
+    return 1;
+  }
+  int granularity(int, size_t*) const override { return 1; }
+  const char* reserve_call() const override { return "reserve"; }
+  int reserve(uint64_t*, size_t, size_t, uint64_t) const override { return 1; }
+  int address_free(uint64_t, size_t) const override { return 1; }
+  int create(uint64_t*, size_t, int) const override { return 1; }
+  int release(uint64_t) const override { return 1; }
+  int map(uint64_t, size_t, uint64_t) const override { return 1; }
+  int unmap(uint64_t, size_t) const override { return 1; }
+  int set_access(uint64_t, size_t, int) const override { return 1; }
+};
 
 std::vector<uint8_t> contents(size_t region, size_t size, bool after) {
   std::vector<uint8_t> bytes(size);
@@ -72,10 +102,6 @@ std::vector<uint8_t> contents(size_t region, size_t size, bool after) {
 
 }  // namespace
 
-// driver.cpp's Driver::get asks the hook layer for the driver's entry points; this
-// program builds its Driver by hand (Driver::error_name is driver.cpp's own).
-extern "C" void* kir_hook_driver_symbol(const char*) { return nullptr; }
-
 int main(int argc, char** argv) {
   if (argc < 5) {
     std::fprintf(stderr, "usage: kir_snapshot_test DIR THREADS STAGING_CHUNKS CHUNK [copy-N|store]\n");
@@ -83,12 +109,7 @@ int main(int argc, char** argv) {
   }
   std::string mode = argc > 5 ? argv[5] : "";
   if (mode.rfind("copy-", 0) == 0) fail_copy = std::atoi(mode.c_str() + 5);
-  Driver driver{};
-  driver.cuMemHostAlloc = host_alloc;
-  driver.cuStreamCreate = stream_create;
-  driver.cuMemcpyDtoHAsync = copy_async;
-  driver.cuStreamSynchronize = synchronize;
-  driver.cuGetErrorName = error_name;
+  HostDriver driver;
 
   Expected<std::unique_ptr<ChunkStore>> store = ChunkStore::open(argv[1], 1);
   if (!store) {
