@@ -57,6 +57,23 @@ def test_the_space_on_hip(record):
     assert space.for_device(record) is space
 
 
+def test_activity_timing_on_a_hip_record_runs_timed_each_without_cupti(hip_stub, record, tmp_path):
+    """`timing: activity` is CUPTI's: a HIP record's trials are timed "each", and kir tune
+    does not ask for cupti-python first (it did, before the space was made for the device)."""
+    try:
+        import cupti  # noqa: F401
+        pytest.skip("cupti-python is installed: the question is not asked")
+    except ImportError:
+        pass
+    space, log = tmp_path / "space.json", tmp_path / "launches.log"
+    space.write_text(json.dumps(SPACE | {"timing": "activity"}))
+    out = run_with_stub(hip_stub, [*KIR, "tune", str(record.path), "--space", str(space), "--trials", "1", "--seed",
+                                   "1", "--json"], log)
+    assert out.returncode == 0, out.stderr
+    [r] = json.loads(out.stdout)["records"]
+    assert r["space"]["timing"] == "each" and "cupti" not in out.stderr
+
+
 def test_tune_a_hip_record_and_hand_the_winner_to_the_client(hip_stub, record, tmp_path):
     """kir tune on the stub HIP device: every trial compiled by kir.jit for the device's
     target-id (the stub's gcnArchName), replayed and verified; the best stored in the

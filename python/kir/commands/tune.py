@@ -492,7 +492,7 @@ def run(args: argparse.Namespace) -> int:
         return print_spaces(opts, records, args.dry_run)
     from kir.tune.study import check_storage
     check_storage(opts.storage)  # a bad --storage is its one line, before anything is said
-    if opts.space.timing == "activity":
+    if any(opts.space.for_device(record).timing == "activity" for record in records):  # HIP records: "each"
         from kir.replay.activity import cupti
         cupti("kir tune (the space's timing activity)")  # not installed: the install hint before any trial
     if opts.results_dir:
