@@ -16,8 +16,8 @@ import pytest
 pytest.importorskip("optuna")
 
 from hip_device import (  # noqa: E402,F401 (hip_stub, amd_gpu: fixtures)
-    AXPY,
     ARCH,
+    AXPY,
     DEVICE_ARCH,
     FIXTURES,
     amd_gpu,
