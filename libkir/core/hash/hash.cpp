@@ -150,7 +150,11 @@ std::string_view canonical_target_id(std::string_view arch, std::string& storage
     return a.substr(0, a.empty() ? 0 : a.size() - 1) < b.substr(0, b.empty() ? 0 : b.size() - 1);
   };
   if (std::is_sorted(features.begin(), features.begin() + count, by_name)) return arch;
-  std::stable_sort(features.begin(), features.begin() + count, by_name);
+  // At most eight: an insertion sort, stable. Not std::stable_sort: libstdc++'s reaches
+  // the deprecated std::get_temporary_buffer, an error under clang's -Werror (the
+  // libFuzzer build; binary.cpp avoids it the same way).
+  for (size_t i = 1; i < count; ++i)
+    for (size_t j = i; j > 0 && by_name(features[j], features[j - 1]); --j) std::swap(features[j], features[j - 1]);
   storage.assign(arch.substr(0, colon));
   for (size_t i = 0; i < count; ++i) storage.append(1, ':').append(features[i]);
   return storage;
