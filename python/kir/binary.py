@@ -216,9 +216,12 @@ class Binary:
         return self._containers
 
     @classmethod
-    def open(cls, path: str, scan: bool = False) -> "Binary":
-        """Map and index `path`. With `scan`, also find containers by magic in every section."""
-        return cls(_core.Binary.open(str(path), scan))
+    def open(cls, path: str, scan: bool = False, scan_data: bool = True) -> "Binary":
+        """Map and index `path`. With `scan`, also find containers of every format by magic in
+        every section. `scan_data` (the default) finds CUDA fatbins by magic in an ELF's data
+        sections (.rodata, .data, .ldata, ...), where libraries such as cuFFT embed them;
+        False reads only what sections and wrappers name."""
+        return cls(_core.Binary.open(str(path), scan, scan_data))
 
     @property
     def path(self) -> str:
@@ -270,9 +273,9 @@ def elf_sections(data: bytes) -> list[tuple]:
     return _core.ElfFile.from_bytes(data).sections()
 
 
-def open(path: str, scan: bool = False) -> Binary:  # noqa: A001 - the natural verb
+def open(path: str, scan: bool = False, scan_data: bool = True) -> Binary:  # noqa: A001 - the natural verb
     """Open a binary: `kir.open("app")`. Raises KirError on unreadable input."""
-    return Binary.open(path, scan=scan)
+    return Binary.open(path, scan=scan, scan_data=scan_data)
 
 
 __all__ = ["Binary", "Container", "elf_sections", "Image", "KirError", "open"]

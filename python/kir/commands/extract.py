@@ -53,7 +53,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--arch", metavar="LIST", help="only these architectures")
     parser.add_argument("--kind", metavar="LIST", default="cubin,ptx,lto-ir,code-object,bitcode",
                         help="kinds to write (default: cubin,ptx,lto-ir,code-object,bitcode)")
-    parser.add_argument("--scan", action="store_true", help="also find containers by magic")
+    inputs.add_scan_arguments(parser)
     parser.add_argument("--json", action="store_true", help=f"print one JSON object ({SCHEMA})")
     parser.add_argument("--ir", action="store_true",
                         help="also write every LLVM IR module (embedded bitcode, Proteus IR) as "
@@ -128,7 +128,7 @@ def run(args) -> int:
             if many:
                 progress.label = f"extracting file {number + 1}/{len(files)}, image"
             try:
-                binary = Binary.open(item.path, scan=args.scan)
+                binary = inputs.open_binary(item.path, args)
             except (KirError, OSError) as error:
                 progress.clear()
                 print(f"kir: error: {error}", file=sys.stderr)

@@ -56,8 +56,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--kind", metavar="LIST",
                         help="only images of these kinds: cubin, ptx, lto-ir, old-cubin, "
                              "code-object, bitcode, host, object")
-    parser.add_argument("--scan", action="store_true",
-                        help="also find containers by magic anywhere in the file")
+    inputs.add_scan_arguments(parser)
     parser.add_argument("--json", action="store_true",
                         help="print JSON (schema kir.inspect/3, see docs/json-schema.md)")
     parser.add_argument("--ir", action="store_true",
@@ -90,7 +89,7 @@ def run(args, out: TextIOBase = sys.stdout) -> int:
         if reading is not None:
             reading.update(number, item=item.path)
         try:
-            binary = Binary.open(item.path, scan=args.scan)
+            binary = inputs.open_binary(item.path, args)
         except (KirError, OSError) as error:
             failures.append({"path": item.path, "error": str(error)})
             if reading is not None:
