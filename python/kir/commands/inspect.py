@@ -37,6 +37,7 @@ from kir.report import (
     selected_rows,
     table_parts,
 )
+from kir.words import plural
 
 SCHEMA_FILES = "kir.inspect-files/1"
 
@@ -134,7 +135,7 @@ def run(args, out: TextIOBase = sys.stdout) -> int:
 
 def summary_line(read: int, images: int, failures: list, skipped: int, lacking: list, checked: bool) -> str:
     """'kir: 3 files, 14 images; 1 unreadable; 5 skipped (no device code); 1 lacks what --require asks'"""
-    parts = [f"kir: {read} file{'s' if read != 1 else ''}, {images} image{'s' if images != 1 else ''}"]
+    parts = [f"kir: {plural(read, 'file')}, {plural(images, 'image')}"]
     if failures:
         parts.append(f"{len(failures)} unreadable")
     if skipped:
@@ -230,14 +231,14 @@ def read_ir(binary: Binary, wanted: bool, with_kernels: bool):
 
 
 def render_ir(modules) -> str:
-    lines = [f"\nIR modules: {len(modules)}"]
+    lines = [f"\nIR modules: {len(modules)}"]  # a heading: "IR modules: 1"
     for m in modules:
-        lines.append(f"-- module #{m.index}: {m.source}, {len(m.bitcode)} bytes")
+        lines.append(f"-- module #{m.index}: {m.source}, {plural(len(m.bitcode), 'byte')}")
         if m.error:
             lines.append(f"   unreadable: {m.error}")
             continue
-        lines.append(f"   triple {m.triple or '-'}, {len(m.functions)} functions, "
-                     f"{len(m.kernels)} kernels, {len(m.globals)} globals")
+        lines.append(f"   triple {m.triple or '-'}, {plural(len(m.functions), 'function')}, "
+                     f"{plural(len(m.kernels), 'kernel')}, {plural(len(m.globals), 'global')}")
         for f in m.kernels:
             params = ", ".join(p.type + (f" {p.pointee_kind}({p.pointee_size})" if p.pointee_kind else "")
                                for p in f.params)

@@ -16,6 +16,7 @@ from kir.commands.app import add_kernel_argument, add_program_argument, command_
 from kir.kernel_pattern import HELP as KERNEL_HELP
 from kir.record import RECORD_SUFFIX, Record, RecordError, check_output_directory
 from kir.recorder import recorder_environment
+from kir.words import plural
 
 
 def add_arguments(parser) -> None:
@@ -92,7 +93,7 @@ def crash_summary(directory: Path, before: dict[Path, int], signal: int, pid: in
     good = len(written) - bad
     state = "complete" if not bad else f"{bad} unreadable: kir records {directory}"
     unfinished = f"; {removed} unfinished file(s) of the launch in flight removed" if removed else ""
-    return (f"kir: the app was killed by {signal_name(signal)}; {good} launch{'es' if good != 1 else ''} "
+    return (f"kir: the app was killed by {signal_name(signal)}; {plural(good, 'launch')} "
             f"recorded before it ({directory / 'records'}, {state}){unfinished}")
 
 
@@ -110,7 +111,7 @@ def summary(directory: Path, before: dict[Path, int]) -> str:
         kernels.add(record.kernel.static_hash)
         stored += record.stats.stored_bytes
     unreadable = f"; {bad} unreadable (kir records {directory})" if bad else ""
-    return (f"kir: recorded {len(written)} launches of {len(kernels)} kernels in {directory} "
+    return (f"kir: recorded {plural(len(written), 'launch')} of {plural(len(kernels), 'kernel')} in {directory} "
             f"({stored / (1 << 20):.1f} MiB stored){unreadable}")
 
 
