@@ -1,7 +1,7 @@
 """`kir extract BINARY -o DIR`: write each device image, decompressed.
 
 Names follow cuobjdump's `-all -xelf all -xptx all`: `<stem>.<n>.sm_<arch>.cubin`
-and `<stem>.<n>.sm_<arch>.ptx`, where <stem> is the file name up to its first dot
+and `<stem>.<n>.sm_<arch>.ptx`, where <stem> is the file name up to its last dot
 and images are numbered from 1 per kind in file order; LTO-IR goes to
 `<stem>.<n>.sm_<arch>.ltoir`. PTX is written without its NUL terminator,
 as cuobjdump does. Images of offload bundles follow the same pattern with the
@@ -169,8 +169,15 @@ def folder_name(item: inputs.Input, taken: set[str]) -> str:
     return name
 
 
+def stem(name: str) -> str:
+    """The file name up to its last dot, as cuobjdump names what it extracts:
+    libcublasLt.so.13 -> libcublasLt.so, app -> app (issue 26: kir cut at the first dot)."""
+    head, dot, _ = name.rpartition(".")
+    return head if dot and head else name
+
+
 def extract(binary: Binary, args, path: str, wanted: set[int], out: OutputDirectory) -> None:
-    base = safe_component(os.path.basename(path).split(".")[0])
+    base = safe_component(stem(os.path.basename(path)))
     counters: dict[str, int] = {}
     done = 0
     for image in binary.images:

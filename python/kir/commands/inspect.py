@@ -58,6 +58,9 @@ def add_arguments(parser) -> None:
                         help="only images of these kinds: cubin, ptx, lto-ir, old-cubin, "
                              "code-object, bitcode, host, object")
     inputs.add_scan_arguments(parser)
+    parser.add_argument("-q", "--quiet", action="store_true",
+                        help="print no table: only the binaries that lack what --require asks and the "
+                             "verdict (a CI check over a prefix)")
     parser.add_argument("--json", action="store_true",
                         help="print JSON (schema kir.inspect/3, see docs/json-schema.md)")
     parser.add_argument("--ir", action="store_true",
@@ -77,6 +80,8 @@ def run(args, out: TextIOBase = sys.stdout) -> int:
     if args.kernel is not None:
         args.kernels = True
         args.kernel_filter = kernel_pattern(args.kernel).selects  # (name, demangled) -> bool
+    if args.quiet and (args.json or args.kernels or args.ir):
+        raise OptionError("-q/--quiet prints no table: not with --json, --kernels, --kernel or --ir")
     if args.threads and not args.kernels:
         raise OptionError("-j/--threads: only with --kernels (or --kernel): nothing else is decoded")
     many = len(args.binaries) > 1 or args.recursive
@@ -105,6 +110,10 @@ def run(args, out: TextIOBase = sys.stdout) -> int:
         missing = missing_requirements(binary, required) if required is not None else None
         if missing:
             lacking.append((item.path, missing))
+        if args.quiet:
+            read += 1
+            images += len(selected_rows(binary, archs, kinds))
+            continue
         if many and not args.json and read:
             out.write("\n")
         read += 1
@@ -118,7 +127,9 @@ def run(args, out: TextIOBase = sys.stdout) -> int:
         reading.close()
     for path, missing in lacking:
         print(f"kir: {path} lacks {', '.join(missing)}", file=sys.stderr)
-    if many:
+    if args.quiet:
+        out.write(summary_line(read, images, failures, skipped, lacking, required is not None))
+    elif many:
         if args.json:
             for part in (args.kernels_text or KernelsText()).parts(envelope(
                     SCHEMA_FILES, kir_version=kir.__version__, files=reports, errors=failures,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from kir.app import exit_status, hooked_environment, library, run_app_process, signal_name
+from kir.app import exit_status, gpu_driver_problem, hooked_environment, library, run_app_process, signal_name
 from kir.commands.app import add_kernel_argument, add_program_argument, command_of, warn_if_static_runtime
 from kir.kernel_pattern import HELP as KERNEL_HELP
 from kir.record import RECORD_SUFFIX, Record, RecordError, check_output_directory
@@ -51,9 +51,13 @@ def run(args) -> int:
     app = run_app_process(command, env)
     if app.returncode < 0:
         print(crash_summary(directory, before, -app.returncode, app.pid), file=sys.stderr)
-    else:
-        print(summary(directory, before), file=sys.stderr)
-    return exit_status(app.returncode)
+        return exit_status(app.returncode)
+    print(summary(directory, before), file=sys.stderr)
+    if not written_since(directory, before) and (problem := gpu_driver_problem()):
+        print(f"kir: error: nothing was recorded: no usable GPU driver on this machine ({problem})",
+              file=sys.stderr)
+        return app.returncode or 1
+    return app.returncode
 
 
 def snapshot_of(directory: Path) -> dict[Path, int]:
