@@ -99,11 +99,22 @@ class Image:
 
     @property
     def code(self) -> _core.DeviceCode:
-        """Kernels, functions and globals (decoded on first use, then cached)."""
-        if self._code is None:
+        """Kernels, functions and globals (decoded on first use, then cached), with the
+        decoded image's digest, so that kir.hashing.kernel_static_hash(image.code, name)
+        has what it hashes."""
+        if self._code is None or self._code.image_digest is None:
             core = self.container.binary._check_open()
-            self._code = core.device_code(self.container.index, self.core.index)
+            [code] = core.device_code_of([(self.container.index, self.core.index)], 1, None, True)
+            if isinstance(code, str):
+                raise KirError(code)
+            self._code = code
         return self._code
+
+    def static_hash(self, kernel: str) -> str:
+        """The static hash (32 hex digits) of the kernel named `kernel` (mangled) in this
+        image, as `kir hash` prints it; KirError when the image holds no such kernel."""
+        from kir.hashing import kernel_static_hash
+        return kernel_static_hash(self.code, kernel).hex
 
     @property
     def kernels(self) -> list[_core.Kernel]:

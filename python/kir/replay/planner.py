@@ -16,7 +16,6 @@ from pathlib import Path
 
 from kir import _core, hashing
 from kir.errors import KirError, PlanError
-from kir.hashing import kernel_static_hash
 from kir.jit import amdgpu, libdevice
 from kir.record import Record, Region, VaRange
 from kir.words import plural
@@ -200,7 +199,7 @@ def _static_hash(record: Record) -> _core.Hash128:
     except KirError:
         return _core.static_hash(record.kernel.name, "unknown", [])
     code.image_digest = _core.xxh3_128(data)
-    known = kernel_static_hash(code, record.kernel.name)
+    known = _core.kernel_static_hash(code, record.kernel.name)  # None: a kernel the image lacks
     return known if known is not None else _core.static_hash(record.kernel.name, "unknown", [])
 
 
