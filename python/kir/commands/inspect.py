@@ -62,7 +62,8 @@ def add_arguments(parser) -> None:
                         help="print no table: only the binaries that lack what --require asks and the "
                              "verdict (a CI check over a prefix)")
     parser.add_argument("--json", action="store_true",
-                        help="print JSON (schema kir.inspect/3, see docs/json-schema.md)")
+                        help="print JSON (schema kir.inspect/3: docs/json-schema.md, installed under "
+                             "kir.docs_dir())")
     parser.add_argument("--ir", action="store_true",
                         help="also list the LLVM IR modules (embedded bitcode, Proteus IR) with "
                              "their kernels and signatures (reads them with llvmlite)")
