@@ -217,7 +217,7 @@ def kernel_hashes(binary: Binary, llvm20_or_newer: bool = True,
             source = f"IR {', '.join(m.name for m in modules)} in {where}" if modules else where
             out.append(KernelHash(
                 image=image.index, image_kind=image.kind, target=image.target, kernel=kernel.name,
-                static_hash=kernel_static_hash(code, kernel.name).hex, code_kind=what.kind, source=source,
+                static_hash=_core.kernel_static_hash(code, kernel.name).hex, code_kind=what.kind, source=source,
                 proteus=proteus_hashes.get((image.index, kernel.name))))
     return out, errors
 
