@@ -58,6 +58,9 @@ def add_arguments(parser) -> None:
                         help="only images of these kinds: cubin, ptx, lto-ir, old-cubin, "
                              "code-object, bitcode, host, object")
     inputs.add_scan_arguments(parser)
+    parser.add_argument("--sass", action="store_true",
+                        help="also print each cubin's kernels as SASS (nvdisasm: a CUDA toolkit's, or "
+                             "the nvidia-cuda-nvdisasm wheel); with --kernel, only those kernels")
     parser.add_argument("-q", "--quiet", action="store_true",
                         help="print no table: only the binaries that lack what --require asks and the "
                              "verdict (a CI check over a prefix)")
@@ -81,6 +84,10 @@ def run(args, out: TextIOBase = sys.stdout) -> int:
     if args.kernel is not None:
         args.kernels = True
         args.kernel_filter = kernel_pattern(args.kernel).selects  # (name, demangled) -> bool
+    if args.sass:
+        if args.json:
+            raise OptionError("--sass prints text: not with --json")
+        args.kernels = True
     if args.quiet and (args.json or args.kernels or args.ir):
         raise OptionError("-q/--quiet prints no table: not with --json, --kernels, --kernel or --ir")
     if args.threads and not args.kernels:
@@ -219,9 +226,31 @@ def inspect_one(binary: Binary, args, archs, kinds, out, missing, as_json: bool)
             out.write(part)
         if args.ir:
             out.write(render_ir(modules))
+        if args.sass:
+            write_sass(binary, archs, kinds, args.kernel_filter, out, errors)
     for message in errors:
         print(f"kir: error: {message}", file=sys.stderr)
     return report, 2 if errors else 0
+
+
+def write_sass(binary: Binary, archs, kinds, keep, out, errors: list[str]) -> None:
+    """Each selected cubin's kernels (those `keep` accepts) as SASS, after the table."""
+    from kir.sass import disassemble, find_nvdisasm
+    tool = find_nvdisasm()
+    for image in selected_images(binary, archs, kinds):
+        if image.kind is not ImageKind.cubin or image.obfuscated or image._code is None:
+            continue
+        names = [k.name for k in image._code.kernels if keep is None or keep(k.name, k.demangled)]
+        if not names:
+            continue
+        try:
+            found = disassemble(image.read(), names, tool)
+        except KirError as error:
+            errors.append(f"{binary.path}: cubin image #{image.index}: {error}")
+            continue
+        for name in names:
+            out.write(f"\n-- sass: cubin image #{image.index} {image.arch} {name}\n")
+            out.write(found.get(name, "   (nvdisasm printed no code for it)\n"))
 
 
 def read_ir(binary: Binary, wanted: bool, with_kernels: bool):
