@@ -502,16 +502,20 @@ void bind_binary(nb::module_& m) {
   nb::class_<kir::Binary>(m, "Binary", "Every device-code container of one file.")
       .def_static(
           "open",
-          [](const std::string& path, bool scan) {
+          [](const std::string& path, bool scan, bool scan_data) {
             kir::BinaryOptions options;
             options.scan = scan;
+            options.scan_data = scan_data;
             kir::Expected<kir::Binary> b = [&] {
               nb::gil_scoped_release release;
               return kir::Binary::open(path, options);
             }();
             return value_or_raise(std::move(b));
           },
-          "path"_a, "scan"_a = false)
+          "path"_a, "scan"_a = false, "scan_data"_a = true,
+          "Open and index `path`. scan: also find containers of every format by magic in "
+          "every section. scan_data: also find CUDA fatbins by magic in an ELF's data sections "
+          "(.rodata, .data, .ldata, ...), where libraries such as cuFFT embed them.")
       .def_prop_ro("path", &kir::Binary::path)
       .def_prop_ro("format", &kir::Binary::format, "'elf', 'archive', 'fatbin' or 'offload-bundle'.")
       .def_prop_ro("members", &kir::Binary::members)

@@ -7,7 +7,9 @@ bash scripts/install-system-deps.sh
 # The distribution was `kir` until 0.1, now kir-kernel-ir; both own kir/ in
 # site-packages, so an old one goes first (docs/install.md).
 python -m pip uninstall -y -q kir >/dev/null 2>&1 || true
-python -m pip install -q .
+echo "demo: building kir from source and installing it into ${VIRTUAL_ENV:-.venv} (about a minute on 2 cores)" >&2
+python -m pip install --progress-bar on .  # pip's own lines: what it builds, a spinner while it does
+echo "demo: building examples/saxpy.cu with nvcc" >&2
 mkdir -p build/examples
 nvcc -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=[sm_90,compute_90] \
   --compress-mode=size examples/saxpy.cu -o build/examples/saxpy

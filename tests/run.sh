@@ -9,6 +9,6 @@ bash scripts/install-system-deps.sh --tests
 # The distribution was `kir` until 0.1, now kir-kernel-ir; both own kir/ in
 # site-packages, so an old one goes first (docs/install.md).
 python -m pip uninstall -y -q kir >/dev/null 2>&1 || true
-python -m pip install -q cmake ninja
-python -m pip install -q ".[test]"
+python -m pip install -q cmake ninja 'pip>=25.1'  # pip 25.1: dependency groups (--group)
+python -m pip install -q . --group test
 python -m pytest "$@"  # the whole suite (pyproject: testpaths), or the files and options given

@@ -51,6 +51,13 @@ bool is_container_section(const ElfSection& s) {
          s.name.rfind(kOffloadBundleMagic, 0) == 0;
 }
 
+/// A section of data the program loads (.rodata, .data, .ldata, ...): allocated, not
+/// code, with bytes in the file, and no container section of its own.
+bool is_data_section(const ElfSection& s) {
+  return s.type == elf::SHT_PROGBITS && (s.flags & elf::SHF_ALLOC) && !(s.flags & elf::SHF_EXECINSTR) &&
+         !is_container_section(s) && !is_bundle_section(s.name);
+}
+
 /// `.llvmcmd`'s NUL-separated cc1 arguments, joined by spaces ("" when none).
 std::string llvm_command(const ElfFile& elf) {
   std::string command;
@@ -151,7 +158,7 @@ class BinaryReader {
       place(*site, member, site->section, FoundBy::section);
     for (const char* section : kWrapperSections)
       if (Status st = read_wrappers(*elf, member, section); !st) return st;
-    if (options_.scan) scan(*elf, member);
+    if (options_.scan || options_.scan_data) scan(*elf, member, /*data_only=*/!options_.scan);
     return {};
   }
 
@@ -280,13 +287,16 @@ class BinaryReader {
   /// With BinaryOptions::scan: strictly validated containers of every format
   /// anywhere in the object's sections, by their magic. Sections are searched
   /// in windows, each window's pages released once searched, so scanning a
-  /// large library keeps a small resident set.
-  void scan(const ElfFile& elf, const std::string& member) {
+  /// large library keeps a small resident set. `data_only` (BinaryOptions::scan_data):
+  /// fatbins only, in the data sections a program loads (not code, not a section
+  /// whose bytes are a container already).
+  void scan(const ElfFile& elf, const std::string& member, bool data_only) {
     constexpr uint64_t kWindow = 16 << 20;
     for (const ElfSection& s : elf.sections()) {
+      if (data_only && !is_data_section(s)) continue;
       ByteView d = s.data;
       std::string section(s.name);
-      bool bundles = !is_bundle_section(s.name), bitcode = !is_container_section(s);
+      bool bundles = !data_only && !is_bundle_section(s.name), bitcode = !data_only && !is_container_section(s);
       uint64_t fatbin_off = 0, bundle_off = 0, bitcode_off = 0;
       for (uint64_t start = 0; start < d.size(); start += kWindow) {
         uint64_t end = std::min(d.size(), start + kWindow);

@@ -146,6 +146,7 @@ kir_binary* kir_binary_open(const char* path, unsigned flags) {
   if (!path) return fail("kir_binary_open: path is NULL"), nullptr;
   kir::BinaryOptions options;
   options.scan = (flags & KIR_OPEN_SCAN) != 0;
+  options.scan_data = (flags & KIR_OPEN_SECTIONS_ONLY) == 0;
   kir::Expected<kir::Binary> b = kir::Binary::open(path, options);
   if (!b) return fail(b.error()), nullptr;
   return new kir_binary(std::move(*b));

@@ -34,8 +34,15 @@ KernelParam = Param
 __all__ = [
     "AllocationKind", "Binary", "CodeKind", "Container", "DeviceCode", "DeviceGlobal", "Image",
     "ImageKind", "Kernel", "KernelParam", "Param", "KirError", "TargetKind", "__version__", "abi_version",
-    "demangle", "c_abi_version", "cache_abi_version", "cmake_dir", "hook_api_version", "open",
+    "demangle", "c_abi_version", "cache_abi_version", "cmake_dir", "docs_dir", "hook_api_version", "open",
 ]
+
+
+def docs_dir() -> str:
+    """Directory holding kir's documentation and JSON schemas (docs/json-schema.md,
+    docs/schemas/*.schema.json), inside this installation (a wheel ships them)."""
+    import os
+    return os.path.join(os.path.dirname(__file__), "docs")
 
 
 def cmake_dir() -> str:

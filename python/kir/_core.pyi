@@ -11,11 +11,11 @@ abi_version: int = 0
 
 hook_api_version: int = 11
 
-c_abi_version: int = 10
+c_abi_version: int = 11
 
 cache_abi_version: int = 3
 
-C_ABI_VERSION: int = 10
+C_ABI_VERSION: int = 11
 
 CACHE_ABI_VERSION: int = 3
 
@@ -481,7 +481,10 @@ class Binary:
     """Every device-code container of one file."""
 
     @staticmethod
-    def open(path: str, scan: bool = False) -> Binary: ...
+    def open(path: str, scan: bool = False, scan_data: bool = True) -> Binary:
+        """
+        Open and index `path`. scan: also find containers of every format by magic in every section. scan_data: also find CUDA fatbins by magic in an ELF's data sections (.rodata, .data, .ldata, ...), where libraries such as cuFFT embed them.
+        """
 
     @property
     def path(self) -> str: ...

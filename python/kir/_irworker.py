@@ -105,8 +105,20 @@ def _directory() -> str:
         return "/"
 
 
+def require_llvmlite() -> None:
+    """llvmlite is the `ir` extra (issue 26: 173 MB of a 207 MB install, which `kir
+    inspect`, `extract`, `hash` and `diff` never need): without it, what needs LLVM says
+    which extra installs it, before any worker starts."""
+    import importlib.util
+    if importlib.util.find_spec("llvmlite") is None:
+        from kir.errors import missing_extra
+        raise missing_extra("llvmlite", "ir", "reading or compiling LLVM IR (kir inspect --ir, kir.ir, kir.jit, "
+                            "kir replay --code ir, kir tune)")
+
+
 class _Worker:
     def __init__(self) -> None:
+        require_llvmlite()
         self.log = tempfile.TemporaryFile()  # its stderr: where LLVM says why it died
         self.owner = os.getpid()
         self.llvm = "?"

@@ -58,6 +58,40 @@ def finish(app: subprocess.Popen, prefix: str = "kir") -> int:
     return exit_status(app.returncode)
 
 
+def gpu_driver_problem() -> str | None:
+    """None when this machine has a CUDA or HIP device a program can use; otherwise why
+    not, for both runtimes ("libcuda.so.1: not found; HIP: hipGetDeviceCount: error 100").
+    What `kir record` and `kir trace` say when the app launched nothing (issue 26: they
+    exited 0 with "recorded 0 launches"). Asked in this process, after the app: loading
+    a driver costs nothing the app would notice."""
+    import ctypes
+    count = ctypes.c_int(0)
+    try:
+        cuda = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        problems = ["libcuda.so.1: not found"]
+    else:
+        error = cuda.cuInit(0)
+        if error == 0:
+            error = cuda.cuDeviceGetCount(ctypes.byref(count))
+        if error == 0 and count.value > 0:
+            return None
+        problems = [f"CUDA: cuInit: error {error}" if error else "CUDA: no device"]
+    for name in ("libamdhip64.so", "libamdhip64.so.7", "libamdhip64.so.6", "libamdhip64.so.5"):
+        try:
+            hip = ctypes.CDLL(name)
+        except OSError:
+            continue
+        error = hip.hipGetDeviceCount(ctypes.byref(count))
+        if error == 0 and count.value > 0:
+            return None
+        problems.append(f"HIP: hipGetDeviceCount: error {error}" if error else "HIP: no device")
+        break
+    else:
+        problems.append("libamdhip64.so: not found")
+    return "; ".join(problems)
+
+
 def exit_status(returncode: int) -> int:
     """A Popen return code as a shell reports it: 128 + N for signal N."""
     return returncode if returncode >= 0 else 128 - returncode
@@ -71,5 +105,5 @@ def signal_name(number: int) -> str:
         return f"signal {number}"
 
 
-__all__ = ["exit_status", "finish", "hook_library", "hooked_environment", "library", "run_app", "run_app_process",
+__all__ = ["exit_status", "finish", "gpu_driver_problem", "hook_library", "hooked_environment", "library", "run_app", "run_app_process",
            "signal_name"]

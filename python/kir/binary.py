@@ -99,11 +99,22 @@ class Image:
 
     @property
     def code(self) -> _core.DeviceCode:
-        """Kernels, functions and globals (decoded on first use, then cached)."""
-        if self._code is None:
+        """Kernels, functions and globals (decoded on first use, then cached), with the
+        decoded image's digest, so that kir.hashing.kernel_static_hash(image.code, name)
+        has what it hashes."""
+        if self._code is None or self._code.image_digest is None:
             core = self.container.binary._check_open()
-            self._code = core.device_code(self.container.index, self.core.index)
+            [code] = core.device_code_of([(self.container.index, self.core.index)], 1, None, True)
+            if isinstance(code, str):
+                raise KirError(code)
+            self._code = code
         return self._code
+
+    def static_hash(self, kernel: str) -> str:
+        """The static hash (32 hex digits) of the kernel named `kernel` (mangled) in this
+        image, as `kir hash` prints it; KirError when the image holds no such kernel."""
+        from kir.hashing import kernel_static_hash
+        return kernel_static_hash(self.code, kernel).hex
 
     @property
     def kernels(self) -> list[_core.Kernel]:
@@ -216,9 +227,12 @@ class Binary:
         return self._containers
 
     @classmethod
-    def open(cls, path: str, scan: bool = False) -> "Binary":
-        """Map and index `path`. With `scan`, also find containers by magic in every section."""
-        return cls(_core.Binary.open(str(path), scan))
+    def open(cls, path: str, scan: bool = False, scan_data: bool = True) -> "Binary":
+        """Map and index `path`. With `scan`, also find containers of every format by magic in
+        every section. `scan_data` (the default) finds CUDA fatbins by magic in an ELF's data
+        sections (.rodata, .data, .ldata, ...), where libraries such as cuFFT embed them;
+        False reads only what sections and wrappers name."""
+        return cls(_core.Binary.open(str(path), scan, scan_data))
 
     @property
     def path(self) -> str:
@@ -270,9 +284,9 @@ def elf_sections(data: bytes) -> list[tuple]:
     return _core.ElfFile.from_bytes(data).sections()
 
 
-def open(path: str, scan: bool = False) -> Binary:  # noqa: A001 - the natural verb
+def open(path: str, scan: bool = False, scan_data: bool = True) -> Binary:  # noqa: A001 - the natural verb
     """Open a binary: `kir.open("app")`. Raises KirError on unreadable input."""
-    return Binary.open(path, scan=scan)
+    return Binary.open(path, scan=scan, scan_data=scan_data)
 
 
 __all__ = ["Binary", "Container", "elf_sections", "Image", "KirError", "open"]

@@ -76,13 +76,24 @@ def make_parser(verb: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action=VersionAction, nargs=0,
                         help="print the package's, libkir's and the hook API's versions and exit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    parser.verbs = {}  # name -> its parser (parse: an unknown option is the verb's usage error)
     for name, (_, help_text) in COMMANDS.items():
         if verb and name != verb:
             continue  # the verb is known: the others' parsers would only cost start-up time
-        p = sub.add_parser(name, help=help_text, description=help_text)
+        p = parser.verbs[name] = sub.add_parser(name, help=help_text, description=help_text)
         if verb != "":  # "": the top-level usage, no verb's options
             command_module(name).add_arguments(p)
     return parser
+
+
+def parse(parser: argparse.ArgumentParser, words: list[str]) -> argparse.Namespace:
+    """parse_args, except that arguments no option takes are reported with the verb's
+    usage (`kir inspect --bogus` shows inspect's options, not the list of verbs)."""
+    args, extra = parser.parse_known_args(words)
+    if extra:
+        where = parser.verbs.get(getattr(args, "command", None), parser)
+        where.error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
 
 
 class VersionAction(argparse.Action):
@@ -107,7 +118,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         words = sys.argv[1:] if argv is None else list(argv)
         verb = verb_of(words)
-        args = make_parser(verb or "").parse_args(words)  # "": no verb's module imported
+        args = parse(make_parser(verb or ""), words)  # "": no verb's module imported
         if getattr(args, "no_progress", False):
             from kir import progress
             progress.disable()

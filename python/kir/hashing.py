@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from kir import _core
 from kir.binary import Binary
-from kir.errors import OptionError
+from kir.errors import KirError, OptionError
 from kir.model import CODE_IMAGES, ArgType, CodeKind, ImageKind, JitArg, JitArgKind, arg_type
 from kir.proteus import proteus_static_hashes
 
@@ -23,7 +23,22 @@ proteus_static_hash = _core.proteus_static_hash
 xxh3_128 = _core.xxh3_128
 
 kernel_code = _core.kernel_code
-kernel_static_hash = _core.kernel_static_hash
+
+
+def kernel_static_hash(code, kernel: str) -> Hash128:
+    """The static hash of `kernel` (mangled) in decoded device code (`image.code`, a
+    kir._core.DeviceCode), under libkir's one policy (docs/hashing.md). KirError, saying
+    which, when the code holds no such kernel or was decoded without the image's digest
+    that an image-hashed kernel needs (Binary.load_code(..., digests=True); image.code
+    always has it) — never a silent None."""
+    if not any(k.name == kernel for k in code.kernels):  # the core would hash any name with the image
+        raise KirError(f"no kernel {kernel!r} in this code (it has {len(code.kernels)}: "
+                       f"{', '.join(k.name for k in code.kernels[:3])}{', ...' if len(code.kernels) > 3 else ''})")
+    found = _core.kernel_static_hash(code, kernel)
+    if found is not None:
+        return found
+    raise KirError(f"kernel {kernel!r} is hashed from its image, whose digest was not computed: decode it with "
+                   "Binary.load_code(images, digests=True), or use image.code / image.static_hash(name)")
 
 
 #: kir_jit_arg_kind (kir.model.JitArgKind)
@@ -162,6 +177,22 @@ class KernelHash:
         return Hash128.from_hex(self.static_hash)
 
 
+def static_hashes(binary: Binary, kernel: str | None = None) -> list[KernelHash]:
+    """Every kernel's static hash in `binary` (each kernel once per image), as `kir hash`
+    prints them: the common case of kernel_hashes. `kernel`: only kernels whose mangled or
+    demangled name contains a match of this regular expression (kir's dialect, as
+    `--kernel`). KirError when an image cannot be decoded (kernel_hashes collects those
+    instead)."""
+    selects = None
+    if kernel is not None:
+        from kir.kernel_pattern import kernel_pattern
+        selects = kernel_pattern(kernel, "kernel").selects
+    hashes, errors = kernel_hashes(binary, name_filter=selects)
+    if errors:
+        raise KirError(errors[0] + (f" (and {len(errors) - 1} more images)" if len(errors) > 1 else ""))
+    return hashes
+
+
 def kernel_hashes(binary: Binary, llvm20_or_newer: bool = True,
                   name_filter=None, progress=None) -> tuple[list[KernelHash], list[str]]:
     """The static hash of every kernel of every device image, once per (kernel,
@@ -186,7 +217,7 @@ def kernel_hashes(binary: Binary, llvm20_or_newer: bool = True,
             source = f"IR {', '.join(m.name for m in modules)} in {where}" if modules else where
             out.append(KernelHash(
                 image=image.index, image_kind=image.kind, target=image.target, kernel=kernel.name,
-                static_hash=kernel_static_hash(code, kernel.name).hex, code_kind=what.kind, source=source,
+                static_hash=_core.kernel_static_hash(code, kernel.name).hex, code_kind=what.kind, source=source,
                 proteus=proteus_hashes.get((image.index, kernel.name))))
     return out, errors
 
@@ -194,4 +225,4 @@ def kernel_hashes(binary: Binary, llvm20_or_newer: bool = True,
 __all__ = ["ArgType", "ARRAY", "DynamicHash", "Hash128", "HashDomain", "jit_key", "jit_key_of_launch",
            "JitArg", "JitValue", "kernel_code", "kernel_hashes", "kernel_static_hash", "KernelHash", "launch_identity",
            "OBJECT", "proteus_static_hash", "SCALAR", "SPECIALIZE_BLOCK", "SPECIALIZE_BOUNDS",
-           "SPECIALIZE_GRID", "static_hash", "xxh3_128"]
+           "SPECIALIZE_GRID", "static_hash", "static_hashes", "xxh3_128"]

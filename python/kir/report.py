@@ -14,6 +14,7 @@ from kir.binary import Binary, Image
 from kir.envelope import envelope
 from kir.errors import OptionError
 from kir.model import ImageKind
+from kir.words import plural
 
 SCHEMA = "kir.inspect/3"
 
@@ -193,13 +194,22 @@ def table_parts(binary: Binary, archs: set[str] | None = None, kinds: set[str] |
     kernels (80 MB) is then never held whole, nor encoded whole (issue 15)."""
     notes = notes or {}
     rows = selected_rows(binary, archs, kinds)
+    matched = None  # with a kernel filter: {image: its kernels' lines}, only images with a match
+    if kernel_filter is not None:
+        matched = {}
+        for r in rows:
+            code = codes[r[0]] if r[0] < len(codes) else None
+            if code is not None and (found := kernel_lines(code, r[0], notes, kernel_filter)):
+                matched[r[0]] = found
+        rows = [r for r in rows if r[0] in matched]
     used = sorted({r[1] for r in rows})
     counts: dict[str, int] = {}
     for r in rows:
         counts[r[2]] = counts.get(r[2], 0) + 1
     summary = ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items()))
-    yield (f"{binary.path}: {binary.format}, {len(used)} containers, {len(rows)} images"
-           + (f" ({summary})" if summary else "") + "\n")
+    yield (f"{binary.path}: {binary.format}, {plural(len(used), 'container')}, {plural(len(rows), 'image')}"
+           + (f" ({summary})" if summary else "") + (" with a matching kernel" if matched is not None else "")
+           + "\n")
     if not rows:
         return
     containers = binary._check_open().container_records()
@@ -212,7 +222,7 @@ def table_parts(binary: Binary, archs: set[str] | None = None, kinds: set[str] |
         lines.append(image_row_line(*r))
         code = codes[r[0]] if r[0] < len(codes) else None
         if code is not None:
-            lines.extend(kernel_lines(code, r[0], notes, kernel_filter))
+            lines.extend(matched[r[0]] if matched is not None else kernel_lines(code, r[0], notes))
             yield "\n".join(lines) + "\n"
             lines = []
     if lines:

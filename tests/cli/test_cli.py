@@ -76,11 +76,13 @@ def test_bad_arch_is_a_usage_error(built, kir_cli):
 
 def test_scan_finds_containers_outside_fatbin_sections(built, kir_cli, cuobjdump):
     path = built["embedded_fatbin"]
-    # cuobjdump sees nothing; kir without --scan neither.
+    # cuobjdump sees nothing; kir reading only what sections name neither.
     proc = subprocess.run([cuobjdump, "-lelf", path], capture_output=True, text=True)
     assert "does not contain device code" in proc.stdout + proc.stderr
-    assert inspect_json(kir_cli, path)["images"] == []
-    report = inspect_json(kir_cli, "--scan", path)
+    assert inspect_json(kir_cli, "--sections-only", path)["images"] == []
+    # By default kir searches the data sections for fatbins; --scan everything: both find it.
+    report = inspect_json(kir_cli, path)
+    assert inspect_json(kir_cli, "--scan", path) == report
     # Exactly the embedded container: the decoys (magic + nonsense) are not reported.
     assert len(report["containers"]) == 1
     assert report["containers"][0]["section"] == ".data"

@@ -14,6 +14,8 @@ from pathlib import Path
 import numpy
 import pytest
 
+from kir.app import gpu_driver_problem
+
 APPS = Path(__file__).resolve().parents[1] / "fixtures" / "cli_apps"
 
 
@@ -67,7 +69,8 @@ def test_trace_to_a_file(app, kir_cli, tmp_path):
 def test_record_and_run_pass_the_apps_arguments(app, kir_cli, tmp_path):
     result = kir_cli("record", "-o", tmp_path / "rec", app, "--json", "-o", "x", cwd=tmp_path)
     assert argv_of(result.stdout) == [str(app), "--json", "-o", "x"], result.stderr
-    assert result.returncode == 0 and not (tmp_path / "x").exists()
+    # Without a driver nothing is recorded, and kir record says so (test_record_without_a_driver_fails).
+    assert result.returncode == (0 if gpu_driver_problem() is None else 1) and not (tmp_path / "x").exists()
     result = kir_cli("run", "--jit-cache", tmp_path / "cache", app, "--all", "--stats", "s", cwd=tmp_path)
     assert argv_of(result.stdout) == [str(app), "--all", "--stats", "s"], result.stderr
     assert result.returncode == 0 and not (tmp_path / "s").exists()
@@ -113,3 +116,37 @@ def test_trace_into_a_closed_pipe_ends_quietly(app):
     status = proc.wait(timeout=120)
     assert "Traceback" not in err and "Exception ignored" not in err and "BrokenPipe" not in err, err
     assert status in (0, 141)  # the app's: it may itself be ended by SIGPIPE writing its argv
+
+
+def test_record_without_a_driver_fails_and_says_why(app, built, kir_cli, tmp_path):
+    """Issue 26: without a usable driver `kir record` printed the app's output, "recorded 0
+    launches" and exited 0, leaving no directory for `kir records` to read."""
+    if gpu_driver_problem() is None:
+        pytest.skip("this machine has a usable GPU driver")
+    result = kir_cli("record", "-o", tmp_path / "rec", app, "a")
+    assert argv_of(result.stdout) == [str(app), "a"]  # the app ran, its output passed through
+    assert result.returncode == 1
+    last = result.stderr.splitlines()[-1]
+    assert last.startswith("kir: error: nothing was recorded: no usable GPU driver on this machine (")
+    assert ("libcuda.so.1" in last or "CUDA: " in last) and ("HIP: " in last or "libamdhip64" in last)
+    # The app's own failure status is kept.
+    failing = kir_cli("record", "-o", tmp_path / "rec", "--", "sh", "-c", "exit 3")
+    assert failing.returncode == 3 and "nothing was recorded" in failing.stderr
+
+
+def test_trace_of_an_app_that_launched_nothing_without_a_driver_fails(built, kir_cli, tmp_path):
+    if gpu_driver_problem() is None:
+        pytest.skip("this machine has a usable GPU driver")
+    app = built["app"]  # finds no device and launches nothing
+    for args in ([], ["-o", str(tmp_path / "t.txt")], ["--json"]):
+        result = kir_cli("trace", *args, app)
+        assert result.returncode == 1, (args, result.stderr)
+        assert "kir: error: no launch was traced: no usable GPU driver on this machine (" in result.stderr
+
+
+def test_trace_of_launches_without_a_driver_is_not_an_error(app, kir_cli):
+    """Launches through cudaLaunchKernel reach the hook without a driver: they are traced,
+    and the app's status stands."""
+    result = kir_cli("trace", app)
+    assert result.returncode == 0 and "no usable GPU driver" not in result.stderr
+    assert any(l.startswith("kir-trace launch ") for l in result.stdout.splitlines())

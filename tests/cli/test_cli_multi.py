@@ -159,6 +159,23 @@ def test_require_names_each_binary_lacking(built, kir_cli, cuobjdump, tree):
     assert kir_cli("inspect", "-r", "--require", "sm_90", tree).returncode == 0
 
 
+def test_require_quiet_prints_the_verdict_and_offenders_only(built, kir_cli, cuobjdump):
+    files = [built["app"], built["libkernels.so"], built["host_only"], built["kernels_sm90.cubin"]]
+    loud = kir_cli("inspect", "--require", "sm_75", *files)
+    quiet = kir_cli("inspect", "-q", "--require", "sm_75", *files)
+    assert quiet.returncode == loud.returncode == 1
+    lacking = [p for p in files if "sm_75" not in cuobjdump_targets(cuobjdump, p)]
+    assert quiet.stderr == loud.stderr == "".join(f"kir: {p} lacks sm_75\n" for p in lacking)
+    assert len(loud.stdout.splitlines()) > 10
+    verdict = loud.stdout.splitlines()[-1]
+    assert quiet.stdout == verdict + "\n" and f"{len(lacking)} lack what --require asks" in verdict
+    passing = kir_cli("inspect", "--quiet", "--require", "sm_90", built["app"])
+    assert passing.returncode == 0 and passing.stdout.endswith("all hold what --require asks\n")
+    assert passing.stdout.count("\n") == 1 and passing.stderr == ""
+    refused = kir_cli("inspect", "-q", "--json", built["app"])
+    assert refused.returncode == 2 and "-q/--quiet prints no table" in refused.stderr
+
+
 def test_require_bad_item_is_a_usage_error(built, kir_cli):
     result = kir_cli("inspect", "--require", "hopper", built["app"])
     assert result.returncode == 2 and "--require: invalid item 'hopper'" in result.stderr

@@ -120,7 +120,7 @@ def test_import_mneme(tmp_path, kernel_ir):  # noqa: F811
     status, screen, _ = on_terminal("import-mneme", tmp_path / "mneme", "-o", tmp_path / "kir")
     assert status == 0, screen
     shown_and_erased(screen, "converting instances")
-    assert "2 record(s) written" in screen
+    assert "2 records written" in screen
 
 
 def test_tune(tmp_path, saxpy):  # noqa: F811

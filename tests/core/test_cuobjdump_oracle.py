@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -110,6 +111,22 @@ def test_extract_is_byte_identical(built, cuobjdump, kir_cli, tmp_path, name):
     assert sorted(produced) == expected
     for file in expected:
         assert produced[file].read_bytes() == (theirs / file).read_bytes(), file
+
+
+@pytest.mark.parametrize("name, copy", [("libkernels.so", "libkernels.so.1.2"), ("app", "my.app.x")])
+def test_extract_names_a_versioned_soname_as_cuobjdump_does(built, cuobjdump, kir_cli, tmp_path, name, copy):
+    """cuobjdump names what it extracts after the file name up to its last dot
+    (libcublasLt.so.13 -> libcublasLt.so.1.sm_75.cubin); kir cut at the first (issue 26)."""
+    path = tmp_path / copy
+    shutil.copy(built[name], path)
+    theirs, ours = tmp_path / "cuobjdump", tmp_path / "kir"
+    theirs.mkdir()
+    subprocess.run([cuobjdump, "-all", "-xelf", "all", "-xptx", "all", path], cwd=theirs, check=True,
+                   capture_output=True)
+    assert kir_cli("extract", path, "-o", ours, "--kind", "cubin,ptx").returncode == 0
+    expected = sorted(p.name for p in theirs.iterdir())
+    assert expected and all(n.startswith(copy.rpartition(".")[0] + ".") for n in expected)
+    assert sorted(p.name for p in ours.iterdir()) == expected
 
 
 def test_no_device_code(built, kir_cli):

@@ -227,3 +227,30 @@ def test_a_hash128_is_its_hex_string():
     assert {text: 1}[h] == 1 and {h: 2}[text] == 2 and len({h, text}) == 1
     assert h != text.upper() and h != "" and h != None and h != 0 and not (h == 0)  # noqa: E711
     assert Hash128.from_hex(text) == h
+
+
+def test_the_obvious_hash_calls_work_or_raise(built, kir_cli):
+    """Issue 26: kernel_static_hash(image.code, name) returned None unless
+    load_code(digests=True) had run, and kernel_hashes' (list, errors) made the common
+    case awkward. Each answer is checked against `kir hash --json`."""
+    from kir.hashing import kernel_static_hash, static_hashes
+    app = built["app"]
+    printed = {(j["kernel"], j["image"]): j["static"] for j in
+               map(json.loads, kir_cli("hash", "--json", app).stdout.splitlines())}
+    assert printed
+    binary = kir.open(app)
+    for (name, index), expected in printed.items():
+        image = binary.images[index]
+        assert kernel_static_hash(image.code, name).hex == expected == image.static_hash(name)
+    assert {(h.kernel, h.image): h.static_hash for h in static_hashes(binary)} == printed
+    scale = static_hashes(binary, kernel="scale<float>")  # mangled or demangled, kir's dialect
+    assert scale and {h.kernel for h in scale} == {"_Z5scaleIfEvPT_S0_6Params"}
+    # Decoded without the digest: a precise error, not None.
+    other = kir.open(app)
+    cubin = next(i for i in other.images if i.kind == "cubin" and i.index in {ix for _, ix in printed})
+    other.load_code([cubin])
+    name = cubin._code.kernels[0].name
+    with pytest.raises(kir.KirError, match="digest was not computed"):
+        kernel_static_hash(cubin._code, name)
+    with pytest.raises(kir.KirError, match="no kernel 'nope' in this code"):
+        binary.images[cubin.index].static_hash("nope")

@@ -1,5 +1,6 @@
 """Real NVIDIA libraries from PyPI wheels (downloaded once, cached under build/):
-libcufft keeps thousands of fatbins in .data, where cuobjdump never looks;
+libcufft keeps thousands of fatbins in its data sections, where cuobjdump never looks
+and kir does by default (issue 26: `kir inspect libcufft.so.12` said "0 containers");
 libnvJitLink holds the container magic by chance, with nonsense after it."""
 from __future__ import annotations
 
@@ -56,9 +57,16 @@ def test_scan_finds_the_fatbins_cuobjdump_misses(cuobjdump, kir_cli):
     path = fetch("libcufft.so.12")
     proc = subprocess.run([cuobjdump, "-lelf", path], capture_output=True, text=True)
     assert "does not contain device code" in proc.stdout + proc.stderr
-    assert kir.open(path).images == []
-    binary = kir.open(path, scan=True)
+    assert kir.open(path, scan_data=False).images == []  # what the sections name: nothing
+    binary = kir.open(path)  # the data sections searched by default
     assert len(binary.containers) > 1000
+    scanned = kir.open(path, scan=True)
+    assert [(c.file_offset, c.size) for c in scanned.containers if c.format == "cuda-fatbin"] == \
+           [(c.file_offset, c.size) for c in binary.containers]
+    for result in (kir_cli("inspect", path), kir_cli("inspect", "--require", "cubin", path)):
+        assert result.returncode == 0 and f"{len(binary.containers)} containers" in result.stdout
+    result = kir_cli("inspect", "--sections-only", path)
+    assert result.returncode == 0 and ": elf, 0 containers" in result.stdout
     assert {c.found_by for c in binary.containers} == {"scan"}
     assert not {c.section for c in binary.containers} & {".nv_fatbin", "__nv_relfatbin"}
     kinds = {i.kind for i in binary.images}
@@ -84,8 +92,8 @@ def test_scan_rejects_chance_magic(kir_cli):
         while at != -1:
             hits, at = hits + 1, m.find(MAGIC, at + 1)
     assert hits > 0  # the magic is there by chance...
-    binary = kir.open(path, scan=True)
-    assert [c for c in binary.containers if c.format == "cuda-fatbin"] == []  # ...never reported
+    for binary in (kir.open(path), kir.open(path, scan=True)):
+        assert [c for c in binary.containers if c.format == "cuda-fatbin"] == []  # ...never reported
     result = kir_cli("inspect", "--scan", path)
     assert result.returncode == 0
 

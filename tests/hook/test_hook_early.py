@@ -77,7 +77,7 @@ def test_kir_run_with_the_tracer(app, tmp_path, kir_cli, monkeypatch, hostile_li
     assert_ran(result)
     [launch] = launches(result.stderr)
     assert (launch["api"], launch["kernel"]) == ("__proteus_launch_kernel", override.AXPY)
-    assert "kir: jit: 1 launches looked up" in result.stderr  # the client saw it too (a miss)
+    assert "kir: jit: 1 launch looked up" in result.stderr  # the client saw it too (a miss)
 
 
 def test_kir_record_with_the_tracer(app, tmp_path, kir_cli, monkeypatch, hostile_library_path):

@@ -53,6 +53,9 @@ CASES = [
      "KirError assembling with nvJitLink (else use ptxas): cuda-bindings' nvjitlink", "jit"),
     (["cupti"], "from kir.replay.activity import cupti; cupti()", "KirError timing 'activity': cupti-python",
      "timing"),
+    (["llvmlite"], "import kir.jit; kir.jit.compile(b'BC', 'k', 'sm_90')",
+     "KirError reading or compiling LLVM IR (kir inspect --ir, kir.ir, kir.jit, kir replay --code ir, kir tune): "
+     "llvmlite", "ir"),
 ]
 
 
@@ -66,6 +69,41 @@ def test_extras_exist_in_the_metadata():
     """Every extra a message names is one the distribution declares."""
     declared = set(metadata.metadata(DIST).get_all("Provides-Extra") or [])
     assert {c[3] for c in CASES} <= declared, declared
+
+
+def test_what_needs_no_llvm_runs_without_llvmlite_and_ir_says_the_extra(built):
+    """llvmlite is the `ir` extra (issue 26): inspect, hash, extract and diff run without it;
+    `kir inspect --ir` says which extra installs it and exits 2."""
+    app = str(built["jit_app"])
+    for verb in (["inspect", "--kernels"], ["hash"], ["diff"]):
+        args = [*verb, app] + ([app] if verb == ["diff"] else [])
+        result = without(["llvmlite", "llvmlite.binding"], f"from kir.cli import main\nsys.exit(main({args!r}))\n")
+        assert result.returncode == 0, (verb, result.stderr)
+    result = without(["llvmlite", "llvmlite.binding"],
+                     f"from kir.cli import main\nsys.exit(main(['inspect', '--ir', {app!r}]))\n")
+    assert result.returncode == 2 and "llvmlite is not installed: pip install" in result.stderr, result.stderr
+    assert f"'{DIST}[ir]'" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_the_metadata_publishes_no_test_extra_and_requires_no_llvmlite():
+    meta = metadata.metadata(DIST)
+    extras = set(meta.get_all("Provides-Extra") or [])
+    assert "test" not in extras and {"ir", "jit", "tune", "cu12", "cu13"} <= extras
+    required = [r for r in meta.get_all("Requires-Dist") or [] if "extra ==" not in r]
+    assert not any(r.startswith("llvmlite") for r in required), required
+    for extra in ("ir", "jit", "tune"):  # each reaches llvmlite (jit and tune through ir)
+        wanted = [r for r in meta.get_all("Requires-Dist") if f'extra == "{extra}"' in r]
+        assert any(r.startswith("llvmlite") or "[ir]" in r for r in wanted), (extra, wanted)
+    assert meta["Author"] == "The kir developers"
+    assert "Programming Language :: Python :: 3.10" in meta.get_all("Classifier")
+
+
+def test_the_docs_and_schemas_are_installed():
+    import kir
+    docs = Path(kir.docs_dir())
+    assert (docs / "json-schema.md").is_file()
+    schemas = sorted(p.name for p in (docs / "schemas").glob("*.schema.json"))
+    assert "inspect.schema.json" in schemas and len(schemas) >= 10
 
 
 def test_the_cli_says_it_and_exits_2(built, tmp_path):

@@ -43,7 +43,7 @@ def test_import_lists_plans_and_round_trips(recording, kernel_ir, tmp_path, kir_
     out = tmp_path / "kir"
     result = kir_cli("import-mneme", src, "-o", out)
     assert result.returncode == 0, result.stderr
-    assert "2 record(s) written" in result.stdout
+    assert "2 records written" in result.stdout
 
     listed = kir_cli("records", out, "--json")
     assert listed.returncode == 0, listed.stderr

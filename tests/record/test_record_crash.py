@@ -82,5 +82,5 @@ def test_exit_from_another_thread_keeps_the_completed_launch(crash_app, tmp_path
     result = kir("record", "-o", out, "--", crash_app, "exit-thread")
     assert result.returncode == 3, result.stderr[-3000:]
     assert result.stdout == bare.stdout
-    assert f"kir: recorded 1 launches of 1 kernels in {out.resolve()}" in result.stderr
+    assert f"kir: recorded 1 launch of 1 kernel in {out.resolve()}" in result.stderr
     assert_one_record_replays(out)

@@ -646,7 +646,7 @@ def test_plan_with_ir(tmp_path, bitcode, kir_cli, monkeypatch):
     r = Record.load(b.write())
     p = replay.plan(r, "ir", "sm_90")
     assert p.code.kind == "ir" and p.code.libdevice == libdevice.find()
-    assert "linked with libdevice (1 functions: __nv_sinf)" in p.code.reason
+    assert "linked with libdevice (1 function: __nv_sinf)" in p.code.reason
     assert b".visible .entry _Z5scalefPfi(" in p.code_bytes()
     result = kir_cli("replay", "--plan", "--code", "ir", r.path)
     assert result.returncode == 0 and "libdevice" in result.stdout, result.stderr

@@ -218,7 +218,7 @@ try:
     import distributed  # noqa: F401
 except ImportError:
     distributed = None
-needs_dask = pytest.mark.skipif(distributed is None, reason="dask.distributed not installed (pip install .[test])")
+needs_dask = pytest.mark.skipif(distributed is None, reason="dask.distributed not installed (pip install --group test)")
 
 
 def comparable(rows: list[dict]) -> list[dict]:

@@ -95,7 +95,12 @@ struct ContainerSite {
 };
 
 struct BinaryOptions {
-  bool scan = false;  // also search every section for containers by magic
+  bool scan = false;  // also search every section for containers of every format by magic
+  /// Also search an ELF's data sections (allocated, not executable: .rodata, .data,
+  /// .ldata, .lrodata, ...) for CUDA fatbins by their magic, as `scan` does for every
+  /// section. Libraries that embed fatbins as plain data (cuFFT's 24k fatbins in
+  /// .ldata) hold them there and nothing in .nv_fatbin points at them.
+  bool scan_data = true;
 };
 
 class Binary {

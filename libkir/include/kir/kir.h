@@ -39,7 +39,7 @@ const char* kir_last_error(void);
 /* ---- Since ABI 9: the ABI version, error codes ---------------------------- */
 
 /** This header's ABI version (docs/abi.md). */
-#define KIR_ABI_VERSION 10
+#define KIR_ABI_VERSION 11
 
 /** The ABI version of the libkir running (KIR_ABI_VERSION as it was built): a
  *  caller compiled against a higher KIR_ABI_VERSION must not call what that
@@ -79,6 +79,10 @@ typedef struct kir_binary kir_binary;
 
 /** Flags for kir_binary_open. */
 #define KIR_OPEN_SCAN 0x1u /* also find containers by magic in every section */
+/* ABI 11: read only what sections and wrappers name. Without it, kir_binary_open
+ * also searches an ELF's data sections (.rodata, .data, .ldata, ...) for CUDA
+ * fatbins by their magic, as cuFFT embeds its fatbins there. */
+#define KIR_OPEN_SECTIONS_ONLY 0x2u
 
 /** Open and index a binary. NULL on error (see kir_last_error). */
 kir_binary* kir_binary_open(const char* path, unsigned flags);

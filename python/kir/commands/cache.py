@@ -21,6 +21,7 @@ from kir.cache import Cache, Entry
 from kir.commands.printable import printable
 from kir.envelope import envelope
 from kir.errors import KirError, OptionError
+from kir.words import plural
 
 SCHEMA = "kir.cache/1"
 
@@ -82,11 +83,11 @@ def ls(cache: Cache, args) -> int:
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
         for r in rows:
             print("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1])
-        print(f"{len(entries)} entries, {sum(e.size for e in entries)} bytes in {printable(str(cache.directory))}")
+        print(f"{plural(len(entries), 'entry')}, {plural(sum(e.size for e in entries), 'byte')} in {printable(str(cache.directory))}")
     for p in refused_directories:
         print(f"kir: warning: {printable(str(p))}: its entries are not listed", file=sys.stderr)
     if damaged:
-        print(f"kir: warning: {len(damaged)} damaged or refused entries not listed: run `kir cache verify "
+        print(f"kir: warning: {plural(len(damaged), 'damaged or refused entry')} not listed: run `kir cache verify "
               f"{printable(args.directory)}`", file=sys.stderr)
     return 0
 
@@ -151,7 +152,7 @@ def verify(cache: Cache, args) -> int:
     else:
         for p in problems:
             print(printable(str(p)))
-        print(f"{checked} entries intact, {len(problems)} problems in {printable(str(cache.directory))}")
+        print(f"{plural(checked, 'entry')} intact, {plural(len(problems), 'problem')} in {printable(str(cache.directory))}")
     return 1 if problems else 0
 
 

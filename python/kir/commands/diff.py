@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import sys
 
+from kir.commands import inputs
 from kir.envelope import envelope
 from kir.errors import KirError
 from kir.kernel_pattern import HELP as KERNEL_HELP, kernel_pattern
@@ -41,20 +42,19 @@ def add_arguments(parser) -> None:
     parser.add_argument("b", metavar="B", help="the binary after")
     parser.add_argument("--arch", metavar="LIST", help="only images for these targets, e.g. sm_90,gfx90a")
     parser.add_argument("--kernel", metavar="REGEX", help=f"only kernels whose {KERNEL_HELP}")
-    parser.add_argument("--scan", action="store_true", help="also find containers by magic")
+    inputs.add_scan_arguments(parser)
     parser.add_argument("--unchanged", action="store_true", help="also list the kernels that did not change")
     parser.add_argument("--json", action="store_true", help=f"print one JSON object ({SCHEMA})")
     from kir.progress import add_argument as add_progress_argument
     add_progress_argument(parser)
 
 
-def kernels_of(path: str, archs, pattern, scan: bool, progress=None) -> tuple[dict, list[str]]:
+def kernels_of(path: str, archs, pattern, args, progress=None) -> tuple[dict, list[str]]:
     """{(target, image kind, mangled name): KERNEL record} of one binary, and the
     messages of images that could not be decoded."""
-    from kir.binary import Binary
     from kir.hashing import kernel_hashes
     from kir.report import processor
-    binary = Binary.open(path, scan=scan)
+    binary = inputs.open_binary(path, args)
     hashes, errors = kernel_hashes(binary, progress=progress)
     out: dict[tuple[str, str, str], dict] = {}
     texts: dict[int, dict[str, bytes]] = {}
@@ -199,9 +199,9 @@ def run(args) -> int:
     pattern = kernel_pattern(args.kernel) if args.kernel else None
     from kir.progress import Progress
     with Progress("decoding A, image") as progress:
-        a, errors_a = kernels_of(args.a, archs, pattern, args.scan, progress.callback)
+        a, errors_a = kernels_of(args.a, archs, pattern, args, progress.callback)
         progress.label = "decoding B, image"
-        b, errors_b = kernels_of(args.b, archs, pattern, args.scan, progress.callback)
+        b, errors_b = kernels_of(args.b, archs, pattern, args, progress.callback)
     result = compare(a, b)
     errors = errors_a + errors_b
     if args.json:

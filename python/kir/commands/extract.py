@@ -1,7 +1,7 @@
 """`kir extract BINARY -o DIR`: write each device image, decompressed.
 
 Names follow cuobjdump's `-all -xelf all -xptx all`: `<stem>.<n>.sm_<arch>.cubin`
-and `<stem>.<n>.sm_<arch>.ptx`, where <stem> is the file name up to its first dot
+and `<stem>.<n>.sm_<arch>.ptx`, where <stem> is the file name up to its last dot
 and images are numbered from 1 per kind in file order; LTO-IR goes to
 `<stem>.<n>.sm_<arch>.ltoir`. PTX is written without its NUL terminator,
 as cuobjdump does. Images of offload bundles follow the same pattern with the
@@ -53,7 +53,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--arch", metavar="LIST", help="only these architectures")
     parser.add_argument("--kind", metavar="LIST", default="cubin,ptx,lto-ir,code-object,bitcode",
                         help="kinds to write (default: cubin,ptx,lto-ir,code-object,bitcode)")
-    parser.add_argument("--scan", action="store_true", help="also find containers by magic")
+    inputs.add_scan_arguments(parser)
     parser.add_argument("--json", action="store_true", help=f"print one JSON object ({SCHEMA})")
     parser.add_argument("--ir", action="store_true",
                         help="also write every LLVM IR module (embedded bitcode, Proteus IR) as "
@@ -128,7 +128,7 @@ def run(args) -> int:
             if many:
                 progress.label = f"extracting file {number + 1}/{len(files)}, image"
             try:
-                binary = Binary.open(item.path, scan=args.scan)
+                binary = inputs.open_binary(item.path, args)
             except (KirError, OSError) as error:
                 progress.clear()
                 print(f"kir: error: {error}", file=sys.stderr)
@@ -169,8 +169,15 @@ def folder_name(item: inputs.Input, taken: set[str]) -> str:
     return name
 
 
+def stem(name: str) -> str:
+    """The file name up to its last dot, as cuobjdump names what it extracts:
+    libcublasLt.so.13 -> libcublasLt.so, app -> app (issue 26: kir cut at the first dot)."""
+    head, dot, _ = name.rpartition(".")
+    return head if dot and head else name
+
+
 def extract(binary: Binary, args, path: str, wanted: set[int], out: OutputDirectory) -> None:
-    base = safe_component(os.path.basename(path).split(".")[0])
+    base = safe_component(stem(os.path.basename(path)))
     counters: dict[str, int] = {}
     done = 0
     for image in binary.images:

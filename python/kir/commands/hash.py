@@ -28,6 +28,7 @@ SCHEMA = "kir.hash/1"  # each --json line (docs/schemas/hash.schema.json)
 def add_arguments(parser) -> None:
     inputs.add_arguments(parser, nargs="*", help="binaries whose kernels to hash")  # none with --jit-key & co.
     parser.add_argument("--kernel", metavar="REGEX", help=f"only kernels whose {KERNEL_HELP}")
+    inputs.add_scan_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print JSON lines, one per kernel")
     parser.add_argument("--proteus", action="store_true",
                         help="print Proteus's current 64-bit hash (decimal) instead, for kernels "
@@ -90,7 +91,6 @@ def run(args) -> int:
     if extra := given(args, KEY_OPTIONS):
         raise OptionError(f"{', '.join(extra)}: only with --jit-key, --launch-identity or "
                           "--dynamic, not when hashing a BINARY's kernels")
-    from kir.binary import Binary
     from kir.errors import KirError
     from kir.report import parse_arch_filter, processor
     archs = parse_arch_filter(args.arch)
@@ -103,7 +103,7 @@ def run(args) -> int:
     for number, item in enumerate(files):
         progress.label = f"hashing file {number + 1}/{len(files)}, images" if len(files) > 1 else "hashing images"
         try:
-            binary = Binary.open(item.path)
+            binary = inputs.open_binary(item.path, args)
         except (KirError, OSError) as error:
             progress.clear()
             print(f"kir: error: {error}", file=sys.stderr)

@@ -13,6 +13,7 @@ import sys
 from kir.envelope import envelope
 from kir.mneme import convert
 from kir.progress import Progress, add_argument as add_progress_argument
+from kir.words import plural
 
 SCHEMA = "kir.import-mneme/1"
 
@@ -44,9 +45,9 @@ def run(args) -> int:
         return 0
     for i in imported:
         target = i.record or "(checked)"
-        print(f"{i.mneme_static}.{i.mneme_dynamic}  {i.kernel}  {i.regions} regions  -> {target}")
+        print(f"{i.mneme_static}.{i.mneme_dynamic}  {i.kernel}  {plural(i.regions, 'region')}  -> {target}")
     verb = "checked" if args.check else f"written to {args.output}"
-    print(f"{len(imported)} record(s) {verb}")
+    print(f"{plural(len(imported), 'record')} {verb}")
     return 0
 
 

@@ -24,6 +24,23 @@ MAGICS = (b"\x7fELF", b"!<arch>\n", b"!<thin>\n", b"\x50\xed\x55\xba", b"__CLANG
           b"\x10\xff\x10\xad")
 
 
+def add_scan_arguments(parser) -> None:
+    """--scan and --sections-only: how far Binary.open looks (open_binary)."""
+    parser.add_argument("--scan", action="store_true",
+                        help="also find containers of every format by magic anywhere in the file")
+    parser.add_argument("--sections-only", action="store_true",
+                        help="read only what sections and wrappers name: skip the search of data "
+                             "sections (.rodata, .data, .ldata) for fatbins, where libraries such as "
+                             "cuFFT embed them")
+
+
+def open_binary(path: str, args):
+    """Binary.open as add_scan_arguments's options ask."""
+    from kir.binary import Binary
+    return Binary.open(path, scan=getattr(args, "scan", False),
+                       scan_data=not getattr(args, "sections_only", False))
+
+
 class Input(NamedTuple):  # not a dataclass: `dataclasses` imports `inspect`, 6 ms of every verb's start-up
     path: str
     explicit: bool      # named on the command line (not found by walking a directory)

@@ -37,6 +37,7 @@ from kir.report import (
     selected_rows,
     table_parts,
 )
+from kir.words import plural
 
 SCHEMA_FILES = "kir.inspect-files/1"
 
@@ -56,10 +57,16 @@ def add_arguments(parser) -> None:
     parser.add_argument("--kind", metavar="LIST",
                         help="only images of these kinds: cubin, ptx, lto-ir, old-cubin, "
                              "code-object, bitcode, host, object")
-    parser.add_argument("--scan", action="store_true",
-                        help="also find containers by magic anywhere in the file")
+    inputs.add_scan_arguments(parser)
+    parser.add_argument("--sass", action="store_true",
+                        help="also print each cubin's kernels as SASS (nvdisasm: a CUDA toolkit's, or "
+                             "the nvidia-cuda-nvdisasm wheel); with --kernel, only those kernels")
+    parser.add_argument("-q", "--quiet", action="store_true",
+                        help="print no table: only the binaries that lack what --require asks and the "
+                             "verdict (a CI check over a prefix)")
     parser.add_argument("--json", action="store_true",
-                        help="print JSON (schema kir.inspect/3, see docs/json-schema.md)")
+                        help="print JSON (schema kir.inspect/3: docs/json-schema.md, installed under "
+                             "kir.docs_dir())")
     parser.add_argument("--ir", action="store_true",
                         help="also list the LLVM IR modules (embedded bitcode, Proteus IR) with "
                              "their kernels and signatures (reads them with llvmlite)")
@@ -77,6 +84,12 @@ def run(args, out: TextIOBase = sys.stdout) -> int:
     if args.kernel is not None:
         args.kernels = True
         args.kernel_filter = kernel_pattern(args.kernel).selects  # (name, demangled) -> bool
+    if args.sass:
+        if args.json:
+            raise OptionError("--sass prints text: not with --json")
+        args.kernels = True
+    if args.quiet and (args.json or args.kernels or args.ir):
+        raise OptionError("-q/--quiet prints no table: not with --json, --kernels, --kernel or --ir")
     if args.threads and not args.kernels:
         raise OptionError("-j/--threads: only with --kernels (or --kernel): nothing else is decoded")
     many = len(args.binaries) > 1 or args.recursive
@@ -90,7 +103,7 @@ def run(args, out: TextIOBase = sys.stdout) -> int:
         if reading is not None:
             reading.update(number, item=item.path)
         try:
-            binary = Binary.open(item.path, scan=args.scan)
+            binary = inputs.open_binary(item.path, args)
         except (KirError, OSError) as error:
             failures.append({"path": item.path, "error": str(error)})
             if reading is not None:
@@ -105,6 +118,10 @@ def run(args, out: TextIOBase = sys.stdout) -> int:
         missing = missing_requirements(binary, required) if required is not None else None
         if missing:
             lacking.append((item.path, missing))
+        if args.quiet:
+            read += 1
+            images += len(selected_rows(binary, archs, kinds))
+            continue
         if many and not args.json and read:
             out.write("\n")
         read += 1
@@ -118,7 +135,9 @@ def run(args, out: TextIOBase = sys.stdout) -> int:
         reading.close()
     for path, missing in lacking:
         print(f"kir: {path} lacks {', '.join(missing)}", file=sys.stderr)
-    if many:
+    if args.quiet:
+        out.write(summary_line(read, images, failures, skipped, lacking, required is not None))
+    elif many:
         if args.json:
             for part in (args.kernels_text or KernelsText()).parts(envelope(
                     SCHEMA_FILES, kir_version=kir.__version__, files=reports, errors=failures,
@@ -135,7 +154,7 @@ def run(args, out: TextIOBase = sys.stdout) -> int:
 
 def summary_line(read: int, images: int, failures: list, skipped: int, lacking: list, checked: bool) -> str:
     """'kir: 3 files, 14 images; 1 unreadable; 5 skipped (no device code); 1 lacks what --require asks'"""
-    parts = [f"kir: {read} file{'s' if read != 1 else ''}, {images} image{'s' if images != 1 else ''}"]
+    parts = [f"kir: {plural(read, 'file')}, {plural(images, 'image')}"]
     if failures:
         parts.append(f"{len(failures)} unreadable")
     if skipped:
@@ -207,9 +226,31 @@ def inspect_one(binary: Binary, args, archs, kinds, out, missing, as_json: bool)
             out.write(part)
         if args.ir:
             out.write(render_ir(modules))
+        if args.sass:
+            write_sass(binary, archs, kinds, args.kernel_filter, out, errors)
     for message in errors:
         print(f"kir: error: {message}", file=sys.stderr)
     return report, 2 if errors else 0
+
+
+def write_sass(binary: Binary, archs, kinds, keep, out, errors: list[str]) -> None:
+    """Each selected cubin's kernels (those `keep` accepts) as SASS, after the table."""
+    from kir.sass import disassemble, find_nvdisasm
+    tool = find_nvdisasm()
+    for image in selected_images(binary, archs, kinds):
+        if image.kind is not ImageKind.cubin or image.obfuscated or image._code is None:
+            continue
+        names = [k.name for k in image._code.kernels if keep is None or keep(k.name, k.demangled)]
+        if not names:
+            continue
+        try:
+            found = disassemble(image.read(), names, tool)
+        except KirError as error:
+            errors.append(f"{binary.path}: cubin image #{image.index}: {error}")
+            continue
+        for name in names:
+            out.write(f"\n-- sass: cubin image #{image.index} {image.arch} {name}\n")
+            out.write(found.get(name, "   (nvdisasm printed no code for it)\n"))
 
 
 def read_ir(binary: Binary, wanted: bool, with_kernels: bool):
@@ -231,14 +272,14 @@ def read_ir(binary: Binary, wanted: bool, with_kernels: bool):
 
 
 def render_ir(modules) -> str:
-    lines = [f"\nIR modules: {len(modules)}"]
+    lines = [f"\nIR modules: {len(modules)}"]  # a heading: "IR modules: 1"
     for m in modules:
-        lines.append(f"-- module #{m.index}: {m.source}, {len(m.bitcode)} bytes")
+        lines.append(f"-- module #{m.index}: {m.source}, {plural(len(m.bitcode), 'byte')}")
         if m.error:
             lines.append(f"   unreadable: {m.error}")
             continue
-        lines.append(f"   triple {m.triple or '-'}, {len(m.functions)} functions, "
-                     f"{len(m.kernels)} kernels, {len(m.globals)} globals")
+        lines.append(f"   triple {m.triple or '-'}, {plural(len(m.functions), 'function')}, "
+                     f"{plural(len(m.kernels), 'kernel')}, {plural(len(m.globals), 'global')}")
         for f in m.kernels:
             params = ", ".join(p.type + (f" {p.pointee_kind}({p.pointee_size})" if p.pointee_kind else "")
                                for p in f.params)

@@ -11,6 +11,7 @@ import sys
 from kir.envelope import envelope
 from kir.errors import KirError, LLVMCrashError, OptionError
 from kir.kernel_pattern import kernel_pattern
+from kir.words import plural
 
 SCHEMA = "kir.jit-compile/1"  # `kir jit compile --json`
 
@@ -186,10 +187,10 @@ def find_kernel(path: str, pattern: str, arch: str) -> FoundKernel:
             raise OptionError(f"--kernel {pattern!r}: {', '.join(plain)} has no LLVM IR in {path} "
                               "(build it with the Proteus pass, or embed its bitcode)")
         listing = ", ".join(names) if names else "none"
-        extra = f"; {len(errors)} image(s) could not be read: {errors[0]}" if errors else ""
+        extra = f"; {plural(len(errors), 'image')} could not be read: {errors[0]}" if errors else ""
         unreadable = [m for m in modules if m.error]
         if unreadable:
-            extra += f"; {len(unreadable)} IR module(s) could not be read: {_named(unreadable[0])}"
+            extra += f"; {plural(len(unreadable), 'IR module')} could not be read: {_named(unreadable[0])}"
         raise OptionError(f"--kernel {pattern!r}: no kernel with IR in {path} matches "
                           f"(kernels with IR: {listing}){extra}")
     if len(matched) > 1:

@@ -11,11 +11,12 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from kir.app import exit_status, hooked_environment, library, run_app_process, signal_name
+from kir.app import exit_status, gpu_driver_problem, hooked_environment, library, run_app_process, signal_name
 from kir.commands.app import add_kernel_argument, add_program_argument, command_of, warn_if_static_runtime
 from kir.kernel_pattern import HELP as KERNEL_HELP
 from kir.record import RECORD_SUFFIX, Record, RecordError, check_output_directory
 from kir.recorder import recorder_environment
+from kir.words import plural
 
 
 def add_arguments(parser) -> None:
@@ -50,9 +51,13 @@ def run(args) -> int:
     app = run_app_process(command, env)
     if app.returncode < 0:
         print(crash_summary(directory, before, -app.returncode, app.pid), file=sys.stderr)
-    else:
-        print(summary(directory, before), file=sys.stderr)
-    return exit_status(app.returncode)
+        return exit_status(app.returncode)
+    print(summary(directory, before), file=sys.stderr)
+    if not written_since(directory, before) and (problem := gpu_driver_problem()):
+        print(f"kir: error: nothing was recorded: no usable GPU driver on this machine ({problem})",
+              file=sys.stderr)
+        return app.returncode or 1
+    return app.returncode
 
 
 def snapshot_of(directory: Path) -> dict[Path, int]:
@@ -92,7 +97,7 @@ def crash_summary(directory: Path, before: dict[Path, int], signal: int, pid: in
     good = len(written) - bad
     state = "complete" if not bad else f"{bad} unreadable: kir records {directory}"
     unfinished = f"; {removed} unfinished file(s) of the launch in flight removed" if removed else ""
-    return (f"kir: the app was killed by {signal_name(signal)}; {good} launch{'es' if good != 1 else ''} "
+    return (f"kir: the app was killed by {signal_name(signal)}; {plural(good, 'launch')} "
             f"recorded before it ({directory / 'records'}, {state}){unfinished}")
 
 
@@ -110,7 +115,7 @@ def summary(directory: Path, before: dict[Path, int]) -> str:
         kernels.add(record.kernel.static_hash)
         stored += record.stats.stored_bytes
     unreadable = f"; {bad} unreadable (kir records {directory})" if bad else ""
-    return (f"kir: recorded {len(written)} launches of {len(kernels)} kernels in {directory} "
+    return (f"kir: recorded {plural(len(written), 'launch')} of {plural(len(kernels), 'kernel')} in {directory} "
             f"({stored / (1 << 20):.1f} MiB stored){unreadable}")
 
 

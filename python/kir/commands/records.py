@@ -11,6 +11,7 @@ import sys
 from kir.commands.printable import printable
 from kir.envelope import envelope
 from kir.record import Record, RecordError, Recording
+from kir.words import plural
 
 SCHEMA = "kir.records/1"
 
@@ -72,7 +73,7 @@ def print_table(records: list[Record], chunks: dict, recording: Recording) -> No
     widths = [max(len(x[i]) for x in rows) for i in range(len(COLUMNS) - 1)]
     for line in rows:
         print("  ".join(cell.ljust(w) for cell, w in zip(line, widths)) + "  " + line[-1])
-    print(f"{len(records)} records, {chunks['count']} chunks ({mib(chunks['bytes'])}) "
+    print(f"{plural(len(records), 'record')}, {plural(chunks['count'], 'chunk')} ({mib(chunks['bytes'])}) "
           f"in {printable(str(recording.directory / 'chunks'))}")
 
 

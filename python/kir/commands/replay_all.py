@@ -19,6 +19,7 @@ from kir.files import stdout_to_stderr
 from kir.progress import Progress
 from kir.record import RecordError, Recording
 from kir.replay.batch import STATUSES, ReplayJob, run_records
+from kir.words import plural
 
 if TYPE_CHECKING:
     from kir.commands.replay import ReplayOptions
@@ -144,16 +145,17 @@ def print_table(rows: list[dict], summary: dict, where: dict) -> None:
     for i, r in enumerate(rows):
         for m in r["mismatches"]:
             norm = f", norm {m['norm']:g} > {m['limit']:g}" if m.get("norm") is not None else ""
-            print(f"  #{i} {m['region']}: {m['differing_bytes']} bytes differ, the first at offset "
+            differ = "differs" if m["differing_bytes"] == 1 else "differ"
+            print(f"  #{i} {m['region']}: {plural(m['differing_bytes'], 'byte')} {differ}, the first at offset "
                   f"{m['first_offset']}{norm}")
         for note in r["notes"]:
             print(f"  #{i} note: {note}")
-    counts = ", ".join(f"{summary[s]} {'errors' if s == 'error' and summary[s] > 1 else s}"
+    counts = ", ".join(plural(summary[s], s) if s == "error" else f"{summary[s]} {s}"
                        for s in STATUSES if summary[s])
     rate = f", {summary['records_per_minute']:.1f} records/minute" if summary["records_per_minute"] else ""
     place = "in this process" if where["kind"] == "in-process" else \
         f"on {where['workers']} Dask workers ({where['kind']}, {where['address']})"
-    print(f"{summary['records']} records: {counts}; {summary['seconds']:.2f} s{rate} {place}")
+    print(f"{plural(summary['records'], 'record')}: {counts}; {summary['seconds']:.2f} s{rate} {place}")
 
 
 __all__ = ["cell_change", "cell_ms", "ClusterOptions", "COLUMNS", "load_baseline", "print_table", "run_all",

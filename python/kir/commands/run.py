@@ -28,6 +28,7 @@ from kir.app import finish, hooked_environment, library, run_app_process
 from kir.commands.app import add_program_argument, command_of
 from kir.errors import KirError, OptionError
 from kir.jit.client import client_environment, proteus_settings
+from kir.words import plural
 
 
 def add_arguments(parser) -> None:
@@ -192,14 +193,14 @@ def run(args) -> int:
             print("kir: jit: the client wrote no counters (the app never loaded the hook, or ended without "
                   "running its exit handlers)", file=sys.stderr)
     else:
-        errors = f", {stats['errors']} errors (refused or unreadable: see above)" if stats.get("errors") else ""
+        errors = f", {plural(stats['errors'], 'error')} (refused or unreadable: see above)" if stats.get("errors") else ""
         compiled = ""
         if stats.get("service"):
             compiled = (f"{stats['compiled']} compiled ({stats['mode']}, {stats['compile_wait_ms']:.0f} ms waited"
                         f"{', ' + str(stats['compile_failures']) + ' failed' if stats['compile_failures'] else ''}"
                         f"{', ' + str(stats['queue_full']) + ' queue full' if stats['queue_full'] else ''}), ")
-        print(f"kir: jit: {stats['launches']} launches looked up in {stats['cache']}: {stats['hits']} hits, "
-              f"{stats['misses']} misses, {stats['substituted']} substituted, {compiled}"
+        print(f"kir: jit: {plural(stats['launches'], 'launch')} looked up in {stats['cache']}: "
+              f"{plural(stats['hits'], 'hit')}, {plural(stats['misses'], 'miss')}, {stats['substituted']} substituted, {compiled}"
               f"{stats['added_ns_per_launch']:.0f} ns added per launch{errors}", file=sys.stderr)
         if args.stats:
             Path(args.stats).write_text(json.dumps(stats, indent=1) + "\n")

@@ -19,7 +19,7 @@ import select
 import sys
 import threading
 
-from kir.app import finish, run_app_process
+from kir.app import finish, gpu_driver_problem, run_app_process
 from kir.commands.app import (
     add_kernel_argument,
     add_program_argument,
@@ -52,7 +52,7 @@ def run(args) -> int:
         env["KIR_TRACE_KERNELS"] = args.kernel
     env["KIR_TRACE"] = "json" if args.json else "text"
     if args.output:
-        return trace_to_file(command, env, args.output)
+        return launched_or_no_driver(trace_to_file(command, env, args.output), args.output)
     read_fd, write_fd = os.pipe()
     pipe = os.fstat(write_fd)
     # The client writes only to this pipe (not to whatever file holds the number later) and
@@ -66,7 +66,28 @@ def run(args) -> int:
     finally:
         app_done.set()  # the app's exit ends the trace, not the pipe's end: a child may keep it open
         reader.join()
-    return finish(app)
+    return launched_or_no_driver(finish(app), None)
+
+
+def is_launch(line: str) -> bool:
+    """A launch's trace line (text or JSON; libkir/hook/trace_client.cpp)."""
+    return line.startswith(("kir-trace launch ", '{"event":"launch"'))
+
+
+def launched_or_no_driver(status: int, path: str | None) -> int:
+    """The app's exit status, unless it launched nothing on a machine without a usable
+    GPU driver: then that is said, and the status is non-zero (issue 26: a trace of a
+    machine without a driver said nothing and exited 0)."""
+    if path is not None:
+        with open(path, errors="replace") as f:
+            launched = any(is_launch(line) for line in f)
+    else:
+        launched = launches > 0
+    if launched or not (problem := gpu_driver_problem()):
+        return status
+    print(f"kir: error: no launch was traced: no usable GPU driver on this machine ({problem}); "
+          "registrations are traced without one", file=sys.stderr)
+    return status or 1
 
 
 def trace_to_file(command: list[str], env: dict[str, str], path: str) -> int:
@@ -102,12 +123,14 @@ def copy_lines(fd: int, app_done: threading.Event) -> None:
 
 
 closed = False  # stdout's reader left (`kir trace ... | head`): read on, write nothing
+launches = 0  # launch lines copied
 
 
 def emit(line: str) -> None:
     """Write a trace line to stdout; once its reader has left, drop the lines (the
     pipe from the app is still drained, so the app never blocks on it)."""
-    global closed
+    global closed, launches
+    launches += is_launch(line)
     if closed:
         return
     try:

@@ -16,9 +16,9 @@ from pathlib import Path
 
 from kir import _core, hashing
 from kir.errors import KirError, PlanError
-from kir.hashing import kernel_static_hash
 from kir.jit import amdgpu, libdevice
 from kir.record import Record, Region, VaRange
+from kir.words import plural
 
 CODE_KINDS = ("launched", "cubin", "ptx", "ir", "code-object")
 RESERVE_ALIGNMENT = 32 << 20  #: see _reservations
@@ -199,7 +199,7 @@ def _static_hash(record: Record) -> _core.Hash128:
     except KirError:
         return _core.static_hash(record.kernel.name, "unknown", [])
     code.image_digest = _core.xxh3_128(data)
-    known = kernel_static_hash(code, record.kernel.name)
+    known = _core.kernel_static_hash(code, record.kernel.name)  # None: a kernel the image lacks
     return known if known is not None else _core.static_hash(record.kernel.name, "unknown", [])
 
 
@@ -418,7 +418,7 @@ def _choose_ir(record: Record, device_arch: str) -> CodeChoice:
     library = libdevice.find(calls, PlanError) if calls else None
     reason = f"the kernel's LLVM IR ({ir.size} bytes) compiled to PTX for {device_arch} by kir.jit (llvmlite)"
     if library:
-        reason += f", linked with libdevice ({len(calls)} functions: {', '.join(calls[:3])}" \
+        reason += f", linked with libdevice ({plural(len(calls), 'function')}: {', '.join(calls[:3])}" \
                   f"{', ...' if len(calls) > 3 else ''})"
     return CodeChoice("ir", device_arch, reason, library)
 

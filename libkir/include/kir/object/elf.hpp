@@ -27,6 +27,7 @@ namespace kir {
 namespace elf {
 constexpr uint32_t SHT_NULL = 0, SHT_PROGBITS = 1, SHT_SYMTAB = 2, SHT_STRTAB = 3, SHT_RELA = 4, SHT_NOBITS = 8,
                    SHT_REL = 9, SHT_DYNSYM = 11;
+constexpr uint64_t SHF_ALLOC = 0x2, SHF_EXECINSTR = 0x4;
 constexpr uint32_t PT_LOAD = 1;
 constexpr uint16_t ET_REL = 1, ET_EXEC = 2, ET_DYN = 3;
 constexpr uint16_t EM_X86_64 = 62, EM_CUDA = 190, EM_AMDGPU = 224;
