@@ -62,34 +62,45 @@ def gpu_driver_problem() -> str | None:
     """None when this machine has a CUDA or HIP device a program can use; otherwise why
     not, for both runtimes ("libcuda.so.1: not found; HIP: hipGetDeviceCount: error 100").
     What `kir record` and `kir trace` say when the app launched nothing (issue 26: they
-    exited 0 with "recorded 0 launches"). Asked in this process, after the app: loading
-    a driver costs nothing the app would notice."""
-    import ctypes
-    count = ctypes.c_int(0)
+    exited 0 with "recorded 0 launches"). Asked after the app, in a child process; None
+    too when the child cannot tell (it died: a library's constructor, a test's stand-in)."""
+    try:  # in a child: what a driver library does as it loads (or a stand-in's exit) stays there
+        probe = subprocess.run([sys.executable, "-c", _DRIVER_PROBE], capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if probe.returncode != 0 or not probe.stdout.startswith(("usable", "problem: ")):
+        return None  # it could not tell: nothing is claimed
+    return None if probe.stdout.startswith("usable") else probe.stdout.strip().removeprefix("problem: ")
+
+
+_DRIVER_PROBE = """
+import ctypes
+count = ctypes.c_int(0)
+try:
+    cuda = ctypes.CDLL("libcuda.so.1")
+except OSError:
+    problems = ["libcuda.so.1: not found"]
+else:
+    error = cuda.cuInit(0)
+    if error == 0:
+        error = cuda.cuDeviceGetCount(ctypes.byref(count))
+    if error == 0 and count.value > 0:
+        raise SystemExit(print("usable"))
+    problems = [f"CUDA: cuInit: error {error}" if error else "CUDA: no device"]
+for name in ("libamdhip64.so", "libamdhip64.so.7", "libamdhip64.so.6", "libamdhip64.so.5"):
     try:
-        cuda = ctypes.CDLL("libcuda.so.1")
+        hip = ctypes.CDLL(name)
     except OSError:
-        problems = ["libcuda.so.1: not found"]
-    else:
-        error = cuda.cuInit(0)
-        if error == 0:
-            error = cuda.cuDeviceGetCount(ctypes.byref(count))
-        if error == 0 and count.value > 0:
-            return None
-        problems = [f"CUDA: cuInit: error {error}" if error else "CUDA: no device"]
-    for name in ("libamdhip64.so", "libamdhip64.so.7", "libamdhip64.so.6", "libamdhip64.so.5"):
-        try:
-            hip = ctypes.CDLL(name)
-        except OSError:
-            continue
-        error = hip.hipGetDeviceCount(ctypes.byref(count))
-        if error == 0 and count.value > 0:
-            return None
-        problems.append(f"HIP: hipGetDeviceCount: error {error}" if error else "HIP: no device")
-        break
-    else:
-        problems.append("libamdhip64.so: not found")
-    return "; ".join(problems)
+        continue
+    error = hip.hipGetDeviceCount(ctypes.byref(count))
+    if error == 0 and count.value > 0:
+        raise SystemExit(print("usable"))
+    problems.append(f"HIP: hipGetDeviceCount: error {error}" if error else "HIP: no device")
+    break
+else:
+    problems.append("libamdhip64.so: not found")
+print("problem: " + "; ".join(problems))
+"""
 
 
 def exit_status(returncode: int) -> int:
