@@ -255,10 +255,9 @@ def image_row_line(index, container, kind, arch, version, compression, stored, s
     """The table line of an image row (Binary.image_rows' tuple)."""
     line = (f"{index:<6} {kind:<11} {arch or '-':<14} {version or '-':<8} {compression:<12} "
             f"{stored:<11} {size:<11} ")
-    if version is not None:
-        line += ident
-        if obfuscated:
-            line += (" " if ident else "") + "(obfuscated)"
+    line += ident  # a fatbin entry's identifier, or an offload bundle entry's id (issue 26: HIP's showed only in JSON)
+    if obfuscated:
+        line += (" " if ident else "") + "(obfuscated)"
     return line.rstrip(" ")
 
 
