@@ -109,9 +109,8 @@ def require_llvmlite() -> None:
     """llvmlite is the `ir` extra (issue 26: 173 MB of a 207 MB install, which `kir
     inspect`, `extract`, `hash` and `diff` never need): without it, what needs LLVM says
     which extra installs it, before any worker starts."""
-    import importlib.util
-    if importlib.util.find_spec("llvmlite") is None:
-        from kir.errors import missing_extra
+    from kir.errors import llvmlite_installed, missing_extra
+    if not llvmlite_installed():
         raise missing_extra("llvmlite", "ir", "reading or compiling LLVM IR (kir inspect --ir, kir.ir, kir.jit, "
                             "kir replay --code ir, kir tune)")
 

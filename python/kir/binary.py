@@ -18,6 +18,22 @@ from kir.errors import KirError
 from kir.model import ImageKind, TargetKind
 
 
+def kernel_static_hash(code, kernel: str) -> _core.Hash128:
+    """The static hash of `kernel` (mangled) in decoded device code (`image.code`, a
+    kir._core.DeviceCode), under libkir's one policy (docs/hashing.md). KirError, saying
+    which, when the code holds no such kernel or was decoded without the image's digest
+    that an image-hashed kernel needs (Binary.load_code(..., digests=True); image.code
+    always has it) — never a silent None."""
+    if not any(k.name == kernel for k in code.kernels):  # the core would hash any name with the image
+        raise KirError(f"no kernel {kernel!r} in this code (it has {len(code.kernels)}: "
+                       f"{', '.join(k.name for k in code.kernels[:3])}{', ...' if len(code.kernels) > 3 else ''})")
+    found = _core.kernel_static_hash(code, kernel)
+    if found is not None:
+        return found
+    raise KirError(f"kernel {kernel!r} is hashed from its image, whose digest was not computed: decode it with "
+                   "Binary.load_code(images, digests=True), or use image.code / image.static_hash(name)")
+
+
 class Image:
     """One device image or embedded module: a cubin, PTX, LTO-IR, an AMDGPU code
     object, LLVM bitcode... whatever container (CUDA fatbin, offload bundle) holds it."""
@@ -113,7 +129,6 @@ class Image:
     def static_hash(self, kernel: str) -> str:
         """The static hash (32 hex digits) of the kernel named `kernel` (mangled) in this
         image, as `kir hash` prints it; KirError when the image holds no such kernel."""
-        from kir.hashing import kernel_static_hash
         return kernel_static_hash(self.code, kernel).hex
 
     @property
@@ -289,4 +304,4 @@ def open(path: str, scan: bool = False, scan_data: bool = True) -> Binary:  # no
     return Binary.open(path, scan=scan, scan_data=scan_data)
 
 
-__all__ = ["Binary", "Container", "elf_sections", "Image", "KirError", "open"]
+__all__ = ["Binary", "Container", "elf_sections", "Image", "KirError", "kernel_static_hash", "open"]

@@ -218,6 +218,15 @@ def install_hint(extra: str) -> str:
     return f"pip install '{distribution_name()}[{extra}]'"
 
 
+def llvmlite_installed() -> bool:
+    """Whether llvmlite (the `ir` extra) can be imported, without importing it."""
+    import importlib.util
+    try:
+        return importlib.util.find_spec("llvmlite") is not None
+    except (ImportError, ValueError):  # ValueError: a None in sys.modules (a module known absent)
+        return False
+
+
 def missing_extra(module: str, extra: str, needed_by: str, error: BaseException | None = None,
                   cls: type[KirError] = KirError) -> KirError:
     """The error for an optional dependency that is not installed: it names what needs
@@ -232,4 +241,5 @@ __all__ = ["DISTRIBUTION", "BadMagicError", "CorruptError", "DeviceFaultError", 
            "InvalidArgumentError", "KirError", "KirIOError", "LLVMCrashError", "MalformedError", "MnemeError",
            "NoDeviceError", "NotFoundError", "OptionError", "OutOfBoundsError", "PermissionRefusedError", "PlanError",
            "RecordError", "ReplayError", "STICKY_CUDA_ERRORS", "TooLargeError", "TruncatedError", "UnsupportedError",
-           "UnsupportedVersionError", "distribution_name", "error_class", "install_hint", "missing_extra"]
+           "UnsupportedVersionError", "distribution_name", "error_class", "install_hint", "llvmlite_installed",
+           "missing_extra"]

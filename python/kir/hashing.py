@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kir import _core
-from kir.binary import Binary
-from kir.errors import KirError, OptionError
+from kir.binary import Binary, kernel_static_hash
+from kir.errors import KirError, OptionError, llvmlite_installed
 from kir.model import CODE_IMAGES, ArgType, CodeKind, ImageKind, JitArg, JitArgKind, arg_type
 from kir.proteus import proteus_static_hashes
 
@@ -23,22 +23,6 @@ proteus_static_hash = _core.proteus_static_hash
 xxh3_128 = _core.xxh3_128
 
 kernel_code = _core.kernel_code
-
-
-def kernel_static_hash(code, kernel: str) -> Hash128:
-    """The static hash of `kernel` (mangled) in decoded device code (`image.code`, a
-    kir._core.DeviceCode), under libkir's one policy (docs/hashing.md). KirError, saying
-    which, when the code holds no such kernel or was decoded without the image's digest
-    that an image-hashed kernel needs (Binary.load_code(..., digests=True); image.code
-    always has it) — never a silent None."""
-    if not any(k.name == kernel for k in code.kernels):  # the core would hash any name with the image
-        raise KirError(f"no kernel {kernel!r} in this code (it has {len(code.kernels)}: "
-                       f"{', '.join(k.name for k in code.kernels[:3])}{', ...' if len(code.kernels) > 3 else ''})")
-    found = _core.kernel_static_hash(code, kernel)
-    if found is not None:
-        return found
-    raise KirError(f"kernel {kernel!r} is hashed from its image, whose digest was not computed: decode it with "
-                   "Binary.load_code(images, digests=True), or use image.code / image.static_hash(name)")
 
 
 #: kir_jit_arg_kind (kir.model.JitArgKind)
@@ -202,7 +186,9 @@ def kernel_hashes(binary: Binary, llvm20_or_newer: bool = True,
     (Binary.load_code)."""
     images = [i for i in binary.images if i.kind in CODE_IMAGES and not i.obfuscated]
     errors = binary.load_code(images, digests=True, progress=progress)
-    proteus_hashes = proteus_static_hashes(binary, llvm20_or_newer)  # kir/proteus.py
+    # Proteus's own hash reads the IR with llvmlite (kir/proteus.py): without the `ir` extra
+    # it is left out (None); `kir hash --proteus` asks for the extra instead.
+    proteus_hashes = proteus_static_hashes(binary, llvm20_or_newer) if llvmlite_installed() else {}
     out = []
     for image in images:
         code = image._code

@@ -360,4 +360,5 @@ def kernel_ir(binary: Binary, modules: list[IrModule]) -> dict[tuple[int, str], 
 
 
 __all__ = ["analyse", "ir_modules", "IrFunction", "IrGlobal", "IrModule", "IrParam", "KERNEL_CALLING_CONVENTIONS",
-           "kernel_ir", "link_bitcode", "parse_bitcode", "pointee_size", "read_module", "read_modules", "texts"]
+           "kernel_ir", "link_bitcode", "parse_bitcode", "pointee_size", "read_module", "read_modules",
+           "texts"]

@@ -91,8 +91,10 @@ def run(args) -> int:
     if extra := given(args, KEY_OPTIONS):
         raise OptionError(f"{', '.join(extra)}: only with --jit-key, --launch-identity or "
                           "--dynamic, not when hashing a BINARY's kernels")
-    from kir.errors import KirError
+    from kir.errors import KirError, llvmlite_installed, missing_extra
     from kir.report import parse_arch_filter, processor
+    if args.proteus and not llvmlite_installed():  # Proteus's hash reads the IR with llvmlite
+        raise missing_extra("llvmlite", "ir", "kir hash --proteus")
     archs = parse_arch_filter(args.arch)
     pattern = kernel_pattern(args.kernel) if args.kernel else None
     from kir.progress import Progress

@@ -262,6 +262,9 @@ def read_ir(binary: Binary, wanted: bool, with_kernels: bool):
         i._code is not None and len(i._code.ir) > 0 for i in binary.images)
     if not (wanted or (with_kernels and has_ir)):
         return [], {}
+    from kir.errors import llvmlite_installed
+    if not wanted and not llvmlite_installed():  # --kernels' "IR: module #i" notes need llvmlite; --ir says so
+        return [], {}
     if wanted and not has_ir:  # embedded IR lives in device code: decode it
         for image in binary.images:
             if image.kind in (ImageKind.cubin, ImageKind.code_object) and not image.obfuscated:
