@@ -58,6 +58,29 @@ def finish(app: subprocess.Popen, prefix: str = "kir") -> int:
     return exit_status(app.returncode)
 
 
+#: What names a GPU runtime in an executable's dynamic string table (DT_NEEDED).
+GPU_RUNTIMES = (b"libcudart.so", b"libcuda.so", b"libamdhip64.so")
+
+
+def uses_gpu(command: list[str]) -> bool:
+    """Whether the program `command` runs holds device code or links a GPU runtime: the
+    apps for which launching or recording nothing, without a driver, is worth an error
+    (`kir record -- sh -c ...` is not one: what its children do is not known here)."""
+    import shutil
+    path = shutil.which(command[0]) if command else None
+    if path is None:
+        return False
+    try:
+        from kir.binary import Binary
+        if Binary.open(path).images:
+            return True
+        with open(path, "rb") as f:
+            head = f.read(64 << 20)  # the dynamic string table is near the start
+    except (OSError, ValueError, Exception):  # noqa: BLE001 - not a binary kir reads: not a GPU app
+        return False
+    return any(name in head for name in GPU_RUNTIMES)
+
+
 def gpu_driver_problem() -> str | None:
     """None when this machine has a CUDA or HIP device a program can use; otherwise why
     not, for both runtimes ("libcuda.so.1: not found; HIP: hipGetDeviceCount: error 100").
@@ -116,5 +139,5 @@ def signal_name(number: int) -> str:
         return f"signal {number}"
 
 
-__all__ = ["exit_status", "finish", "gpu_driver_problem", "hook_library", "hooked_environment", "library", "run_app", "run_app_process",
+__all__ = ["exit_status", "finish", "gpu_driver_problem", "uses_gpu", "hook_library", "hooked_environment", "library", "run_app", "run_app_process",
            "signal_name"]

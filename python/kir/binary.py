@@ -121,7 +121,8 @@ class Image:
         if self._code is None or self._code.image_digest is None:
             core = self.container.binary._check_open()
             [code] = core.device_code_of([(self.container.index, self.core.index)], 1, None, True)
-            if isinstance(code, str):
+            if isinstance(code, str):  # the batch call gives the message; the single one raises it typed
+                core.device_code(self.container.index, self.core.index)
                 raise KirError(code)
             self._code = code
         return self._code

@@ -93,7 +93,7 @@ def test_verify(kir_cli, cache_dir):
          "offset": 0, "refused": False}]
     # ls lists the others and warns.
     r = kir_cli("cache", "ls", cache_dir)
-    assert r.returncode == 0 and "1 damaged or refused entries not listed" in r.stderr and PTX_KEY not in r.stdout
+    assert r.returncode == 0 and "1 damaged or refused entry not listed" in r.stderr and PTX_KEY not in r.stdout
     assert path.exists()  # neither ls nor verify removes anything
 
 

@@ -81,7 +81,7 @@ def test_kir_run(rig, tmp_path, kir_cli, hostile_library_path):
     result = kir_cli("run", "--jit-cache", cache, "--stats", tmp_path / "s.json", "--", d / "app", fatbin, cubin, "rr")
     assert result.returncode == 0, result.stderr
     assert result.stderr.rstrip().splitlines()[-1].startswith(f"kir: jit: 2 launches looked up in {cache.resolve()}: "
-                                                              "1 hits, 1 misses, 1 substituted, ")
+                                                              "1 hit, 1 miss, 1 substituted, ")
     assert json.loads((tmp_path / "s.json").read_text())["hits"] == 1
     # Bad options: exit 2 before the app runs.
     for bad in (["--specialize", "warp"], ["--bounds", "x"], ["-O", "7"]):

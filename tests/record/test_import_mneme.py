@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 import damage
 import kir._core as core
+from kir.app import gpu_driver_problem
 from kir.record import Record, Recording
 from mneme_writer import (  # noqa: F401
     GLOBAL_ADDR,
@@ -379,7 +380,9 @@ def test_app_keys_the_records_by_the_apps_static_hash(kernel_ir, built, tmp_path
     launches = write_recording(src, kernel_ir)
     (app_static,) = app_static_hashes(kir_cli, app)
     traced = kir_cli("trace", "--json", "--", app)  # the hook's own hash, as the app registers affine
-    assert traced.returncode == 0, traced.stderr
+    # Without a driver the app launches nothing, and kir trace says so (exit 1); its
+    # registrations are traced all the same.
+    assert traced.returncode == (0 if gpu_driver_problem() is None else 1), traced.stderr
     assert [e["static"] for e in map(json.loads, traced.stdout.splitlines())
             if e["event"] == "register-kernel" and e["kernel"] == KERNEL] == [app_static]
     with Binary.open(str(app)) as binary:

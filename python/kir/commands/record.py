@@ -11,7 +11,15 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from kir.app import exit_status, gpu_driver_problem, hooked_environment, library, run_app_process, signal_name
+from kir.app import (
+    exit_status,
+    gpu_driver_problem,
+    hooked_environment,
+    library,
+    run_app_process,
+    signal_name,
+    uses_gpu,
+)
 from kir.commands.app import add_kernel_argument, add_program_argument, command_of, warn_if_static_runtime
 from kir.kernel_pattern import HELP as KERNEL_HELP
 from kir.record import RECORD_SUFFIX, Record, RecordError, check_output_directory
@@ -53,7 +61,7 @@ def run(args) -> int:
         print(crash_summary(directory, before, -app.returncode, app.pid), file=sys.stderr)
         return exit_status(app.returncode)
     print(summary(directory, before), file=sys.stderr)
-    if not written_since(directory, before) and (problem := gpu_driver_problem()):
+    if not written_since(directory, before) and uses_gpu(command) and (problem := gpu_driver_problem()):
         print(f"kir: error: nothing was recorded: no usable GPU driver on this machine ({problem})",
               file=sys.stderr)
         return app.returncode or 1

@@ -19,7 +19,7 @@ import select
 import sys
 import threading
 
-from kir.app import finish, gpu_driver_problem, run_app_process
+from kir.app import finish, gpu_driver_problem, run_app_process, uses_gpu
 from kir.commands.app import (
     add_kernel_argument,
     add_program_argument,
@@ -52,7 +52,7 @@ def run(args) -> int:
         env["KIR_TRACE_KERNELS"] = args.kernel
     env["KIR_TRACE"] = "json" if args.json else "text"
     if args.output:
-        return launched_or_no_driver(trace_to_file(command, env, args.output), args.output)
+        return launched_or_no_driver(trace_to_file(command, env, args.output), args.output, command)
     read_fd, write_fd = os.pipe()
     pipe = os.fstat(write_fd)
     # The client writes only to this pipe (not to whatever file holds the number later) and
@@ -66,7 +66,7 @@ def run(args) -> int:
     finally:
         app_done.set()  # the app's exit ends the trace, not the pipe's end: a child may keep it open
         reader.join()
-    return launched_or_no_driver(finish(app), None)
+    return launched_or_no_driver(finish(app), None, command)
 
 
 def is_launch(line: str) -> bool:
@@ -74,16 +74,16 @@ def is_launch(line: str) -> bool:
     return line.startswith(("kir-trace launch ", '{"event":"launch"'))
 
 
-def launched_or_no_driver(status: int, path: str | None) -> int:
-    """The app's exit status, unless it launched nothing on a machine without a usable
-    GPU driver: then that is said, and the status is non-zero (issue 26: a trace of a
-    machine without a driver said nothing and exited 0)."""
+def launched_or_no_driver(status: int, path: str | None, command: list[str]) -> int:
+    """The app's exit status, unless a GPU app (kir.app.uses_gpu) launched nothing on a
+    machine without a usable GPU driver: then that is said, and the status is non-zero
+    (issue 26: a trace of a machine without a driver said nothing and exited 0)."""
     if path is not None:
         with open(path, errors="replace") as f:
             launched = any(is_launch(line) for line in f)
     else:
         launched = launches > 0
-    if launched or not (problem := gpu_driver_problem()):
+    if launched or not uses_gpu(command) or not (problem := gpu_driver_problem()):
         return status
     print(f"kir: error: no launch was traced: no usable GPU driver on this machine ({problem}); "
           "registrations are traced without one", file=sys.stderr)
