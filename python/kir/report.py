@@ -113,6 +113,8 @@ def build_report(binary: Binary, archs: set[str] | None, kinds: set[ImageKind] |
     `kernels_text.parts` of the report turns into the list."""
     core = binary._check_open()
     records = core.image_records()
+    for r in records:  # the name `kir hash --json` gives the same value (issue 26: arch vs target)
+        r["target"] = r["arch"]
     if archs is not None or kinds is not None:
         records = [r for r in records if selected(r["arch"], r["kind"], archs, kinds)]
     containers = core.container_records()

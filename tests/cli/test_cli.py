@@ -181,3 +181,21 @@ def test_json_kernels_from_the_core_are_json_dumps_own_bytes(built, kir_cli, nam
                for image in f["images"] for k in image.get("kernels", [])]
     assert kernels and (names[0] not in ("proteus_cuda", "jit_app") or
                         any(k["ir_module"] is not None for k in kernels))
+
+
+def test_inspect_json_names_the_target_as_hash_does_and_pretty_is_the_same_document(built, kir_cli):
+    """Issue 26: `inspect` said "arch" where `hash` says "target"; and JSON could not be
+    printed for a reader."""
+    app = built["app"]
+    report = inspect_json(kir_cli, app)
+    assert all(i["target"] == i["arch"] for i in report["images"])
+    hashed = [json.loads(line) for line in kir_cli("hash", "--json", app).stdout.splitlines()]
+    by_index = {i["index"]: i for i in report["images"]}
+    assert hashed and all(h["target"] == by_index[h["image"]]["target"] for h in hashed)
+    pretty = kir_cli("inspect", "--json", "--pretty", app)
+    assert pretty.returncode == 0 and json.loads(pretty.stdout) == report
+    assert pretty.stdout.startswith('{\n  "schema": "kir.inspect/3"') and len(pretty.stdout.splitlines()) > 50
+    many = kir_cli("inspect", "--json", "--pretty", app, built["kernels.fatbin"])
+    assert many.returncode == 0 and json.loads(many.stdout)["schema"] == "kir.inspect-files/1"
+    refused = kir_cli("inspect", "--pretty", app)
+    assert refused.returncode == 2 and "--pretty: only with --json" in refused.stderr
