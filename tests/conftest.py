@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -32,17 +31,8 @@ def built() -> dict[str, Path]:
 
 
 def find_cuobjdump() -> str:
-    found = shutil.which("cuobjdump")
-    if found:
-        return found
-    try:
-        import nvidia  # the nvidia-cuda-cuobjdump wheel
-    except ImportError:
-        nvidia = None
-    for base in getattr(nvidia, "__path__", []):
-        for candidate in Path(base).glob("cu*/bin/cuobjdump"):
-            return str(candidate)
-    pytest.fail("cuobjdump not found: pip install nvidia-cuda-cuobjdump")
+    from kir.sass import find_cuda_tool  # on PATH, else the nvidia-cuda-cuobjdump wheel's
+    return find_cuda_tool("cuobjdump") or pytest.fail("cuobjdump not found: pip install nvidia-cuda-cuobjdump")
 
 
 @pytest.fixture(scope="session")

@@ -17,20 +17,30 @@ _SECTION = re.compile(r'^\s*\.section\s+\.text\.(?P<name>[^,\s]+)', re.M)
 _ANY_SECTION = re.compile(r'^\s*\.section\s|^//-{5,} ', re.M)  # the next section, or its banner
 
 
-def find_nvdisasm() -> str:
-    """nvdisasm on PATH, else the nvidia-cuda-nvdisasm wheel's; KirError naming the extra."""
-    found = shutil.which("nvdisasm")
+def find_cuda_tool(name: str) -> str | None:
+    """A CUDA toolkit binary (nvdisasm, cuobjdump) on PATH, else the one an NVIDIA wheel
+    installs (nvidia-cuda-nvdisasm: nvidia/cu13/bin, nvidia/cuda_nvdisasm/bin for 12.x);
+    None when neither has it."""
+    found = shutil.which(name)
     if found:
         return found
     try:
-        import nvidia  # the nvidia-cuda-nvdisasm wheel: nvidia/cu13/bin, nvidia/cuda_nvdisasm/bin (12.x)
+        import nvidia
     except ImportError:
-        nvidia = None
+        return None
     for base in getattr(nvidia, "__path__", []):
-        for candidate in sorted(Path(base).glob("*/bin/nvdisasm")):
+        for candidate in sorted(Path(base).glob(f"*/bin/{name}")):
             if os.access(candidate, os.X_OK):
                 return str(candidate)
-    raise missing_extra("nvdisasm", "sass", "kir inspect --sass (or a CUDA toolkit's nvdisasm on PATH)")
+    return None
+
+
+def find_nvdisasm() -> str:
+    """nvdisasm (find_cuda_tool); KirError naming the extra that installs it."""
+    found = find_cuda_tool("nvdisasm")
+    if found is None:
+        raise missing_extra("nvdisasm", "sass", "kir inspect --sass (or a CUDA toolkit's nvdisasm on PATH)")
+    return found
 
 
 def disassemble(cubin: bytes, kernels: list[str], nvdisasm: str | None = None) -> dict[str, str]:
@@ -51,4 +61,4 @@ def disassemble(cubin: bytes, kernels: list[str], nvdisasm: str | None = None) -
     return out
 
 
-__all__ = ["disassemble", "find_nvdisasm"]
+__all__ = ["disassemble", "find_cuda_tool", "find_nvdisasm"]

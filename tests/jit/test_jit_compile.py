@@ -19,6 +19,7 @@ import pytest
 import build as fixture_build
 from build import source  # tests/support/build.py: a source under tests/fixtures
 from kir.errors import KirError, OptionError
+from kir.sass import find_cuda_tool
 from running import run_kir
 
 SOURCE = source("jit/jit_compile_app.cu")
@@ -323,20 +324,6 @@ def test_cubin_is_valid_and_resources_match_cuobjdump(app, cuobjdump, assembler,
     assert compiled.compile_seconds > 0 and set(compiled.timings) >= {"specialize", "optimize", "codegen", "assemble"}
 
 
-def find_nvdisasm() -> str | None:
-    found = shutil.which("nvdisasm")
-    if found:
-        return found
-    try:
-        import nvidia  # the nvidia-cuda-nvdisasm wheel
-    except ImportError:
-        return None
-    for base in getattr(nvidia, "__path__", []):
-        for candidate in Path(base).glob("cu*/bin/nvdisasm"):
-            return str(candidate)
-    return None
-
-
 def test_cubin_disassembles_with_the_constant_folded(app, cuobjdump, tmp_path):
     """cuobjdump -sass (through nvdisasm) accepts the cubin; the SASS multiplies by
     the constant: DFMA with 2.5 as an immediate or a constant-bank operand, and no
@@ -344,7 +331,7 @@ def test_cubin_disassembles_with_the_constant_folded(app, cuobjdump, tmp_path):
     import os
 
     import kir.jit
-    nvdisasm = find_nvdisasm()
+    nvdisasm = find_cuda_tool("nvdisasm")
     if nvdisasm is None:
         pytest.skip("nvdisasm not found (pip install nvidia-cuda-nvdisasm)")
     env = {**os.environ, "PATH": f"{Path(nvdisasm).parent}:{os.environ.get('PATH', '')}"}
@@ -386,7 +373,7 @@ def test_register_cap_and_spills(app, cuobjdump, tmp_path):
     assert capped.spill_stores > free.spill_stores and capped.spill_loads > free.spill_loads
     assert ("assembler-options", b"--maxrregcount=32") in runs["capped"][0].config
     assert runs["capped"][0].meta["config.assembler-options"] == "--maxrregcount=32"
-    nvdisasm = find_nvdisasm()
+    nvdisasm = find_cuda_tool("nvdisasm")
     if nvdisasm is None:
         pytest.skip("nvdisasm not found (pip install nvidia-cuda-nvdisasm): SASS not checked")
     env = {**os.environ, "PATH": f"{Path(nvdisasm).parent}:{os.environ.get('PATH', '')}"}
