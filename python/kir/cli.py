@@ -83,7 +83,46 @@ def make_parser(verb: str | None = None) -> argparse.ArgumentParser:
         p = parser.verbs[name] = sub.add_parser(name, help=help_text, description=help_text)
         if verb != "":  # "": the top-level usage, no verb's options
             command_module(name).add_arguments(p)
+            add_pretty_arguments(p)
     return parser
+
+
+def add_pretty_arguments(parser: argparse.ArgumentParser) -> None:
+    """--pretty beside every --json that prints one JSON document (every verb's but
+    `kir trace`'s, whose events stream as JSON Lines), its parsers and subparsers'."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                add_pretty_arguments(sub)
+    if "--json" in parser._option_string_actions and not getattr(parser, "json_lines", False):
+        parser.add_argument("--pretty", action="store_true",
+                            help="with --json: the same document indented, one key per line")
+
+
+def run_pretty(module, args) -> int:
+    """`module.run(args)` with its one JSON document indented (--pretty): what it prints
+    is read back and written again with indent=2, so every verb's document is the one
+    --json gives (docs/json-schema.md). A verb that printed several (`kir replay --json`
+    of several launches) has each indented."""
+    import io
+    import json
+    from contextlib import redirect_stdout
+
+    from kir.errors import OptionError
+    if not getattr(args, "json", False):
+        raise OptionError("--pretty: only with --json")
+    compact = io.StringIO()
+    with redirect_stdout(compact):
+        status = module.run(args)
+    text, at, decoder = compact.getvalue(), 0, json.JSONDecoder()
+    while (at := len(text) - len(text[at:].lstrip())) < len(text):  # each document it printed
+        try:
+            document, at = decoder.raw_decode(text, at)
+        except ValueError:  # not JSON (a verb's text after its document): as it was
+            sys.stdout.write(text[at:])
+            break
+        sys.stdout.write(json.dumps(document, indent=2) + "\n")
+    return status
 
 
 def parse(parser: argparse.ArgumentParser, words: list[str]) -> argparse.Namespace:
@@ -122,7 +161,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if getattr(args, "no_progress", False):
             from kir import progress
             progress.disable()
-        status = command_module(args.command).run(args)
+        module = command_module(args.command)
+        status = run_pretty(module, args) if getattr(args, "pretty", False) else module.run(args)
         sys.stdout.flush()  # here, not at exit: a closed pipe is then this BrokenPipeError
         return status
     except BrokenPipeError:  # `kir inspect ... | head`: the reader left, stop quietly
@@ -135,8 +175,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
-__all__ = ["CLOSED_PIPE", "command_module", "COMMANDS", "main", "make_parser", "silence_stdout", "verb_of", "version_text",
-           "VersionAction"]
+__all__ = ["CLOSED_PIPE", "command_module", "COMMANDS", "main", "make_parser", "run_pretty", "silence_stdout", "verb_of",
+           "version_text", "VersionAction"]
 
 
 if __name__ == "__main__":

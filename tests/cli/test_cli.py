@@ -189,7 +189,7 @@ def test_inspect_json_names_the_target_as_hash_does_and_pretty_is_the_same_docum
     app = built["app"]
     report = inspect_json(kir_cli, app)
     assert all(i["target"] == i["arch"] for i in report["images"])
-    hashed = [json.loads(line) for line in kir_cli("hash", "--json", app).stdout.splitlines()]
+    hashed = [json.loads(line) for line in kir_cli("hash", "--jsonl", app).stdout.splitlines()]
     by_index = {i["index"]: i for i in report["images"]}
     assert hashed and all(h["target"] == by_index[h["image"]]["target"] for h in hashed)
     pretty = kir_cli("inspect", "--json", "--pretty", app)
@@ -199,3 +199,28 @@ def test_inspect_json_names_the_target_as_hash_does_and_pretty_is_the_same_docum
     assert many.returncode == 0 and json.loads(many.stdout)["schema"] == "kir.inspect-files/1"
     refused = kir_cli("inspect", "--pretty", app)
     assert refused.returncode == 2 and "--pretty: only with --json" in refused.stderr
+
+
+def test_every_json_verb_prints_one_document_and_pretty_indents_it(built, kir_cli, tmp_path):
+    """Issue 26: `inspect --json` printed one document, `hash --json` JSON Lines, and only
+    inspect had --pretty. Now --json is one document in every verb (kir trace, whose
+    events stream, says --jsonl) and --pretty indents any of them."""
+    app, fatbin = built["app"], built["kernels.fatbin"]
+    runs = {("hash",): [app, fatbin], ("diff",): [app, app], ("extract",): ["-o", tmp_path / "x", fatbin],
+            ("inspect",): [app, fatbin]}
+    for verb, rest in runs.items():
+        compact = kir_cli(*verb, "--json", *rest)
+        assert compact.returncode == 0, (verb, compact.stderr)
+        document = json.loads(compact.stdout)  # one document: more than one would not parse
+        if verb == ("extract",):
+            for path in (tmp_path / "x").iterdir():
+                path.unlink()
+        pretty = kir_cli(*verb, "--json", "--pretty", *rest)
+        assert pretty.returncode == 0 and json.loads(pretty.stdout) == document, verb
+        assert pretty.stdout.startswith('{\n  "schema": '), verb
+    both = kir_cli("hash", "--json", "--jsonl", app)
+    assert both.returncode == 2 and "give one of --json (one document) and --jsonl" in both.stderr
+    lines = kir_cli("hash", "--jsonl", "--pretty", app)  # lines are not indented: refused
+    assert lines.returncode == 2 and "--pretty: only with --json" in lines.stderr
+    trace = kir_cli("trace", "--pretty", "--", "true")
+    assert trace.returncode == 2 and "unrecognized arguments: --pretty" in trace.stderr

@@ -193,13 +193,13 @@ def test_hash_several_files(built, kir_cli):
         head, *lines = section.rstrip("\n").split("\n")
         assert head == f"{path}:"
         assert "\n".join(lines) + "\n" == kir_cli("hash", path).stdout
-    lines = [json.loads(l) for l in kir_cli("hash", "--json", *files).stdout.splitlines()]
+    lines = [json.loads(l) for l in kir_cli("hash", "--jsonl", *files).stdout.splitlines()]
     assert {l["path"] for l in lines} == {str(p) for p in files}
 
 
 def test_hash_arch_filter(built, kir_cli):
-    every = [json.loads(l) for l in kir_cli("hash", "--json", built["app"]).stdout.splitlines()]
-    sm80 = [json.loads(l) for l in kir_cli("hash", "--json", "--arch", "sm_80", built["app"]).stdout.splitlines()]
+    every = [json.loads(l) for l in kir_cli("hash", "--jsonl", built["app"]).stdout.splitlines()]
+    sm80 = [json.loads(l) for l in kir_cli("hash", "--jsonl", "--arch", "sm_80", built["app"]).stdout.splitlines()]
     assert sm80 == [h for h in every if h["target"] == "sm_80"] and sm80
 
 

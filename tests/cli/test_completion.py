@@ -71,7 +71,7 @@ def test_options_of_a_verb(script):
     assert set(complete(script, "kir inspect --")) == {o for o in options(subparser("inspect")) if o.startswith("--")}
     assert set(complete(script, "kir hash -")) == options(subparser("hash"))
     # after an option's value, still the verb's options (the value is not a verb or a file)
-    assert complete(script, "kir hash --arch sm_90 --js") == ["--json"]
+    assert sorted(complete(script, "kir hash --arch sm_90 --js")) == ["--json", "--jsonl"]
     assert complete(script, "kir inspect --no-pro") == ["--no-progress"]
 
 
@@ -91,7 +91,7 @@ def test_option_choices(script):
 
 
 def test_the_apps_words_are_not_kirs(script):
-    assert complete(script, "kir trace --js") == ["--json"]  # before the app: kir's options
+    assert sorted(complete(script, "kir trace --js")) == ["--json", "--jsonl"]  # before the app: kir's options
     assert complete(script, "kir trace ./app --js") == []    # the app's: left to file-name completion
     assert complete(script, "kir record -- ./app -") == []
     assert complete(script, "kir inspect --") != []

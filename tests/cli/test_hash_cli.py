@@ -10,7 +10,7 @@ import hash_reference as ref
 
 
 def hash_lines(kir_cli, *args):
-    result = kir_cli("hash", "--json", *args)
+    result = kir_cli("hash", "--jsonl", *args)
     assert result.returncode == 0, result.stderr
     return [json.loads(line) for line in result.stdout.splitlines()]
 

@@ -60,11 +60,27 @@ def test_inspect_files(built, kir_cli, tmp_path):
 
 @pytest.mark.parametrize("name", ["app", "hip.o", "proteus_cuda"])
 def test_hash(built, kir_cli, name):
-    result = kir_cli("hash", "--json", built[name])
+    """--json: one kir.hash/2 document; --jsonl: the same records, one kir.hash/1 line each."""
+    document = json.loads(kir_cli("hash", "--json", built[name]).stdout)
+    validate(document, "hash")
+    result = kir_cli("hash", "--jsonl", built[name])
     lines = [json.loads(line) for line in result.stdout.splitlines()]
     assert lines
     for line in lines:
-        validate(line, "hash")
+        validate(line, "hash-line")
+    assert [{k: v for k, v in line.items() if k != "schema"} for line in lines] == document["kernels"]
+    with pytest.raises(jsonschema.ValidationError):
+        validate(lines[0], "hash")  # a line is not the document
+
+
+def test_hash_document_lists_unreadable_files(built, kir_cli, tmp_path):
+    text = tmp_path / "notes.txt"
+    text.write_text("not a binary\n")
+    result = kir_cli("hash", "--json", built["app"], text)
+    assert result.returncode == 2 and f"kir: error: {text}" in result.stderr
+    document = json.loads(result.stdout)
+    validate(document, "hash")
+    assert document["kernels"] and [e["path"] for e in document["errors"]] == [str(text)]
 
 
 def test_diff(kir_cli, tmp_path):

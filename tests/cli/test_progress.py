@@ -86,7 +86,7 @@ def test_several_files_and_stdout_piped(built):
 
 
 def test_hash(built):
-    status, screen, out = on_terminal("hash", "--json", built["app"], built["librdc.a"], stdout_too=False)
+    status, screen, out = on_terminal("hash", "--jsonl", built["app"], built["librdc.a"], stdout_too=False)
     assert status == 0
     shown_and_erased(screen, "hashing file 1/2, images")
     assert "hashing file 2/2" in screen

@@ -35,9 +35,11 @@ def app_of(built, name):
 
 
 def hash_lines(kir_cli, app):
-    result = kir_cli("hash", "--json", app)
+    result = kir_cli("hash", "--json", app)  # one kir.hash/2 document
     assert result.returncode == 0, result.stderr
-    return [json.loads(line) for line in result.stdout.splitlines()]
+    document = json.loads(result.stdout)
+    assert document["schema"] == "kir.hash/2" and document["errors"] == []
+    return document["kernels"]
 
 
 def expected_image(lines, kernel, runtime):

@@ -23,7 +23,7 @@ def work(built, name):
 
 
 def proteus_lines(kir_cli, path, *args) -> dict[tuple[int, str], int | None]:
-    result = kir_cli("hash", "--proteus", "--json", *args, path)
+    result = kir_cli("hash", "--proteus", "--jsonl", *args, path)
     assert result.returncode == 0, result.stderr
     return {(h["image"], h["kernel"]): h["proteus"] for h in map(json.loads, result.stdout.splitlines())}
 
@@ -133,7 +133,7 @@ def test_canonical_static_hash_of_rdc_fixtures(built, kir_cli):
     """kir's own static hash (docs/hashing.md rules): CUDA RDC kernels of the linked
     image cover every unit's module (rule 2); HIP RDC: a kernel's own section (rule 1),
     else the image (no unit module there: rule 3)."""
-    result = kir_cli("hash", "--json", built["proteus_cuda_rdc"])
+    result = kir_cli("hash", "--jsonl", built["proteus_cuda_rdc"])
     modules = [(work(built, "proteus_cuda_rdc") / f"{u}.bc").read_bytes() for u in "ab"]
     binary = kir.open(built["proteus_cuda_rdc"])
     [linked] = [i for i in binary.images if i.container.section == ".nv_fatbin" and i.code.ir]
@@ -142,7 +142,7 @@ def test_canonical_static_hash_of_rdc_fixtures(built, kir_cli):
     for h in lines:
         assert h["code"] == "ir" and h["static"] == canonical.static_hash(h["kernel"], "ir", modules)
 
-    result = kir_cli("hash", "--json", built["proteus_hip_rdc.o"])
+    result = kir_cli("hash", "--jsonl", built["proteus_hip_rdc.o"])
     [image] = [i for i in kir.open(built["proteus_hip_rdc.o"]).images if i.kind == "code-object"]
     own = {"_Z9rdc_scalePfi": "a.bc", "_Z8rdc_filliPf": "b.bc"}
     lines = list(map(json.loads, result.stdout.splitlines()))

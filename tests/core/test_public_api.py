@@ -144,7 +144,7 @@ def test_an_architecture_is_one_string_everywhere(built, kir_cli):
     --json`'s: "sm_90", the same string; the raw header number is entry.sm."""
     binary = kir.open(built["app"])
     report = json.loads(kir_cli("inspect", "--json", built["app"]).stdout)
-    hashes = [json.loads(line) for line in kir_cli("hash", "--json", built["app"]).stdout.splitlines()]
+    hashes = [json.loads(line) for line in kir_cli("hash", "--jsonl", built["app"]).stdout.splitlines()]
     by_index = {i["index"]: i for i in report["images"]}
     for image in binary.images:
         assert image.arch == image.target == by_index[image.index]["arch"]
@@ -164,7 +164,7 @@ def test_a_kir_hash_is_32_hex_digits_everywhere(built, kir_cli, tmp_path):
         assert isinstance(h.static_hash, str) and HEX32.fullmatch(h.static_hash)
         assert isinstance(h.static, Hash128) and h.static.hex == h.static_hash  # the older name
     printed = {json.loads(line)["kernel"]: json.loads(line)["static"]
-               for line in kir_cli("hash", "--json", cubin).stdout.splitlines()}
+               for line in kir_cli("hash", "--jsonl", cubin).stdout.splitlines()}
     assert printed == {h.kernel: h.static_hash for h in hashes}
     record = make_record(tmp_path / "rec", cubin, "_Z4axpyfPKfPfi")
     [axpy] = [h for h in hashes if h.kernel == "_Z4axpyfPKfPfi"]
@@ -236,7 +236,7 @@ def test_the_obvious_hash_calls_work_or_raise(built, kir_cli):
     from kir.hashing import kernel_static_hash, static_hashes
     app = built["app"]
     printed = {(j["kernel"], j["image"]): j["static"] for j in
-               map(json.loads, kir_cli("hash", "--json", app).stdout.splitlines())}
+               map(json.loads, kir_cli("hash", "--jsonl", app).stdout.splitlines())}
     assert printed
     binary = kir.open(app)
     for (name, index), expected in printed.items():

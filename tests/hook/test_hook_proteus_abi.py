@@ -73,7 +73,7 @@ def test_the_hook_s_proteus_hash_is_kir_hash_proteus_offline(proteus_hip, built,
     at_run_time = {k["name"]: k["proteus"] for k in seen["kernels"]}
     offline = []
     for flags in ([], ["--llvm-before-20"]):
-        result = kir_cli("hash", "--json", *flags, built["proteus_hip_app"])
+        result = kir_cli("hash", "--jsonl", *flags, built["proteus_hip_app"])
         assert result.returncode == 0, result.stderr
         offline.append({h["kernel"]: h["proteus"] for h in map(json.loads, result.stdout.splitlines())
                         if h["proteus"] is not None})

@@ -121,7 +121,7 @@ def test_a_default_nvcc_build_is_traced(gpu, built, kir_cli):
     assert launches and {e["kernel"] for e in launches} <= kernels
     assert all(e["api"].startswith("cuLaunchKernel") for e in launches)
     # the same static hash as `kir hash` for the sm_90 cubin the device loads
-    hashes = [json.loads(l) for l in kir_cli("hash", "--json", app).stdout.splitlines()]
+    hashes = [json.loads(l) for l in kir_cli("hash", "--jsonl", app).stdout.splitlines()]
     registered = {e["kernel"]: e["static"] for e in events if e["event"] == "register-kernel"}
     for name, static in registered.items():
         assert static == next(h["static"] for h in hashes if h["kernel"] == name

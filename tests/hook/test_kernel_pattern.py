@@ -132,7 +132,7 @@ COMMANDS = ("inspect", "hash", "diff", "trace")
 def selected_by_each_command(kir_cli, app: Path, pattern: str) -> dict[str, set[str]]:
     """The mangled names of the kernels each command keeps for `--kernel pattern`."""
     inspect = json.loads(kir_cli("inspect", "--json", "--kernel", pattern, app).stdout)
-    hashes = kir_cli("hash", "--json", "--kernel", pattern, app).stdout.splitlines()
+    hashes = kir_cli("hash", "--jsonl", "--kernel", pattern, app).stdout.splitlines()
     diff = json.loads(kir_cli("diff", "--json", "--unchanged", "--kernel", pattern, app, app).stdout)
     trace = kir_cli("trace", "--json", "--kernel", pattern, "--", app)
     assert trace.returncode == 3, trace.stderr  # hook_app's own status

@@ -156,7 +156,7 @@ def test_python_api_from_bitcode_and_from_an_llvmlite_module(app):
 def test_static_hash_is_the_binarys(app):
     """The API's hash of one module's bitcode is the one `kir hash` gives the kernel."""
     import kir.jit
-    hashes = [json.loads(line) for line in run_kir("hash", "--json", "--kernel", f"^{DAXPY}$",
+    hashes = [json.loads(line) for line in run_kir("hash", "--jsonl", "--kernel", f"^{DAXPY}$",
                                                     app["app"]).stdout.splitlines()]
     ir_hashes = {h["static"] for h in hashes if h["code"] == "ir"}
     assert len(ir_hashes) == 1

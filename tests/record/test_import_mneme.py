@@ -357,7 +357,7 @@ def test_specializations_that_do_not_fit_the_kernel(recording, tmp_path, kir_cli
 
 def app_static_hashes(kir_cli, app) -> set[str]:
     """affine's static hash in `app`, as `kir hash APP --json` reports it (one per image)."""
-    hashed = kir_cli("hash", app, "--json")
+    hashed = kir_cli("hash", app, "--jsonl")
     assert hashed.returncode == 0, hashed.stderr
     return {d["static"] for d in map(json.loads, hashed.stdout.splitlines()) if d["kernel"] == KERNEL}
 
@@ -422,7 +422,7 @@ def test_the_image_the_hook_would_load(built, kir_cli, arch, image):
     the highest cubin. `app`: nvcc's sm_75/80/90 cubins and compute_90 PTX."""
     from kir.mneme import find_in_app
     app = built["app"]
-    hashed = kir_cli("hash", app, "--json")
+    hashed = kir_cli("hash", app, "--jsonl")
     by_image = {(d["image_kind"], d["target"]): d["static"] for d in map(json.loads, hashed.stdout.splitlines())
                 if d["kernel"] == "_Z4axpyfPKfPfi"}
     assert len(set(by_image.values())) == len(by_image) == 4

@@ -39,7 +39,7 @@ def drive(*args, timeout=900) -> subprocess.CompletedProcess:
 
 
 def app_static(kir_cli, app) -> str:
-    hashed = kir_cli("hash", app, "--json")
+    hashed = kir_cli("hash", app, "--jsonl")
     assert hashed.returncode == 0, hashed.stderr
     (static,) = {d["static"] for d in map(json.loads, hashed.stdout.splitlines()) if d["kernel"] == KERNEL}
     return static

@@ -4,7 +4,10 @@ debugging a JIT cache or a recording (docs/hashing.md).
 
 Several binaries (and directories with -r, kir.commands.inputs) may be given:
 with more than one, each file's lines follow a `PATH:` line (as llvm-nm prints),
-and every JSON line carries its file's `path`. `--arch` keeps the kernels of
+and every JSON record carries its file's `path`. `--json` prints one document
+(kir.hash/2: every kernel's record and the files that could not be read), as
+every verb's --json does; `--jsonl` the same records as JSON Lines (kir.hash/1),
+each printed as its file is read. `--arch` keeps the kernels of
 those targets. An option of the other form (`--grid` with a BINARY, `--kernel`
 with `--jit-key`) is a usage error, exit 2, never silently ignored."""
 from __future__ import annotations
@@ -22,14 +25,18 @@ from kir.model import ArgType
 #: there is none: bf16 (packed by kir.jit.values.pack) and bytes (given as hex)
 PACK = {t.name: t.struct_format for t in ArgType}
 U32_MAX = (1 << 32) - 1  # positions, grid, block and bounds are 32-bit
-SCHEMA = "kir.hash/1"  # each --json line (docs/schemas/hash.schema.json)
+SCHEMA = "kir.hash/2"  # the --json document (docs/schemas/hash.schema.json)
+LINE_SCHEMA = "kir.hash/1"  # each --jsonl line (docs/schemas/hash-line.schema.json)
 
 
 def add_arguments(parser) -> None:
     inputs.add_arguments(parser, nargs="*", help="binaries whose kernels to hash")  # none with --jit-key & co.
     parser.add_argument("--kernel", metavar="REGEX", help=f"only kernels whose {KERNEL_HELP}")
     inputs.add_scan_arguments(parser)
-    parser.add_argument("--json", action="store_true", help="print JSON lines, one per kernel")
+    parser.add_argument("--json", action="store_true",
+                        help=f"print one JSON document ({SCHEMA}: every kernel's record, and errors)")
+    parser.add_argument("--jsonl", action="store_true",
+                        help=f"print JSON Lines, one record per (kernel, image) as each file is read ({LINE_SCHEMA})")
     parser.add_argument("--proteus", action="store_true",
                         help="print Proteus's current 64-bit hash (decimal) instead, for kernels "
                              "with IR")
@@ -64,6 +71,7 @@ def add_arguments(parser) -> None:
 
 #: The options of each form: (option, attribute, its "not given" value).
 BINARY_OPTIONS = (("-r/--recursive", "recursive", False), ("--kernel", "kernel", None), ("--json", "json", False),
+                  ("--jsonl", "jsonl", False),
                   ("--proteus", "proteus", False), ("--llvm-before-20", "llvm_before_20", False))
 KEY_OPTIONS = (("--arg", "arg", []), ("--grid", "grid", None), ("--block", "block", None),
                ("--bounds", "bounds", None), ("--shared", "shared", None), ("--capture", "capture", []),
@@ -88,6 +96,8 @@ def run(args) -> int:
         return 0
     if not args.binaries:
         raise OptionError("give a BINARY to hash its kernels, or --jit-key / --launch-identity STATIC")
+    if args.json and args.jsonl:
+        raise OptionError("give one of --json (one document) and --jsonl (a line per kernel)")
     if extra := given(args, KEY_OPTIONS):
         raise OptionError(f"{', '.join(extra)}: only with --jit-key, --launch-identity or "
                           "--dynamic, not when hashing a BINARY's kernels")
@@ -100,6 +110,7 @@ def run(args) -> int:
     from kir.progress import Progress
     many = len(args.binaries) > 1 or args.recursive
     status = 0
+    document = {"kernels": [], "errors": []} if args.json else None  # --json: printed at the end
     files = list(inputs.expand(args.binaries, args.recursive))
     progress = Progress("hashing", total=len(files))
     for number, item in enumerate(files):
@@ -109,6 +120,8 @@ def run(args) -> int:
         except (KirError, OSError) as error:
             progress.clear()
             print(f"kir: error: {error}", file=sys.stderr)
+            if document is not None:
+                document["errors"].append({"path": item.path, "error": str(error)})
             status = 2
             continue
         hashes, errors = kernel_hashes_of(binary, args, pattern, progress.callback)
@@ -116,13 +129,22 @@ def run(args) -> int:
         hashes = [h for h in hashes if archs is None or processor(h.target) in archs]
         if not item.explicit and not hashes and not errors:
             continue  # found by -r, no kernels: a host library
-        if many and not args.json:
-            print(f"\n{item.path}:")
-        print_hashes(hashes, args, item.path)
+        if document is not None:
+            document["kernels"] += [record_of(h, item.path) for h in hashes]
+            document["errors"] += [{"path": item.path, "error": message} for message in errors]
+        else:
+            if many and not args.jsonl:
+                print(f"\n{item.path}:")
+            print_hashes(hashes, args, item.path)
         for message in errors:
             print(f"kir: error: {message}", file=sys.stderr)
         if errors:
             status = 2
+    if document is not None:
+        import json
+
+        import kir
+        print(json.dumps(envelope(SCHEMA, kir_version=kir.__version__, **document)))
     return status
 
 
@@ -131,13 +153,18 @@ def kernel_hashes_of(binary, args, pattern, progress=None):
     return kernel_hashes(binary, not args.llvm_before_20, pattern.selects if pattern else None, progress=progress)
 
 
+def record_of(h, path: str) -> dict:
+    """One (kernel, image)'s JSON record: a kir.hash/2 document's `kernels` item, and
+    (with its tag first) a kir.hash/1 line."""
+    return {"path": path, "image": h.image, "image_kind": h.image_kind, "target": h.target, "kernel": h.kernel,
+            "static": h.static_hash, "code": h.code_kind, "source": h.source, "proteus": h.proteus}
+
+
 def print_hashes(hashes, args, path: str) -> None:
     for h in hashes:  # one line per (kernel, image): kernel_hashes never repeats a pair
-        if args.json:
+        if args.jsonl:
             import json
-            print(json.dumps(envelope(SCHEMA, path=path, image=h.image, image_kind=h.image_kind,
-                              target=h.target, kernel=h.kernel, static=h.static_hash, code=h.code_kind,
-                              source=h.source, proteus=h.proteus)))
+            print(json.dumps(envelope(LINE_SCHEMA, **record_of(h, path))))
         elif args.proteus:
             print(f"{h.proteus if h.proteus is not None else '-':<20}  {h.target:<14} "
                   f"image #{h.image:<4} {h.kernel}")

@@ -67,8 +67,6 @@ def add_arguments(parser) -> None:
     parser.add_argument("--json", action="store_true",
                         help="print JSON (schema kir.inspect/3: docs/json-schema.md, installed under "
                              "kir.docs_dir())")
-    parser.add_argument("--pretty", action="store_true",
-                        help="with --json: indented, one key per line (the same document)")
     parser.add_argument("--ir", action="store_true",
                         help="also list the LLVM IR modules (embedded bitcode, Proteus IR) with "
                              "their kernels and signatures (reads them with llvmlite)")
@@ -77,17 +75,8 @@ def add_arguments(parser) -> None:
     add_progress_argument(parser)
 
 
-def run(args, out: TextIOBase = sys.stdout) -> int:
-    if args.pretty:
-        if not args.json:
-            raise OptionError("--pretty: only with --json")
-        import io
-        import json
-        compact = io.StringIO()
-        status = run(argparse_copy(args, pretty=False), compact)
-        if compact.getvalue():
-            out.write(json.dumps(json.loads(compact.getvalue()), indent=2) + "\n")
-        return status
+def run(args, out: TextIOBase | None = None) -> int:
+    out = sys.stdout if out is None else out  # at the call: kir.cli's --pretty replaces sys.stdout
     archs, kinds = parse_arch_filter(args.arch), parse_kind_filter(args.kind)
     required = parse_requirements(args.require)
     if args.threads < 0:
@@ -162,12 +151,6 @@ def run(args, out: TextIOBase = sys.stdout) -> int:
     if failures:
         status = 2
     return status or (1 if lacking else 0)
-
-
-def argparse_copy(args, **changes):
-    """`args` (an argparse.Namespace) with `changes` applied, the original untouched."""
-    import argparse
-    return argparse.Namespace(**{**vars(args), **changes})
 
 
 def summary_line(read: int, images: int, failures: list, skipped: int, lacking: list, checked: bool) -> str:

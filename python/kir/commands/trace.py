@@ -34,7 +34,9 @@ __all__ = ["add_arguments", "run", "hook_library", "warn_if_static_runtime"]
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--json", action="store_true", help="one JSON object per line")
+    parser.json_lines = True  # no --pretty (kir.cli): the events stream, one object per line
+    parser.add_argument("--jsonl", "--json", dest="json", action="store_true",
+                        help="JSON Lines: one object per event, written as it happens (schema kir.trace/1)")
     parser.add_argument("-o", "--output", metavar="FILE",
                         help="write the trace to FILE (replaced) instead of kir's stdout, apart from "
                              "the app's own output")
