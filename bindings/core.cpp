@@ -525,6 +525,12 @@ void bind_binary(nb::module_& m) {
            "Every container as a dict of the kir.inspect/3 JSON schema (docs/json-schema.md), in file order.")
       .def("image_records", &kir_bindings::image_records,
            "Every image as a dict of the kir.inspect/3 JSON schema (docs/json-schema.md), in file order.")
+      .def("image_records_json", &kir_bindings::image_records_json, "indices"_a = nb::none(),
+           "image_records()'s dicts (those of `indices`, else all) with each one's \"target\", as the JSON text "
+           "json.dumps(..., separators=(',', ':')) writes; None when a text needs json.dumps's escaping.")
+      .def("container_records_json", &kir_bindings::container_records_json, "indices"_a = nb::none(),
+           "container_records()'s dicts (those of `indices`, else all) as the JSON text json.dumps(..., "
+           "separators=(',', ':')) writes; None when a text needs json.dumps's escaping.")
       .def("image_rows", &kir_bindings::image_rows,
            "Every image as a tuple (index, container, kind, arch, fatbin version 'MAJOR.MINOR' or None, "
            "compression, stored size, size, id, obfuscated), in file order: the text table's fields.")

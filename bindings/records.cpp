@@ -276,4 +276,131 @@ nb::list container_records(const kir::Binary& b) {
   return records;
 }
 
+namespace {
+
+/// The images (or containers) that `indices` names, every one when it is None.
+std::vector<uint32_t> chosen(nb::object indices, size_t count) {
+  std::vector<uint32_t> out;
+  if (indices.is_none()) {
+    out.resize(count);
+    for (uint32_t i = 0; i < count; ++i) out[i] = i;
+    return out;
+  }
+  for (nb::handle i : indices) {
+    int64_t v = nb::cast<int64_t>(i);
+    if (v < 0 || static_cast<uint64_t>(v) >= count) throw nb::index_error("no such index");
+    out.push_back(static_cast<uint32_t>(v));
+  }
+  return out;
+}
+
+/// `v` as json.dumps writes an optional integer.
+template <class T>
+std::string json_number(const std::optional<T>& v) {
+  return v ? std::to_string(*v) : "null";
+}
+
+}  // namespace
+
+nb::object image_records_json(const kir::Binary& b, nb::object indices) {
+  // Byte for byte json.dumps(records, separators=(",", ":")) of image_records()'s
+  // dicts (those `indices` names) with each one's "target" (= "arch") appended, as
+  // kir.report.build_report makes them: the JSON of cuBLAS's 5,666 images without a
+  // dict each (issue 26: `kir inspect --json libcublasLt.so.13` spent most of its
+  // time in json.dumps). None when a text needs json.dumps's own escaping, or a
+  // string map repeats a key (a dict would keep one): the caller takes the dicts.
+  std::vector<const kir::Image*> all;
+  std::vector<uint32_t> container_of;
+  for (uint32_t c = 0; c < b.containers().size(); ++c)
+    for (const kir::Image& i : b.containers()[c].images) {
+      all.push_back(&i);
+      container_of.push_back(c);
+    }
+  std::string out = "[";
+  bool first = true;
+  for (uint32_t index : chosen(indices, all.size())) {
+    const kir::Image& i = *all[index];
+    out += first ? "{\"index\":" : ",{\"index\":";
+    first = false;
+    out += std::to_string(index) + ",\"container\":" + std::to_string(container_of[index]) +
+           ",\"entry\":" + std::to_string(i.index) + ",\"kind\":";
+    if (!append_json_string(out, kir::name(i.kind))) return nb::none();
+    out += ",\"arch\":";
+    if (!append_json_string(out, i.target)) return nb::none();
+    out += ",\"triple\":";
+    if (!append_json_string(out, i.triple)) return nb::none();
+    out += ",\"id\":";
+    if (!append_json_string(out, i.id)) return nb::none();
+    out += ",\"compression\":";
+    if (!append_json_string(out, kir::name(i.compression))) return nb::none();
+    out += ",\"size\":" + std::to_string(i.size) + ",\"stored_size\":" + std::to_string(i.stored.size()) +
+           ",\"file_offset\":" + json_number(i.file_offset) + ",\"version\":";
+    const std::optional<kir::FatbinEntry>& e = i.fatbin;
+    out += e ? "[" + std::to_string(e->major) + "," + std::to_string(e->minor) + "]" : std::string("null");
+    out += ",\"flags\":[";
+    if (e) {
+      std::vector<std::string> names = kir::fatbin_flag_names(e->flags);
+      for (size_t n = 0; n < names.size(); ++n) {
+        if (n) out += ',';
+        if (!append_json_string(out, names[n])) return nb::none();
+      }
+    }
+    out += "],\"obfuscated\":";
+    out += e && e->obfuscated() ? "true" : "false";
+    out += ",\"identifier\":";
+    if (!append_json_string(out, e ? std::string(e->identifier) : std::string())) return nb::none();
+    out += ",\"options\":";
+    if (!append_json_string(out, e ? options_text(e->options) : std::string())) return nb::none();
+    out += ",\"strings\":{";
+    for (size_t n = 0; n < i.strings.size(); ++n) {
+      for (size_t m = 0; m < n; ++m)
+        if (i.strings[m].first == i.strings[n].first) return nb::none();
+      if (n) out += ',';
+      if (!append_json_string(out, i.strings[n].first)) return nb::none();
+      out += ':';
+      if (!append_json_string(out, i.strings[n].second)) return nb::none();
+    }
+    out += "},\"target\":";
+    if (!append_json_string(out, i.target)) return nb::none();
+    out += '}';
+  }
+  out += ']';
+  return nb::str(out.data(), out.size());
+}
+
+nb::object container_records_json(const kir::Binary& b, nb::object indices) {
+  // Byte for byte json.dumps(records, separators=(",", ":")) of container_records()'s
+  // dicts that `indices` names; None when a text needs json.dumps's own escaping.
+  std::string out = "[";
+  bool first = true;
+  for (uint32_t c : chosen(indices, b.containers().size())) {
+    const kir::ContainerSite& site = b.containers()[c];
+    out += first ? "{\"index\":" : ",{\"index\":";
+    first = false;
+    out += std::to_string(c) + ",\"member\":";
+    if (!append_json_string(out, site.member)) return nb::none();
+    out += ",\"section\":";
+    if (!append_json_string(out, site.section)) return nb::none();
+    out += ",\"file_offset\":" + std::to_string(site.file_offset) + ",\"format\":";
+    if (!append_json_string(out, kir::name(site.format))) return nb::none();
+    out +=
+        ",\"size\":" + std::to_string(site.size) + ",\"version\":" + std::to_string(site.version) + ",\"compression\":";
+    if (!append_json_string(out, site.compression)) return nb::none();
+    out += ",\"found_by\":";
+    if (!append_json_string(out, kir::found_by_name(site.found_by))) return nb::none();
+    out += ",\"wrapper\":";
+    if (site.wrapper) {
+      const kir::FatbinWrapper& w = b.wrappers()[*site.wrapper];
+      out += "{\"file_offset\":" + std::to_string(w.file_offset) + ",\"hip\":" + (w.hip ? "true" : "false") +
+             ",\"version\":" + std::to_string(w.version) +
+             ",\"prelinked\":" + std::to_string(w.prelinked_offsets.size()) + "}";
+    } else {
+      out += "null";
+    }
+    out += '}';
+  }
+  out += ']';
+  return nb::str(out.data(), out.size());
+}
+
 }  // namespace kir_bindings

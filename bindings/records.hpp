@@ -21,5 +21,7 @@ nb::list image_records(const kir::Binary& b);
 /// compression, stored size, size, id, obfuscated): the `kir inspect` table's.
 nb::list image_rows(const kir::Binary& b);
 nb::list container_records(const kir::Binary& b);
+nb::object image_records_json(const kir::Binary& b, nb::object indices);
+nb::object container_records_json(const kir::Binary& b, nb::object indices);
 
 }  // namespace kir_bindings

@@ -291,7 +291,7 @@ class BinaryReader {
   /// fatbins only, in the data sections a program loads (not code, not a section
   /// whose bytes are a container already).
   void scan(const ElfFile& elf, const std::string& member, bool data_only) {
-    constexpr uint64_t kWindow = 16 << 20;
+    constexpr uint64_t kWindow = 16 << 20, kDataFatbinAlign = 8;
     for (const ElfSection& s : elf.sections()) {
       if (data_only && !is_data_section(s)) continue;
       ByteView d = s.data;
@@ -300,10 +300,15 @@ class BinaryReader {
       uint64_t fatbin_off = 0, bundle_off = 0, bitcode_off = 0;
       for (uint64_t start = 0; start < d.size(); start += kWindow) {
         uint64_t end = std::min(d.size(), start + kWindow);
-        fatbin_off = discover::find_magic(d, fatbin_off, end, {discover::kFatbinMagicText}, [&](uint64_t off) {
+        auto fatbin_at = [&](uint64_t off) {
           return try_scanned(d.from(off), member, section,
                              [](ByteView at) { return discover_fatbin(at, {/*strict=*/true}); });
-        });
+        };
+        // --scan: every byte; the default data-section search: 8-byte boundaries, where
+        // fatbins are (discover::next_aligned_magic).
+        fatbin_off = data_only ? discover::find_aligned_magic(d, fatbin_off, end, discover::kFatbinMagicText,
+                                                              kDataFatbinAlign, fatbin_at)
+                               : discover::find_magic(d, fatbin_off, end, {discover::kFatbinMagicText}, fatbin_at);
         if (bundles)
           bundle_off = discover::find_magic(
               d, bundle_off, end, {kOffloadBundleMagic, kCompressedBundleMagic}, [&](uint64_t off) {

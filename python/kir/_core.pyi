@@ -512,6 +512,16 @@ class Binary:
         Every image as a dict of the kir.inspect/3 JSON schema (docs/json-schema.md), in file order.
         """
 
+    def image_records_json(self, indices: object | None = None) -> object:
+        """
+        image_records()'s dicts (those of `indices`, else all) with each one's "target", as the JSON text json.dumps(..., separators=(',', ':')) writes; None when a text needs json.dumps's escaping.
+        """
+
+    def container_records_json(self, indices: object | None = None) -> object:
+        """
+        container_records()'s dicts (those of `indices`, else all) as the JSON text json.dumps(..., separators=(',', ':')) writes; None when a text needs json.dumps's escaping.
+        """
+
     def image_rows(self) -> list:
         """
         Every image as a tuple (index, container, kind, arch, fatbin version 'MAJOR.MINOR' or None, compression, stored size, size, id, obfuscated), in file order: the text table's fields.

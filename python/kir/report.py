@@ -110,8 +110,20 @@ def build_report(binary: Binary, archs: set[str] | None, kinds: set[ImageKind] |
     `modules` (kir.ir.IrModule list) adds "ir_modules"; `links` ((image, kernel)
     -> module index) gives each kernel its "ir_module". With `kernels_text`, each
     image's "kernels" is a placeholder for its JSON text, which only
-    `kernels_text.parts` of the report turns into the list."""
+    `kernels_text.parts` of the report turns into the list; without kernels, so are
+    "images" and "containers" (the core's image_records_json: the same bytes)."""
     core = binary._check_open()
+    if not with_kernels and kernels_text is not None:  # the listing: its JSON text from the core
+        rows = selected_rows(binary, archs, kinds)
+        filtered = archs is not None or kinds is not None
+        images = core.image_records_json([r[0] for r in rows] if filtered else None)
+        containers = core.container_records_json(sorted({r[1] for r in rows}))
+        if images is not None and containers is not None:  # else a text json.dumps escapes: the dicts
+            return envelope(SCHEMA, kir_version=_core.__version__, path=binary.path, format=binary.format,
+                            members=binary.members, containers=kernels_text.placeholder(containers),
+                            images=kernels_text.placeholder(images), errors=list(errors),
+                            **({"ir_modules": [ir_module_record(m) for m in modules]} if modules is not None
+                               else {}))
     records = core.image_records()
     for r in records:  # the name `kir hash --json` gives the same value (issue 26: arch vs target)
         r["target"] = r["arch"]

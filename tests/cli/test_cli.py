@@ -183,6 +183,42 @@ def test_json_kernels_from_the_core_are_json_dumps_own_bytes(built, kir_cli, nam
                         any(k["ir_module"] is not None for k in kernels))
 
 
+@pytest.mark.parametrize("name", ["app", "app_rdc", "hip.o", "clang_cuda_new.o", "librdc.a", "embedded_fatbin",
+                                  "hip_ccob_v3.o", "embed_bitcode.o",
+                                  "kernels_sm90.cubin"])
+def test_the_listing_s_json_from_the_core_is_json_dumps_own_bytes(built, name):
+    """`kir inspect --json` without --kernels takes its images and containers as JSON
+    text from the core (image_records_json, issue 26's speed): the very bytes json.dumps
+    writes of the dicts, for every format and field (bundle ids, offloading string
+    maps, wrappers, archive members), and for a selection of them."""
+    core = kir.open(built[name])._check_open()
+    records = core.image_records()
+    for r in records:
+        r["target"] = r["arch"]
+    assert records and core.image_records_json() == json.dumps(records, separators=(",", ":"))
+    assert core.container_records_json() == json.dumps(core.container_records(), separators=(",", ":"))
+    some = list(range(0, len(records), 2))
+    assert core.image_records_json(some) == json.dumps([records[i] for i in some], separators=(",", ":"))
+    with pytest.raises(IndexError):
+        core.image_records_json([len(records)])
+
+
+def test_a_name_json_escapes_takes_the_dicts_and_prints_the_same_document(built, kir_cli, tmp_path):
+    """An archive member named outside ASCII: the core's text gives way (None) and
+    json.dumps writes the report, escapes and all."""
+    archive = tmp_path / "lib.a"
+    member = tmp_path / "k\u00e9rnels.o"
+    member.write_bytes(built["kernels.o"].read_bytes())
+    subprocess.run(["ar", "rc", archive, member], check=True, cwd=tmp_path)
+    core = kir.open(archive)._check_open()
+    assert core.container_records_json() is None
+    result = kir_cli("inspect", "--json", archive)
+    assert result.returncode == 0 and "k\\u00e9rnels.o" in result.stdout
+    report = json.loads(result.stdout)
+    assert report["containers"] and {c["member"] for c in report["containers"]} == {"k\u00e9rnels.o"}
+    assert len(report["images"]) == len(kir.open(archive).images)
+
+
 def test_inspect_json_names_the_target_as_hash_does_and_pretty_is_the_same_document(built, kir_cli):
     """Issue 26: `inspect` said "arch" where `hash` says "target"; and JSON could not be
     printed for a reader."""

@@ -113,15 +113,16 @@ def run(args, out: TextIOBase | None = None) -> int:
             continue
         if reading is not None:
             reading.clear()  # the file's table goes to the same terminal
-        if not item.explicit and not binary.images:
+        rows = selected_rows(binary)  # plain tuples: no Image object per image (a prefix check reads 25,000)
+        if not item.explicit and not rows:
             skipped += 1  # found by -r, no device code: a host library
             continue
-        missing = missing_requirements(binary, required) if required is not None else None
+        missing = missing_requirements(rows, required) if required is not None else None
         if missing:
             lacking.append((item.path, missing))
         if args.quiet:
             read += 1
-            images += len(selected_rows(binary, archs, kinds))
+            images += len(rows if archs is None and kinds is None else selected_rows(binary, archs, kinds))
             continue
         if many and not args.json and read:
             out.write("\n")
@@ -186,9 +187,10 @@ def parse_requirements(text: str | None) -> list[tuple[str, str, str | None]] | 
     return required
 
 
-def missing_requirements(binary: Binary, required) -> list[str]:
-    """The items of --require that no image of `binary` satisfies."""
-    have = {(image.kind, processor(image.target)) for image in binary.images}
+def missing_requirements(rows: list[tuple], required) -> list[str]:
+    """The items of --require that no image of a binary satisfies (`rows`: its
+    report.selected_rows)."""
+    have = {(kind, processor(target)) for _, _, kind, target, *_ in rows}
     kinds = {kind for kind, _ in have}
     return [item for item, kind, target in required
             if (kind not in kinds if target is None else (kind, target) not in have)]
