@@ -83,20 +83,7 @@ def make_parser(verb: str | None = None) -> argparse.ArgumentParser:
         p = parser.verbs[name] = sub.add_parser(name, help=help_text, description=help_text)
         if verb != "":  # "": the top-level usage, no verb's options
             command_module(name).add_arguments(p)
-            add_pretty_arguments(p)
     return parser
-
-
-def add_pretty_arguments(parser: argparse.ArgumentParser) -> None:
-    """--pretty beside every --json that prints one JSON document (every verb's but
-    `kir trace`'s, whose events stream as JSON Lines), its parsers and subparsers'."""
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for sub in action.choices.values():
-                add_pretty_arguments(sub)
-    if "--json" in parser._option_string_actions and not getattr(parser, "json_lines", False):
-        parser.add_argument("--pretty", action="store_true",
-                            help="with --json: the same document indented, one key per line")
 
 
 def run_pretty(module, args) -> int:
@@ -118,7 +105,7 @@ def run_pretty(module, args) -> int:
     while (at := len(text) - len(text[at:].lstrip())) < len(text):  # each document it printed
         try:
             document, at = decoder.raw_decode(text, at)
-        except ValueError:  # not JSON (a verb's text after its document): as it was
+        except json.JSONDecodeError:  # not JSON (a verb's text after its document): as it was
             sys.stdout.write(text[at:])
             break
         sys.stdout.write(json.dumps(document, indent=2) + "\n")

@@ -25,4 +25,11 @@ def envelope(schema: str, **fields) -> dict:
     return out
 
 
-__all__ = ["envelope", "LEGACY_FORMAT_KEY"]
+def add_json_argument(parser, help: str) -> None:  # noqa: A002 - argparse's own name
+    """--json (one document, `help` says which) and --pretty beside it (kir.cli.run_pretty
+    indents the document): every verb that prints one JSON document adds both here."""
+    parser.add_argument("--json", action="store_true", help=help)
+    parser.add_argument("--pretty", action="store_true", help="with --json: the same document indented")
+
+
+__all__ = ["add_json_argument", "envelope", "LEGACY_FORMAT_KEY"]

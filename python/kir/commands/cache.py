@@ -19,7 +19,7 @@ from pathlib import Path
 
 from kir.cache import Cache, Entry
 from kir.commands.printable import printable
-from kir.envelope import envelope
+from kir.envelope import add_json_argument, envelope
 from kir.errors import KirError, OptionError
 from kir.words import plural
 
@@ -34,7 +34,7 @@ def add_arguments(parser) -> None:
     verify = sub.add_parser("verify", help="check every entry (exit 1 when one is damaged)")
     for p in (ls, show, rm, verify):
         p.add_argument("directory", metavar="DIR", help="the cache directory")
-        p.add_argument("--json", action="store_true", help=f"one JSON object ({SCHEMA})")
+        add_json_argument(p, help=f"one JSON object ({SCHEMA})")
     show.add_argument("key", metavar="KEY", help="the entry's key, or a unique prefix of it")
     show.add_argument("-o", "--output", metavar="FILE", help="write the entry's code to FILE")
     rm.add_argument("keys", metavar="KEY", nargs="*", help="keys (or unique prefixes) to remove")

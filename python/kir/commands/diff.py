@@ -28,7 +28,7 @@ import hashlib
 import sys
 
 from kir.commands import inputs
-from kir.envelope import envelope
+from kir.envelope import add_json_argument, envelope
 from kir.errors import KirError
 from kir.kernel_pattern import HELP as KERNEL_HELP, kernel_pattern
 
@@ -44,7 +44,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--kernel", metavar="REGEX", help=f"only kernels whose {KERNEL_HELP}")
     inputs.add_scan_arguments(parser)
     parser.add_argument("--unchanged", action="store_true", help="also list the kernels that did not change")
-    parser.add_argument("--json", action="store_true", help=f"print one JSON object ({SCHEMA})")
+    add_json_argument(parser, help=f"print one JSON object ({SCHEMA})")
     from kir.progress import add_argument as add_progress_argument
     add_progress_argument(parser)
 

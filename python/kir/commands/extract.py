@@ -33,7 +33,7 @@ import sys
 
 from kir.binary import Binary
 from kir.commands import inputs
-from kir.envelope import envelope
+from kir.envelope import add_json_argument, envelope
 from kir.errors import KirError
 from kir.model import ImageKind
 from kir.progress import Progress, add_argument as add_progress_argument
@@ -54,7 +54,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--kind", metavar="LIST", default="cubin,ptx,lto-ir,code-object,bitcode",
                         help="kinds to write (default: cubin,ptx,lto-ir,code-object,bitcode)")
     inputs.add_scan_arguments(parser)
-    parser.add_argument("--json", action="store_true", help=f"print one JSON object ({SCHEMA})")
+    add_json_argument(parser, help=f"print one JSON object ({SCHEMA})")
     parser.add_argument("--ir", action="store_true",
                         help="also write every LLVM IR module (embedded bitcode, Proteus IR) as "
                              "<stem>.ir<n>.<triple arch>.bc and .ll")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import sys
 
 from kir.commands import inputs
-from kir.envelope import envelope
+from kir.envelope import add_json_argument, envelope
 from kir.errors import OptionError
 from kir.jit.values import pack, parse_number
 from kir.kernel_pattern import HELP as KERNEL_HELP, kernel_pattern
@@ -33,8 +33,7 @@ def add_arguments(parser) -> None:
     inputs.add_arguments(parser, nargs="*", help="binaries whose kernels to hash")  # none with --jit-key & co.
     parser.add_argument("--kernel", metavar="REGEX", help=f"only kernels whose {KERNEL_HELP}")
     inputs.add_scan_arguments(parser)
-    parser.add_argument("--json", action="store_true",
-                        help=f"print one JSON document ({SCHEMA}: every kernel's record, and errors)")
+    add_json_argument(parser, help=f"print one JSON document ({SCHEMA}: every kernel's record, and errors)")
     parser.add_argument("--jsonl", action="store_true",
                         help=f"print JSON Lines, one record per (kernel, image) as each file is read ({LINE_SCHEMA})")
     parser.add_argument("--proteus", action="store_true",

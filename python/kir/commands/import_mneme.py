@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import sys
 
-from kir.envelope import envelope
+from kir.envelope import add_json_argument, envelope
 from kir.mneme import convert
 from kir.progress import Progress, add_argument as add_progress_argument
 from kir.words import plural
@@ -28,7 +28,7 @@ def add_arguments(parser) -> None:
                              "tuned result is found by the running app; a kernel it lacks keeps the hash of "
                              "Mneme's module, with a warning")
     parser.add_argument("--check", action="store_true", help="read and check everything, write nothing")
-    parser.add_argument("--json", action="store_true", help=f"one JSON object ({SCHEMA})")
+    add_json_argument(parser, help=f"one JSON object ({SCHEMA})")
     add_progress_argument(parser)
 
 

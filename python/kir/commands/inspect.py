@@ -21,7 +21,7 @@ from io import TextIOBase
 import kir
 from kir.binary import Binary
 from kir.commands import inputs
-from kir.envelope import envelope
+from kir.envelope import add_json_argument, envelope
 from kir.errors import KirError, OptionError
 from kir.kernel_pattern import HELP as KERNEL_HELP, kernel_pattern
 from kir.model import ImageKind
@@ -64,8 +64,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("-q", "--quiet", action="store_true",
                         help="print no table: only the binaries that lack what --require asks and the "
                              "verdict (a CI check over a prefix)")
-    parser.add_argument("--json", action="store_true",
-                        help="print JSON (schema kir.inspect/3: docs/json-schema.md, installed under "
+    add_json_argument(parser, help="print JSON (schema kir.inspect/3: docs/json-schema.md, installed under "
                              "kir.docs_dir())")
     parser.add_argument("--ir", action="store_true",
                         help="also list the LLVM IR modules (embedded bitcode, Proteus IR) with "

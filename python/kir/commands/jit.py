@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import sys
 
-from kir.envelope import envelope
+from kir.envelope import add_json_argument, envelope
 from kir.errors import KirError, LLVMCrashError, OptionError
 from kir.kernel_pattern import kernel_pattern
 from kir.words import plural
@@ -57,7 +57,7 @@ def add_arguments(parser) -> None:
                         "allows it), off (never: as -ffp-contract=off), auto (default: what the IR was built with)")
     c.add_argument("--cache", metavar="DIR", help="store the result in this kernel-object cache")
     c.add_argument("-o", "--output", metavar="FILE", help="write the cubin / PTX / AMDGPU code object here")
-    c.add_argument("--json", action="store_true", help="print one JSON object")
+    add_json_argument(c, help="print one JSON object")
 
 
 def run(args) -> int:

@@ -9,7 +9,7 @@ import json
 import sys
 
 from kir.commands.printable import printable
-from kir.envelope import envelope
+from kir.envelope import add_json_argument, envelope
 from kir.record import Record, RecordError, Recording
 from kir.words import plural
 
@@ -18,7 +18,7 @@ SCHEMA = "kir.records/1"
 
 def add_arguments(parser) -> None:
     parser.add_argument("directory", metavar="DIR", help="the recording (kir record -o DIR)")
-    parser.add_argument("--json", action="store_true", help=f"one JSON object ({SCHEMA})")
+    add_json_argument(parser, help=f"one JSON object ({SCHEMA})")
 
 
 def run(args) -> int:

@@ -26,7 +26,7 @@ from kir.commands.replay_variant import (
     plan_variant,
     print_variant_plan,
 )
-from kir.envelope import envelope
+from kir.envelope import add_json_argument, envelope
 from kir.errors import OptionError
 from kir.files import stdout_to_stderr
 from kir.replay import CODE_KINDS, DTYPES, NORMS, Tolerance
@@ -62,8 +62,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--device-arch", default=None, metavar="ARCH",
                         help="with --plan: the GPU to plan for (default sm_90; for a HIP record, its "
                              "code object's target, e.g. gfx942:sramecc+:xnack-)")
-    parser.add_argument("--json", action="store_true",
-                        help=f"print one JSON object ({SCHEMA}; with --all, {SCHEMA_ALL})")
+    add_json_argument(parser, help=f"print one JSON object ({SCHEMA}; with --all, {SCHEMA_ALL})")
     every = parser.add_argument_group("replaying a whole recording (a regression run)")
     every.add_argument("--all", metavar="DIR", dest="all",
                        help="replay every record of the recording DIR (kir record -o DIR): a table of "

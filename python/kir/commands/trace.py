@@ -34,7 +34,7 @@ __all__ = ["add_arguments", "run", "hook_library", "warn_if_static_runtime"]
 
 
 def add_arguments(parser) -> None:
-    parser.json_lines = True  # no --pretty (kir.cli): the events stream, one object per line
+    # no --pretty (kir.envelope.add_json_argument): the events stream, one object per line
     parser.add_argument("--jsonl", "--json", dest="json", action="store_true",
                         help="JSON Lines: one object per event, written as it happens (schema kir.trace/1)")
     parser.add_argument("-o", "--output", metavar="FILE",

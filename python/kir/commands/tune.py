@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kir.commands.replay_all import ClusterOptions
-from kir.envelope import envelope
+from kir.envelope import add_json_argument, envelope
 from kir.errors import OptionError
 
 SCHEMA = "kir.tune/1"
@@ -141,7 +141,7 @@ def add_arguments(parser) -> None:
                              "as text)")
     parser.add_argument("--executor", metavar="MODULE:FUNCTION",
                         help="run each trial as FUNCTION(path, point) instead of replaying it (tests)")
-    parser.add_argument("--json", action="store_true", help=f"print one JSON object ({SCHEMA})")
+    add_json_argument(parser, help=f"print one JSON object ({SCHEMA})")
     parser.add_argument("--results-dir", metavar="DIR",
                         help="also write the results to DIR (Mneme's --results-dir): per record the trials "
                              "(trials.jsonl, trials.csv), best.json, baseline.json, search_space.json, plots "
