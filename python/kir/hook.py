@@ -1,5 +1,5 @@
 """The hook layer's registry, queried from inside a process it is loaded in
-(`LD_PRELOAD=.../kir/lib/libkir_hook.so`, as `kir trace` runs apps, or linked):
+(`LD_PRELOAD=.../kir/lib/libkir_hook.so`, as `kir trace` runs apps, or linked)::
 
     import kir.hook
     if kir.hook.active():
@@ -91,6 +91,7 @@ class _Stats(ctypes.Structure):
 
 @dataclass(frozen=True)
 class Kernel:
+    """A kernel the hook layer has seen registered (kir_hook_kernel, kir/hooks.h)."""
     name: str                      # mangled
     host_stub: int                 # the host function (or CUfunction) it is launched by
     fatbin: int                    # the registration handle or module it came with
@@ -103,15 +104,18 @@ class Kernel:
 
     @property
     def param_offsets(self) -> tuple[int, ...]:
+        """Each parameter's byte offset in the argument buffer."""
         return tuple(p.offset for p in self.params)
 
     @property
     def param_sizes(self) -> tuple[int, ...]:
+        """Each parameter's size in bytes."""
         return tuple(p.size for p in self.params)
 
 
 @dataclass(frozen=True)
 class Global:
+    """A device global variable registered with the layer (kir_hook_global, kir/hooks.h)."""
     name: str
     host_address: int              # the host shadow variable the app uses as its handle
     size: int
@@ -131,6 +135,7 @@ class Capture:
 
 @dataclass(frozen=True)
 class Allocation:
+    """A live device allocation the layer tracks (kir_hook_allocation, kir/hooks.h)."""
     address: int
     size: int
     kind: str                      # "device", "managed" or "host-pinned"
@@ -296,6 +301,7 @@ def track_allocation(address: int, size: int, kind: str = "device") -> None:
 
 
 def untrack_allocation(address: int) -> None:
+    """Forget an allocation `track_allocation` recorded, starting at `address`."""
     _require().kir_hook_untrack_allocation(address)
 
 
