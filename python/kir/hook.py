@@ -92,13 +92,13 @@ class _Stats(ctypes.Structure):
 @dataclass(frozen=True)
 class Kernel:
     """A kernel the hook layer has seen registered (kir_hook_kernel, kir/hooks.h)."""
-    name: str                      # mangled
-    host_stub: int                 # the host function (or CUfunction) it is launched by
-    fatbin: int                    # the registration handle or module it came with
-    params: tuple[Param, ...]      # the parameters' layout (kir.model.Param)
-    static_hash: str               # 32 hex digits, as `kir hash` prints it
-    ir: bytes                      # bitcode the Proteus pass embedded for it (b"" when none)
-    unloaded: bool = False         # its fatbin or module was unregistered since
+    name: str                      #: mangled
+    host_stub: int                 #: the host function (or CUfunction) it is launched by
+    fatbin: int                    #: the registration handle or module it came with
+    params: tuple[Param, ...]      #: the parameters' layout (kir.model.Param)
+    static_hash: str               #: 32 hex digits, as `kir hash` prints it
+    ir: bytes                      #: bitcode the Proteus pass embedded for it (b"" when none)
+    unloaded: bool = False         #: its fatbin or module was unregistered since
     #: runtime-constant arguments captured from the Proteus ABI (kir_hook_kernel.jit_args), by position
     jit_args: tuple[JitArg, ...] = ()
 
@@ -117,19 +117,19 @@ class Kernel:
 class Global:
     """A device global variable registered with the layer (kir_hook_global, kir/hooks.h)."""
     name: str
-    host_address: int              # the host shadow variable the app uses as its handle
+    host_address: int              #: the host shadow variable the app uses as its handle
     size: int
     fatbin: int
-    unloaded: bool = False         # its fatbin was unregistered since
+    unloaded: bool = False         #: its fatbin was unregistered since
 
 
 @dataclass(frozen=True)
 class Capture:
     """A runtime constant a lambda captured (kir_jit_capture; kir_hook_kernel_captures, API 7)."""
-    lambda_: str                   # the lambda's demangled type, as the Proteus pass names it
-    slot: int                      # the capture's index in the closure (RuntimeConstant.Pos)
-    offset: int                    # its byte offset in the closure (RuntimeConstant.Offset)
-    type: int                      # kir_arg_type (kir.model.ArgType's number)
+    lambda_: str                   #: the lambda's demangled type, as the Proteus pass names it
+    slot: int                      #: the capture's index in the closure (RuntimeConstant.Pos)
+    offset: int                    #: its byte offset in the closure (RuntimeConstant.Offset)
+    type: int                      #: kir_arg_type (kir.model.ArgType's number)
     value: bytes
 
 
@@ -138,8 +138,8 @@ class Allocation:
     """A live device allocation the layer tracks (kir_hook_allocation, kir/hooks.h)."""
     address: int
     size: int
-    kind: str                      # "device", "managed" or "host-pinned"
-    tag: int                       # a client's tag (kir_hook_tag_allocation), 0 when none
+    kind: str                      #: "device", "managed" or "host-pinned"
+    tag: int                       #: a client's tag (kir_hook_tag_allocation), 0 when none
 
 
 @lru_cache(maxsize=1)
