@@ -39,8 +39,8 @@ __all__ = [
 
 
 def docs_dir() -> str:
-    """Directory holding kir's documentation and JSON schemas (docs/json-schema.md,
-    docs/schemas/*.schema.json), inside this installation (a wheel ships them)."""
+    """Directory holding kir's documentation and JSON schemas (`docs/json-schema.md`,
+    `docs/schemas/*.schema.json`), inside this installation (a wheel ships them)."""
     import os
     return os.path.join(os.path.dirname(__file__), "docs")
 

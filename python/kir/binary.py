@@ -64,6 +64,7 @@ class Image:
 
     @property
     def triple(self) -> str:
+        """Target triple: 'nvptx64-nvidia-cuda', 'amdgcn-amd-amdhsa-', '' when unknown."""
         return self.core.triple
 
     @property
@@ -134,6 +135,8 @@ class Image:
 
     @property
     def kernels(self) -> list[_core.Kernel]:
+        """The image's kernels (kir._core.Kernel: name, parameters' layout, resources):
+        `code.kernels`."""
         return self.code.kernels
 
     def __repr__(self) -> str:
@@ -151,6 +154,7 @@ class Container:
 
     @property
     def section(self) -> str:
+        """Name of the ELF section holding it ('' when none)."""
         return self.site.section
 
     @property
@@ -160,10 +164,12 @@ class Container:
 
     @property
     def file_offset(self) -> int:
+        """Offset of the container in the file."""
         return self.site.file_offset
 
     @property
     def size(self) -> int:
+        """Bytes of the container in the file."""
         return self.site.size
 
     @property
@@ -198,6 +204,7 @@ class Binary:
 
     @property
     def closed(self) -> bool:
+        """Whether `close` was called (reading through it then raises KirError)."""
         return self._core is None
 
     def close(self) -> None:
@@ -252,6 +259,7 @@ class Binary:
 
     @property
     def path(self) -> str:
+        """The file's path, as given to `open`."""
         return self._path
 
     @property
@@ -266,6 +274,7 @@ class Binary:
 
     @property
     def images(self) -> list[Image]:
+        """Every image of every container, in file order (`Image.index` is the position)."""
         return [image for c in self.containers for image in c.images]
 
     def __iter__(self) -> Iterator[Image]:

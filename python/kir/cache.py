@@ -1,5 +1,5 @@
 """The kernel-object cache (docs/cache.md): compiled device code (cubin, PTX, code
-object) with its metadata, content-addressed by the JIT key under one directory.
+object) with its metadata, content-addressed by the JIT key under one directory::
 
     cache = Cache("/scratch/jit-cache", max_bytes=1 << 30)
     cache.store(key, cubin, "cubin", "sm_90", {"producer": "kir.jit", "kernel": "_Z4axpy..."})
@@ -62,6 +62,8 @@ class Problem:
 
 
 def check_key(key: str) -> str:
+    """`key` itself when it is a cache key (a JIT key's 32 lowercase hex digits), else
+    OptionError."""
     if not isinstance(key, str) or len(key) != 32 or any(c not in "0123456789abcdef" for c in key):
         raise OptionError(f"not a cache key (32 lowercase hex digits): {key!r}")
     return key

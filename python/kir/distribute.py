@@ -1,4 +1,4 @@
-"""Mapping a function over many items (records) on a Dask cluster (dask.distributed).
+"""Mapping a function over many items (records) on a Dask cluster (dask.distributed)::
 
     from kir.distribute import Cluster, map_items
     with Cluster(workers=None) as cluster:            # one worker process per GPU

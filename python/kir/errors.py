@@ -2,7 +2,7 @@
 bad input — a damaged binary or record, an option value it cannot use, a record
 it cannot replay — is a `KirError`, whose message says what, where and (for
 bytes) at which offset. The CLI prints a KirError as `kir: error: MESSAGE` and
-exits 2; anything else is a bug and shows its traceback.
+exits 2; anything else is a bug and shows its traceback::
 
     KirError                 a binary could not be read (raised by the core too)
     ├── (one class per ErrorCode, raised by the core: BadMagicError, TruncatedError,

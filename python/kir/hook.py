@@ -1,5 +1,5 @@
 """The hook layer's registry, queried from inside a process it is loaded in
-(`LD_PRELOAD=.../kir/lib/libkir_hook.so`, as `kir trace` runs apps, or linked):
+(`LD_PRELOAD=.../kir/lib/libkir_hook.so`, as `kir trace` runs apps, or linked)::
 
     import kir.hook
     if kir.hook.active():
@@ -91,50 +91,55 @@ class _Stats(ctypes.Structure):
 
 @dataclass(frozen=True)
 class Kernel:
-    name: str                      # mangled
-    host_stub: int                 # the host function (or CUfunction) it is launched by
-    fatbin: int                    # the registration handle or module it came with
-    params: tuple[Param, ...]      # the parameters' layout (kir.model.Param)
-    static_hash: str               # 32 hex digits, as `kir hash` prints it
-    ir: bytes                      # bitcode the Proteus pass embedded for it (b"" when none)
-    unloaded: bool = False         # its fatbin or module was unregistered since
+    """A kernel the hook layer has seen registered (kir_hook_kernel, kir/hooks.h)."""
+    name: str                      #: mangled
+    host_stub: int                 #: the host function (or CUfunction) it is launched by
+    fatbin: int                    #: the registration handle or module it came with
+    params: tuple[Param, ...]      #: the parameters' layout (kir.model.Param)
+    static_hash: str               #: 32 hex digits, as `kir hash` prints it
+    ir: bytes                      #: bitcode the Proteus pass embedded for it (b"" when none)
+    unloaded: bool = False         #: its fatbin or module was unregistered since
     #: runtime-constant arguments captured from the Proteus ABI (kir_hook_kernel.jit_args), by position
     jit_args: tuple[JitArg, ...] = ()
 
     @property
     def param_offsets(self) -> tuple[int, ...]:
+        """Each parameter's byte offset in the argument buffer."""
         return tuple(p.offset for p in self.params)
 
     @property
     def param_sizes(self) -> tuple[int, ...]:
+        """Each parameter's size in bytes."""
         return tuple(p.size for p in self.params)
 
 
 @dataclass(frozen=True)
 class Global:
+    """A device global variable registered with the layer (kir_hook_global, kir/hooks.h)."""
     name: str
-    host_address: int              # the host shadow variable the app uses as its handle
+    host_address: int              #: the host shadow variable the app uses as its handle
     size: int
     fatbin: int
-    unloaded: bool = False         # its fatbin was unregistered since
+    unloaded: bool = False         #: its fatbin was unregistered since
 
 
 @dataclass(frozen=True)
 class Capture:
     """A runtime constant a lambda captured (kir_jit_capture; kir_hook_kernel_captures, API 7)."""
-    lambda_: str                   # the lambda's demangled type, as the Proteus pass names it
-    slot: int                      # the capture's index in the closure (RuntimeConstant.Pos)
-    offset: int                    # its byte offset in the closure (RuntimeConstant.Offset)
-    type: int                      # kir_arg_type (kir.model.ArgType's number)
+    lambda_: str                   #: the lambda's demangled type, as the Proteus pass names it
+    slot: int                      #: the capture's index in the closure (RuntimeConstant.Pos)
+    offset: int                    #: its byte offset in the closure (RuntimeConstant.Offset)
+    type: int                      #: kir_arg_type (kir.model.ArgType's number)
     value: bytes
 
 
 @dataclass(frozen=True)
 class Allocation:
+    """A live device allocation the layer tracks (kir_hook_allocation, kir/hooks.h)."""
     address: int
     size: int
-    kind: str                      # "device", "managed" or "host-pinned"
-    tag: int                       # a client's tag (kir_hook_tag_allocation), 0 when none
+    kind: str                      #: "device", "managed" or "host-pinned"
+    tag: int                       #: a client's tag (kir_hook_tag_allocation), 0 when none
 
 
 @lru_cache(maxsize=1)
@@ -296,6 +301,7 @@ def track_allocation(address: int, size: int, kind: str = "device") -> None:
 
 
 def untrack_allocation(address: int) -> None:
+    """Forget an allocation `track_allocation` recorded, starting at `address`."""
     _require().kir_hook_untrack_allocation(address)
 
 

@@ -1,6 +1,7 @@
 """The IR layer: every LLVM IR module a binary holds, read with llvmlite.
 
 Modules come from two places (see docs/architecture.md):
+
 - images that are bitcode: `.llvmbc` / `.llvm.lto` sections, RDC offload-bundle
   entries, OpenMP offloading binaries, modules found by `--scan`;
 - IR the Proteus pass embedded inside device code: `_jit_bitcode_*` globals in
@@ -36,6 +37,7 @@ _POINTEE = re.compile(r"\b(byval|byref)\((?P<type>[^)]+)\)")
 
 @dataclass
 class IrParam:
+    """One parameter of a function's signature, with the sizes a recorder copies."""
     index: int
     type: str                      #: LLVM type, e.g. "i32", "ptr addrspace(1)"
     store_size: int | None         #: bytes the argument itself takes
@@ -46,6 +48,8 @@ class IrParam:
 
 @dataclass
 class IrFunction:
+    """A function of a module: a definition or a declaration, a kernel when its calling
+    convention is one of KERNEL_CALLING_CONVENTIONS, its parameters and JIT annotation."""
     name: str
     is_declaration: bool
     calling_convention: str = ""
@@ -58,11 +62,13 @@ class IrFunction:
 
     @property
     def is_kernel(self) -> bool:
+        """Its calling convention is a kernel's (KERNEL_CALLING_CONVENTIONS)."""
         return self.calling_convention in KERNEL_CALLING_CONVENTIONS
 
 
 @dataclass
 class IrGlobal:
+    """A global variable of a module: its LLVM type and size in bytes (None when unknown)."""
     name: str
     type: str
     size: int | None
@@ -70,6 +76,8 @@ class IrGlobal:
 
 @dataclass
 class IrModule:
+    """One LLVM IR module a binary holds: where it was found, its bitcode, and what kir's
+    LLVM worker read from it (or why it could not: `error`)."""
     index: int
     source: str                    #: where it was found, for people
     image: int                     #: index of the image it lies in
@@ -84,9 +92,11 @@ class IrModule:
 
     @property
     def kernels(self) -> list[IrFunction]:
+        """The functions that are kernels."""
         return [f for f in self.functions if f.is_kernel]
 
     def function(self, name: str) -> IrFunction | None:
+        """The function called `name`, or None."""
         return next((f for f in self.functions if f.name == name), None)
 
     def text(self) -> str:

@@ -90,8 +90,8 @@ def record_tolerance(a: Annotation) -> tuple[dict | None, str | None]:
     """A Mneme annotation as the record's tolerance (RecordBuilder.set_tolerance's
     fields: dtype, kind, threshold, norm, tag), and what the mapping does not keep
     (None when exact). Mneme's comparison (src/MnemeDeviceCode.cpp,
-    compare_builtin_kernel; docs/usage/verification.md): a per-element error, |r - e|
-    (Absolute) or |r - e| / |e| (Relative), each against the threshold (Norm::None)
+    compare_builtin_kernel; docs/usage/verification.md): a per-element error, `|r - e|`
+    (Absolute) or `|r - e| / |e|` (Relative), each against the threshold (Norm::None)
     or aggregated by L1, L2 or Linf. kir's `abs` is norm(r - e) <= threshold, the same
     for Absolute (Norm::None is Linf); kir's `rel` is norm(r - e) <= threshold *
     norm(recorded), not a per-element relative error. (None, why) when kir cannot hold
@@ -127,6 +127,8 @@ class Region:
 
 @dataclass
 class Snapshot:
+    """One Mneme device-state file (`DeviceState.prologue|epilogue.*.mneme`) as read:
+    its globals and allocations (blobs, by address), each a Region with its bytes."""
     path: Path
     format: str                                   #: "bytes" or "diff"
     globals: dict[str, Region] = field(default_factory=dict)
@@ -136,6 +138,8 @@ class Snapshot:
 
 @dataclass
 class Instance:
+    """One entry of a kernel's `instances` in `<static>.json`: a launch configuration
+    Mneme recorded, with its snapshots' file names."""
     dynamic_hash: str       #: Mneme's, decimal (computeHash: grid, block, shared memory)
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
@@ -422,6 +426,8 @@ def find_databases(directory: Path | str) -> list[Path]:
 
 @dataclass
 class KernelCode:
+    """A kernel's code for its kir records (`kernel_code`): Mneme's recorded IR module,
+    its arch, kir's static hash over it and the parameters' layout."""
     ir: bytes
     arch: str
     static_hash: _core.Hash128
@@ -577,6 +583,8 @@ def _kind(image_kind) -> str:
 
 @dataclass
 class Imported:
+    """What `convert` made of one Mneme instance: the kir record written (or checked)
+    and what the conversion noted."""
     kernel: str
     mneme_static: int
     mneme_dynamic: str
@@ -593,6 +601,8 @@ class Imported:
     app_image: str | None = None  #: what of the app was hashed (kir.hashing.KernelHash.source)
 
     def to_json(self) -> dict:
+        """One of `kir import-mneme --json`'s `records`; the sidecar (SIDECAR) keeps it by the
+        record's file name, without `record`."""
         return {"kernel": self.kernel, "mneme_static_hash": self.mneme_static,
                 "mneme_dynamic_hash": self.mneme_dynamic, "record": self.record, "regions": self.regions,
                 "occurrences": self.occurrences, "jit_args": self.jit_args, "tolerances": self.tolerances,

@@ -97,12 +97,14 @@ U32, U64 = 0xFFFF_FFFF, 0xFFFF_FFFF_FFFF_FFFF
 
 @dataclass
 class Process:
+    """The recorded process (the record's `process`)."""
     pid: int
     rank: int               #: -1 without MPI
 
 
 @dataclass
 class Device:
+    """The device the launch ran on (the record's `device`)."""
     name: str
     arch: str               #: "sm_90"
     ordinal: int
@@ -122,6 +124,7 @@ class Code:
 
 @dataclass
 class Kernel:
+    """The launched kernel (the record's `kernel`) and the code stored for it."""
     name: str               #: mangled
     demangled: str
     static_hash: str        #: 32 hex digits
@@ -138,6 +141,7 @@ class Kernel:
 
 @dataclass
 class Launch:
+    """The launch (the record's `launch`): its configuration and argument bytes."""
     api: str
     #: the launch identity the hook computed (docs/hashing.md); None only in version-1
     #: records written before it existed, which carry `dynamic_hash` instead
@@ -160,10 +164,12 @@ class Launch:
 
 @dataclass
 class VaRange:
+    """The address range the recording served device allocations from (`va_range`)."""
     base: int
     size: int
 
     def contains(self, address: int, size: int) -> bool:
+        """Whether the `size` bytes at `address` lie inside the range."""
         return self.base <= address and address + size <= self.base + self.size
 
 
@@ -185,10 +191,12 @@ class Region:
 
     @property
     def is_global(self) -> bool:
+        """A module global, not an allocation."""
         return self.kind == "global"
 
     @property
     def snapshotted(self) -> bool:
+        """Both its prologue and its epilogue were stored."""
         return self.prologue is not None and self.epilogue is not None
 
     @property
@@ -201,12 +209,16 @@ class Region:
 
 @dataclass
 class Flag:
+    """A reason the launch may not replay faithfully (docs/record-format.md, "Flags") and
+    what the recorder saw."""
     flag: str
     detail: str
 
 
 @dataclass
 class Stats:
+    """What the recorder measured: bytes snapshotted and stored, and the seconds spent
+    (the record's `stats`; docs/record-format.md says each)."""
     prologue_bytes: int = 0
     prologue_seconds: float = 0.0
     epilogue_bytes: int = 0

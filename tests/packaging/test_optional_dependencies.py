@@ -104,6 +104,12 @@ def test_the_docs_and_schemas_are_installed():
     assert (docs / "json-schema.md").is_file()
     schemas = sorted(p.name for p in (docs / "schemas").glob("*.schema.json"))
     assert "inspect.schema.json" in schemas and len(schemas) >= 10
+    # Every page, not the documentation site's own sources (docs/conf.py, index.md, site/:
+    # tests/packaging/test_docs_site.py builds them from the checkout).
+    root = Path(__file__).resolve().parents[2] / "docs"
+    pages = {p.name for p in root.glob("*.md")} - {"index.md"}
+    assert pages <= {p.name for p in docs.glob("*.md")}, pages - {p.name for p in docs.glob("*.md")}
+    assert not [p for p in ("conf.py", "index.md", "site", "_build") if (docs / p).exists()]
 
 
 def test_the_cli_says_it_and_exits_2(built, tmp_path):

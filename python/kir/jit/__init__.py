@@ -1,4 +1,4 @@
-"""Compiling a kernel from its LLVM IR, specialized (docs/jit.md).
+"""Compiling a kernel from its LLVM IR, specialized (docs/jit.md)::
 
     import kir.jit
     compiled = kir.jit.compile(bitcode, "_Z5daxpydPKdPdi", "sm_90",
@@ -40,26 +40,29 @@ ASSEMBLERS = ("auto", "nvjitlink", "ptxas")
 class Options:
     """How to compile.
 
-    opt_level: 0-3, LLVM's default<ON> pipeline (ignored when `pipeline` is given);
-    pipeline: an explicit new-pass-manager pipeline (kir/jit/pipeline.py);
-    codegen_opt: the back end's optimization level (default: opt_level);
-    ptx_version: e.g. 80 for PTX ISA 8.0 (default: the IR's +ptxNN, else LLVM's
-      default for the arch); features: more LLVM target features ("+ptx85,...");
-    kind: "cubin" or "ptx" (the driver's own PTX JIT assembles it at load, and
-      caches it); assembler: "auto" (the fastest at hand: ptxas until nvJitLink
+    - opt_level: 0-3, LLVM's default<ON> pipeline (ignored when `pipeline` is given);
+    - pipeline: an explicit new-pass-manager pipeline (kir/jit/pipeline.py);
+    - codegen_opt: the back end's optimization level (default: opt_level);
+    - ptx_version: e.g. 80 for PTX ISA 8.0 (default: the IR's +ptxNN, else LLVM's
+      default for the arch);
+    - features: more LLVM target features ("+ptx85,...");
+    - kind: "cubin" or "ptx" (the driver's own PTX JIT assembles it at load, and
+      caches it);
+    - assembler: "auto" (the fastest at hand: ptxas until nvJitLink
       has started in the background, nvJitLink after, `pick_assembler`),
-      "nvjitlink" or "ptxas"; assembler_options: ptxas options
+      "nvjitlink" or "ptxas";
+    - assembler_options: ptxas options
       (nvJitLink gets each as -Xptxas=OPTION), e.g. ("-O3", "--maxrregcount=32");
-    keep_other_kernels: keep the module's other kernels as kernels (default:
+    - keep_other_kernels: keep the module's other kernels as kernels (default:
       only the specialized kernel is an entry; the others are dropped, as the
       module Proteus compiles holds just the kernel and what it calls);
-    fp_contract: floating-point contraction (a*b+c as one fma): "fast" (the back
+    - fp_contract: floating-point contraction (a*b+c as one fma): "fast" (the back
       end may fuse any multiply and add: clang's CUDA default, -ffp-contract=fast),
       "on" (only where the IR allows it: llvm.fmuladd and `contract` operations,
       LLVM's FPOpFusion::Standard), "off" (never: bit-identical with an AOT
       -ffp-contract=off build) or "auto" (default: what the app was built with, as
       the kernel's IR tells, kir.jit.transform.fp_contract_of);
-    device_libs: AMDGPU only, the ROCm device libraries' directory (default: the
+    - device_libs: AMDGPU only, the ROCm device libraries' directory (default: the
       first of $HIP_DEVICE_LIB_PATH, $ROCM_PATH/amdgcn/bitcode, /opt/rocm/amdgcn/bitcode,
       Debian's /usr/lib/<multiarch>/amdgcn/bitcode that has them)."""
     opt_level: int = 3

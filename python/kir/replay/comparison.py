@@ -81,8 +81,8 @@ class Mismatch:
     differing_bytes: int
     norm: float | None = None   #: with a tolerance: the norm of the difference
     limit: float | None = None  #: ... and what it had to stay under
-    max_abs: float | None = None  #: with a tolerance: the largest |actual - expected| of an element
-    max_rel: float | None = None  #: ... the largest |actual - expected| / |expected| (expected != 0)
+    max_abs: float | None = None  #: with a tolerance: the largest `|actual - expected|` of an element
+    max_rel: float | None = None  #: ... the largest `|actual - expected| / |expected|` (expected != 0)
     max_ulp: int | None = None    #: ... the largest distance in units in the last place
     ulp_limit: int | None = None  #: ... what max_ulp had to stay under (Tolerance.ulp)
     within: bool = False          #: the difference is within the tolerance: verified

@@ -37,6 +37,7 @@ class Mapping:
 
 @dataclass
 class CodeChoice:
+    """The code a replay loads, and why."""
     kind: str               #: "cubin", "ptx", "ir" or "code-object" (AMDGPU)
     arch: str               #: the code's architecture ("sm_90", "gfx942"), or the one IR is compiled for
     reason: str             #: why this code, in words
@@ -46,6 +47,7 @@ class CodeChoice:
 
 @dataclass
 class Hashes:
+    """The hashes the record carries and the same recomputed from its contents."""
     recorded_static: str
     recorded_identity: str | None  #: the record's launch identity (None: a record older than it)
     recorded_dynamic: str | None   #: the record's format-1 dynamic hash (None: absent)
@@ -58,12 +60,15 @@ class Hashes:
 
     @property
     def match(self) -> bool:
+        """Every recomputed hash equals the recorded one."""
         return (self.static == self.recorded_static and self.identity == self.recorded_identity
                 and self.dynamic == self.recorded_dynamic)
 
 
 @dataclass
 class ReplayPlan:
+    """What replaying a record does (`plan`): the code, the memory to reserve and map,
+    the globals to restore, the argument buffer and the launch configuration; no GPU."""
     record: Record
     device_arch: str
     granularity: int
@@ -83,6 +88,7 @@ class ReplayPlan:
 
     @property
     def hashes_match(self) -> bool:
+        """`hashes.match`."""
         return self.hashes.match
 
     @property
@@ -113,6 +119,7 @@ class ReplayPlan:
         return "\n".join(_describe(self))
 
     def to_json(self) -> dict:
+        """The plan as JSON (`kir replay --plan --json`)."""
         return _plan_json(self)
 
 

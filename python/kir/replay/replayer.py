@@ -18,6 +18,7 @@ from kir.replay.planner import Mapping, plan
 
 @dataclass
 class RunResult:
+    """What `Replayer.run` measured and verified of one launch configuration."""
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
     shared_bytes: int
@@ -48,10 +49,12 @@ class RunResult:
 
     @property
     def median_ms(self) -> float | None:
+        """The median of `times_ms` (None when nothing was timed)."""
         return statistics.median(self.times_ms) if self.times_ms else None
 
     @property
     def min_ms(self) -> float | None:
+        """The fastest of `times_ms` (None when nothing was timed)."""
         return min(self.times_ms) if self.times_ms else None
 
     def _resource(self, name: str):

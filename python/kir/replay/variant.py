@@ -55,18 +55,19 @@ TYPE_SIZES = {int(t): t.size or 1 for t in ArgType}
 class Variant:
     """One way to run a recorded launch.
 
-    grid / block / shared_bytes: the launch configuration (None: the recorded one).
-    args: the arguments to specialize, each with its RECORDED value: "jit" (every
+    - grid / block / shared_bytes: the launch configuration (None: the recorded one).
+    - args: the arguments to specialize, each with its RECORDED value: "jit" (every
       runtime-constant argument the record lists, `kernel.jit_args`: what the JIT
       client specializes), or a list of positions (1-based ints, typed by the
       record's `jit_args`) and/or "POS:TYPE" texts ("4:i32") for arguments the
-      record does not annotate. specialize_grid / specialize_block: the dims
-      become constants of the code (and enter the JIT key); bounds: (max threads
-      per block, min blocks per SM) launch bounds; options: kir.jit.Options (or
-      a dict of its fields): the compile options (None: not compiled unless
-      something is specialized, then kir.jit's defaults).
-    warmup / repeat: untimed then timed launches, each from the prologue;
-    timing: "each" (default: every timed launch alone, from the prologue, between
+      record does not annotate.
+    - specialize_grid / specialize_block: the dims become constants of the code (and
+      enter the JIT key);
+    - bounds: (max threads per block, min blocks per SM) launch bounds;
+    - options: kir.jit.Options (or a dict of its fields): the compile options (None: not
+      compiled unless something is specialized, then kir.jit's defaults).
+    - warmup / repeat: untimed then timed launches, each from the prologue;
+    - timing: "each" (default: every timed launch alone, from the prologue, between
       two CUDA events: the kernel's time with the launch latency) or "graph" (after
       one launch from the prologue that is verified: `repeat` launches back to back
       in a CUDA graph, timed together, GRAPH_ROUNDS times; each time is the mean per
@@ -75,8 +76,8 @@ class Variant:
       alone, from the prologue, as "each", timed by the GPU's own start and end of the
       kernel in CUPTI's activity records: without the launch latency and the host;
       needs cupti-python, the `timing` extra: kir.replay.activity);
-    tolerance: a comparison.Tolerance (or a dict of them by region), None: bitwise.
-    name: a label for tables."""
+    - tolerance: a comparison.Tolerance (or a dict of them by region), None: bitwise.
+    - name: a label for tables."""
     grid: tuple[int, int, int] | None = None
     block: tuple[int, int, int] | None = None
     shared_bytes: int | None = None

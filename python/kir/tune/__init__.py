@@ -2,7 +2,7 @@
 configuration and compile options by replaying variants (kir.replay), and the
 winner the JIT client may use is handed to it through the kernel-object cache,
 under the JIT key the client computes at the app's launch — one key space, no
-translation (docs/tune.md).
+translation (docs/tune.md)::
 
     from kir.tune import Space, tune
     results = tune(["rec/records/….kirrec"], Space.preset("standard"), trials=30, cache="jit-cache")
@@ -31,15 +31,19 @@ SCHEMA = "kir.tune/1"
 
 @dataclasses.dataclass
 class RecordTuning:
+    """What `tune` returns for one record: the study's outcome and the hand-off to each
+    JIT client."""
     outcome: Outcome
     handoffs: list[Handoff]   #: one per client (the first: `tune`'s first client)
     warnings: list[str] = dataclasses.field(default_factory=list)  #: e.g. a study not continued (choose_study)
 
     @property
     def handoff(self) -> Handoff:
+        """The hand-off to the first client."""
         return self.handoffs[0]
 
     def to_json(self) -> dict:
+        """One record's entry of `kir tune --json` (schema SCHEMA)."""
         o, best = self.outcome, self.outcome.best()
         return {"record": o.path, "kernel": o.record.kernel.name, "demangled": o.record.kernel.demangled,
                 "static_hash": o.record.kernel.static_hash,

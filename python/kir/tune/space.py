@@ -290,6 +290,7 @@ class Space:
 
     @classmethod
     def preset(cls, name: str = "standard") -> "Space":
+        """One of the named spaces of PRESETS; OptionError for another name."""
         if name not in PRESETS:
             raise OptionError(f"--preset {name!r}: expected {', '.join(PRESETS)}")
         return cls.from_dict({"preset": name}, f"preset {name}")

@@ -325,6 +325,7 @@ def banned_blocks(study) -> dict[tuple[int, int, int], int]:
 
 @dataclasses.dataclass
 class TrialRow:
+    """One trial of a record's study: the point it tried, what the replay returned, its time."""
     number: int
     state: str              #: "complete", "pruned" (failed or mismatched: `result.status`), "running", "fail"
     point: Point | None
@@ -340,6 +341,7 @@ class TrialRow:
 
     @property
     def ms(self) -> float | None:
+        """The trial's time by the study's metric; None unless it completed."""
         if self.state != "complete":
             return None
         return self.value_ms if self.value_ms is not None else self.result.get("median_ms")
@@ -441,12 +443,15 @@ class Outcome:
 
     @property
     def arch(self) -> str | None:
+        """The device architecture the replays ran on (None when none reported it)."""
         for r in [self.recorded] + [row.result for row in self.rows]:
             if r.get("arch"):
                 return r["arch"]
         return None
 
     def best(self, rows=None) -> TrialRow | None:
+        """The fastest completed trial (of `rows`, by default all), the earlier on a tie;
+        None when none completed."""
         done = [r for r in (self.rows if rows is None else rows) if r.ms is not None]
         return min(done, key=lambda r: (r.ms, r.number)) if done else None
 
@@ -534,6 +539,8 @@ class Client:
 
 @dataclasses.dataclass
 class Handoff:
+    """What a study handed to one JIT client: the trial, the JIT key, whether its code was
+    stored in the cache, and why."""
     row: TrialRow | None      #: the trial handed to the JIT client (None: none eligible)
     key: str | None
     stored: bool
