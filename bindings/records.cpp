@@ -6,6 +6,7 @@
 
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
+#include <charconv>
 
 #include <array>
 #include <optional>
@@ -317,13 +318,24 @@ nb::object image_records_json(const kir::Binary& b, nb::object indices) {
       container_of.push_back(c);
     }
   std::string out = "[";
+  out.reserve(all.size() * 360);
+  std::unordered_map<uint64_t, std::string> flags_json;  // few distinct values: each written once
+  std::unordered_map<std::string, std::string> options_json;
+  auto number = [&out](uint64_t v) {
+    char digits[24];
+    out.append(digits, std::to_chars(digits, digits + sizeof digits, v).ptr);
+  };
   bool first = true;
   for (uint32_t index : chosen(indices, all.size())) {
     const kir::Image& i = *all[index];
     out += first ? "{\"index\":" : ",{\"index\":";
     first = false;
-    out += std::to_string(index) + ",\"container\":" + std::to_string(container_of[index]) +
-           ",\"entry\":" + std::to_string(i.index) + ",\"kind\":";
+    number(index);
+    out += ",\"container\":";
+    number(container_of[index]);
+    out += ",\"entry\":";
+    number(i.index);
+    out += ",\"kind\":";
     if (!append_json_string(out, kir::name(i.kind))) return nb::none();
     out += ",\"arch\":";
     if (!append_json_string(out, i.target)) return nb::none();
@@ -333,24 +345,57 @@ nb::object image_records_json(const kir::Binary& b, nb::object indices) {
     if (!append_json_string(out, i.id)) return nb::none();
     out += ",\"compression\":";
     if (!append_json_string(out, kir::name(i.compression))) return nb::none();
-    out += ",\"size\":" + std::to_string(i.size) + ",\"stored_size\":" + std::to_string(i.stored.size()) +
-           ",\"file_offset\":" + json_number(i.file_offset) + ",\"version\":";
+    out += ",\"size\":";
+    number(i.size);
+    out += ",\"stored_size\":";
+    number(i.stored.size());
+    out += ",\"file_offset\":";
+    if (i.file_offset) number(*i.file_offset);
+    else out += "null";
+    out += ",\"version\":";
     const std::optional<kir::FatbinEntry>& e = i.fatbin;
-    out += e ? "[" + std::to_string(e->major) + "," + std::to_string(e->minor) + "]" : std::string("null");
-    out += ",\"flags\":[";
     if (e) {
-      std::vector<std::string> names = kir::fatbin_flag_names(e->flags);
-      for (size_t n = 0; n < names.size(); ++n) {
-        if (n) out += ',';
-        if (!append_json_string(out, names[n])) return nb::none();
-      }
+      out += '[';
+      number(e->major);
+      out += ',';
+      number(e->minor);
+      out += ']';
+    } else {
+      out += "null";
     }
-    out += "],\"obfuscated\":";
+    out += ",\"flags\":";
+    if (e) {
+      auto found = flags_json.find(e->flags);
+      if (found == flags_json.end()) {
+        std::string text = "[";
+        std::vector<std::string> names = kir::fatbin_flag_names(e->flags);
+        for (size_t n = 0; n < names.size(); ++n) {
+          if (n) text += ',';
+          if (!append_json_string(text, names[n])) return nb::none();
+        }
+        found = flags_json.emplace(e->flags, text + "]").first;
+      }
+      out += found->second;
+    } else {
+      out += "[]";
+    }
+    out += ",\"obfuscated\":";
     out += e && e->obfuscated() ? "true" : "false";
     out += ",\"identifier\":";
     if (!append_json_string(out, e ? std::string(e->identifier) : std::string())) return nb::none();
     out += ",\"options\":";
-    if (!append_json_string(out, e ? options_text(e->options) : std::string())) return nb::none();
+    if (e) {
+      std::string raw(e->options);
+      auto found = options_json.find(raw);
+      if (found == options_json.end()) {
+        std::string text;
+        if (!append_json_string(text, options_text(raw))) return nb::none();
+        found = options_json.emplace(std::move(raw), std::move(text)).first;
+      }
+      out += found->second;
+    } else {
+      out += "\"\"";
+    }
     out += ",\"strings\":{";
     for (size_t n = 0; n < i.strings.size(); ++n) {
       for (size_t m = 0; m < n; ++m)

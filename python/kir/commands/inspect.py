@@ -112,7 +112,8 @@ def run(args, out: TextIOBase | None = None) -> int:
             continue
         if reading is not None:
             reading.clear()  # the file's table goes to the same terminal
-        rows = selected_rows(binary)  # plain tuples: no Image object per image (a prefix check reads 25,000)
+        # plain tuples, no Image object per image (a prefix check reads 25,000); only where needed
+        rows = selected_rows(binary) if not item.explicit or required is not None or args.quiet else None
         if not item.explicit and not rows:
             skipped += 1  # found by -r, no device code: a host library
             continue
