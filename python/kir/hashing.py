@@ -154,11 +154,22 @@ class KernelHash:
     code_kind: CodeKind    #: ir, or the image kind the code was hashed from
     source: str         #: "IR _jit_bitcode_… in cubin image #i" or "ptx image #i"
     proteus: int | None = None  #: Proteus's 64-bit hash (JIT kernels only, kir/proteus.py)
+    #: An OpenMP target region's kernel: its region identity (32 hex digits; docs/hashing.md,
+    #: "OpenMP target regions"), the same in every build of one source; None otherwise.
+    omp_region: str | None = None
 
     @property
     def static(self) -> Hash128:
         """The static hash as a Hash128 (`static_hash` is its 32 hex digits)."""
         return Hash128.from_hex(self.static_hash)
+
+
+def omp_region(name: str) -> _core.OmpRegionName | None:
+    """The parts of an OpenMP target region's kernel name
+    (`__omp_offloading_<device>_<file>_<parent>_l<line>[_<count>]`, LLVM's
+    TargetRegionEntryInfo::getTargetRegionEntryFnName), `.normalized` the name with the
+    device and file ids written as 0; None when `name` is not one."""
+    return _core.parse_omp_region_name(name)
 
 
 def static_hashes(binary: Binary, kernel: str | None = None) -> list[KernelHash]:
@@ -194,6 +205,7 @@ def kernel_hashes(binary: Binary, llvm20_or_newer: bool = True,
         code = image._code
         if code is None:
             continue
+        image_bytes = None
         for kernel in code.kernels:
             if name_filter is not None and not name_filter(kernel.name):
                 continue
@@ -201,14 +213,19 @@ def kernel_hashes(binary: Binary, llvm20_or_newer: bool = True,
             modules = [code.ir[m] for m in what.modules]
             where = f"{image.kind} image #{image.index}"
             source = f"IR {', '.join(m.name for m in modules)} in {where}" if modules else where
+            region = None
+            if kernel.name.startswith("__omp_offloading_"):
+                image_bytes = image.read() if image_bytes is None else image_bytes
+                identity = _core.omp_region_identity_of_image(kernel.name, str(image.kind), image_bytes)
+                region = identity.hex if identity is not None else None
             out.append(KernelHash(
                 image=image.index, image_kind=image.kind, target=image.target, kernel=kernel.name,
                 static_hash=_core.kernel_static_hash(code, kernel.name).hex, code_kind=what.kind, source=source,
-                proteus=proteus_hashes.get((image.index, kernel.name))))
+                proteus=proteus_hashes.get((image.index, kernel.name)), omp_region=region))
     return out, errors
 
 
 __all__ = ["ArgType", "ARRAY", "DynamicHash", "Hash128", "HashDomain", "jit_key", "jit_key_of_launch",
            "JitArg", "JitValue", "kernel_code", "kernel_hashes", "kernel_static_hash", "KernelHash", "launch_identity",
-           "OBJECT", "proteus_static_hash", "SCALAR", "SPECIALIZE_BLOCK", "SPECIALIZE_BOUNDS",
+           "OBJECT", "omp_region", "proteus_static_hash", "SCALAR", "SPECIALIZE_BLOCK", "SPECIALIZE_BOUNDS",
            "SPECIALIZE_GRID", "static_hash", "static_hashes", "xxh3_128"]

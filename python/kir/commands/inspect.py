@@ -305,7 +305,8 @@ def render_ir(modules) -> str:
             params = ", ".join(p.type + (f" {p.pointee_kind}({p.pointee_size})" if p.pointee_kind else "")
                                for p in f.params)
             jit = f"  [jit {'unknown' if f.jit_args is None else f.jit_args}]" if f.jit else ""
-            lines.append(f"   kernel {f.name}({params}){jit}")
+            region = f"  [OpenMP region {f.omp_region}]" if f.omp_region else ""
+            lines.append(f"   kernel {f.name}({params}){jit}{region}")
     return "\n".join(lines) + "\n"
 
 
