@@ -118,6 +118,8 @@ def test_two_checkouts_one_identity_a_changed_region_another(name, kir_cli, tmp_
     ids1, ids2 = identities(kir_cli, first), identities(kir_cli, second)
     assert set(ids1) == {omp_region(n).normalized for n in names1}
     assert ids1 == ids2
+    table = kir_cli("inspect", "--ir", "--kernels", first).stdout  # the table says it too
+    assert all(f"[OpenMP region {i}]" in table for i in ids1.values())
     statics1, statics2 = static_hashes(kir_cli, first), static_hashes(kir_cli, second)
     assert set(statics1).isdisjoint(statics2)  # the static hash names the build's kernel
     old, new = CHANGED[source]
