@@ -172,6 +172,39 @@ def omp_region(name: str) -> _core.OmpRegionName | None:
     return _core.parse_omp_region_name(name)
 
 
+@dataclass
+class OmpRegion:
+    """One OpenMP target region found in a binary, with its region identity
+    (docs/hashing.md, "OpenMP target regions")."""
+    kernel: str       #: the kernel's name in this build (its device and file ids included)
+    normalized: str   #: the name with the ids written 0: the same in every build
+    identity: str     #: the region identity, 32 hex digits
+    code_kind: str    #: "ir", or the kind of the device image it was hashed from ("cubin")
+    image: int        #: the index of the image it lies in
+    target: str       #: that image's target ("sm_90", "gfx90a")
+
+
+def omp_regions(binary: Binary) -> list[OmpRegion]:
+    """Every OpenMP target region of `binary`: each kernel defined in its LLVM IR modules
+    (read with llvmlite, the `ir` extra; left out without it) and each kernel of its
+    device images (cubins) whose name is a region's, once per (kernel, image), with its
+    region identity."""
+    out = []
+    images = binary.images
+    if llvmlite_installed() and any(i.kind is ImageKind.bitcode for i in images):
+        from kir.ir import ir_modules
+        for module in ir_modules(binary):
+            for f in module.kernels:
+                if f.omp_region and not f.is_declaration:
+                    target = images[module.image].target if module.image >= 0 else ""
+                    out.append(OmpRegion(f.name, _core.parse_omp_region_name(f.name).normalized, f.omp_region,
+                                         "ir", module.image, target))
+    hashes, _ = kernel_hashes(binary, name_filter=lambda name: name.startswith("__omp_offloading_"))
+    out += [OmpRegion(h.kernel, _core.parse_omp_region_name(h.kernel).normalized, h.omp_region, str(h.image_kind),
+                      h.image, h.target) for h in hashes if h.omp_region]
+    return out
+
+
 def static_hashes(binary: Binary, kernel: str | None = None) -> list[KernelHash]:
     """Every kernel's static hash in `binary` (each kernel once per image), as `kir hash`
     prints them: the common case of kernel_hashes. `kernel`: only kernels whose mangled or
@@ -227,5 +260,5 @@ def kernel_hashes(binary: Binary, llvm20_or_newer: bool = True,
 
 __all__ = ["ArgType", "ARRAY", "DynamicHash", "Hash128", "HashDomain", "jit_key", "jit_key_of_launch",
            "JitArg", "JitValue", "kernel_code", "kernel_hashes", "kernel_static_hash", "KernelHash", "launch_identity",
-           "OBJECT", "omp_region", "proteus_static_hash", "SCALAR", "SPECIALIZE_BLOCK", "SPECIALIZE_BOUNDS",
+           "OBJECT", "omp_region", "omp_regions", "OmpRegion", "proteus_static_hash", "SCALAR", "SPECIALIZE_BLOCK", "SPECIALIZE_BOUNDS",
            "SPECIALIZE_GRID", "static_hash", "static_hashes", "xxh3_128"]

@@ -212,10 +212,25 @@ def analyse(bitcode: bytes) -> dict:
         return {"error": f"llvmlite (LLVM {version}) read this module, but it is not valid IR: {_one_line(error)}"}
     try:
         module = _analysed(parsed, llvm)
+        _omp_regions(module, bitcode, llvm)
     except Exception as error:
         return {"error": f"llvmlite (LLVM {version}) cannot read this module: {_one_line(error)}"}
     return {"triple": module.triple, "data_layout": module.data_layout,
             "functions": [asdict(f) for f in module.functions], "globals": [asdict(g) for g in module.globals]}
+
+
+def _omp_regions(module: IrModule, bitcode: bytes, llvm) -> None:
+    """Each OpenMP region kernel's region identity (IrFunction.omp_region), from the
+    module's text printed from a context of its own: the worker's global context renames
+    a named type another module it read defined (`%struct.ident_t.1`), so that text
+    would depend on what the worker read before."""
+    regions = [f for f in module.functions
+               if f.is_kernel and not f.is_declaration and f.name.startswith("__omp_offloading_")]
+    if regions:
+        text = str(llvm.parse_bitcode(bitcode, context=llvm.create_context()))
+        entities = _entities(text)
+        for f in regions:
+            f.omp_region = omp_region_identity(f.name, text, entities) or ""
 
 
 def _one_line(error: Exception) -> str:
@@ -230,16 +245,12 @@ def _analysed(parsed, llvm) -> IrModule:
     text = str(parsed)
     conventions, jit_marked = _definitions(text)
     annotations = _jit_annotations(text)
-    entities = None
     for fn in parsed.functions:
         f = IrFunction(name=fn.name, is_declaration=bool(fn.is_declaration),
                        calling_convention=conventions.get(fn.name, ""))
         f.params = [_param(i, arg, parsed, layout) for i, arg in enumerate(fn.arguments)]
         if fn.name in annotations or fn.name in jit_marked:
             f.jit, f.jit_args = True, annotations.get(fn.name)
-        if f.is_kernel and not f.is_declaration and fn.name.startswith("__omp_offloading_"):
-            entities = _entities(text) if entities is None else entities
-            f.omp_region = omp_region_identity(fn.name, text, entities) or ""
         module.functions.append(f)
     for g in parsed.global_variables:
         if g.name.startswith("llvm."):

@@ -15,7 +15,7 @@ import pytest
 import kir
 from hash_reference import omp_region_identity as reference_identity
 from kir import _core, ir
-from kir.hashing import omp_region
+from kir.hashing import omp_region, omp_regions
 from openmp_build import FIXTURES, clang_object, flang_ir_object, flang_object
 
 NAME = re.compile(r"__omp_offloading_([0-9a-f]{1,8})_([0-9a-f]{1,8})_(.+)_l(\d+)(?:_(\d+))?")
@@ -117,6 +117,7 @@ def test_two_checkouts_one_identity_a_changed_region_another(name, kir_cli, tmp_
     assert names1 and names1 != names2  # other inodes: other names
     ids1, ids2 = identities(kir_cli, first), identities(kir_cli, second)
     assert set(ids1) == {omp_region(n).normalized for n in names1}
+    assert {r.normalized: r.identity for r in omp_regions(kir.open(first))} == ids1  # the Python API says the same
     assert ids1 == ids2
     table = kir_cli("inspect", "--ir", "--kernels", first).stdout  # the table says it too
     assert all(f"[OpenMP region {i}]" in table for i in ids1.values())
