@@ -26,6 +26,7 @@
 #include "kir/discover.hpp"
 #include "kir/hash/hash.hpp"
 #include "kir/hash/kernel_code.hpp"
+#include "kir/hash/omp_region.hpp"
 #include "kir/hash/proteus.hpp"
 #include "kir/hooks.h"
 #include "kir/kir.h"
@@ -723,6 +724,37 @@ void bind_hash(nb::module_& m) {
   m.def("proteus_static_hash_of_module", &kir::proteus_static_hash_of_module, "name"_a, "module_hash"_a,
         "llvm20_or_newer"_a = true, "Proteus's createStaticHash: hashCombine(hash(name), module_hash).");
   m.def("fnv1a_64", [](nb::bytes data) { return kir::fnv1a_64(view_of(data)); }, "data"_a);
+
+  // OpenMP target regions (kir/hash/omp_region.hpp, docs/hashing.md "OpenMP target regions").
+  nb::class_<kir::OmpRegionName>(m, "OmpRegionName",
+                                 "The parts of an OpenMP target region's kernel name, "
+                                 "__omp_offloading_<device>_<file>_<parent>_l<line>[_<count>].")
+      .def_ro("device_id", &kir::OmpRegionName::device_id, "st_dev of the source file (32 bits)")
+      .def_ro("file_id", &kir::OmpRegionName::file_id, "st_ino of the source file (32 bits)")
+      .def_ro("parent", &kir::OmpRegionName::parent, "the mangled name of the enclosing function")
+      .def_ro("line", &kir::OmpRegionName::line)
+      .def_ro("count", &kir::OmpRegionName::count, "0 when the name has no _<count> suffix")
+      .def_prop_ro("normalized", &kir::normalized_omp_region_name,
+                   "The name with the device and file ids written as 0: the same in every build.");
+  m.def("parse_omp_region_name", &kir::parse_omp_region_name, "name"_a,
+        "The parts of an OpenMP target region's kernel name; None when `name` is not one.");
+  m.def(
+      "zero_omp_region_ids",
+      [](nb::bytes code) {
+        std::string out = kir::zero_omp_region_ids(view_of(code));
+        return nb::bytes(out.data(), out.size());
+      },
+      "code"_a, "The bytes with the hex digits of every __omp_offloading_<hex>_<hex>_ written as '0'.");
+  m.def("omp_region_identity", &kir::omp_region_identity, "normalized_name"_a, "code_kind"_a, "code_digest"_a,
+        "The region identity: XXH3-128 of HEADER('kir.omp-region', 1), NAME, CODE_KIND, MODULE(code_digest).");
+  m.def(
+      "omp_region_identity_of_image",
+      [](const std::string& kernel, const std::string& image_kind, nb::bytes image) {
+        return kir::omp_region_identity_of_image(kernel, image_kind, view_of(image));
+      },
+      "kernel"_a, "image_kind"_a, "image"_a,
+      "The region identity of a kernel of a device image without IR (its ids zeroed in the image's "
+      "bytes); None when the kernel is not an OpenMP region.");
 
   nb::enum_<kir::HashDomain>(m, "HashDomain", "The domain a DynamicHash builds (its HEADER record).")
       .value("jit_key", kir::HashDomain::jit_key)

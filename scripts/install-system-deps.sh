@@ -2,7 +2,8 @@
 # The system packages kir builds against (Debian/Ubuntu): the libzstd, liblz4,
 # zlib and xxhash headers, a C++17 compiler, Python's venv module. With --tests, also what the test suite
 # builds its fixtures with and compares against: clang, LLVM's tools, lld (22), LLVM's
-# libraries and CMake package (llvm-22-dev: examples/proteus_client links them), and
+# libraries and CMake package (llvm-22-dev: examples/proteus_client links them), flang-22
+# (Fortran OpenMP offload objects: tests/core/test_openmp.py, test_omp_region.py), and
 # valgrind (the hook's unload test), zsh (the completion script loads in it), rocm-device-libs
 # (ROCm's ocml/ockl/oclc bitcode: kir.jit links it into AMDGPU code, tests/jit/test_jit_amdgpu.py), and the real
 # ROCm HIP runtime and headers where the distribution has them (libamdhip64-dev: ROCm 5.2 in
@@ -15,7 +16,7 @@ missing_optional=()
 # `python3 -m venv` (scripts/venv.sh) needs ensurepip, which Debian ships apart.
 python3 -c "import ensurepip, venv" 2>/dev/null || packages+=(python3-venv)
 if [ "${1:-}" = "--tests" ]; then
-  packages+=(clang-22 llvm-22 llvm-22-dev lld-22 valgrind zsh)
+  packages+=(clang-22 llvm-22 llvm-22-dev lld-22 flang-22 valgrind zsh)
   # Wanted unless the package lists (read, or not yet fetched) say the distribution lacks them.
   for p in libamdhip64-dev rocm-device-libs; do
     if apt-cache show "$p" >/dev/null 2>&1 || ! ls /var/lib/apt/lists/*Packages* >/dev/null 2>&1; then

@@ -17,6 +17,7 @@
 #include "kir/cuda/cubin.hpp"
 #include "kir/cuda/ptx.hpp"
 #include "kir/discover.hpp"
+#include "kir/llvm/bitcode.hpp"
 #include "kir/object/archive.hpp"
 #include "kir/object/elf.hpp"
 
@@ -101,6 +102,13 @@ class BinaryReader {
       out_.format_ = "offload-binary";
       return walk(bytes, "", "", discover_offload_binary, "offloading binary");
     }
+    if (is_bitcode(bytes)) {  // a bare module, as `-emit-llvm -c` writes it: one IR image
+      out_.format_ = "bitcode";
+      Expected<ContainerSite> site = discover_bitcode_file(bytes);
+      if (!site) return site.error().within("bitcode file");
+      add(std::move(*site));
+      return {};
+    }
     if (!ElfFile::is_elf(bytes)) return Error(ErrorCode::bad_magic, not_recognized(bytes), bytes.origin(0));
     if (Expected<ContainerSite> site = discover_device_elf(bytes)) {  // a cubin or code object file
       out_.format_ = name(site->images.front().kind);
@@ -115,11 +123,11 @@ class BinaryReader {
   static Expected<ContainerSite> discover_fatbin_at(ByteView at) { return discover_fatbin(at); }
 
   static std::string not_recognized(ByteView bytes) {
-    if (bytes.empty()) return "empty file: not an ELF file, ar archive, fatbin or offload bundle";
+    if (bytes.empty()) return "empty file: not an ELF file, ar archive, fatbin or offload bundle, nor LLVM bitcode";
     std::string head;
     for (uint64_t i = 0; i < std::min<uint64_t>(4, bytes.size()); ++i)
       head += (i ? " " : "") + hex(bytes.data()[i]).substr(2);
-    return "not an ELF file, ar archive, fatbin or offload bundle (first bytes: " + head + ")";
+    return "not an ELF file, ar archive, fatbin or offload bundle, nor LLVM bitcode (first bytes: " + head + ")";
   }
 
   Status read_archive(ByteView bytes) {

@@ -642,6 +642,56 @@ def proteus_static_hash_of_module(name: str, module_hash: int, llvm20_or_newer: 
 
 def fnv1a_64(data: bytes) -> int: ...
 
+class OmpRegionName:
+    """
+    The parts of an OpenMP target region's kernel name, __omp_offloading_<device>_<file>_<parent>_l<line>[_<count>].
+    """
+
+    @property
+    def device_id(self) -> int:
+        """st_dev of the source file (32 bits)"""
+
+    @property
+    def file_id(self) -> int:
+        """st_ino of the source file (32 bits)"""
+
+    @property
+    def parent(self) -> str:
+        """the mangled name of the enclosing function"""
+
+    @property
+    def line(self) -> int: ...
+
+    @property
+    def count(self) -> int:
+        """0 when the name has no _<count> suffix"""
+
+    @property
+    def normalized(self) -> str:
+        """
+        The name with the device and file ids written as 0: the same in every build.
+        """
+
+def parse_omp_region_name(name: str) -> OmpRegionName | None:
+    """
+    The parts of an OpenMP target region's kernel name; None when `name` is not one.
+    """
+
+def zero_omp_region_ids(code: bytes) -> bytes:
+    """
+    The bytes with the hex digits of every __omp_offloading_<hex>_<hex>_ written as '0'.
+    """
+
+def omp_region_identity(normalized_name: str, code_kind: str, code_digest: Hash128) -> Hash128:
+    """
+    The region identity: XXH3-128 of HEADER('kir.omp-region', 1), NAME, CODE_KIND, MODULE(code_digest).
+    """
+
+def omp_region_identity_of_image(kernel: str, image_kind: str, image: bytes) -> Hash128 | None:
+    """
+    The region identity of a kernel of a device image without IR (its ids zeroed in the image's bytes); None when the kernel is not an OpenMP region.
+    """
+
 class HashDomain(enum.Enum):
     """The domain a DynamicHash builds (its HEADER record)."""
 

@@ -154,11 +154,55 @@ class KernelHash:
     code_kind: CodeKind    #: ir, or the image kind the code was hashed from
     source: str         #: "IR _jit_bitcode_… in cubin image #i" or "ptx image #i"
     proteus: int | None = None  #: Proteus's 64-bit hash (JIT kernels only, kir/proteus.py)
+    #: An OpenMP target region's kernel: its region identity (32 hex digits; docs/hashing.md,
+    #: "OpenMP target regions"), the same in every build of one source; None otherwise.
+    omp_region: str | None = None
 
     @property
     def static(self) -> Hash128:
         """The static hash as a Hash128 (`static_hash` is its 32 hex digits)."""
         return Hash128.from_hex(self.static_hash)
+
+
+def omp_region(name: str) -> _core.OmpRegionName | None:
+    """The parts of an OpenMP target region's kernel name
+    (`__omp_offloading_<device>_<file>_<parent>_l<line>[_<count>]`, LLVM's
+    TargetRegionEntryInfo::getTargetRegionEntryFnName), `.normalized` the name with the
+    device and file ids written as 0; None when `name` is not one."""
+    return _core.parse_omp_region_name(name)
+
+
+@dataclass
+class OmpRegion:
+    """One OpenMP target region found in a binary, with its region identity
+    (docs/hashing.md, "OpenMP target regions")."""
+    kernel: str       #: the kernel's name in this build (its device and file ids included)
+    normalized: str   #: the name with the ids written 0: the same in every build
+    identity: str     #: the region identity, 32 hex digits
+    code_kind: str    #: "ir", or the kind of the device image it was hashed from ("cubin")
+    image: int        #: the index of the image it lies in
+    target: str       #: that image's target ("sm_90", "gfx90a")
+
+
+def omp_regions(binary: Binary) -> list[OmpRegion]:
+    """Every OpenMP target region of `binary`: each kernel defined in its LLVM IR modules
+    (read with llvmlite, the `ir` extra; left out without it) and each kernel of its
+    device images (cubins) whose name is a region's, once per (kernel, image), with its
+    region identity."""
+    out = []
+    images = binary.images
+    if llvmlite_installed() and any(i.kind is ImageKind.bitcode for i in images):
+        from kir.ir import ir_modules
+        for module in ir_modules(binary):
+            for f in module.kernels:
+                if f.omp_region and not f.is_declaration:
+                    target = images[module.image].target if module.image >= 0 else ""
+                    out.append(OmpRegion(f.name, _core.parse_omp_region_name(f.name).normalized, f.omp_region,
+                                         "ir", module.image, target))
+    hashes, _ = kernel_hashes(binary, name_filter=lambda name: name.startswith("__omp_offloading_"))
+    out += [OmpRegion(h.kernel, _core.parse_omp_region_name(h.kernel).normalized, h.omp_region, str(h.image_kind),
+                      h.image, h.target) for h in hashes if h.omp_region]
+    return out
 
 
 def static_hashes(binary: Binary, kernel: str | None = None) -> list[KernelHash]:
@@ -194,6 +238,7 @@ def kernel_hashes(binary: Binary, llvm20_or_newer: bool = True,
         code = image._code
         if code is None:
             continue
+        image_bytes = None
         for kernel in code.kernels:
             if name_filter is not None and not name_filter(kernel.name):
                 continue
@@ -201,14 +246,19 @@ def kernel_hashes(binary: Binary, llvm20_or_newer: bool = True,
             modules = [code.ir[m] for m in what.modules]
             where = f"{image.kind} image #{image.index}"
             source = f"IR {', '.join(m.name for m in modules)} in {where}" if modules else where
+            region = None
+            if kernel.name.startswith("__omp_offloading_"):
+                image_bytes = image.read() if image_bytes is None else image_bytes
+                identity = _core.omp_region_identity_of_image(kernel.name, str(image.kind), image_bytes)
+                region = identity.hex if identity is not None else None
             out.append(KernelHash(
                 image=image.index, image_kind=image.kind, target=image.target, kernel=kernel.name,
                 static_hash=_core.kernel_static_hash(code, kernel.name).hex, code_kind=what.kind, source=source,
-                proteus=proteus_hashes.get((image.index, kernel.name))))
+                proteus=proteus_hashes.get((image.index, kernel.name)), omp_region=region))
     return out, errors
 
 
 __all__ = ["ArgType", "ARRAY", "DynamicHash", "Hash128", "HashDomain", "jit_key", "jit_key_of_launch",
            "JitArg", "JitValue", "kernel_code", "kernel_hashes", "kernel_static_hash", "KernelHash", "launch_identity",
-           "OBJECT", "proteus_static_hash", "SCALAR", "SPECIALIZE_BLOCK", "SPECIALIZE_BOUNDS",
+           "OBJECT", "omp_region", "omp_regions", "OmpRegion", "proteus_static_hash", "SCALAR", "SPECIALIZE_BLOCK", "SPECIALIZE_BOUNDS",
            "SPECIALIZE_GRID", "static_hash", "static_hashes", "xxh3_128"]

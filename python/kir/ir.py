@@ -59,6 +59,9 @@ class IrFunction:
     #: marks it (the pass deletes @llvm.global.annotations: positions reach Proteus's runtime
     #: from host code, not from this IR).
     jit_args: list[int] | None = field(default_factory=list)
+    #: An OpenMP target region's kernel: its region identity (32 hex digits, docs/hashing.md
+    #: "OpenMP target regions"), the same in every build of the same source; "" otherwise.
+    omp_region: str = ""
 
     @property
     def is_kernel(self) -> bool:
@@ -219,10 +222,25 @@ def analyse(bitcode: bytes) -> dict:
         return {"error": f"llvmlite (LLVM {version}) read this module, but it is not valid IR: {_one_line(error)}"}
     try:
         module = _analysed(parsed, llvm)
+        _omp_regions(module, bitcode, llvm)
     except Exception as error:
         return {"error": f"llvmlite (LLVM {version}) cannot read this module: {_one_line(error)}"}
     return {"triple": module.triple, "data_layout": module.data_layout,
             "functions": [asdict(f) for f in module.functions], "globals": [asdict(g) for g in module.globals]}
+
+
+def _omp_regions(module: IrModule, bitcode: bytes, llvm) -> None:
+    """Each OpenMP region kernel's region identity (IrFunction.omp_region), from the
+    module's text printed from a context of its own: the worker's global context renames
+    a named type another module it read defined (`%struct.ident_t.1`), so that text
+    would depend on what the worker read before."""
+    regions = [f for f in module.functions
+               if f.is_kernel and not f.is_declaration and f.name.startswith("__omp_offloading_")]
+    if regions:
+        text = str(llvm.parse_bitcode(bitcode, context=llvm.create_context()))
+        entities = _entities(text)
+        for f in regions:
+            f.omp_region = omp_region_identity(f.name, text, entities) or ""
 
 
 def _one_line(error: Exception) -> str:
@@ -369,6 +387,98 @@ def kernel_ir(binary: Binary, modules: list[IrModule]) -> dict[tuple[int, str], 
     return links
 
 
+# --- OpenMP target regions (docs/hashing.md, "OpenMP target regions") ---------------------
+
+_GLOBAL_REF = re.compile(r'@("(?:[^"\\]|\\.)*"|[-a-zA-Z$._][-a-zA-Z$._0-9]*|\d+)')
+_ATTRIBUTE_REF = re.compile(r"#\d+\b")
+_TYPE_REF = re.compile(r'%("(?:[^"\\]|\\.)*"|[-a-zA-Z$._][-a-zA-Z$._0-9]*)')
+_REGION_IDS = re.compile(r"__omp_offloading_[0-9a-f]+_[0-9a-f]+_")
+_ANON = re.compile(r"\banon\.[0-9a-f]{32}\.")
+# An OpenMP source location (ident_t's string, ";file;function;line;column;;"): flang writes
+# the source file's absolute path.
+_LOCATION = re.compile(r'\[\d+ x i8\] c";([^;"]*);([^;"]*);(\d+);(\d+);;\\00"')
+
+
+# ident_t's fourth field is that string's length.
+_LOCATION_SIZE = re.compile(r"(%struct\.ident_t(?:\.\d+)? \{ i32 -?\d+, i32 -?\d+, i32 -?\d+, i32 )\d+(, ptr )")
+
+
+def _location(match: re.Match) -> str:
+    return f'[_ x i8] c";{match[1].rsplit("/", 1)[-1]};{match[2]};{match[3]};{match[4]};;\\00"'
+
+
+def _entities(text: str) -> dict[str, str]:
+    """The module's top-level entities by the name they are referred to with: "@name"
+    (a global, alias or function, its definition or declaration), "#N" (an attribute
+    group) and "%name" (a named type) -> their text."""
+    out: dict[str, str] = {}
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        head = line.split(" ", 1)[0]
+        if line.startswith("define "):
+            end = i
+            while end < len(lines) and lines[end] != "}":
+                end += 1
+            match = _DEFINE.match(line)
+            if match:
+                out["@" + match["name"]] = "\n".join(lines[i:end + 1])
+            i = end + 1
+            continue
+        if line.startswith("declare "):
+            match = re.search(r"@(\"[^\"]+\"|[-a-zA-Z$._0-9]+)\(", line)
+            if match:
+                out["@" + match[1]] = line
+        elif line.startswith("attributes #"):
+            out[line.split(" ", 2)[1]] = line
+        elif line.startswith(("@", "%")) and " = " in line:
+            out[head] = line
+        i += 1
+    return out
+
+
+def omp_region_code(kernel: str, text: str, entities: dict[str, str] | None = None) -> str:
+    """The canonical code of OpenMP region `kernel` in the module printed as `text`: the
+    module's target triple and data layout, then every entity the kernel's definition
+    reaches through references to globals and functions (@name), attribute groups (#N)
+    and named types (%name), each once, sorted; with every region name's device and file
+    ids written as 0, clang's per-module `anon.<md5>.` prefixes as `anon.` and the file of
+    OpenMP source-location strings as its base name, their length in `%struct.ident_t`
+    as `_` (all differ between builds of the same source in two directories)."""
+    entities = _entities(text) if entities is None else entities
+    todo, seen = ["@" + kernel], set()
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in entities:
+            continue
+        seen.add(name)
+        body = entities[name]
+        todo += ["@" + m for m in _GLOBAL_REF.findall(body)]
+        todo += _ATTRIBUTE_REF.findall(body)
+        todo += ["%" + m for m in _TYPE_REF.findall(body)]
+    header = [line for line in text.splitlines() if line.startswith(("target triple", "target datalayout"))]
+    parts = sorted(_canonical(entities[n]) for n in seen)
+    return "\n".join(header + parts) + "\n"
+
+
+def _canonical(entity: str) -> str:
+    entity = _ANON.sub("anon.", _REGION_IDS.sub("__omp_offloading_0_0_", entity))
+    return _LOCATION_SIZE.sub(r"\1_\2", _LOCATION.sub(_location, entity))
+
+
+def omp_region_identity(kernel: str, text: str, entities: dict[str, str] | None = None) -> str | None:
+    """The region identity of OpenMP region `kernel` defined in the module printed as
+    `text` (32 hex digits), from its normalized name and omp_region_code; None when
+    `kernel` is not a region's name (kir._core.parse_omp_region_name)."""
+    from kir import _core
+    region = _core.parse_omp_region_name(kernel)
+    if region is None:
+        return None
+    digest = _core.xxh3_128(omp_region_code(kernel, text, entities).encode())
+    return _core.omp_region_identity(region.normalized, "ir", digest).hex
+
+
 __all__ = ["analyse", "ir_modules", "IrFunction", "IrGlobal", "IrModule", "IrParam", "KERNEL_CALLING_CONVENTIONS",
-           "kernel_ir", "link_bitcode", "parse_bitcode", "pointee_size", "read_module", "read_modules",
+           "kernel_ir", "link_bitcode", "omp_region_code", "omp_region_identity", "parse_bitcode", "pointee_size", "read_module", "read_modules",
            "texts"]

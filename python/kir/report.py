@@ -179,6 +179,7 @@ def ir_module_record(m) -> dict[str, object]:
             "declaration": f.is_declaration,
             "jit": f.jit,
             "jit_args": f.jit_args,
+            "omp_region": f.omp_region or None,
             "params": [{"type": p.type, "store_size": p.store_size, "pointee": p.pointee_kind,
                         "pointee_type": p.pointee_type, "pointee_size": p.pointee_size}
                        for p in f.params],

@@ -12,6 +12,7 @@ import pytest
 
 import kir
 from kir import ir
+from llvm_tools import dis_kernels, llvm_dis
 from proteus_layout import fnv1a64  # noqa: E402
 from running import require
 
@@ -19,18 +20,6 @@ from running import require
 def work(built, name: str) -> Path:
     """The directory where build.py kept a fixture's intermediate files."""
     return built[name].parent / f".{name}.work"
-
-
-def llvm_dis(data: bytes, tmp_path: Path) -> str:
-    require("llvm-dis-22")
-    path = tmp_path / "m.bc"
-    path.write_bytes(data)
-    return subprocess.run(["llvm-dis-22", path, "-o", "-"], capture_output=True, text=True,
-                          check=True).stdout
-
-
-def dis_kernels(text: str) -> set[str]:
-    return set(re.findall(r"^define .*(?:amdgpu_kernel|ptx_kernel) .*@([\w.$]+)\(", text, re.M))
 
 
 @pytest.mark.parametrize("name", ["hip_rdc.o", "omp_gfx90a.o", "embed_bitcode.o", "fat_lto.o"])

@@ -4,29 +4,17 @@ tools: clang-offload-bundler, llvm-objdump --offloading, llvm-dis, llvm-readelf.
 from __future__ import annotations
 
 import re
-import shutil
 import struct
-import subprocess
 from pathlib import Path
 
 import pytest
 from elftools.elf.elffile import ELFFile
 
 import kir
+from llvm_tools import objdump_offloading, readelf_kernels, section_bytes, tool
 
 BUNDLER = "clang-offload-bundler-22"
 HIP_BUNDLES = ["hip.o", "hip_ccob_v2.o", "hip_ccob_v3.o", "libhip.so"]
-
-
-def tool(*args, cwd=None) -> str:
-    proc = subprocess.run([str(a) for a in args], capture_output=True, text=True, cwd=cwd)
-    assert proc.returncode == 0, f"{args}: {proc.stderr}"
-    return proc.stdout
-
-
-def section_bytes(path: Path, name: str) -> bytes:
-    with open(path, "rb") as f:
-        return ELFFile(f).get_section_by_name(name).data()
 
 
 @pytest.mark.parametrize("name", HIP_BUNDLES)
@@ -77,17 +65,6 @@ def test_object_bundle_matches_clang_offload_bundler(built, tmp_path):
         assert "define" in tool("llvm-dis-22", out, "-o", "-")
 
 
-def objdump_offloading(path: Path, tmp_path: Path) -> tuple[list[dict], list[Path]]:
-    """`llvm-objdump --offloading`: the images it describes and the files it extracts."""
-    copy = tmp_path / path.name
-    shutil.copy(path, copy)
-    text = tool("llvm-objdump-22", "--offloading", copy.name, cwd=tmp_path)
-    images = []
-    for block in text.split("OFFLOADING IMAGE")[1:]:
-        images.append(dict(re.findall(r"^(\w+)\s+(.+)$", block, re.M)))
-    return images, sorted(p for p in tmp_path.iterdir() if p.name.startswith(copy.name + "."))
-
-
 @pytest.mark.parametrize("name", ["omp_gfx90a.o", "omp_sm90.o", "clang_cuda_new.o"])
 def test_offloading_binaries_match_llvm_objdump(built, tmp_path, name):
     theirs, _ = objdump_offloading(built[name], tmp_path)
@@ -127,17 +104,6 @@ def test_bundle_code_objects_bitcode_is_valid(built, tmp_path):
             out = tmp_path / "m.bc"
             out.write_bytes(image.read())
             assert "Block ID #8 (MODULE_BLOCK)" in tool("llvm-bcanalyzer-22", out)
-
-
-def readelf_kernels(path: Path) -> dict[str, list[tuple[int, int]]]:
-    """Kernel name -> explicit (offset, size) args, from `llvm-readelf --notes`."""
-    text = tool("llvm-readelf-22", "--notes", path)
-    kernels = {}
-    for block in text.split("  - .agpr_count")[1:]:
-        name = re.search(r"^    \.name:\s+(\S+)", block, re.M)[1]
-        args = re.findall(r"\.offset:\s+(\d+)\n\s+\.size:\s+(\d+)\n\s+\.value_kind:\s+(\w+)", block)
-        kernels[name] = [(int(o), int(s)) for o, s, kind in args if not kind.startswith("hidden_")]
-    return kernels
 
 
 def test_code_object_kernels_match_llvm_readelf(built, tmp_path):

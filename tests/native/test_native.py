@@ -20,7 +20,8 @@ ROOT = Path(__file__).resolve().parents[2]
 FUZZ_SECONDS = int(os.environ.get("KIR_FUZZ_SECONDS", "60"))
 FUZZ_SEEDS = (1, 2, 3)  # seed 3 found an out-of-bounds read through a bad program header
 FUZZ_INPUTS = ("kernels.fatbin", "kernels_dc.o", "librdc.a", "app_compress_speed", "hip_ccob_v3.o", "hip_rdc.o",
-               "omp_sm90.o", "embed_bitcode.o", "embedded_bundle", "proteus_hip.o", "two_modules.o", "libhip.so")
+               "omp_sm90.o", "embed_bitcode.o", "embedded_bundle", "proteus_hip.o", "two_modules.o", "libhip.so",
+               "mneme_affine.bc")  # mneme_affine.bc: a bare bitcode file, opened as one IR module
 
 # Sanitizer, libFuzzer and install builds of the whole core: `pytest -m "not slow"` leaves them out.
 pytestmark = pytest.mark.slow

@@ -13,6 +13,7 @@ STATIC_DOMAIN = b"kir.static-hash"
 DYNAMIC_DOMAIN = b"kir.dynamic-hash"          # format 1's dynamic hash (records written before 2)
 JIT_KEY_DOMAIN, JIT_KEY_VERSION = b"kir.jit-key", 2
 LAUNCH_DOMAIN, LAUNCH_VERSION = b"kir.launch-identity", 2
+OMP_REGION_DOMAIN, OMP_REGION_VERSION = b"kir.omp-region", 1
 HEADER, NAME, CODE_KIND, MODULE = 0x00, 0x01, 0x02, 0x03
 STATIC, ARCH, ARG, GRID, BLOCK, BOUNDS, CONFIG = 0x10, 0x11, 0x12, 0x13, 0x14, 0x15, 0x16
 SHARED, CAPTURE, SPECIALIZE = 0x17, 0x18, 0x19
@@ -43,6 +44,13 @@ def static_encoding(name: str, code_kind: str, modules: list[bytes]) -> bytes:
 
 def static_hash(name: str, code_kind: str, modules: list[bytes]) -> str:
     return xxhash.xxh3_128_hexdigest(static_encoding(name, code_kind, modules))
+
+
+def omp_region_identity(normalized_name: str, code_kind: str, code: bytes) -> str:
+    """An OpenMP target region's identity, its canonical code given as bytes."""
+    encoding = (header(OMP_REGION_DOMAIN, OMP_REGION_VERSION) + record(NAME, normalized_name.encode())
+                + record(CODE_KIND, code_kind.encode()) + record(MODULE, digest(code)))
+    return xxhash.xxh3_128_hexdigest(encoding)
 
 
 def type_number(kind) -> int:

@@ -21,6 +21,14 @@ Image bitcode_image(ByteView module, uint32_t index) {
   return image;
 }
 
+/// The magic, then top-level blocks that walk cleanly, beginning with an
+/// identification or module block and including a module block.
+bool is_module(const std::vector<uint32_t>& blocks) {
+  constexpr uint32_t kIdentificationBlock = 13, kModuleBlock = 8;
+  return !blocks.empty() && (blocks[0] == kIdentificationBlock || blocks[0] == kModuleBlock) &&
+         std::find(blocks.begin(), blocks.end(), kModuleBlock) != blocks.end();
+}
+
 }  // namespace
 
 Expected<ContainerSite> discover_bitcode_section(ByteView data, const std::string& command) {
@@ -39,20 +47,32 @@ Expected<ContainerSite> discover_bitcode_section(ByteView data, const std::strin
 }
 
 Expected<ContainerSite> discover_bitcode_module(ByteView at) {
-  // The magic, then top-level blocks that walk cleanly, beginning with an
-  // identification or module block and including a module block.
-  constexpr uint32_t kIdentificationBlock = 13, kModuleBlock = 8;
   std::vector<uint32_t> blocks;
   Expected<uint64_t> size = bitcode_module_size(at, &blocks);
   if (!size) return size.error();
-  if (blocks.empty() || (blocks[0] != kIdentificationBlock && blocks[0] != kModuleBlock) ||
-      std::find(blocks.begin(), blocks.end(), kModuleBlock) == blocks.end())
-    return Error(ErrorCode::malformed, "bitcode without a module block");
+  if (!is_module(blocks)) return Error(ErrorCode::malformed, "bitcode without a module block");
   ContainerSite site;
   site.file_offset = at.origin();
   site.format = ContainerFormat::bitcode_section;
   site.size = *size;
   site.images.push_back(bitcode_image(at.sub(0, *size), 0));
+  return site;
+}
+
+Expected<ContainerSite> discover_bitcode_file(ByteView bytes) {
+  Expected<ContainerSite> site = discover_bitcode_section(bytes);
+  if (!site) return site.error();
+  if (site->images.empty())
+    return Error(ErrorCode::truncated, "bitcode file holds no module (only zero padding)", bytes.origin(0));
+  for (const Image& image : site->images) {
+    Expected<std::vector<uint32_t>> blocks = bitcode_blocks(image.stored);
+    if (!blocks) return blocks.error();
+    if (!is_module(*blocks))
+      return Error(ErrorCode::malformed,
+                   "bitcode module at offset " + hex(image.stored.origin()) + " has no module block (" +
+                       std::to_string(blocks->size()) + " top-level blocks)",
+                   image.stored.origin());
+  }
   return site;
 }
 

@@ -1,5 +1,7 @@
 #include "kir/hash/hash.hpp"
 
+#include "kir/hash/omp_region.hpp"
+
 // The system xxhash library, inlined from its header: the dynamic hash is on
 // every launch's path, where a call into a shared library costs as much as the
 // hashing. Long inputs go to an AVX2 build when the CPU has AVX2.
@@ -24,6 +26,7 @@ constexpr std::string_view kStaticDomain = "kir.static-hash";
 constexpr std::string_view kDynamicDomain = "kir.dynamic-hash";  // format 1, records written before 2
 constexpr std::string_view kJitKeyDomain = "kir.jit-key";
 constexpr std::string_view kLaunchIdentityDomain = "kir.launch-identity";
+constexpr std::string_view kOmpRegionDomain = "kir.omp-region";
 
 Hash128 from_xxh(XXH128_hash_t h) { return {h.high64, h.low64}; }
 
@@ -67,9 +70,8 @@ void record(std::string& out, uint8_t tag, std::string_view payload) {
   out.append(payload);
 }
 
-std::string header(std::string_view domain) {
+std::string header(std::string_view domain, uint32_t version = kHashFormatVersion) {
   std::string payload(domain);
-  uint32_t version = kHashFormatVersion;
   payload.append(reinterpret_cast<const char*>(&version), 4);
   return payload;
 }
@@ -130,6 +132,16 @@ Hash128 static_hash_of_digests(std::string_view name, std::string_view code_kind
   record(encoding, hash_tag::kName, name);
   record(encoding, hash_tag::kCodeKind, code_kind);
   for (const std::string& d : digests) record(encoding, hash_tag::kModule, d);
+  return from_xxh(XXH3_128bits(encoding.data(), encoding.size()));
+}
+
+Hash128 omp_region_identity(std::string_view normalized_name, std::string_view code_kind, const Hash128& code_digest) {
+  std::string digest, encoding;
+  put_canonical(digest, code_digest);
+  record(encoding, hash_tag::kHeader, header(kOmpRegionDomain, kOmpRegionVersion));
+  record(encoding, hash_tag::kName, normalized_name);
+  record(encoding, hash_tag::kCodeKind, code_kind);
+  record(encoding, hash_tag::kModule, digest);
   return from_xxh(XXH3_128bits(encoding.data(), encoding.size()));
 }
 

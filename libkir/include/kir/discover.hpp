@@ -15,7 +15,8 @@
 //   offload_bundle.cpp  clang offload bundles, plain and compressed (CCOB),
 //                       HIP's wrapper, `--type=o` object bundles
 //   offload_binary.cpp  LLVM offloading binaries
-//   bitcode.cpp         embedded LLVM bitcode (.llvmbc, .llvm.lto, scanned modules)
+//   bitcode.cpp         LLVM bitcode: embedded (.llvmbc, .llvm.lto, scanned modules)
+//                       or a bare bitcode file
 //   device_elf.cpp      a cubin or AMDGPU code object that is one image; bare
 //                       images handed to the driver (ELF, fatbin, PTX)
 //   scan.hpp            the magic scan (find_magic), shared by every format
@@ -51,6 +52,11 @@ Expected<ContainerSite> discover_offload_binary(ByteView at);
 Expected<ContainerSite> discover_bitcode_section(ByteView data, const std::string& command = "");
 /// One bitcode module at `at` (scanning: it must hold a module block).
 Expected<ContainerSite> discover_bitcode_module(ByteView at);
+/// A file that is itself LLVM bitcode (`clang -emit-llvm -c`, `flang
+/// --offload-device-only -emit-llvm`): raw (42 43 C0 DE) or wrapped (DE C0 17 0B),
+/// one module or several back to back (`llvm-cat -b`), each one's top-level
+/// blocks walked to the end and holding a module block.
+Expected<ContainerSite> discover_bitcode_file(ByteView bytes);
 /// A cubin or AMDGPU code object that is itself one image (`bytes` is all of it).
 Expected<ContainerSite> discover_device_elf(ByteView bytes);
 /// `clang-offload-bundler --type=o` output: one `__CLANG_OFFLOAD_BUNDLE__<id>`

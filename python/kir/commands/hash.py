@@ -156,7 +156,8 @@ def record_of(h, path: str) -> dict:
     """One (kernel, image)'s JSON record: a kir.hash/2 document's `kernels` item, and
     (with its tag first) a kir.hash/1 line."""
     return {"path": path, "image": h.image, "image_kind": h.image_kind, "target": h.target, "kernel": h.kernel,
-            "static": h.static_hash, "code": h.code_kind, "source": h.source, "proteus": h.proteus}
+            "static": h.static_hash, "code": h.code_kind, "source": h.source, "proteus": h.proteus,
+            "omp_region": h.omp_region}
 
 
 def print_hashes(hashes, args, path: str) -> None:
@@ -168,7 +169,8 @@ def print_hashes(hashes, args, path: str) -> None:
             print(f"{h.proteus if h.proteus is not None else '-':<20}  {h.target:<14} "
                   f"image #{h.image:<4} {h.kernel}")
         else:
-            print(f"{h.static_hash}  {h.target:<14} {h.kernel}  ({h.source})")
+            region = f"; OpenMP region {h.omp_region}" if h.omp_region else ""
+            print(f"{h.static_hash}  {h.target:<14} {h.kernel}  ({h.source}{region})")
 
 
 def static_of(text: str, option: str):

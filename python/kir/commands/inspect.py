@@ -224,6 +224,8 @@ def inspect_one(binary: Binary, args, archs, kinds, out, missing, as_json: bool)
             for image in binary.images:
                 for kernel in (image._code.kernels if image._code else []):
                     notes.setdefault((image.index, kernel.name), "IR: none")
+        if args.kernels:
+            omp_region_notes(binary, notes)
         keep = args.kernel_filter  # (name, demangled) -> bool, or None
         for part in table_parts(binary, archs, kinds, codes, notes, keep):  # written as made: never whole
             out.write(part)
@@ -254,6 +256,20 @@ def write_sass(binary: Binary, archs, kinds, keep, out, errors: list[str]) -> No
         for name in names:
             out.write(f"\n-- sass: cubin image #{image.index} {image.arch} {name}\n")
             out.write(found.get(name, "   (nvdisasm printed no code for it)\n"))
+
+
+def omp_region_notes(binary: Binary, notes: dict) -> None:
+    """Each OpenMP region kernel of a decoded device image gets its region identity
+    (docs/hashing.md) at the end of its note."""
+    from kir import _core
+    for image in binary.images:
+        names = [k.name for k in (image._code.kernels if image._code else []) if k.name.startswith("__omp_offloading_")]
+        data = image.read() if names else b""
+        for name in names:
+            identity = _core.omp_region_identity_of_image(name, str(image.kind), data)
+            if identity is not None:
+                key = (image.index, name)
+                notes[key] = (notes[key] + "  " if key in notes else "") + f"[OpenMP region {identity.hex}]"
 
 
 def read_ir(binary: Binary, wanted: bool, with_kernels: bool):
@@ -290,7 +306,8 @@ def render_ir(modules) -> str:
             params = ", ".join(p.type + (f" {p.pointee_kind}({p.pointee_size})" if p.pointee_kind else "")
                                for p in f.params)
             jit = f"  [jit {'unknown' if f.jit_args is None else f.jit_args}]" if f.jit else ""
-            lines.append(f"   kernel {f.name}({params}){jit}")
+            region = f"  [OpenMP region {f.omp_region}]" if f.omp_region else ""
+            lines.append(f"   kernel {f.name}({params}){jit}{region}")
     return "\n".join(lines) + "\n"
 
 

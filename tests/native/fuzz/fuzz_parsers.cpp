@@ -96,6 +96,7 @@ void discover_from_file_bytes(kir::ByteView bytes) {
   decode_site(kir::discover_offload_binary(bytes));
   decode_site(kir::discover_bitcode_section(bytes, "-cc1"));
   decode_site(kir::discover_bitcode_module(bytes));
+  decode_site(kir::discover_bitcode_file(bytes));
   decode_site(kir::discover_device_elf(bytes));
 }
 
