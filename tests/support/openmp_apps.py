@@ -74,3 +74,24 @@ def fortran_ir(directory: Path, arch: str = "sm_90") -> Path:
           "-emit-llvm", "-c", "kir_ompdevice.c", "-o", "runtime.bc"], directory)
     _run(["llvm-link-22", "region.bc", "runtime.bc", "-o", "fsaxpy_app.bc"], directory)
     return directory / "fsaxpy_app.bc"
+
+
+def built_apps(directory: Path) -> dict[str, Path]:
+    """Every program and IR file above, each build in a directory of its own under
+    `directory` (`python tests/support/openmp_apps.py DIR` builds them for a machine
+    without the compilers, the GPU machine: its tests take KIR_OPENMP_APPS=DIR)."""
+    return {"c_app": c_app(directory / "c"), "c_ir_app": c_app(directory / "c_jit", jit=True),
+            "fortran_app": fortran_app(directory / "fortran"), "fortran_ir": fortran_ir(directory / "fortran_ir")}
+
+
+def prebuilt(directory: Path) -> dict[str, Path]:
+    """built_apps' files in `directory`, built elsewhere (KeyError-free: missing ones are absent)."""
+    names = {"c_app": "c/saxpy_app", "c_ir_app": "c_jit/saxpy_app_jit", "fortran_app": "fortran/fsaxpy_app",
+             "fortran_ir": "fortran_ir/fsaxpy_app.bc"}
+    return {key: directory / name for key, name in names.items() if (directory / name).is_file()}
+
+
+if __name__ == "__main__":
+    import sys
+    for name, path in built_apps(Path(sys.argv[1]).resolve()).items():
+        print(name, path)
