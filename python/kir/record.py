@@ -34,8 +34,8 @@ from kir.files import open_regular, read_exactly
 from kir.model import JitArg, Param
 
 __all__ = ["Code", "Device", "Flag", "JitArg", "Kernel", "Launch", "Param", "Process", "Record", "RecordError",
-           "Recording", "Region", "Stats", "VaRange", "check_output_directory", "read_chunk", "read_record_body",
-           "record_app"]
+           "Recording", "Region", "Stats", "VaRange", "attach_ir", "check_output_directory", "read_chunk",
+           "read_record_body", "record_app"]
 
 
 class HeaderLayout:
@@ -793,6 +793,34 @@ def _visible(folder: Path, suffix: str) -> list[Path]:
     if not folder.is_dir():
         return []
     return sorted(p for p in folder.iterdir() if p.name.endswith(suffix) and not p.name.startswith("."))
+
+
+def attach_ir(path, bitcode: bytes) -> Path:
+    """Give the record at `path` the kernel's LLVM IR (`kernel.ir`, as the recorder
+    stores IR embedded with the kernel): the bitcode goes into the recording's chunk
+    store, then the record is rewritten atomically with the new metadata (header and
+    checksum as the C++ writer writes them; the old file stays whole until the rename).
+    For IR the hook could not see at the launch: an OpenMP region's, found in the
+    executable or given to `kir record --ir` (kir.omp.attach_region_ir)."""
+    import msgpack
+    path = Path(path)
+    version, meta = _read_record(path)
+    builder = _core.RecordBuilder(str(path.parent.parent))  # stores the chunk; writes no record
+    builder.set_ir(bytes(bitcode))
+    meta["kernel"]["ir"] = msgpack.unpackb(builder.metadata(), raw=False, strict_map_key=True)["kernel"]["ir"]
+    body = msgpack.packb(meta, use_bin_type=True)
+    digest = str(_core.xxh3_128(body))
+    header = RECORD_LAYOUT.struct.pack(*(
+        {"magic": RECORD_MAGIC, "version": version, "reserved": 0, "body_size": len(body),
+         "hash_high": int(digest[:16], 16), "hash_low": int(digest[16:], 16)}[name] for name in RECORD_LAYOUT.fields))
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # hidden from readers (_visible)
+    with open(temporary, "wb") as out:
+        out.write(header + body)
+        out.flush()
+        os.fsync(out.fileno())
+    os.replace(temporary, path)
+    Record.load(path)  # what was written reads back
+    return path
 
 
 # --- recording -------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from kir.app import (
     uses_gpu,
 )
 from kir.commands.app import add_kernel_argument, add_program_argument, command_of, warn_if_static_runtime
+from kir.errors import OptionError
 from kir.kernel_pattern import HELP as KERNEL_HELP
 from kir.record import RECORD_SUFFIX, Record, RecordError, check_output_directory
 from kir.recorder import recorder_environment
@@ -42,6 +43,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("--va-size", metavar="BYTES", help="size of the VA range (e.g. 64G)")
     parser.add_argument("--no-va", action="store_true",
                         help="reserve no VA range (records get va_range nil: replays map exact addresses)")
+    parser.add_argument("--ir", action="append", default=[], metavar="PATH",
+                        help="where the IR of OpenMP target regions is (a bitcode file, an object or binary "
+                             "with IR in .llvm.offloading; repeatable): given to the records of those regions, "
+                             "matched by region identity, as the app's own IR is (docs/openmp.md)")
     add_program_argument(parser)
 
 
@@ -52,6 +57,9 @@ def run(args) -> int:
                                     skip=args.skip, ranks=args.ranks, reachable=args.reachable,
                                     va_base=args.va_base, va_size=args.va_size, no_va=args.no_va)
     check_output_directory(directory)  # before the app runs: a file or someone's folder is refused
+    for path in args.ir:
+        if not Path(path).is_file():
+            raise OptionError(f"--ir {path}: no such file")
     env = hooked_environment([library("libkir_record.so")])
     env.update(settings)
     warn_if_static_runtime(command[0])
@@ -59,13 +67,40 @@ def run(args) -> int:
     app = run_app_process(command, env)
     if app.returncode < 0:
         print(crash_summary(directory, before, -app.returncode, app.pid), file=sys.stderr)
+        attach_openmp_ir(directory, before, command, args.ir)
         return exit_status(app.returncode)
     print(summary(directory, before), file=sys.stderr)
+    attach_openmp_ir(directory, before, command, args.ir)
     if not written_since(directory, before) and uses_gpu(command) and (problem := gpu_driver_problem()):
         print(f"kir: error: nothing was recorded: no usable GPU driver on this machine ({problem})",
               file=sys.stderr)
         return app.returncode or 1
     return app.returncode
+
+
+def attach_openmp_ir(directory: Path, before: dict[Path, int], command: list[str], extra: list[str]) -> None:
+    """The IR of the OpenMP regions recorded now, from the app's executable and the
+    --ir files (kir.omp.attach_region_ir), each attachment said on stderr."""
+    from kir.omp import region_key
+    written = written_since(directory, before)
+    regions = [p for p in written if region_key(Record.load(p).kernel.name)]
+    if not regions:
+        return
+    from kir.errors import llvmlite_installed
+    if not llvmlite_installed():
+        print(f"kir: {plural(len(regions), 'OpenMP region record')} without IR: reading IR needs llvmlite "
+              "(pip install 'kir-kernel-ir[ir]')", file=sys.stderr)
+        return
+    import shutil
+
+    from kir.omp import attach_region_ir
+    executable = shutil.which(command[0]) or command[0]
+    attached, missing = attach_region_ir(directory, [executable, *extra], records=regions)
+    for path, source in attached:
+        print(f"kir: {path.name}: the region's IR from {source}", file=sys.stderr)
+    if missing:
+        print(f"kir: no IR found for {', '.join(missing)} (in {executable}"
+              f"{''.join(', ' + e for e in extra)}): those records replay from the image only", file=sys.stderr)
 
 
 def snapshot_of(directory: Path) -> dict[Path, int]:
