@@ -38,8 +38,7 @@ def identities(kir_cli, path) -> dict[str, str]:
                 out[omp_region(f["name"]).normalized] = f["omp_region"]
     hashes = kir_cli("hash", "--json", path)
     assert hashes.returncode == 0, hashes.stderr
-    for line in hashes.stdout.splitlines():
-        h = json.loads(line)
+    for h in json.loads(hashes.stdout)["kernels"]:
         if h["omp_region"]:
             out[omp_region(h["kernel"]).normalized] = h["omp_region"]
     return out
@@ -47,7 +46,7 @@ def identities(kir_cli, path) -> dict[str, str]:
 
 def static_hashes(kir_cli, path) -> dict[str, str]:
     result = kir_cli("hash", "--json", path)
-    return {json.loads(line)["kernel"]: json.loads(line)["static"] for line in result.stdout.splitlines()}
+    return {h["kernel"]: h["static"] for h in json.loads(result.stdout)["kernels"]}
 
 
 def test_names_carry_the_source_files_device_and_inode(tmp_path):
