@@ -149,9 +149,42 @@ def test_libomptargets_record_imports_as_its_files_say(real_record, tmp_path, ki
     assert kept["loop_trip_count"] == doc["LoopTripCount"] == 64
     assert kept["args"] == "slot-addresses" and kept["epilogue"] is True
     assert kept["region_identity"] is None  # to be attached by issue 27 item 2's region identity
+    listed = kir_cli("records", out, "--json")
+    assert listed.returncode == 0 and len(json.loads(listed.stdout)["records"]) == 1, listed.stderr
     plan = kir_cli("replay", record.path, "--plan", "--json")
     assert plan.returncode == 0, plan.stderr
     assert json.loads(plan.stdout)["code"]["kind"] == "cubin"
+
+
+def test_libomptarget_records_on_a_gpu(gpu, cuda_app, tmp_path, kir_cli):
+    """The same program on a real GPU (the H200): libomptarget's CUDA plugin on the real
+    driver (it dlopens libcuda.so: a folder naming the system's libcuda.so.1 so) writes
+    the record, and the import matches its files. The kernel calls the no-op stand-ins,
+    so it computes nothing: b comes back as it went."""
+    app, _ = cuda_app
+    found = [line.split("=>")[-1].strip() for line in _run("ldconfig", "-p", cwd=tmp_path).stdout.splitlines()
+             if "libcuda.so.1 " in line and "x86-64" in line]
+    if not found:
+        pytest.skip("no libcuda.so.1 in the loader's cache")
+    driver = tmp_path / "driver"
+    driver.mkdir()
+    (driver / "libcuda.so").symlink_to(found[0])
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    env = dict(os.environ, LD_LIBRARY_PATH=str(driver), LIBOMPTARGET_RECORD="1", LIBOMPTARGET_RR_SAVE_OUTPUT="1",
+               LIBOMPTARGET_INFO="16")
+    ran = _run(app, cwd=run_dir, env=env)
+    assert ran.returncode == 0, ran.stderr
+    assert "Record Replay Initialized" in ran.stderr, ran.stderr
+    result = kir_cli("import-omp", run_dir, "-o", tmp_path / "kir", "--json")
+    assert result.returncode == 0, result.stderr
+    (record,) = Recording(tmp_path / "kir").records()
+    kernel = record.kernel.name
+    assert kernel.startswith(KERNEL_PREFIX) and record.kernel.image.kind == "cubin"
+    (region,) = record.allocations
+    assert record.prologue(region) == (run_dir / f"{kernel}.memory").read_bytes()
+    assert record.epilogue(region) == (run_dir / f"{kernel}.original.output").read_bytes()
+    assert struct.pack("<64d", *range(64)) in record.prologue(region)
 
 
 def test_the_host_plugin_does_not_record(tmp_path):
