@@ -426,6 +426,9 @@ def _convert_one(kernel: Kernel, output: Path | str | None, chunk_size: int) -> 
         region = b.add_global(g.name, 0, len(g.data))
         b.snapshot(region, False, g.data)
         b.snapshot(region, True, g.data)
+    if kernel.args == "slot-addresses":  # kir's flag for an argument pointing into host memory
+        b.add_flag("host-pointer", "the arguments are LLVM 20-22's ArgPtrs: the host addresses of libomptarget's "
+                                   "argument slots (GenericKernelTy::prepareArgs), not the arguments")
     if kernel.globals:
         b.add_flag(EPILOGUE_ASSUMED, f"the globals {', '.join(g.name for g in kernel.globals)}: LLVM records "
                                      "globals before the kernel only (dumpGlobals)")
