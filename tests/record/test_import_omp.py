@@ -3,8 +3,9 @@
 The oracle is libomptarget itself: apt's libomptarget.so.22.1 records a target region
 that clang-22 compiled for sm_90 (tests/fixtures/omp_region.c, linked with device-side
 stand-ins for the device runtime apt lacks, omp_devrt.c), its CUDA plugin driving
-tests/fixtures/omp_stub_cuda.c (a libcuda whose device is host memory, which runs no
-kernel); the import is checked against the files libomptarget wrote, and they are what
+tests/fixtures/omp_stub_cuda.c (a libcuda whose device is host memory and which runs
+the region's kernel on the host, so the program prints what the host plugin computes);
+the import is checked against the files libomptarget wrote, and they are what
 the bad-input and fuzz tests damage. The host plugin (x86_64) cannot record: a test
 shows why. LLVM 19's variant of the format (argument values in ArgPtrs) is tested on
 records WRITTEN BY tests/support/omp_rr_writer.py, which follows libomptarget's writer
@@ -92,7 +93,7 @@ def real_record(cuda_app, tmp_path_factory) -> tuple[Path, str, str]:
                STUB_TRACE="1", STUB_DEVICE_BYTES=str(256 << 20))
     ran = _run(app, cwd=folder, env=env)
     assert ran.returncode == 0, ran.stderr
-    assert ran.stdout.split() == ["0", "0"], ran.stdout  # the stub ran no kernel: b came back as it went
+    assert ran.stdout.split() == ["4", "190"], ran.stdout  # b = 3a + 1, as the host plugin computes it
     (json_file,) = folder.glob("*.json")
     kernel = json_file.stem
     assert kernel.startswith(KERNEL_PREFIX)
@@ -136,9 +137,11 @@ def test_libomptargets_record_imports_as_its_files_say(real_record, tmp_path, ki
     memory = (folder / f"{kernel}.memory").read_bytes()
     assert (region.address, region.size) == (doc["BumpAllocVAStart"], doc["DeviceMemorySize"]) == (
         record.va_range.base, record.va_range.size)
-    assert record.prologue(region) == memory and len(memory) == 1024  # a and b, 64 doubles each
-    assert struct.pack("<64d", *range(64)) in memory  # a, mapped to the device
-    assert record.epilogue(region) == (folder / f"{kernel}.original.output").read_bytes()
+    assert record.prologue(region) == memory and len(memory) == 1024  # b and a, 64 doubles each
+    output = (folder / f"{kernel}.original.output").read_bytes()
+    assert record.epilogue(region) == output != memory
+    a, b, b_after = (struct.pack("<64d", *v) for v in (range(64), [0] * 64, (3 * i + 1.0 for i in range(64))))
+    assert memory == b + a and output == b_after + a  # the bump region: b then a (map order), before and after
     (g,) = record.globals  # LLVM saves globals before the kernel only: the epilogue is assumed, and flagged
     assert (g.name, record.prologue(g), record.epilogue(g)) == ("g_scale", (3).to_bytes(4, "little"),
                                                                (3).to_bytes(4, "little"))
@@ -160,8 +163,8 @@ def test_libomptargets_record_imports_as_its_files_say(real_record, tmp_path, ki
 def test_libomptarget_records_on_a_gpu(gpu, cuda_app, tmp_path, kir_cli):
     """The same program on a real GPU (the H200): libomptarget's CUDA plugin on the real
     driver (it dlopens libcuda.so: a folder naming the system's libcuda.so.1 so) writes
-    the record, and the import matches its files. The kernel calls the no-op stand-ins,
-    so it computes nothing: b comes back as it went."""
+    the record, and the import matches its files. On the GPU the kernel calls the no-op
+    stand-ins of omp_devrt.c, so it computes nothing: b comes back as it went."""
     app, _ = cuda_app
     found = [line.split("=>")[-1].strip() for line in _run("ldconfig", "-p", cwd=tmp_path).stdout.splitlines()
              if "libcuda.so.1 " in line and "x86-64" in line]
