@@ -362,7 +362,7 @@ def test_a_folder_without_records(tmp_path, kir_cli):
 
 # --- fuzzing the reader ---------------------------------------------------------------
 
-FUZZ_EXAMPLES = int(os.environ.get("KIR_FUZZ_OMP_EXAMPLES", "200"))
+FUZZ_EXAMPLES = int(os.environ.get("KIR_FUZZ_OMP_EXAMPLES", "500"))  # ~2 s
 MUTATION = st.one_of(
     st.tuples(st.just("set"), st.integers(0, 1 << 12), st.binary(min_size=1, max_size=8)),
     st.tuples(st.just("insert"), st.integers(0, 1 << 12), st.binary(min_size=1, max_size=16)),
@@ -372,7 +372,6 @@ MUTATION = st.one_of(
 )
 
 
-@pytest.mark.slow  # a fuzz loop
 def test_damaged_records_raise_only_omp_errors(real_record, tmp_path):
     """One of libomptarget's files (the JSON, .globals, .memory, .original.output,
     .image) mutated at random (fixed seed), then read as `kir import-omp --check` does:
