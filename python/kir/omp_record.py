@@ -395,6 +395,9 @@ def _convert_one(kernel: Kernel, output: Path | str | None, chunk_size: int) -> 
             for p, s in zip(d.arg_ptrs, sizes)]
     done = Imported(d.name, str(d.path), "", static.hex, image.what, kernel.args, d.loop_trip_count, d.device_id,
                     d.arg_offsets, len(kernel.globals), kernel.output is not None, list(kernel.warnings))
+    # REGION IDENTITY (issue 27 item 2, docs/hashing.md): compute the region's identity from
+    # d.name (LLVM's __omp_offloading_<device>_<file>_<function>_l<line>) here and set
+    # done.region_identity; the sidecar and --json carry it already (null until then).
     if image.kind == "host":
         done.warnings.append(f"{d.path.parent / (d.name + '.image')}: an {image.what}: kept out of the record "
                              "(kir replays GPU code)")
