@@ -34,6 +34,7 @@ COMMANDS = {
     "tune": ("tune", "search launch configuration and compile options of recorded launches (Optuna) and hand "
                      "the winner to the JIT client's cache"),
     "import-mneme": ("import_mneme", "convert a Mneme recording into kir records, replayable from the IR"),
+    "import-omp": ("import_omp", "convert LLVM's OpenMP kernel records (LIBOMPTARGET_RECORD) into kir records"),
     "completion": ("completion", "print a bash or zsh completion script (source <(kir completion bash))"),
 }
 

@@ -12,6 +12,7 @@ exits 2; anything else is a bug and shows its traceback::
     ├── OptionError          an option or argument value is invalid (also a ValueError)
     ├── RecordError          a record or chunk is missing, damaged or of an unknown version
     ├── MnemeError           a Mneme recording (kir import-mneme) is missing or malformed
+    ├── OmpRecordError       an LLVM OpenMP kernel record (kir import-omp) is missing or malformed
     ├── PlanError            a record cannot be replayed as asked
     ├── ReplayError          the driver refused a step of a replay
     │   └── NoDeviceError    no CUDA driver or device to replay on
@@ -155,6 +156,11 @@ class MnemeError(KirError):
     offset (snapshots) or the field (JSON)."""
 
 
+class OmpRecordError(KirError):
+    """An LLVM OpenMP kernel record (LIBOMPTARGET_RECORD) kir cannot import: the
+    message names the file and the byte offset (.globals, .memory) or the field (JSON)."""
+
+
 class PlanError(KirError):
     """The record cannot be replayed as asked (no such code, wrong architecture, ...)."""
 
@@ -239,7 +245,7 @@ def missing_extra(module: str, extra: str, needed_by: str, error: BaseException 
 
 __all__ = ["DISTRIBUTION", "BadMagicError", "CorruptError", "DeviceFaultError", "DistributedError", "ErrorCode", "InternalError",
            "InvalidArgumentError", "KirError", "KirIOError", "LLVMCrashError", "MalformedError", "MnemeError",
-           "NoDeviceError", "NotFoundError", "OptionError", "OutOfBoundsError", "PermissionRefusedError", "PlanError",
+           "NoDeviceError", "NotFoundError", "OmpRecordError", "OptionError", "OutOfBoundsError", "PermissionRefusedError", "PlanError",
            "RecordError", "ReplayError", "STICKY_CUDA_ERRORS", "TooLargeError", "TruncatedError", "UnsupportedError",
            "UnsupportedVersionError", "distribution_name", "error_class", "install_hint", "llvmlite_installed",
            "missing_extra"]

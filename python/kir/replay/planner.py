@@ -196,18 +196,22 @@ def _static_hash(record: Record) -> _core.Hash128:
     image = record.kernel.image
     if image is None:  # a record holding IR only (imported, or written without the image)
         return _core.static_hash(record.kernel.name, "ir", [record.code("ir")])
-    data = record.code("image")
-    parse = PARSERS.get(image.kind)
-    if parse is None:
+    if image.kind not in PARSERS:
         raise PlanError(f"{record.path}: kernel.image is of kind {image.kind!r}: expected one of "
                         f"{', '.join(PARSERS)}")
+    return image_static_hash(record.kernel.name, image.kind, record.code("image"))
+
+
+def image_static_hash(name: str, kind: str, data: bytes) -> _core.Hash128:
+    """The static hash of kernel `name` in an image of `kind` (a key of PARSERS), as the
+    hook computes it at registration (above; also `kir import-omp`, kir.omp_record)."""
     try:
-        code = parse(data)
+        code = PARSERS[kind](data)
     except KirError:
-        return _core.static_hash(record.kernel.name, "unknown", [])
+        return _core.static_hash(name, "unknown", [])
     code.image_digest = _core.xxh3_128(data)
-    known = _core.kernel_static_hash(code, record.kernel.name)  # None: a kernel the image lacks
-    return known if known is not None else _core.static_hash(record.kernel.name, "unknown", [])
+    known = _core.kernel_static_hash(code, name)  # None: a kernel the image lacks
+    return known if known is not None else _core.static_hash(name, "unknown", [])
 
 
 def launch_identity(record: Record, grid, block, shared_bytes: int | None = None) -> str:
@@ -513,6 +517,6 @@ def _plan_json(p: ReplayPlan) -> dict:
     }
 
 
-__all__ = ["CODE_KINDS", "CodeChoice", "dynamic_hash", "Hashes", "launch_identity", "Mapping", "pack_args",
+__all__ = ["CODE_KINDS", "CodeChoice", "dynamic_hash", "Hashes", "image_static_hash", "launch_identity", "Mapping", "pack_args",
            "PARSERS", "plan", "recompute_hashes", "record_arch", "ReplayPlan", "RESERVE_ALIGNMENT",
            "static_hash"]
