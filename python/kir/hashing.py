@@ -184,6 +184,14 @@ class OmpRegion:
     target: str       #: that image's target ("sm_90", "gfx90a")
 
 
+def image_omp_region(kernel: str, image, data: bytes | None = None) -> str | None:
+    """The region identity (32 hex digits) of OpenMP region kernel `kernel` hashed from
+    device image `image` (kir.Image; `data`: its decoded bytes, when read already), or
+    None when `kernel` is not a region's."""
+    identity = _core.omp_region_identity_of_image(kernel, str(image.kind), image.read() if data is None else data)
+    return identity.hex if identity is not None else None
+
+
 def omp_regions(binary: Binary) -> list[OmpRegion]:
     """Every OpenMP target region of `binary`: each kernel defined in its LLVM IR modules
     (read with llvmlite, the `ir` extra; left out without it) and each kernel of its
@@ -249,8 +257,7 @@ def kernel_hashes(binary: Binary, llvm20_or_newer: bool = True,
             region = None
             if kernel.name.startswith("__omp_offloading_"):
                 image_bytes = image.read() if image_bytes is None else image_bytes
-                identity = _core.omp_region_identity_of_image(kernel.name, str(image.kind), image_bytes)
-                region = identity.hex if identity is not None else None
+                region = image_omp_region(kernel.name, image, image_bytes)
             out.append(KernelHash(
                 image=image.index, image_kind=image.kind, target=image.target, kernel=kernel.name,
                 static_hash=_core.kernel_static_hash(code, kernel.name).hex, code_kind=what.kind, source=source,
@@ -259,6 +266,6 @@ def kernel_hashes(binary: Binary, llvm20_or_newer: bool = True,
 
 
 __all__ = ["ArgType", "ARRAY", "DynamicHash", "Hash128", "HashDomain", "jit_key", "jit_key_of_launch",
-           "JitArg", "JitValue", "kernel_code", "kernel_hashes", "kernel_static_hash", "KernelHash", "launch_identity",
+           "JitArg", "JitValue", "image_omp_region", "kernel_code", "kernel_hashes", "kernel_static_hash", "KernelHash", "launch_identity",
            "OBJECT", "omp_region", "omp_regions", "OmpRegion", "proteus_static_hash", "SCALAR", "SPECIALIZE_BLOCK", "SPECIALIZE_BOUNDS",
            "SPECIALIZE_GRID", "static_hash", "static_hashes", "xxh3_128"]

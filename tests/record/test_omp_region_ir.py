@@ -5,10 +5,10 @@ source — other file ids in every kernel name — matched by region identity an
 with the kernel named as launched."""
 from __future__ import annotations
 
-import openmp_apps
 import pytest
 
 import kir
+import openmp_apps
 from kir import _core
 from kir.ir import read_module
 from kir.omp import attach_region_ir, region_key

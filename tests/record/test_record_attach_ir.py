@@ -6,10 +6,10 @@ from __future__ import annotations
 import subprocess
 
 import pytest
-from replay_records import make_record
 
 from kir.errors import RecordError
 from kir.record import RECORD_LAYOUT, Record, attach_ir, read_record_body
+from replay_records import make_record
 
 
 def bitcode(tmp_path) -> bytes:

@@ -16,9 +16,9 @@ import json
 import os
 from pathlib import Path
 
-import openmp_apps
 import pytest
 
+import openmp_apps
 from kir.omp import region_key
 from kir.record import Recording
 

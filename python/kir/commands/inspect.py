@@ -261,15 +261,15 @@ def write_sass(binary: Binary, archs, kinds, keep, out, errors: list[str]) -> No
 def omp_region_notes(binary: Binary, notes: dict) -> None:
     """Each OpenMP region kernel of a decoded device image gets its region identity
     (docs/hashing.md) at the end of its note."""
-    from kir import _core
+    from kir.hashing import image_omp_region
     for image in binary.images:
         names = [k.name for k in (image._code.kernels if image._code else []) if k.name.startswith("__omp_offloading_")]
         data = image.read() if names else b""
         for name in names:
-            identity = _core.omp_region_identity_of_image(name, str(image.kind), data)
+            identity = image_omp_region(name, image, data)
             if identity is not None:
                 key = (image.index, name)
-                notes[key] = (notes[key] + "  " if key in notes else "") + f"[OpenMP region {identity.hex}]"
+                notes[key] = (notes[key] + "  " if key in notes else "") + f"[OpenMP region {identity}]"
 
 
 def read_ir(binary: Binary, wanted: bool, with_kernels: bool):
