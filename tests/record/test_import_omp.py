@@ -1,8 +1,8 @@
 """`kir import-omp`: LLVM's own OpenMP kernel records (LIBOMPTARGET_RECORD=1).
 
 The oracle is libomptarget itself: apt's libomptarget.so.22.1 records a target region
-that clang-22 compiled for sm_90 (tests/fixtures/omp_region.c, linked with device-side
-stand-ins for the device runtime apt lacks, omp_devrt.c), its CUDA plugin driving
+that clang-22 compiled for sm_90 (tests/fixtures/omp_region.c, linked with kir's minimal
+device runtime, tests/fixtures/openmp/kir_ompdevice.c: apt has none), its CUDA plugin driving
 tests/fixtures/omp_stub_cuda.c (a libcuda whose device is host memory and which runs
 the region's kernel on the host, so the program prints what the host plugin computes);
 the import is checked against the files libomptarget wrote, and they are what
@@ -25,6 +25,7 @@ import pytest
 from hypothesis import strategies as st
 
 import build as fixture_build
+import openmp_apps
 from kir.record import Record, Recording
 from omp_rr_writer import Launch, bump, write
 from record_fuzz import mutate
@@ -51,35 +52,23 @@ def _run(*args, cwd: Path, env: dict | None = None) -> subprocess.CompletedProce
     return subprocess.run([str(a) for a in args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
 
-def _link_dir(folder: Path) -> Path:
-    """What clang-22 -fopenmp links against: libomptarget and libomp under their
-    unversioned names (the packages ship none), and for the device link an empty
-    libomp.a (clang-linker-wrapper passes -lomp to nvlink too)."""
-    d = folder / "lib"
-    d.mkdir()
-    (d / "libomptarget.so").symlink_to(LIBOMPTARGET)
-    (d / "libomp.so").symlink_to(LIBOMP)
-    assert _run("ar", "rc", d / "libomp.a", cwd=d).returncode == 0
-    return d
-
-
 @pytest.fixture(scope="module")
 def cuda_app(tmp_path_factory) -> tuple[Path, Path]:
     """(the program, the folder of the stub libcuda.so): omp_region.c for sm_90 against
-    apt's libomptarget 22."""
-    _tools("clang-22", "ptxas", "nvlink", "cc", "ar")
+    apt's libomptarget 22 (tests/support/openmp_apps.py; prebuilt with KIR_OPENMP_APPS)."""
     folder = tmp_path_factory.mktemp("omp_cuda")
-    lib = _link_dir(folder)
-    built = _run("clang-22", "-fopenmp", "--offload-arch=sm_90", "-nogpulib",
-                 *(fixture(f) for f in ("omp_region.c", "omp_main.c", "omp_devrt.c")),
-                 f"-L{lib}", f"-Wl,-rpath,{LIBOMPTARGET.parent}", "-o", "app", cwd=folder)
-    assert built.returncode == 0, built.stderr
+    given = os.environ.get("KIR_OPENMP_APPS")
+    if given and "axpy_app" in openmp_apps.prebuilt(Path(given)):
+        app = openmp_apps.prebuilt(Path(given))["axpy_app"]
+    else:
+        _tools("clang-22", "ptxas", "nvlink", "cc")
+        app = openmp_apps.axpy_app(folder)
     stub = folder / "stub"
     stub.mkdir()
-    built = _run("cc", "-shared", "-fPIC", fixture("omp_stub_cuda.c"), "-o", stub / "libcuda.so",
-                 cwd=folder)
-    assert built.returncode == 0, built.stderr
-    return folder / "app", stub
+    if shutil.which("cc"):
+        built = _run("cc", "-shared", "-fPIC", fixture("omp_stub_cuda.c"), "-o", stub / "libcuda.so", cwd=folder)
+        assert built.returncode == 0, built.stderr
+    return app, stub
 
 
 @pytest.fixture(scope="module")
@@ -163,8 +152,8 @@ def test_libomptargets_record_imports_as_its_files_say(real_record, tmp_path, ki
 def test_libomptarget_records_on_a_gpu(gpu, cuda_app, tmp_path, kir_cli):
     """The same program on a real GPU (the H200): libomptarget's CUDA plugin on the real
     driver (it dlopens libcuda.so: a folder naming the system's libcuda.so.1 so) writes
-    the record, and the import matches its files. On the GPU the kernel calls the no-op
-    stand-ins of omp_devrt.c, so it computes nothing: b comes back as it went."""
+    the record, and the import matches its files: the region ran on the GPU (kir's device
+    runtime), b = 3a + 1 after it."""
     app, _ = cuda_app
     found = [line.split("=>")[-1].strip() for line in _run("ldconfig", "-p", cwd=tmp_path).stdout.splitlines()
              if "libcuda.so.1 " in line and "x86-64" in line]
@@ -189,6 +178,8 @@ def test_libomptarget_records_on_a_gpu(gpu, cuda_app, tmp_path, kir_cli):
     assert record.prologue(region) == (run_dir / f"{kernel}.memory").read_bytes()
     assert record.epilogue(region) == (run_dir / f"{kernel}.original.output").read_bytes()
     assert struct.pack("<64d", *range(64)) in record.prologue(region)
+    assert struct.pack("<64d", *(3 * i + 1.0 for i in range(64))) in record.epilogue(region)
+    assert ran.stdout.split() == ["4", "190"], ran.stdout
 
 
 def test_the_host_plugin_does_not_record(tmp_path):
@@ -197,10 +188,8 @@ def test_the_host_plugin_does_not_record(tmp_path):
     (PluginInterface.cpp): the region runs, nothing is written, and the reason is on
     stderr."""
     _tools("clang-22")
-    lib = _link_dir(tmp_path)
     built = _run("clang-22", "-fopenmp", "-fopenmp-targets=x86_64-pc-linux-gnu",
-                 *(fixture(f) for f in ("omp_region.c", "omp_main.c")),
-                 f"-L{lib}", f"-Wl,-rpath,{LIBOMPTARGET.parent}", "-o", "app", cwd=tmp_path)
+                 *(fixture(f) for f in ("omp_region.c", "omp_main.c")), "-o", "app", cwd=tmp_path)
     assert built.returncode == 0, built.stderr
     run_dir = tmp_path / "run"
     run_dir.mkdir()

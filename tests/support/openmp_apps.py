@@ -76,18 +76,31 @@ def fortran_ir(directory: Path, arch: str = "sm_90") -> Path:
     return directory / "fsaxpy_app.bc"
 
 
+def axpy_app(directory: Path, arch: str = "sm_90") -> Path:
+    """tests/fixtures/omp_region.c + omp_main.c (kir import-omp's program: b = 3a + 1 with a
+    declare-target global; prints `4 190`) linked with the device runtime."""
+    runtime = runtime_object(directory, arch)
+    fixtures = FIXTURES.parent
+    for name in ("omp_region.c", "omp_main.c"):
+        shutil.copyfile(fixtures / name, directory / name)
+    _run(["clang-22", "-O2", "-fopenmp", f"--offload-arch={arch}", "-nogpulib", *CUDA, "omp_region.c", "omp_main.c",
+          runtime.name, "-o", "axpy_app"], directory)
+    return directory / "axpy_app"
+
+
 def built_apps(directory: Path) -> dict[str, Path]:
     """Every program and IR file above, each build in a directory of its own under
     `directory` (`python tests/support/openmp_apps.py DIR` builds them for a machine
     without the compilers, the GPU machine: its tests take KIR_OPENMP_APPS=DIR)."""
     return {"c_app": c_app(directory / "c"), "c_ir_app": c_app(directory / "c_jit", jit=True),
-            "fortran_app": fortran_app(directory / "fortran"), "fortran_ir": fortran_ir(directory / "fortran_ir")}
+            "fortran_app": fortran_app(directory / "fortran"), "fortran_ir": fortran_ir(directory / "fortran_ir"),
+            "axpy_app": axpy_app(directory / "axpy")}
 
 
 def prebuilt(directory: Path) -> dict[str, Path]:
     """built_apps' files in `directory`, built elsewhere (KeyError-free: missing ones are absent)."""
     names = {"c_app": "c/saxpy_app", "c_ir_app": "c_jit/saxpy_app_jit", "fortran_app": "fortran/fsaxpy_app",
-             "fortran_ir": "fortran_ir/fsaxpy_app.bc"}
+             "fortran_ir": "fortran_ir/fsaxpy_app.bc", "axpy_app": "axpy/axpy_app"}
     return {key: directory / name for key, name in names.items() if (directory / name).is_file()}
 
 
