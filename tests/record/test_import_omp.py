@@ -164,7 +164,8 @@ def test_libomptarget_records_on_a_gpu(gpu, cuda_app, tmp_path, kir_cli):
     (driver / "libcuda.so").symlink_to(found[0])
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    env = dict(os.environ, LD_LIBRARY_PATH=str(driver), LIBOMPTARGET_RECORD="1", LIBOMPTARGET_RR_SAVE_OUTPUT="1",
+    search = os.pathsep.join(filter(None, [str(driver), os.environ.get("LD_LIBRARY_PATH")]))  # libomptarget's too
+    env = dict(os.environ, LD_LIBRARY_PATH=search, LIBOMPTARGET_RECORD="1", LIBOMPTARGET_RR_SAVE_OUTPUT="1",
                LIBOMPTARGET_INFO="16")
     ran = _run(app, cwd=run_dir, env=env)
     assert ran.returncode == 0, ran.stderr
