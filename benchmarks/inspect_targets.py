@@ -12,7 +12,7 @@ FILES are the shared objects of NVIDIA's cuBLAS, cuFFT and nvJitLink wheels
 (libcublas*, libcufft*, libnvJitLink*) in DIR: by default the `nvidia/cu13/lib` of
 the running interpreter's site-packages (on the GPU machine, PyTorch's), else they are
 downloaded into benchmarks/.cache/. Each command is a whole process (interpreter
-start-up counts); kir runs from the running interpreter's environment.
+start-up counts); kir runs as `PYTHON -m kir` (--python, default the running interpreter).
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import CACHE, kir_command  # noqa: E402
+from common import CACHE  # noqa: E402
 
 LIBRARIES = ("libcublas", "libcufft", "libnvJitLink")
 
@@ -70,12 +70,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lib-dir", type=Path)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--python", type=Path, default=Path(sys.executable),
+                        help="the interpreter kir runs from (default: this one)")
     args = parser.parse_args()
     directory = lib_dir(args.lib_dir)
     files = sorted(p for p in directory.iterdir() if p.name.startswith(LIBRARIES) and ".so" in p.name
                    and not p.is_symlink())
     cublaslt = directory / "libcublasLt.so.13"
-    cuobjdump, kir = find_cuobjdump(), kir_command(Path(sys.executable))
+    cuobjdump, kir = find_cuobjdump(), [str(args.python), "-m", "kir"]
     size = sum(p.stat().st_size for p in files)
     print(f"{directory}: {len(files)} files, {size / 1e9:.2f} GB ({', '.join(p.name for p in files)}); "
           f"{os.cpu_count()} cores; best of {args.repeat}\n")
@@ -92,7 +94,7 @@ def main() -> None:
          best([[*kir, "inspect", str(cublaslt)]], args.repeat),
          best([[cuobjdump, "-lelf", "-lptx", str(cublaslt)]], args.repeat)),
     ]
-    floor = best([[sys.executable, "-c", "import kir._core"]], args.repeat)
+    floor = best([[str(args.python), "-c", "import kir._core"]], args.repeat)
     print("| task | kir | cuobjdump | kir faster | target |")
     print("|---|---|---|---|---|")
     for task, target, ours, theirs in rows:

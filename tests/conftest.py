@@ -19,7 +19,8 @@ from running import run_kir  # noqa: E402
 # The suite's settings, not its caller's: a KIR_* variable from a kir user's shell
 # (KIR_HOOK_LOG, KIR_RECORD_KERNELS, KIR_TRACE ...) would reach every program the
 # tests run under the hook. Only the suite's own knobs stay.
-SUITE_KNOBS = ("KIR_FUZZ_SECONDS", "KIR_FUZZ_RECORD_EXAMPLES", "KIR_FUZZ_OMP_EXAMPLES")
+SUITE_KNOBS = ("KIR_FUZZ_SECONDS", "KIR_FUZZ_RECORD_EXAMPLES", "KIR_FUZZ_OMP_EXAMPLES", "KIR_FUZZ_MNEME_EXAMPLES",
+               "KIR_OPENMP_APPS")
 for _name in [n for n in os.environ if n.startswith("KIR_") and n not in SUITE_KNOBS]:
     del os.environ[_name]
 
