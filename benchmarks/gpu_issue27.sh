@@ -36,7 +36,7 @@ fi
 if [ "$part" = tests ]; then  # the programs prebuilt here: python tests/support/openmp_apps.py build/omp-apps
   export KIR_OPENMP_APPS=$PWD/build/omp-apps
   LD_LIBRARY_PATH=$OMPLIBS PYTEST_ARGS="-rs" LIMIT=${TESTS_LIMIT:-480} tests issue27 \
-    tests/record/test_record_openmp_gpu.py ${EXTRA_TESTS:-}
+    tests/record/test_record_openmp_gpu.py tests/record/test_import_omp.py ${EXTRA_TESTS:-}
   grep -E "FAILED|ERROR|XPASS|SKIPPED|passed|failed" "$OUT/issue27.log" | head -40
 fi
 if [ "$part" = omp ]; then
