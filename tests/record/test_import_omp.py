@@ -78,7 +78,8 @@ def real_record(cuda_app, tmp_path_factory) -> tuple[Path, str, str]:
     libomptarget writing its record there."""
     app, stub = cuda_app
     folder = tmp_path_factory.mktemp("omp_record")
-    env = dict(os.environ, LD_LIBRARY_PATH=str(stub), LIBOMPTARGET_RECORD="1", LIBOMPTARGET_RR_SAVE_OUTPUT="1",
+    search = os.pathsep.join(filter(None, [str(stub), os.environ.get("LD_LIBRARY_PATH")]))  # libomptarget's too
+    env = dict(os.environ, LD_LIBRARY_PATH=search, LIBOMPTARGET_RECORD="1", LIBOMPTARGET_RR_SAVE_OUTPUT="1",
                STUB_TRACE="1", STUB_DEVICE_BYTES=str(256 << 20))
     ran = _run(app, cwd=folder, env=env)
     assert ran.returncode == 0, ran.stderr
@@ -168,7 +169,13 @@ def test_libomptarget_records_on_a_gpu(gpu, cuda_app, tmp_path, kir_cli):
     env = dict(os.environ, LD_LIBRARY_PATH=search, LIBOMPTARGET_RECORD="1", LIBOMPTARGET_RR_SAVE_OUTPUT="1",
                LIBOMPTARGET_INFO="16")
     ran = _run(app, cwd=run_dir, env=env)
-    assert ran.returncode == 0, ran.stderr
+    assert ran.returncode == 0 and ran.stdout.split() == ["4", "190"], ran.stderr  # the region ran, b = 3a + 1
+    if "RR did not initialize" in ran.stderr and "out of memory" in ran.stderr:
+        # Seen on the H200 (141 GB): libomptarget 22 reserves the device's whole memory for
+        # record/replay (RecordReplayTy::preallocateDeviceMemory, getDeviceMemorySize) and
+        # offers no setting to ask for less; the allocation fails, recording is off.
+        pytest.skip("libomptarget 22 could not reserve the whole device memory for its record/replay: "
+                    + next(line for line in ran.stderr.splitlines() if "RR did not initialize" in line))
     assert "Record Replay Initialized" in ran.stderr, ran.stderr
     result = kir_cli("import-omp", run_dir, "-o", tmp_path / "kir", "--json")
     assert result.returncode == 0, result.stderr
@@ -180,7 +187,6 @@ def test_libomptarget_records_on_a_gpu(gpu, cuda_app, tmp_path, kir_cli):
     assert record.epilogue(region) == (run_dir / f"{kernel}.original.output").read_bytes()
     assert struct.pack("<64d", *range(64)) in record.prologue(region)
     assert struct.pack("<64d", *(3 * i + 1.0 for i in range(64))) in record.epilogue(region)
-    assert ran.stdout.split() == ["4", "190"], ran.stdout
 
 
 def test_the_host_plugin_does_not_record(tmp_path):
