@@ -35,7 +35,7 @@ APPS = ["rec_vector_add", "rec_jacobi", "rec_pointer_chase", "rec_device_global"
 
 
 def make_recording(out: Path) -> Path:
-    sys.path.insert(0, str(ROOT / "tests" / "fixtures"))
+    sys.path.insert(0, str(ROOT / "tests" / "support"))
     import build as fixture_build
     built = fixture_build.build_all(ROOT / "build" / "test-fixtures")
     for name in APPS:

@@ -104,6 +104,22 @@ class _LaunchParameters:
         self.extra = ctypes.addressof(self._extra) if args else 0
 
 
+#: ordinal -> (CUdevice, its primary context), retained once per process and kept: creating
+#: the context took 117 ms of each record's 200 ms in `kir replay --all` on the H200 and
+#: destroying it 71 ms more (issue 28; benchmarks/replay_all_profile.py), when every
+#: replay retained it and released it at the end. What a replay makes in it (the VA
+#: range, memory, modules) is still undone by the replay; a sticky fault forgets it.
+_RETAINED: dict[int, tuple] = {}
+
+
+def forget_context(ordinal: int | None) -> None:
+    """Release this process's retained primary context of device `ordinal` (after a
+    device fault: the next replay retains it again)."""
+    if ordinal in _RETAINED:
+        device, _ = _RETAINED.pop(ordinal)
+        cuda_driver().cuDevicePrimaryCtxRelease(device)
+
+
 def cuda_driver():
     try:
         from cuda.bindings import driver
@@ -126,6 +142,7 @@ class CudaBackend(Backend):
         error, *values = result
         if error != self.driver.CUresult.CUDA_SUCCESS:
             if int(error) in STICKY_CUDA_ERRORS:
+                forget_context(getattr(self, "ordinal", None))  # dead: the next open retains it afresh
                 raise DeviceFaultError(f"{what}: {self._error_name(error)}", int(error))
             raise ReplayError(f"{what}: {self._error_name(error)}")
         return values[0] if len(values) == 1 else (values or None)
@@ -149,10 +166,11 @@ class CudaBackend(Backend):
         count = self.call("cuDeviceGetCount", d.cuDeviceGetCount())
         if ordinal >= count:
             raise NoDeviceError(f"no CUDA device: device {ordinal} asked for, {count} present")
-        self.device = self.call("cuDeviceGet", d.cuDeviceGet(ordinal))
         self.ordinal = ordinal
-        context = self.call("cuDevicePrimaryCtxRetain", d.cuDevicePrimaryCtxRetain(self.device))
-        self.undo.append(lambda: d.cuDevicePrimaryCtxRelease(self.device))
+        if ordinal not in _RETAINED:  # once per process: the next record's replay finds it ready
+            device = self.call("cuDeviceGet", d.cuDeviceGet(ordinal))
+            _RETAINED[ordinal] = (device, self.call("cuDevicePrimaryCtxRetain", d.cuDevicePrimaryCtxRetain(device)))
+        self.device, context = _RETAINED[ordinal]
         self.call("cuCtxSetCurrent", d.cuCtxSetCurrent(context))
         return f"sm_{self._attribute('MAJOR')}{self._attribute('MINOR')}"
 
