@@ -8,7 +8,7 @@ the host would end the app, and only the stub's launch computes y. Under kir's h
 plugin looks the driver up by handle: docs/architecture.md, "Libraries without a
 runtime"), `kir trace` sees the image the plugin loads and the region's launch with its
 arguments, `kir record` records the region (its launch, x and y before and after), and
-`kir replay` replays it on the stub. tests/record/test_record_openmp.py: the same on a GPU."""
+`kir replay` replays it on the stub. On a GPU: tests/record/test_record_openmp_gpu.py."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -32,7 +32,7 @@ from openmp_rig import (
 
 @pytest.fixture(scope="module")
 def rig(tmp_path_factory) -> Path:
-    return build_rig(tmp_path_factory.mktemp("openmp"), stub=True)
+    return build_rig(tmp_path_factory.mktemp("openmp"))
 
 
 @pytest.fixture(scope="module", params=sorted(SAXPY))

@@ -1,8 +1,9 @@
-"""OpenMP target regions run through LLVM's libomptarget (issue 27, item 3): the saxpy apps of
-tests/fixtures/openmp built by clang-22 and flang-22 with kir's minimal device runtime
-(kir_ompdevice.c), run on the host-memory stub driver (tests/record/test_record_openmp_cpu.py)
-or a GPU (test_record_openmp.py), and what `kir trace`, `kir record` and `kir replay` make of
-their region."""
+"""OpenMP target regions run through LLVM's libomptarget on the host-memory stub driver
+(issue 27, item 3; tests/record/test_record_openmp_cpu.py): tests/fixtures/openmp's
+omp_saxpy.c (clang-22) and omp_saxpy.f90 (flang-22), whose region captures n, so that the
+stub (tests/fixtures/record_stub_driver.c) computes exactly what each launch asks, linked
+with kir's device runtime (openmp_apps.runtime_object), and what `kir trace`, `kir
+record` and `kir replay` make of their region."""
 from __future__ import annotations
 
 import json
@@ -19,6 +20,7 @@ import pytest
 from build import HERE as FIXTURES
 from kir import open as kir_open
 from kir.record import Record, Recording
+from openmp_apps import CUDA, runtime_object
 
 N = 256
 EXPECTED = "1.0 511.0\n"  # y[0] = 2 * 0 + 1, y[255] = 2 * 255 + 1
@@ -28,30 +30,26 @@ SAXPY = {  # the app's compiler, source and the region's launch arguments (word 
     "fortran": {"compiler": "flang-22", "source": "omp_saxpy.f90", "x": 1, "y": 2, "a": 5, "args": 8,
                 "region": "_saxpy__l"},
 }
-OFFLOAD = ["-O2", "-fopenmp", "--offload-arch=sm_90", "-nogpulib"]
+OFFLOAD = ["-O2", "-fopenmp", "--offload-arch=sm_90", "-nogpulib"]  # as openmp_apps builds
 
 
 def run(args, **kwargs) -> subprocess.CompletedProcess:
     return subprocess.run([str(a) for a in args], capture_output=True, text=True, timeout=300, **kwargs)
 
 
-def build_rig(d: Path, stub: bool) -> Path:
-    """kir's device runtime, built by clang-22 into `d`, and with `stub` the stub driver
-    (libcuda.so.1, and libcuda.so: the name libomptarget's plugin dlopen()s); skips
+def build_rig(d: Path) -> Path:
+    """kir's device runtime (openmp_apps.runtime_object) and the stub driver (libcuda.so.1,
+    and libcuda.so: the name libomptarget's plugin dlopen()s), built into `d`; skips
     without clang-22 or libomptarget."""
     if not shutil.which("clang-22"):
         pytest.skip("clang-22 not installed")
     if not os.path.isabs(run(["clang-22", "-print-file-name=libomptarget.so"]).stdout.strip()):
         pytest.skip("libomptarget (liboffload-22-dev) not installed")
-    commands = [["clang-22", *OFFLOAD, "-c", FIXTURES / "openmp" / "kir_ompdevice.c", "-o", d / "device.o"]]
-    if stub:
-        commands.append(["gcc", "-Wall", "-Wextra", "-Werror", "-O1", "-shared", "-fPIC",
-                         FIXTURES / "record_stub_driver.c", "-Wl,-soname,libcuda.so.1", "-o", d / "libcuda.so.1"])
-    for command in commands:
-        built = run(command)
-        assert built.returncode == 0, built.stderr
-    if stub:
-        (d / "libcuda.so").symlink_to("libcuda.so.1")
+    runtime_object(d).rename(d / "device.o")
+    built = run(["gcc", "-Wall", "-Wextra", "-Werror", "-O1", "-shared", "-fPIC", FIXTURES / "record_stub_driver.c",
+                 "-Wl,-soname,libcuda.so.1", "-o", d / "libcuda.so.1"])
+    assert built.returncode == 0, built.stderr
+    (d / "libcuda.so").symlink_to("libcuda.so.1")
     return d
 
 
@@ -61,18 +59,15 @@ def build_app(d: Path, language: str) -> tuple[Path, dict]:
     if not shutil.which(spec["compiler"]):
         pytest.skip(f"{spec['compiler']} not installed")
     out = d / f"saxpy_{language}"
-    built = run([spec["compiler"], *OFFLOAD, FIXTURES / "openmp" / spec["source"], d / "device.o", "-o", out])
+    cuda = CUDA if spec["compiler"] == "clang-22" else []  # flang-22 takes no --cuda-path
+    built = run([spec["compiler"], *OFFLOAD, *cuda, FIXTURES / "openmp" / spec["source"], d / "device.o", "-o", out])
     assert built.returncode == 0, built.stderr
     return out, spec
 
 
-def environment(driver: Path | None, **extra: str) -> dict[str, str]:
-    """Mandatory offload (a host fallback fails), on the driver in `driver` (the stub's
-    folder) or, with None, the system's."""
-    env = {**os.environ, "OMP_TARGET_OFFLOAD": "MANDATORY", **extra}
-    if driver is not None:
-        env["LD_LIBRARY_PATH"] = str(driver)
-    return env
+def environment(driver: Path, **extra: str) -> dict[str, str]:
+    """Mandatory offload (a host fallback fails), on the driver in the folder `driver`."""
+    return {**os.environ, "OMP_TARGET_OFFLOAD": "MANDATORY", "LD_LIBRARY_PATH": str(driver), **extra}
 
 
 def kir(*args, env) -> subprocess.CompletedProcess:
