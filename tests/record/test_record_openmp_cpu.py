@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from kir.record import Recording
 from openmp_rig import (
     EXPECTED,
     SAXPY,
@@ -23,6 +24,7 @@ from openmp_rig import (
     check_record,
     check_trace,
     environment,
+    kir,
     record_region,
     replay,
     run,
@@ -88,3 +90,31 @@ def test_kir_replay_verifies_the_region_on_the_stub_driver(rig, app, tmp_path):
     assert (result["code"], result["hashes_match"], result["verified"]) == ("cubin", True, True), result
     idle, result = replay(record, environment(rig, STUB_IDLE_LAUNCHES="1"))
     assert idle.returncode != 0 and result["verified"] is False and result["mismatches"], (idle.stderr, result)
+
+
+def test_kir_record_gives_the_region_the_ir_of_another_build(rig, tmp_path):
+    """`kir record --ir`: the region's record gets the IR of the same source built in
+    another directory with -fopenmp-target-jit (the linked device module, runtime included,
+    in that executable's .llvm.offloading; other file ids in its kernel's name), found by
+    region identity (kir.omp) and stored under the launched kernel's name."""
+    pytest.importorskip("llvmlite")
+    from kir.ir import read_module
+    from kir.omp import region_key
+    from openmp_apps import CUDA, runtime_object
+    from openmp_rig import FIXTURES, OFFLOAD
+    path, _ = build_app(rig, "c")
+    other = tmp_path / "another" / "checkout"
+    other.mkdir(parents=True)
+    (other / "omp_saxpy.c").write_bytes((FIXTURES / "openmp" / "omp_saxpy.c").read_bytes())
+    runtime = runtime_object(other, jit=True)
+    built = run(["clang-22", *OFFLOAD, *CUDA, "-fopenmp-target-jit", "omp_saxpy.c", runtime.name, "-o", "saxpy_ir"],
+                cwd=other)
+    assert built.returncode == 0, built.stderr
+    recorded = kir("record", "-o", tmp_path / "rec", "--ir", other / "saxpy_ir", "--", path, env=environment(rig))
+    assert recorded.returncode == 0 and EXPECTED in recorded.stdout, recorded.stderr
+    assert f"the region's IR from {other / 'saxpy_ir'}" in recorded.stderr
+    [record] = Recording(tmp_path / "rec").records()
+    module = read_module(record.chunk(record.kernel.ir.chunk))
+    [kernel] = [f.name for f in module.kernels]
+    assert kernel == record.kernel.name and region_key(kernel) is not None
+    record.check()
