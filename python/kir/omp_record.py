@@ -321,8 +321,8 @@ class Imported:
     globals: int
     epilogue: bool           #: whether `.original.output` was there
     warnings: list[str] = field(default_factory=list)
-    #: REGION IDENTITY: the OpenMP region's build-independent identity (issue 27 item 2,
-    #: docs/hashing.md) is to be attached here from the kernel name; None until then.
+    #: the OpenMP region's build-independent identity (docs/hashing.md), from a device
+    #: image; None for an IR image or a host image
     region_identity: str | None = None
 
     def to_json(self) -> dict:
@@ -395,9 +395,13 @@ def _convert_one(kernel: Kernel, output: Path | str | None, chunk_size: int) -> 
             for p, s in zip(d.arg_ptrs, sizes)]
     done = Imported(d.name, str(d.path), "", static.hex, image.what, kernel.args, d.loop_trip_count, d.device_id,
                     d.arg_offsets, len(kernel.globals), kernel.output is not None, list(kernel.warnings))
-    # REGION IDENTITY (issue 27 item 2, docs/hashing.md): compute the region's identity from
-    # d.name (LLVM's __omp_offloading_<device>_<file>_<function>_l<line>) here and set
-    # done.region_identity; the sidecar and --json carry it already (null until then).
+    # The region's identity (docs/hashing.md, "OpenMP target regions"), hashed from the device
+    # image libomptarget recorded (a cubin's or code object's own sections of the kernel), as
+    # `kir hash` gives it for the app's image: the same region in every build. An IR image's
+    # needs llvmlite (kir.hashing.omp_regions); left null here.
+    if image.kind in ("cubin", "code-object"):
+        identity = _core.omp_region_identity_of_image(d.name, image.kind, image.data)
+        done.region_identity = identity.hex if identity is not None else None
     if image.kind == "host":
         done.warnings.append(f"{d.path.parent / (d.name + '.image')}: an {image.what}: kept out of the record "
                              "(kir replays GPU code)")

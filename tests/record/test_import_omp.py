@@ -102,7 +102,7 @@ def copy_of(real_record, tmp_path: Path) -> tuple[Path, dict[str, Path]]:
 
 # --- libomptarget's own records --------------------------------------------------------
 
-def test_libomptargets_record_imports_as_its_files_say(real_record, tmp_path, kir_cli):
+def test_libomptargets_record_imports_as_its_files_say(real_record, cuda_app, tmp_path, kir_cli):
     from kir.replay.planner import recompute_hashes
     folder, kernel, trace = real_record
     doc = json.loads((folder / f"{kernel}.json").read_text())
@@ -142,7 +142,9 @@ def test_libomptargets_record_imports_as_its_files_say(real_record, tmp_path, ki
     kept = json.loads((out / "omp-import.json").read_text())["records"][Path(record.path).name]
     assert kept["loop_trip_count"] == doc["LoopTripCount"] == 64
     assert kept["args"] == "slot-addresses" and kept["epilogue"] is True
-    assert kept["region_identity"] is None  # to be attached by issue 27 item 2's region identity
+    # the region's identity, hashed from the recorded image as `kir hash` hashes the program's own
+    [hashed] = [h for h in json.loads(kir_cli("hash", "--json", cuda_app[0]).stdout)["kernels"] if h["kernel"] == kernel]
+    assert kept["region_identity"] == hashed["omp_region"] and len(kept["region_identity"]) == 32
     listed = kir_cli("records", out, "--json")
     assert listed.returncode == 0 and len(json.loads(listed.stdout)["records"]) == 1, listed.stderr
     plan = kir_cli("replay", record.path, "--plan", "--json")
