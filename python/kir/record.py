@@ -809,10 +809,10 @@ def attach_ir(path, bitcode: bytes) -> Path:
     builder.set_ir(bytes(bitcode))
     meta["kernel"]["ir"] = msgpack.unpackb(builder.metadata(), raw=False, strict_map_key=True)["kernel"]["ir"]
     body = msgpack.packb(meta, use_bin_type=True)
-    digest = str(_core.xxh3_128(body))
+    digest = _core.xxh3_128(body)
     header = RECORD_LAYOUT.struct.pack(*(
         {"magic": RECORD_MAGIC, "version": version, "reserved": 0, "body_size": len(body),
-         "hash_high": int(digest[:16], 16), "hash_low": int(digest[16:], 16)}[name] for name in RECORD_LAYOUT.fields))
+         "hash_high": digest.high, "hash_low": digest.low}[name] for name in RECORD_LAYOUT.fields))
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # hidden from readers (_visible)
     with open(temporary, "wb") as out:
         out.write(header + body)

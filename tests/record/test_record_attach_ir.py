@@ -10,9 +10,11 @@ import pytest
 from kir.errors import RecordError
 from kir.record import RECORD_LAYOUT, Record, attach_ir, read_record_body
 from replay_records import make_record
+from running import require
 
 
 def bitcode(tmp_path) -> bytes:
+    require("clang-22")
     source = tmp_path / "k.c"
     source.write_text("void k(float *y) { y[0] = 1.0f; }\n")
     out = tmp_path / "k.bc"
