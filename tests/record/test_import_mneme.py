@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -35,7 +33,7 @@ from mneme_writer import (  # noqa: F401
     u64,
     write_recording,
 )
-from record_fuzz import mutate  # the records' fuzzer's mutations, with its u64 op
+from record_fuzz import fuzz_folder  # the records' fuzzer's mutations, with its u64 op
 
 # --- conversion ----------------------------------------------------------------------
 
@@ -527,30 +525,11 @@ def test_damaged_recordings_raise_only_mneme_errors(kernel_ir, tmp_path):
     number of examples; KIR_FUZZ_MNEME_EXAMPLES raises it), then checked as `kir
     import-mneme --check` does: a conversion or a KirError naming the file, never
     another exception."""
-    from hypothesis import HealthCheck, given, settings
-
     from kir.errors import KirError
     from kir.mneme import convert
     source = tmp_path / "mneme"
     write_recording(source, kernel_ir, sizes=(600, 40))
     files = sorted(p.name for p in source.iterdir() if not p.name.endswith(".bc"))
     assert len(files) == 5 and len(convert(source, tmp_path / "out", write=False)) == 2
-    outcomes = {"read": 0, "refused": 0}
-
-    @settings(max_examples=FUZZ_EXAMPLES, derandomize=True, deadline=None, database=None,
-              suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-    @given(target=st.sampled_from(files), mutations=st.lists(MUTATION, min_size=1, max_size=6))
-    def damaged(target, mutations):
-        with tempfile.TemporaryDirectory() as scratch:
-            copy = Path(scratch) / "mneme"
-            shutil.copytree(source, copy)
-            (copy / target).write_bytes(mutate((source / target).read_bytes(), mutations, []))
-            try:
-                convert(copy, Path(scratch) / "out", write=False)
-                outcomes["read"] += 1
-            except KirError as error:
-                assert str(copy) in str(error), error  # names the file
-                outcomes["refused"] += 1
-
-    damaged()
+    outcomes = fuzz_folder(source, files, convert, KirError, FUZZ_EXAMPLES, MUTATION)
     assert outcomes["refused"] > FUZZ_EXAMPLES // 2 and outcomes["read"] > 0, outcomes

@@ -18,7 +18,6 @@ import os
 import shutil
 import struct
 import subprocess
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -28,7 +27,7 @@ import build as fixture_build
 import openmp_apps
 from kir.record import Record, Recording
 from omp_rr_writer import Launch, bump, write
-from record_fuzz import mutate
+from record_fuzz import fuzz_folder
 
 LIBOMPTARGET = Path("/usr/lib/llvm-22/lib/libomptarget.so.22.1")
 LIBOMP = Path("/usr/lib/x86_64-linux-gnu/libomp.so.5")  # liboffload-22 depends on it (libomp5-19)
@@ -374,31 +373,12 @@ def test_damaged_records_raise_only_omp_errors(real_record, tmp_path):
     """One of libomptarget's files (the JSON, .globals, .memory, .original.output,
     .image) mutated at random (fixed seed), then read as `kir import-omp --check` does:
     a conversion or an OmpRecordError naming the folder, never another exception."""
-    from hypothesis import HealthCheck, given, settings
-
     from kir.errors import OmpRecordError
     from kir.omp_record import convert
     source = real_record[0]
     files = sorted(p.name for p in source.iterdir())
     assert len(files) == 5 and len(convert(source, tmp_path / "out", write=False)) == 1
-    outcomes = {"read": 0, "refused": 0}
-
-    @settings(max_examples=FUZZ_EXAMPLES, derandomize=True, deadline=None, database=None,
-              suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-    @given(target=st.sampled_from(files), mutations=st.lists(MUTATION, min_size=1, max_size=6))
-    def damaged(target, mutations):
-        with tempfile.TemporaryDirectory() as scratch:
-            copy = Path(scratch) / "run"
-            shutil.copytree(source, copy)
-            (copy / target).write_bytes(mutate((source / target).read_bytes(), mutations, []))
-            try:
-                convert(copy, Path(scratch) / "out", write=False)
-                outcomes["read"] += 1
-            except OmpRecordError as error:
-                assert str(copy) in str(error), error
-                outcomes["refused"] += 1
-
-    damaged()
+    outcomes = fuzz_folder(source, files, convert, OmpRecordError, FUZZ_EXAMPLES, MUTATION)
     assert outcomes["refused"] > FUZZ_EXAMPLES // 3 and outcomes["read"] > 0, outcomes
 
 

@@ -76,3 +76,34 @@ def mutate(data: bytes, mutations, fields: list[tuple[int, int]]) -> bytes:
         else:
             del out[at:]
     return bytes(out)
+
+
+def fuzz_folder(source: Path, files: list[str], convert, error: type, examples: int, mutation) -> dict[str, int]:
+    """A recording folder of another tool (Mneme's, libomptarget's) fuzzed: one of `files`
+    in a copy of `source` mutated at random (hypothesis, fixed seed, `examples` examples,
+    `mutation` the strategy of one mutation, up to 6 of them), then read as the importer's
+    --check does, `convert(copy, out, write=False)`: a conversion, or `error` naming the
+    copy — never another exception. The counts {"read", "refused"}."""
+    import shutil
+    import tempfile
+
+    from hypothesis import HealthCheck, given, settings, strategies as st
+    outcomes = {"read": 0, "refused": 0}
+
+    @settings(max_examples=examples, derandomize=True, deadline=None, database=None,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+    @given(target=st.sampled_from(files), mutations=st.lists(mutation, min_size=1, max_size=6))
+    def damaged(target, mutations):
+        with tempfile.TemporaryDirectory() as scratch:
+            copy = Path(scratch) / source.name
+            shutil.copytree(source, copy)
+            (copy / target).write_bytes(mutate((source / target).read_bytes(), mutations, []))
+            try:
+                convert(copy, Path(scratch) / "out", write=False)
+                outcomes["read"] += 1
+            except error as refused:
+                assert str(copy) in str(refused), refused  # names the folder or file
+                outcomes["refused"] += 1
+
+    damaged()
+    return outcomes
