@@ -148,6 +148,34 @@ def stdout_to_stderr(enabled: bool = True):
         os.close(saved)
 
 
+def read_sidecar(path, error: type[KirError]) -> dict[str, dict]:
+    """An importer's sidecar (`kir import-mneme`'s mneme-import.json, `kir import-omp`'s
+    omp-import.json: what kir records have no field for, by record file name): its
+    `records`; {} when there is none; `error` when it is not such a file."""
+    from pathlib import Path
+    path = Path(path)
+    if not path.exists():
+        return {}
+    doc = load_json(path, error=error)
+    if not isinstance(doc, dict) or not isinstance(doc.get("records"), dict):
+        raise error(f"{path}: expected an object with a 'records' object")
+    return doc["records"]
+
+
+def write_sidecar(path, schema: str, docs: list[dict], error: type[KirError]) -> None:
+    """`docs` (each an importer's Imported.to_json, its `record` the record's path) merged
+    into the sidecar at `path` by record file name, written atomically."""
+    import json
+    from pathlib import Path
+    path = Path(path)
+    kept = read_sidecar(path, error)
+    for doc in docs:
+        doc = dict(doc)
+        kept[Path(doc.pop("record")).name] = doc
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    tmp.write_text(json.dumps({"schema": schema, "records": dict(sorted(kept.items()))}, indent=1) + "\n")
+    tmp.replace(path)
+
+
 __all__ = ["MAX_INT_DIGITS", "MAX_JSON_BYTES", "file_type", "load_json", "open_regular", "parse_json", "read_exactly",
-           "stdout_to_stderr",
-           "read_file"]
+           "read_sidecar", "stdout_to_stderr", "read_file", "write_sidecar"]

@@ -37,15 +37,13 @@ is a `MnemeError` naming the file and the byte offset of the bad field.
 """
 from __future__ import annotations
 
-import json
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from kir import _core, hashing
 from kir.errors import KirError, MnemeError
-from kir.files import load_json, read_file
+from kir.files import load_json, read_file, read_sidecar, write_sidecar
 from kir.model import ArgType, JitArg, JitArgKind
 
 DIFF_MAGIC = b"MNEME_DIFF_V1"  # MnemeSnapshot::DiffMagic
@@ -618,13 +616,7 @@ SIDECAR = "mneme-import.json"
 def imported(output: Path | str) -> dict[str, dict]:
     """What `convert` kept beside the records of `output`: record file name ->
     Imported.to_json (without `record`); {} when nothing was imported there."""
-    path = Path(output) / SIDECAR
-    if not path.exists():
-        return {}
-    doc = load_json(path, error=MnemeError)
-    if not isinstance(doc, dict) or not isinstance(doc.get("records"), dict):
-        raise MnemeError(f"{path}: expected an object with a 'records' object")
-    return doc["records"]
+    return read_sidecar(Path(output) / SIDECAR, MnemeError)
 
 
 def _check_args(kernel: Kernel, code: KernelCode, snap: Snapshot) -> None:
@@ -679,14 +671,7 @@ def convert(directory: Path | str, output: Path | str, write: bool = True,
 
 
 def _write_sidecar(output: Path, items: list[Imported]) -> None:
-    kept = imported(output)
-    for item in items:
-        doc = item.to_json()
-        kept[Path(doc.pop("record")).name] = doc
-    text = json.dumps({"schema": "kir.mneme-import/1", "records": dict(sorted(kept.items()))}, indent=1)
-    tmp = output / f".{SIDECAR}.{os.getpid()}"
-    tmp.write_text(text + "\n")
-    tmp.replace(output / SIDECAR)
+    write_sidecar(output / SIDECAR, "kir.mneme-import/1", [item.to_json() for item in items], MnemeError)
 
 
 def _convert_one(kernel: Kernel, code: KernelCode, inst: Instance, ordinal: int,

@@ -35,15 +35,13 @@ an `OmpRecordError` naming the file and the byte offset or the JSON field.
 """
 from __future__ import annotations
 
-import json
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from kir import _core, hashing
 from kir.errors import KirError, OmpRecordError
-from kir.files import load_json, read_file
+from kir.files import load_json, read_file, read_sidecar, write_sidecar
 
 #: libomptarget's launch entry point (offload/libomptarget/interface.cpp), what the record's launch.api names
 LAUNCH_API = "__tgt_target_kernel"
@@ -446,24 +444,11 @@ def _convert_one(kernel: Kernel, output: Path | str | None, chunk_size: int) -> 
 def imported(output: Path | str) -> dict[str, dict]:
     """What `convert` kept beside the records of `output`: record file name ->
     Imported.to_json (without `record`); {} when nothing was imported there."""
-    path = Path(output) / SIDECAR
-    if not path.exists():
-        return {}
-    doc = load_json(path, error=OmpRecordError)
-    if not isinstance(doc, dict) or not isinstance(doc.get("records"), dict):
-        raise OmpRecordError(f"{path}: expected an object with a 'records' object")
-    return doc["records"]
+    return read_sidecar(Path(output) / SIDECAR, OmpRecordError)
 
 
 def _write_sidecar(output: Path, items: list[Imported]) -> None:
-    kept = imported(output)
-    for item in items:
-        doc = item.to_json()
-        kept[Path(doc.pop("record")).name] = doc
-    text = json.dumps({"schema": "kir.omp-import/1", "records": dict(sorted(kept.items()))}, indent=1)
-    tmp = output / f".{SIDECAR}.{os.getpid()}"
-    tmp.write_text(text + "\n")
-    tmp.replace(output / SIDECAR)
+    write_sidecar(output / SIDECAR, "kir.omp-import/1", [item.to_json() for item in items], OmpRecordError)
 
 
 __all__ = ["ALIGNMENT", "convert", "Descriptor", "EPILOGUE_ASSUMED", "find_descriptors", "Global", "Image", "Imported",

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import sys
 
-from kir.envelope import envelope
+from kir.envelope import add_json_argument, envelope
 from kir.omp_record import convert
 from kir.progress import Progress, add_argument as add_progress_argument
 from kir.words import plural
@@ -22,7 +22,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("-o", "--output", metavar="KIRDIR", required=True,
                         help="the kir recording directory to write the records into")
     parser.add_argument("--check", action="store_true", help="read and check everything, write nothing")
-    parser.add_argument("--json", action="store_true", help=f"one JSON object ({SCHEMA})")
+    add_json_argument(parser, help=f"one JSON object ({SCHEMA})")
     add_progress_argument(parser)
 
 
