@@ -21,9 +21,12 @@ files = sorted(p for p in directory.iterdir() if p.name.startswith(("libcublas",
                and ".so" in p.name and not p.is_symlink())
 for path in files:
     for scan_data in (True, False):
-        best = min(_timed for _timed in (
-            (lambda t: (kir.open(str(path), scan_data=scan_data), time.perf_counter() - t)[1])(time.perf_counter())
-            for _ in range(3)))
+        times = []
+        for _ in range(3):
+            start = time.perf_counter()
+            kir.open(str(path), scan_data=scan_data)
+            times.append(time.perf_counter() - start)
+        best = min(times)
         print(f"kir.open({path.name}, scan_data={scan_data}): {best * 1e3:.1f} ms")
 for argv in (["inspect", "--json", str(directory / "libcublasLt.so.13")],
              ["inspect", "-q", "--require", "sm_90", *map(str, files)]):

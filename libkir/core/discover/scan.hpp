@@ -7,9 +7,6 @@
 #include <cstring>
 #include <initializer_list>
 #include <string_view>
-#include <system_error>
-#include <thread>
-#include <vector>
 
 #include "kir/support/bytes.hpp"
 
@@ -75,43 +72,17 @@ inline uint64_t next_aligned_magic(ByteView d, uint64_t from, uint64_t limit, st
   return d.size();
 }
 
-/// Every offset of `d` where next_aligned_magic finds `magic`, in order, the bytes
-/// searched in up to `threads` parts at once (each part a thread of its own, the
-/// first on the caller's; parts of at least `min_part` bytes). Each part's pages
-/// are given back through `release(part)` once searched. A thread that cannot be
-/// started leaves its part to the caller. Memory bandwidth, not a core, bounds the
-/// search: cuBLASLt's 180 MB of data sections took 35 ms on one core of the H200.
-template <class Release>
-std::vector<uint64_t> aligned_magic_hits(ByteView d, std::string_view magic, uint64_t align, unsigned threads,
-                                         uint64_t min_part, Release&& release) {
-  uint64_t parts = std::max<uint64_t>(1, std::min<uint64_t>(threads, d.size() / std::max<uint64_t>(min_part, 1)));
-  uint64_t step = (d.size() / parts + align - 1) / align * align;
-  std::vector<std::vector<uint64_t>> found(parts);
-  auto search = [&](uint64_t part) {
-    uint64_t begin = part * step, end = part + 1 == parts ? d.size() : std::min(d.size(), begin + step);
-    for (uint64_t off = begin; off < end;) {
-      uint64_t hit = next_aligned_magic(d, off, end + 3, magic, align);  // a magic may straddle the end
-      if (hit >= end) break;
-      found[part].push_back(hit);
-      off = hit + 1;
-    }
-    release(d.sub(begin, end - begin));
-  };
-  std::vector<std::thread> pool;
-  std::vector<uint64_t> by_caller;
-  for (uint64_t part = 1; part < parts; ++part) {
-    try {
-      pool.emplace_back(search, part);
-    } catch (const std::system_error&) {  // no more threads: the caller searches it
-      by_caller.push_back(part);
-    }
+/// find_magic for one 4-byte magic on `align`-byte boundaries (next_aligned_magic).
+template <class At>
+uint64_t find_aligned_magic(ByteView d, uint64_t from, uint64_t end, std::string_view magic, uint64_t align, At&& at) {
+  uint64_t off = from;
+  while (off < end) {
+    uint64_t hit = next_aligned_magic(d, off, end + 3, magic, align);
+    if (hit >= end) break;
+    uint64_t skip = at(hit);
+    off = hit + std::max<uint64_t>(skip, 1);
   }
-  search(0);
-  for (uint64_t part : by_caller) search(part);
-  for (std::thread& t : pool) t.join();
-  std::vector<uint64_t> hits;
-  for (const std::vector<uint64_t>& f : found) hits.insert(hits.end(), f.begin(), f.end());
-  return hits;
+  return std::max(off, end);
 }
 
 /// The magics, as the scan looks for them.
